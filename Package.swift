@@ -1,0 +1,193 @@
+// swift-tools-version:6.2
+//
+// ReloadGate: a push-notification reload gateway for WidgetKit widgets.
+//
+// Dependency direction (see ../shared/DESIGN.md, "Suggested layout"):
+//
+//   ReloadGateCore  <-  ReloadGateStore, ReloadGateAPNs  <-  ReloadGateCertificates
+//                   <-  ReloadGateServer  <-  reloadgate (executable)
+//   ReloadGateTesting depends on the server and is used by tests only.
+//
+// The core imports no networking and no SQLite; the executable only parses arguments.
+
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "reloadgate",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "reloadgate", targets: ["reloadgate"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+    ],
+    targets: [
+        // Domain values and (later) the scheduling state machine. Pure: no I/O, time injected.
+        .target(
+            name: "ReloadGateCore",
+            swiftSettings: swiftSettings
+        ),
+        // Durable state: the SQLite store (GRDB, WAL, named migrations).
+        .target(
+            name: "ReloadGateStore",
+            dependencies: [
+                "ReloadGateCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The APNs wire contract: certificate topics (and later request validation, provider tokens).
+        .target(
+            name: "ReloadGateAPNs",
+            dependencies: [
+                "ReloadGateCore",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The development PKI: a local CA, server certificates, client certificates with APNs topics.
+        .target(
+            name: "ReloadGateCertificates",
+            dependencies: [
+                "ReloadGateCore",
+                "ReloadGateAPNs",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The Hummingbird application: configuration, listeners, routes, services.
+        .target(
+            name: "ReloadGateServer",
+            dependencies: [
+                "ReloadGateCore",
+                "ReloadGateStore",
+                "ReloadGateAPNs",
+                "ReloadGateCertificates",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Support for tests: a gateway on port 0 with generated certificates and a client that trusts it.
+        .target(
+            name: "ReloadGateTesting",
+            dependencies: [
+                "ReloadGateServer",
+                "ReloadGateCertificates",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The executable: parses arguments and calls into the server module.
+        .executableTarget(
+            name: "reloadgate",
+            dependencies: [
+                "ReloadGateServer",
+                "ReloadGateCertificates",
+                "ReloadGateCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        .testTarget(
+            name: "ReloadGateCoreTests",
+            dependencies: ["ReloadGateCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReloadGateStoreTests",
+            dependencies: [
+                "ReloadGateStore",
+                "ReloadGateTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReloadGateAPNsTests",
+            dependencies: [
+                "ReloadGateAPNs",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReloadGateCertificatesTests",
+            dependencies: [
+                "ReloadGateCertificates",
+                "ReloadGateAPNs",
+                "ReloadGateTesting",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReloadGateServerTests",
+            dependencies: [
+                "ReloadGateServer",
+                "ReloadGateTesting",
+                "ReloadGateCertificates",
+                "ReloadGateCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Runs the real `reloadgate` binary as a child process.
+        .testTarget(
+            name: "ReloadGateCLITests",
+            dependencies: [
+                "reloadgate",
+                "ReloadGateTesting",
+                "ReloadGateAPNs",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,130 @@
+import Logging
+import ReloadGateCore
+
+/// One configuration key: its dotted name in the YAML file, its environment variable and how a value
+/// is parsed into a ``GatewayConfiguration``.
+///
+/// The table ``all`` is the single source of truth: the file parser, the environment parser, the
+/// error messages and the documentation test all read it.
+public struct ConfigurationKey: Sendable {
+    /// The dotted name, e.g. `listen.port` (YAML: `listen:` then `port:`).
+    public let name: String
+    /// What the value means, for `--help` and docs.
+    public let summary: String
+    /// What a value must look like, used in error messages ("an integer from 0 to 65535").
+    public let expected: String
+    let apply: @Sendable (inout GatewayConfiguration, String?) -> Bool
+
+    /// The environment variable that sets this key: `RELOADGATE_` and the name in upper snake case
+    /// (`listen.idleTimeout` -> `RELOADGATE_LISTEN_IDLE_TIMEOUT`, `tls.clientCA` -> `RELOADGATE_TLS_CLIENT_CA`).
+    public var environmentVariable: String {
+        var result = "RELOADGATE_"
+        var previous: Character = "."
+        for character in name {
+            if character == "." {
+                result.append("_")
+            } else {
+                // A word starts at an upper-case letter after a lower-case one: `clientCA` -> `CLIENT_CA`.
+                if character.isUppercase, previous.isLowercase { result.append("_") }
+                result.append(contentsOf: character.uppercased())
+            }
+            previous = character
+        }
+        return result
+    }
+
+    /// Every key the gateway understands.
+    public static let all: [ConfigurationKey] = [
+        .text("listen.host", "address to bind", \.listen.host),
+        .integer("listen.port", "TCP port (0: any free port)", \.listen.port, range: 0...65535),
+        .integer("listen.idleTimeout", "seconds before an idle connection is closed", \.listen.idleTimeout, range: 1...86_400),
+        .integer(
+            "listen.shutdownGracePeriod",
+            "seconds in-flight requests get to finish on SIGTERM",
+            \.listen.shutdownGracePeriod,
+            range: 1...3600
+        ),
+        .path("tls.certificate", "server certificate chain (PEM); unset: development certificate", \.tls.certificate),
+        .path("tls.key", "server private key (PEM); set with tls.certificate", \.tls.key),
+        .path("tls.clientCA", "CA of push senders' client certificates (PEM); unset: the development CA in development", \.tls.clientCA),
+        .text("tls.developmentDirectory", "directory of the development CA and certificates", \.tls.developmentDirectory),
+        .text("data.directory", "directory of the SQLite store", \.dataDirectory),
+        .choice("environment", "APNs environment of this gateway", \.environment, DeploymentEnvironment.allCases.map { ($0.rawValue, $0) }),
+        .choice("log.level", "lowest log level written", \.log.level, Logger.Level.allCases.map { ($0.rawValue, $0) }),
+        .choice("log.format", "log line format", \.log.format, GatewayConfiguration.Log.Format.allCases.map { ($0.rawValue, $0) }),
+    ]
+
+    /// The key with this dotted name.
+    public static func named(_ name: String) -> ConfigurationKey? {
+        all.first { $0.name == name }
+    }
+
+    /// Applies a textual value; `false` when the value does not have the expected form.
+    func apply(_ text: String?, to configuration: inout GatewayConfiguration) -> Bool {
+        apply(&configuration, text)
+    }
+}
+
+extension ConfigurationKey {
+    /// A non-empty string.
+    static func text(
+        _ name: String,
+        _ summary: String,
+        _ keyPath: any WritableKeyPath<GatewayConfiguration, String> & Sendable
+    ) -> ConfigurationKey {
+        ConfigurationKey(name: name, summary: summary, expected: "a non-empty string") { configuration, text in
+            guard let text, !text.isEmpty else { return false }
+            configuration[keyPath: keyPath] = text
+            return true
+        }
+    }
+
+    /// An integer within `range`.
+    static func integer(
+        _ name: String,
+        _ summary: String,
+        _ keyPath: any WritableKeyPath<GatewayConfiguration, Int> & Sendable,
+        range: ClosedRange<Int>
+    ) -> ConfigurationKey {
+        ConfigurationKey(
+            name: name,
+            summary: summary,
+            expected: "an integer from \(range.lowerBound) to \(range.upperBound)"
+        ) { configuration, text in
+            guard let text, let value = Int(text), range.contains(value) else { return false }
+            configuration[keyPath: keyPath] = value
+            return true
+        }
+    }
+
+    /// An optional file path.
+    static func path(
+        _ name: String,
+        _ summary: String,
+        _ keyPath: any WritableKeyPath<GatewayConfiguration, String?> & Sendable
+    ) -> ConfigurationKey {
+        ConfigurationKey(name: name, summary: summary, expected: "a file path") { configuration, text in
+            // An empty value or YAML null unsets the key (back to the default).
+            configuration[keyPath: keyPath] = (text?.isEmpty ?? true) ? nil : text
+            return true
+        }
+    }
+
+    /// One of a fixed set of words.
+    static func choice<Value: Sendable>(
+        _ name: String,
+        _ summary: String,
+        _ keyPath: any WritableKeyPath<GatewayConfiguration, Value> & Sendable,
+        _ choices: [(String, Value)]
+    ) -> ConfigurationKey {
+        ConfigurationKey(
+            name: name,
+            summary: summary,
+            expected: "one of " + choices.map(\.0).joined(separator: ", ")
+        ) { configuration, text in
+            guard let match = choices.first(where: { $0.0 == text }) else { return false }
+            configuration[keyPath: keyPath] = match.1
+            return true
+        }
+    }
+}

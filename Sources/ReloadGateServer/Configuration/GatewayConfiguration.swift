@@ -1,0 +1,71 @@
+public import Logging
+public import ReloadGateCore
+
+/// Everything `reloadgate serve` can be told, with the embedded default for every field.
+///
+/// `GatewayConfiguration()` is the embedded default: a TLS listener on 127.0.0.1:8443 with a development
+/// certificate under `certs/`, SQLite under `data/`, the sandbox environment. A YAML file and
+/// `RELOADGATE_*` environment variables override it key by key (see ``load(file:environment:)`` and
+/// ``ConfigurationKey/all`` for the keys).
+public struct GatewayConfiguration: Sendable, Equatable {
+    /// The public listener (APNs ingress, registry API, webhook, health).
+    public struct Listen: Sendable, Equatable {
+        /// Address to bind. `0.0.0.0` or `::` for every interface.
+        public var host: String = "127.0.0.1"
+        /// TCP port; 0 picks a free one (tests).
+        public var port: Int = 8443
+        /// Seconds an idle connection is kept open before it is closed (GOAWAY on HTTP/2).
+        public var idleTimeout: Int = 300
+        /// Seconds that requests in flight get to finish on SIGTERM before connections are closed.
+        public var shutdownGracePeriod: Int = 30
+
+        public init() {}
+    }
+
+    /// TLS material of the listener.
+    public struct TLS: Sendable, Equatable {
+        /// PEM file with the server certificate (and its chain). `nil`: the development certificate.
+        public var certificate: String?
+        /// PEM file with the server certificate's private key. Set together with `certificate`.
+        public var key: String?
+        /// PEM file with the CA that signs push senders' client certificates. `nil`: the development CA
+        /// when the development certificate is used, otherwise client certificates are not requested.
+        public var clientCA: String?
+        /// Where the development CA and certificate live (created on first run).
+        public var developmentDirectory: String = "certs"
+
+        public init() {}
+
+        /// Whether the listener uses the development certificate (no certificate configured).
+        public var usesDevelopmentCertificate: Bool { certificate == nil && key == nil }
+    }
+
+    /// Logging.
+    public struct Log: Sendable, Equatable {
+        /// Lowest level written.
+        public var level: Logger.Level = .info
+        /// Line format.
+        public var format: Format = .text
+
+        /// How log lines look.
+        public enum Format: String, Sendable, CaseIterable {
+            /// `2026-11-22T10:00:00Z info reloadgate: message key=value`
+            case text
+            /// One JSON object a line, for log collectors.
+            case json
+        }
+
+        public init() {}
+    }
+
+    public var listen = Listen()
+    public var tls = TLS()
+    /// The data directory: the SQLite store and (later) the outbox. Created with mode 0700.
+    public var dataDirectory: String = "data"
+    /// The APNs environment of this gateway.
+    public var environment: DeploymentEnvironment = .sandbox
+    public var log = Log()
+
+    /// The embedded default.
+    public init() {}
+}

@@ -1,0 +1,20 @@
+import GRDB
+
+extension SQLiteStore {
+    /// The schema's history. Migrations are named and never edited once landed: add a new one instead.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-store-info") { db in
+            try db.create(table: "store_info") { table in
+                table.primaryKey("key", .text)
+                table.column("value", .text).notNull()
+            }
+        }
+        return migrator
+    }
+
+    /// The names of the migrations applied to this store, oldest first.
+    public func appliedMigrations() throws -> [String] {
+        try writer.read { db in try Self.migrator.appliedMigrations(db) }
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import GRDB
+public import ReloadGateCore
+
+/// The embedded store: one SQLite file in WAL mode under the data directory, opened with GRDB.
+///
+/// Opening runs the named migrations of ``SQLiteStore/migrator``, so a data directory written by an older
+/// ReloadGate is brought up to date and a new one is created. Several processes may open the same file
+/// (the server and operator commands such as `reloadgate apps add`); SQLite's locking and a busy timeout
+/// serialise their writes.
+public final class SQLiteStore: Sendable {
+    /// The file name of the database inside the data directory.
+    public static let fileName = "reloadgate.sqlite"
+
+    /// The database file.
+    public let path: String
+    /// The environment the store was created for.
+    public let environment: DeploymentEnvironment
+    let writer: DatabasePool
+
+    /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
+    /// - Parameters:
+    ///   - directory: the data directory; created with mode 0700 when missing.
+    ///   - environment: the environment of this gateway. A new store records it; an existing store created
+    ///     for the other environment is refused, because its device tokens would be wrong for this one.
+    ///   - now: the time recorded as the store's creation time.
+    /// - Throws: ``StoreError``.
+    public init(directory: String, environment: DeploymentEnvironment, now: Date) throws(StoreError) {
+        let path = URL(fileURLWithPath: directory, isDirectory: true)
+            .appendingPathComponent(Self.fileName).standardizedFileURL.path
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+        } catch {
+            throw .cannotOpen(path: path, reason: "cannot create the data directory: \(error.localizedDescription)")
+        }
+        var configuration = Configuration()
+        configuration.label = "reloadgate"
+        // Operator commands write while the server runs: wait for the other writer instead of failing.
+        configuration.busyMode = .timeout(10)
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw .cannotOpen(path: path, reason: String(describing: error))
+        }
+        let stored: DeploymentEnvironment
+        do {
+            stored = try pool.write { db in
+                try StoreInfo.recordIfNew(environment: environment, createdAt: now, in: db)
+            }
+        } catch {
+            throw .cannotOpen(path: path, reason: String(describing: error))
+        }
+        guard stored == environment else {
+            try? pool.close()
+            throw .environmentMismatch(path: path, stored: stored, configured: environment)
+        }
+        self.path = path
+        self.environment = environment
+        self.writer = pool
+    }
+
+    /// The store's metadata.
+    public func info() throws -> StoreInfo {
+        try writer.read { db in try StoreInfo.read(db) }
+    }
+
+    /// Checkpoints the WAL and closes every connection. The store cannot be used afterwards.
+    public func close() throws {
+        try writer.close()
+    }
+}

@@ -1,0 +1,30 @@
+public import ReloadGateCore
+
+/// Why the store could not be opened or used. Each case has a stable ``code``.
+public enum StoreError: Error, Equatable, CustomStringConvertible {
+    /// The database file could not be created, opened or migrated.
+    case cannotOpen(path: String, reason: String)
+    /// The data directory belongs to a gateway of the other environment.
+    case environmentMismatch(path: String, stored: DeploymentEnvironment, configured: DeploymentEnvironment)
+    /// The store's contents break an invariant the gateway relies on.
+    case corrupt(reason: String)
+
+    /// A stable identifier for logs and tests.
+    public var code: String {
+        switch self {
+        case .cannotOpen: "store.cannot-open"
+        case .environmentMismatch: "store.environment-mismatch"
+        case .corrupt: "store.corrupt"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .cannotOpen(let path, let reason): "cannot open the store \(path): \(reason)"
+        case .environmentMismatch(let path, let stored, let configured):
+            "the store \(path) holds \(stored) devices but this gateway runs in \(configured): "
+                + "use another data directory (data.directory) for the \(configured) environment"
+        case .corrupt(let reason): "the store is corrupt: \(reason)"
+        }
+    }
+}

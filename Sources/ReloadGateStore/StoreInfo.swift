@@ -1,0 +1,37 @@
+public import Foundation
+import GRDB
+public import ReloadGateCore
+
+/// What a store records about itself: the environment it was created for and when.
+public struct StoreInfo: Equatable, Sendable {
+    /// The environment whose device tokens the store holds.
+    public var environment: DeploymentEnvironment
+    /// When the store was created.
+    public var createdAt: Date
+
+    static func read(_ db: Database) throws -> StoreInfo {
+        let rows = try Dictionary(
+            uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT key, value FROM store_info").map {
+                (($0["key"] as String), ($0["value"] as String))
+            }
+        )
+        guard let environmentText = rows["environment"],
+            let environment = DeploymentEnvironment(rawValue: environmentText),
+            let createdText = rows["createdAt"], let created = Double(createdText)
+        else {
+            throw StoreError.corrupt(reason: "store_info lacks a valid environment or createdAt")
+        }
+        return StoreInfo(environment: environment, createdAt: Date(timeIntervalSince1970: created))
+    }
+
+    /// Records the environment and creation time in a new store; returns the environment on record.
+    static func recordIfNew(environment: DeploymentEnvironment, createdAt: Date, in db: Database) throws
+        -> DeploymentEnvironment
+    {
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO store_info (key, value) VALUES ('environment', ?), ('createdAt', ?)",
+            arguments: [environment.rawValue, String(createdAt.timeIntervalSince1970)]
+        )
+        return try read(db).environment
+    }
+}

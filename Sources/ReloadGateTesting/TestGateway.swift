@@ -1,0 +1,129 @@
+public import AsyncHTTPClient
+import Foundation
+public import Hummingbird
+import Logging
+public import NIOSSL
+public import ReloadGateServer
+import ServiceLifecycle
+
+/// A gateway running in the test process: real TLS and HTTP/2 on 127.0.0.1 with a port the system
+/// picks, certificates generated for the test, and a SQLite store in a temporary directory.
+public struct TestGateway: Sendable {
+    /// The test's own directory (certificates, data).
+    public let directory: TemporaryDirectory
+    /// The test's certificates.
+    public let pki: TestPKI
+    /// The configuration the gateway runs with.
+    public let configuration: GatewayConfiguration
+    /// The port the listener is bound to.
+    public let port: Int
+    private let serviceGroup: ServiceGroup
+
+    /// `https://localhost:<port>` (the test server certificate is valid for localhost).
+    public var baseURL: String { "https://localhost:\(port)" }
+
+    /// Starts the graceful shutdown that SIGTERM starts in `reloadgate serve`.
+    public func shutDown() async {
+        await serviceGroup.triggerGracefulShutdown()
+    }
+
+    /// Runs a gateway for the duration of `body`, then shuts it down gracefully and waits for it to stop.
+    ///
+    /// Errors of the gateway itself (it failed to start, or did not stop cleanly) are rethrown, so a test
+    /// fails when the shutdown does.
+    /// - Parameters:
+    ///   - directory: the directory for certificates and data; by default a temporary one, removed afterwards.
+    ///     A directory passed in is left for the caller to inspect (and remove).
+    ///   - configure: changes to the test configuration (port 0, test PKI, temporary data directory).
+    ///   - customizeRouter: extra routes for the test.
+    ///   - body: the test, given the running gateway.
+    public static func withRunning<Result: Sendable>(
+        in directory: TemporaryDirectory? = nil,
+        configure: (inout GatewayConfiguration) -> Void = { _ in },
+        customizeRouter: (Router<BasicRequestContext>) -> Void = { _ in },
+        _ body: @Sendable (TestGateway) async throws -> Result
+    ) async throws -> Result {
+        let owned = directory == nil
+        let directory = try directory ?? TemporaryDirectory("gateway")
+        defer { if owned { directory.remove() } }
+        let pki = try TestPKI(in: directory)
+        var configuration = GatewayConfiguration()
+        configuration.listen.port = 0
+        configuration.tls.certificate = pki.serverCertificatePath
+        configuration.tls.key = pki.serverKeyPath
+        configuration.tls.clientCA = pki.caCertificatePath
+        configuration.dataDirectory = directory.path("data")
+        configure(&configuration)
+
+        var logger = Logger(label: "reloadgate-test")
+        logger.logLevel = .warning
+        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+        let gateway = try Gateway(
+            configuration: configuration,
+            logger: logger,
+            onListening: { listener in portContinuation.yield(listener.port) },
+            customizeRouter: customizeRouter
+        )
+        let serviceGroup = ServiceGroup(
+            configuration: .init(services: [gateway], gracefulShutdownSignals: [], logger: logger)
+        )
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                defer { portContinuation.finish() }
+                try await serviceGroup.run()
+            }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else {
+                try await group.waitForAll()
+                throw TestGatewayError.didNotStart
+            }
+            let running = TestGateway(
+                directory: directory,
+                pki: pki,
+                configuration: configuration,
+                port: port,
+                serviceGroup: serviceGroup
+            )
+            let result: Result
+            do {
+                result = try await body(running)
+            } catch {
+                await serviceGroup.triggerGracefulShutdown()
+                try? await group.waitForAll()
+                throw error
+            }
+            await serviceGroup.triggerGracefulShutdown()
+            try await group.waitForAll()
+            return result
+        }
+    }
+
+    /// Runs `body` with an HTTP client that trusts the test CA, shut down afterwards.
+    /// - Parameters:
+    ///   - version: `.automatic` negotiates HTTP/2 over ALPN; `.http1Only` offers only HTTP/1.1.
+    ///   - tls: client TLS settings; by default the test CA and no client certificate.
+    public func withHTTPClient<Result: Sendable>(
+        _ version: HTTPClient.Configuration.HTTPVersion = .automatic,
+        tls: TLSConfiguration? = nil,
+        _ body: (HTTPClient) async throws -> Result
+    ) async throws -> Result {
+        var configuration = HTTPClient.Configuration(tlsConfiguration: try tls ?? pki.clientTLSConfiguration())
+        configuration.httpVersion = version
+        configuration.timeout = .init(connect: .seconds(10), read: .seconds(30))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        do {
+            let result = try await body(client)
+            try await client.shutdown()
+            return result
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+}
+
+/// Failures of the test harness itself.
+public enum TestGatewayError: Error {
+    /// The gateway stopped before its listener was bound.
+    case didNotStart
+}

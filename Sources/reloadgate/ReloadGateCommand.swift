@@ -1,0 +1,35 @@
+import ArgumentParser
+import Foundation
+
+/// `reloadgate`: the gateway and its operator commands. Thin on purpose: each subcommand parses its
+/// arguments and calls into the library modules, which tests call too.
+@main
+struct ReloadGateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reloadgate",
+        abstract: "A push-notification reload gateway for WidgetKit widgets.",
+        discussion: """
+            Exit status: 0 success, 1 failure while running, 2 bad arguments or configuration.
+            """,
+        subcommands: [Serve.self, Certs.self]
+    )
+
+    /// Parses and runs the command, exiting with status 2 (not argument-parser's 64) on bad arguments,
+    /// so that every "you asked for something wrong" ends the same way.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import ReloadGateAPNs
+import ReloadGateTesting
+import SwiftASN1
+import Testing
+import X509
+
+struct CertsCommandTests {
+    @Test func devThenClientIssuesACertificateWithTopicsSignedByTheDevelopmentCA() async throws {
+        let directory = try TemporaryDirectory("certs-cli")
+        defer { directory.remove() }
+
+        let dev = try await ReloadGateProcess.run(["certs", "dev", "--dir", "pki", "--host", "gateway.test"], in: directory.url)
+        #expect(dev.status == 0, "\(dev.stderr)")
+        #expect(dev.stdout.contains("pki/ca.pem"))
+
+        let client = try await ReloadGateProcess.run(
+            ["certs", "client", "--dir", "pki", "--topic", "com.example.scores", "--topic", "com.example.news", "--out", "backend"],
+            in: directory.url
+        )
+        #expect(client.status == 0, "\(client.stderr)")
+        let ca = try Certificate(pemEncoded: String(contentsOfFile: directory.path("pki/ca.pem"), encoding: .utf8))
+        let certificate = try Certificate(pemEncoded: String(contentsOfFile: directory.path("pki/backend.pem"), encoding: .utf8))
+        #expect(ca.publicKey.isValidSignature(certificate.signature, for: certificate))
+        #expect(try certificate.apnsTopics()?.topics.map(\.name) == ["com.example.scores", "com.example.news"])
+        let keyMode = try FileManager.default.attributesOfItem(atPath: directory.path("pki/backend-key.pem"))[.posixPermissions] as? NSNumber
+        #expect(keyMode?.intValue == 0o600)
+        let server = try Certificate(pemEncoded: String(contentsOfFile: directory.path("pki/server.pem"), encoding: .utf8))
+        #expect(try server.extensions.subjectAlternativeNames?.contains(.dnsName("gateway.test")) == true)
+    }
+
+    @Test func clientWithoutACAOrWithABadTopicExplainsWhatToDo() async throws {
+        let directory = try TemporaryDirectory("certs-cli")
+        defer { directory.remove() }
+        let noCA = try await ReloadGateProcess.run(["certs", "client", "--topic", "com.example.scores", "--out", "x"], in: directory.url)
+        #expect(noCA.status == 1)
+        #expect(noCA.stderr.contains("run `reloadgate certs dev` first"))
+
+        let topic = try await ReloadGateProcess.run(
+            ["certs", "client", "--topic", "com.example.scores.push-type.widgets", "--out", "x"],
+            in: directory.url
+        )
+        #expect(topic.status == 2)
+        #expect(topic.stderr.contains("use com.example.scores"))
+
+        let missing = try await ReloadGateProcess.run(["certs", "client", "--out", "x"], in: directory.url)
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("Missing expected argument '--topic"))
+    }
+}

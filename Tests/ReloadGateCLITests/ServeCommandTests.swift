@@ -1,0 +1,128 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import ReloadGateTesting
+import Testing
+
+/// The real binary: `reloadgate serve` on the embedded default (port moved to 0), its start-up line,
+/// both protocols, SIGTERM and SIGINT, and configuration errors.
+struct ServeCommandTests {
+    /// The embedded default, except the port: 0, so tests never collide with a running gateway.
+    static let testEnvironment = ["RELOADGATE_LISTEN_PORT": "0"]
+
+    @Test(arguments: [SIGTERM, SIGINT])
+    func servesTheEmbeddedDefaultAndStopsGracefullyOnSignal(_ signal: Int32) async throws {
+        let directory = try TemporaryDirectory("serve")
+        defer { directory.remove() }
+        let process = try ReloadGateProcess(["serve"], in: directory.url, environment: Self.testEnvironment)
+        let line = try await process.waitForOutputLine(containing: "listening on")
+
+        // reloadgate: listening on https://127.0.0.1:PORT (...); clients trust the CA /path/certs/ca.pem
+        let portMatch = try #require(line.firstMatch(of: /127\.0\.0\.1:(\d+)/))
+        let port = try #require(Int(portMatch.1))
+        let caPath = try #require(line.firstMatch(of: /clients trust the CA (\S+)$/)).1
+        #expect(caPath == directory.url.appendingPathComponent("certs/ca.pem").standardizedFileURL.path)
+        #expect(FileManager.default.fileExists(atPath: directory.path("data/reloadgate.sqlite")))
+
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(String(caPath)))
+        for (version, negotiated) in [(HTTPClient.Configuration.HTTPVersion.automatic, HTTPVersion.http2), (.http1Only, .http1_1)] {
+            var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+            configuration.httpVersion = version
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            do {
+                for path in ["/health", "/ready"] {
+                    let response = try await client.execute(HTTPClientRequest(url: "https://localhost:\(port)\(path)"), timeout: .seconds(30))
+                    #expect(response.status == .ok, "\(path)")
+                    #expect(response.version == negotiated)
+                }
+            } catch {
+                Issue.record("request failed: \(error)")
+            }
+            try await client.shutdown()
+        }
+
+        process.send(signal)
+        #expect(try await process.waitForExit() == 0)
+        #expect(process.standardError.contains("store closed"))
+        #expect(!FileManager.default.fileExists(atPath: directory.path("data/reloadgate.sqlite-wal")))
+    }
+
+    @Test func aSecondRunReusesTheDevelopmentCertificates() async throws {
+        let directory = try TemporaryDirectory("serve")
+        defer { directory.remove() }
+        for run in 1...2 {
+            let process = try ReloadGateProcess(["serve"], in: directory.url, environment: Self.testEnvironment)
+            _ = try await process.waitForOutputLine(containing: "listening on")
+            let created = process.standardError.contains("created a development CA")
+            #expect(created == (run == 1), "run \(run)")
+            process.send(SIGTERM)
+            #expect(try await process.waitForExit() == 0)
+        }
+    }
+
+    struct Failure: Sendable, CustomTestStringConvertible {
+        let name: String
+        let arguments: [String]
+        let environment: [String: String]
+        let file: String?
+        let message: String
+        var testDescription: String { name }
+    }
+
+    static let failures: [Failure] = [
+        Failure(
+            name: "unknown key",
+            arguments: ["serve", "--config", "reloadgate.yaml"],
+            environment: [:],
+            file: "listen:\n  prot: 8443\n",
+            message: "reloadgate: error: reloadgate.yaml:2: unknown key 'listen.prot'; did you mean 'listen.port'?"
+        ),
+        Failure(
+            name: "wrong type",
+            arguments: ["serve", "--config", "reloadgate.yaml"],
+            environment: [:],
+            file: "listen:\n  idleTimeout: soon\n",
+            message: "reloadgate: error: reloadgate.yaml:2: listen.idleTimeout must be an integer from 1 to 86400, not 'soon'"
+        ),
+        Failure(
+            name: "missing certificate file",
+            arguments: ["serve"],
+            environment: ["RELOADGATE_TLS_CERTIFICATE": "/missing/server.pem", "RELOADGATE_TLS_KEY": "/missing/key.pem"],
+            file: nil,
+            message: "reloadgate: error: tls.certificate: cannot use /missing/server.pem: no such file"
+        ),
+        Failure(
+            name: "missing configuration file",
+            arguments: ["serve", "--config", "absent.yaml"],
+            environment: [:],
+            file: nil,
+            message: "reloadgate: error: cannot read the configuration file absent.yaml: No such file or directory"
+        ),
+        Failure(
+            name: "unknown option",
+            arguments: ["serve", "--colour", "blue"],
+            environment: [:],
+            file: nil,
+            message: "Error: Unknown option '--colour'"
+        ),
+    ]
+
+    @Test(arguments: failures)
+    func badConfigurationExitsWithStatus2AndStartsNothing(_ failure: Failure) async throws {
+        let directory = try TemporaryDirectory("serve")
+        defer { directory.remove() }
+        if let file = failure.file {
+            try file.write(toFile: directory.path("reloadgate.yaml"), atomically: true, encoding: .utf8)
+        }
+        let result = try await ReloadGateProcess.run(failure.arguments, in: directory.url, environment: failure.environment)
+        #expect(result.status == 2)
+        #expect(result.stderr.split(separator: "\n").first.map(String.init) == failure.message)
+        #expect(result.stdout.isEmpty)
+        // Nothing started: no store, no certificates.
+        #expect(!FileManager.default.fileExists(atPath: directory.path("data")))
+        #expect(!FileManager.default.fileExists(atPath: directory.path("certs")))
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateTesting
+import Testing
+
+/// The configuration table: defaults, file, environment over file, and every error with its message.
+struct ConfigurationTests {
+    struct Valid: Sendable, CustomTestStringConvertible {
+        let name: String
+        let yaml: String?
+        let environment: [String: String]
+        let expected: @Sendable (inout GatewayConfiguration) -> Void
+        var testDescription: String { name }
+    }
+
+    static let validCases: [Valid] = [
+        Valid(name: "no file, no variables: the embedded default", yaml: nil, environment: [:]) { _ in },
+        Valid(
+            name: "every key from a file",
+            yaml: """
+                listen:
+                  host: 0.0.0.0
+                  port: 9443
+                  idleTimeout: 60
+                  shutdownGracePeriod: 5
+                tls:
+                  certificate: /etc/reloadgate/server.pem
+                  key: /etc/reloadgate/server-key.pem
+                  clientCA: /etc/reloadgate/senders-ca.pem
+                  developmentDirectory: /tmp/certs
+                data:
+                  directory: /var/lib/reloadgate
+                environment: production
+                log:
+                  level: debug
+                  format: json
+                """,
+            environment: [:]
+        ) { configuration in
+            configuration.listen = .init()
+            configuration.listen.host = "0.0.0.0"
+            configuration.listen.port = 9443
+            configuration.listen.idleTimeout = 60
+            configuration.listen.shutdownGracePeriod = 5
+            configuration.tls.certificate = "/etc/reloadgate/server.pem"
+            configuration.tls.key = "/etc/reloadgate/server-key.pem"
+            configuration.tls.clientCA = "/etc/reloadgate/senders-ca.pem"
+            configuration.tls.developmentDirectory = "/tmp/certs"
+            configuration.dataDirectory = "/var/lib/reloadgate"
+            configuration.environment = .production
+            configuration.log.level = .debug
+            configuration.log.format = .json
+        },
+        Valid(
+            name: "environment variables override the file, key by key",
+            yaml: "listen:\n  port: 9443\n  host: 0.0.0.0\nlog:\n  level: debug\n",
+            environment: [
+                "RELOADGATE_LISTEN_PORT": "10443",
+                "RELOADGATE_LOG_LEVEL": "trace",
+                "RELOADGATE_TLS_CLIENT_CA": "/ca.pem",
+                "RELOADGATE_DATA_DIRECTORY": "/srv/data",
+                "HOME": "/root",
+                "LOG_LEVEL": "not ours",
+            ]
+        ) { configuration in
+            configuration.listen.port = 10443
+            configuration.listen.host = "0.0.0.0"
+            configuration.log.level = .trace
+            configuration.tls.clientCA = "/ca.pem"
+            configuration.dataDirectory = "/srv/data"
+        },
+        Valid(name: "an empty file changes nothing", yaml: "# nothing here\n", environment: [:]) { _ in },
+        Valid(name: "an empty section changes nothing", yaml: "tls:\n  # certificate: x\nlisten:\n", environment: [:]) { _ in },
+        Valid(
+            name: "null or empty unsets an optional path",
+            yaml: "tls:\n  certificate: ~\n  key: ''\n",
+            environment: ["RELOADGATE_TLS_CLIENT_CA": ""]
+        ) { _ in },
+    ]
+
+    @Test(arguments: validCases)
+    func validConfigurations(_ valid: Valid) throws {
+        let directory = try TemporaryDirectory("config")
+        defer { directory.remove() }
+        var file: String?
+        if let yaml = valid.yaml {
+            file = directory.path("reloadgate.yaml")
+            try yaml.write(toFile: file!, atomically: true, encoding: .utf8)
+        }
+        var expected = GatewayConfiguration()
+        valid.expected(&expected)
+        #expect(try GatewayConfiguration.load(file: file, environment: valid.environment) == expected)
+    }
+
+    struct Invalid: Sendable, CustomTestStringConvertible {
+        let name: String
+        let yaml: String?
+        var environment: [String: String] = [:]
+        /// The whole message; `FILE` stands for the configuration file's path.
+        let message: String
+        var testDescription: String { name }
+    }
+
+    static let invalidCases: [Invalid] = [
+        Invalid(
+            name: "unknown key, with a suggestion",
+            yaml: "listen:\n  prot: 9443\n",
+            message: "FILE:2: unknown key 'listen.prot'; did you mean 'listen.port'?"
+        ),
+        Invalid(name: "unknown top-level key", yaml: "colour: blue\n", message: "FILE:1: unknown key 'colour'"),
+        Invalid(name: "unknown section", yaml: "upstream:\n  kind: apns\n", message: "FILE:1: unknown key 'upstream'"),
+        Invalid(
+            name: "unknown environment variable",
+            yaml: nil,
+            environment: ["RELOADGATE_LISTN_PORT": "1"],
+            message: "environment variable RELOADGATE_LISTN_PORT: unknown variable (no configuration key is named so); did you mean 'RELOADGATE_LISTEN_PORT'?"
+        ),
+        Invalid(
+            name: "bad type: text for an integer",
+            yaml: "listen:\n  port: abc\n",
+            message: "FILE:2: listen.port must be an integer from 0 to 65535, not 'abc'"
+        ),
+        Invalid(
+            name: "bad type from the environment: out of range",
+            yaml: nil,
+            environment: ["RELOADGATE_LISTEN_PORT": "70000"],
+            message: "environment variable RELOADGATE_LISTEN_PORT: listen.port must be an integer from 0 to 65535, not '70000'"
+        ),
+        Invalid(
+            name: "bad choice",
+            yaml: "environment: staging\n",
+            message: "FILE:1: environment must be one of sandbox, production, not 'staging'"
+        ),
+        Invalid(
+            name: "a value where a section belongs",
+            yaml: "listen: 8443\n",
+            message: "FILE:1: listen must be a mapping of keys, not '8443'"
+        ),
+        Invalid(
+            name: "a list where a value belongs",
+            yaml: "log:\n  format: [json]\n",
+            message: "FILE:2: log.format must be one of text, json, not a list"
+        ),
+        Invalid(
+            name: "a mapping where a value belongs",
+            yaml: "data:\n  directory:\n    path: x\n",
+            message: "FILE:2: data.directory must be a non-empty string, not a mapping"
+        ),
+        Invalid(
+            name: "not a mapping at the top",
+            yaml: "- listen\n",
+            message: "the configuration file FILE is not valid: the top level must be a mapping of keys"
+        ),
+    ]
+
+    @Test(arguments: invalidCases)
+    func invalidConfigurationsNameTheKeyAndSource(_ invalid: Invalid) throws {
+        let directory = try TemporaryDirectory("config")
+        defer { directory.remove() }
+        var file: String?
+        if let yaml = invalid.yaml {
+            file = directory.path("reloadgate.yaml")
+            try yaml.write(toFile: file!, atomically: true, encoding: .utf8)
+        }
+        do {
+            let configuration = try GatewayConfiguration.load(file: file, environment: invalid.environment)
+            Issue.record("loaded \(configuration)")
+        } catch {
+            #expect(error.description == invalid.message.replacingOccurrences(of: "FILE", with: file ?? "-"))
+        }
+    }
+
+    @Test func aMissingConfigurationFileIsNamed() {
+        #expect(throws: ConfigurationError.unreadableFile(path: "/nonexistent/reloadgate.yaml", reason: "No such file or directory")) {
+            try GatewayConfiguration.load(file: "/nonexistent/reloadgate.yaml", environment: [:])
+        }
+    }
+
+    @Test func environmentVariableNamesFollowTheKeys() {
+        let names = Dictionary(uniqueKeysWithValues: ConfigurationKey.all.map { ($0.name, $0.environmentVariable) })
+        #expect(names["listen.port"] == "RELOADGATE_LISTEN_PORT")
+        #expect(names["listen.idleTimeout"] == "RELOADGATE_LISTEN_IDLE_TIMEOUT")
+        #expect(names["tls.clientCA"] == "RELOADGATE_TLS_CLIENT_CA")
+        #expect(names["data.directory"] == "RELOADGATE_DATA_DIRECTORY")
+        #expect(Set(names.values).count == names.count)
+    }
+}

@@ -1,39 +1,9 @@
-public import Foundation
-public import Hummingbird
-import HummingbirdCore
-import HummingbirdHTTP2
-public import Logging
-import NIOCore
-import ReloadGateStore
+import Logging
 public import ServiceLifecycle
 public import UnixSignals
 
-/// Where the listener ended up, reported once it accepts connections.
-public struct ListenerInfo: Sendable {
-    /// The configured host.
-    public let host: String
-    /// The bound port (the real one when the configuration said 0).
-    public let port: Int
-    /// The CA certificate clients must trust, when the gateway knows it (development certificate).
-    public let trustedCAPath: String?
-
-    /// `https://host:port`, with brackets around an IPv6 host.
-    public var url: String {
-        host.contains(":") ? "https://[\(host)]:\(port)" : "https://\(host):\(port)"
-    }
-
-    /// The one start-up line `reloadgate serve` prints per listener.
-    public var startupLine: String {
-        var line = "reloadgate: listening on \(url) (TLS, ALPN h2 and http/1.1)"
-        if let trustedCAPath {
-            line += "; clients trust the CA \(trustedCAPath)"
-        }
-        return line
-    }
-}
-
 /// The whole gateway as one service: the store, the Hummingbird application (listener and routes) and
-/// the drain that makes shutdown graceful.
+/// the drain that makes shutdown graceful. Made by ``buildGateway(configuration:logger:now:onListening:customizeRouter:)``.
 ///
 /// Its services stop in reverse order on graceful shutdown (SIGTERM or SIGINT with ``runService(gracefulShutdownSignals:)``):
 /// first the drain (not ready, new requests get `503 Shutdown`, in-flight requests finish), then the
@@ -46,77 +16,11 @@ public struct Gateway: Service {
     private let services: [any Service]
     private let logger: Logger
 
-    /// Builds the gateway: checks the TLS material (creating the development certificate on first run),
-    /// opens the store, and sets up the routes. Nothing listens until ``run()``.
-    /// - Parameters:
-    ///   - configuration: the loaded configuration.
-    ///   - logger: the gateway's logger.
-    ///   - now: the wall clock (certificate validity, store creation time).
-    ///   - onListening: called once the listener is bound.
-    ///   - customizeRouter: adds routes, for embedding and tests. They are drained on shutdown like the
-    ///     gateway's own routes.
-    /// - Throws: ``ConfigurationError`` for unusable TLS material, ``StoreError`` when the store cannot open.
-    public init(
-        configuration: GatewayConfiguration,
-        logger: Logger,
-        now: @escaping @Sendable () -> Date = { Date() },
-        onListening: @escaping @Sendable (ListenerInfo) async -> Void = { _ in },
-        customizeRouter: (Router<BasicRequestContext>) -> Void = { _ in }
-    ) throws {
-        let tls = try ListenerTLS.load(configuration.tls, now: now(), logger: logger)
-
-        var http2 = HTTP2UpgradeChannel.Configuration(
-            idleTimeout: .seconds(configuration.listen.idleTimeout),
-            streamConfiguration: .init(idleTimeout: .seconds(Int64(configuration.listen.idleTimeout)))
-        )
-        http2.gracefulCloseTimeout = .seconds(configuration.listen.shutdownGracePeriod)
-        let server: HTTPServerBuilder
-        do {
-            server = try .http2Upgrade(tlsConfiguration: tls.configuration, configuration: http2)
-        } catch {
-            throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
-        }
-
-        // The store opens last: everything that can be wrong in the configuration has been checked.
-        let store = try SQLiteStore(
-            directory: configuration.dataDirectory,
-            environment: configuration.environment,
-            now: now()
-        )
-        logger.info("store open", metadata: ["path": "\(store.path)", "environment": "\(store.environment)"])
-
-        let readiness = Readiness()
-        let drain = RequestDrain()
-        let router = Router()
-        // Health and readiness answer while draining (readiness says so); everything else is drained.
-        OperationsRoutes(readiness: readiness).register(on: router)
-        router.add(middleware: DrainMiddleware(drain: drain))
-        customizeRouter(router)
-
-        let host = configuration.listen.host
-        let application = Application(
-            router: router,
-            server: server,
-            configuration: .init(address: .hostname(host, port: configuration.listen.port)),
-            onServerRunning: { channel in
-                let port = channel.localAddress?.port ?? configuration.listen.port
-                await onListening(ListenerInfo(host: host, port: port, trustedCAPath: tls.trustedCAPath))
-            },
-            logger: logger
-        )
+    init(configuration: GatewayConfiguration, readiness: Readiness, logger: Logger, services: [any Service]) {
         self.configuration = configuration
         self.readiness = readiness
+        self.services = services
         self.logger = logger
-        self.services = [
-            StoreService(store: store, readiness: readiness, logger: logger),
-            application,
-            DrainService(
-                drain: drain,
-                readiness: readiness,
-                gracePeriod: .seconds(configuration.listen.shutdownGracePeriod),
-                logger: logger
-            ),
-        ]
     }
 
     /// Runs until graceful shutdown of the enclosing service group, then stops in order.

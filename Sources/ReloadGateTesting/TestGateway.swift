@@ -58,7 +58,7 @@ public struct TestGateway: Sendable {
         var logger = Logger(label: "reloadgate-test")
         logger.logLevel = .warning
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let gateway = try Gateway(
+        let gateway = try buildGateway(
             configuration: configuration,
             logger: logger,
             onListening: { listener in portContinuation.yield(listener.port) },

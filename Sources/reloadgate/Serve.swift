@@ -31,7 +31,7 @@ struct Serve: AsyncParsableCommand {
 
         let gateway: Gateway
         do {
-            gateway = try Gateway(
+            gateway = try buildGateway(
                 configuration: configuration,
                 logger: logger,
                 onListening: { listener in printLine(listener.startupLine) }

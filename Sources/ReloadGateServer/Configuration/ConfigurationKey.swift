@@ -13,7 +13,8 @@ public struct ConfigurationKey: Sendable {
     public let summary: String
     /// What a value must look like, used in error messages ("an integer from 0 to 65535").
     public let expected: String
-    let apply: @Sendable (inout GatewayConfiguration, String?) -> Bool
+    /// Parses a textual value (`nil`: YAML null) into the configuration; `false` when it does not parse.
+    private let set: @Sendable (inout GatewayConfiguration, String?) -> Bool
 
     /// The environment variable that sets this key: `RELOADGATE_` and the name in upper snake case
     /// (`listen.idleTimeout` -> `RELOADGATE_LISTEN_IDLE_TIMEOUT`, `tls.clientCA` -> `RELOADGATE_TLS_CLIENT_CA`).
@@ -59,9 +60,10 @@ public struct ConfigurationKey: Sendable {
         all.first { $0.name == name }
     }
 
-    /// Applies a textual value; `false` when the value does not have the expected form.
+    /// Applies a textual value; `false` (and the configuration unchanged) when it does not have the
+    /// expected form.
     func apply(_ text: String?, to configuration: inout GatewayConfiguration) -> Bool {
-        apply(&configuration, text)
+        set(&configuration, text)
     }
 }
 

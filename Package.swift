@@ -119,6 +119,7 @@ let package = Package(
                 "ReloadGateCertificates",
                 "ReloadGateCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOCore
 import ReloadGateServer
 import ReloadGateStore
 
@@ -43,6 +44,13 @@ struct Serve: AsyncParsableCommand {
         }
         do {
             try await gateway.runService()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            let listen = configuration.listen
+            throw CommandFailure.exit(
+                "cannot listen on \(listen.host):\(listen.port): the address is in use (another gateway?); "
+                    + "set listen.port or RELOADGATE_LISTEN_PORT",
+                status: 1
+            )
         } catch {
             throw CommandFailure.exit("the gateway stopped: \(error)", status: 1)
         }

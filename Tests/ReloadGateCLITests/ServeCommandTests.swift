@@ -63,6 +63,23 @@ struct ServeCommandTests {
         }
     }
 
+    @Test func aTakenPortIsAClearErrorWithStatus1() async throws {
+        let directory = try TemporaryDirectory("serve")
+        defer { directory.remove() }
+        let first = try ReloadGateProcess(["serve"], in: directory.url, environment: Self.testEnvironment)
+        let line = try await first.waitForOutputLine(containing: "listening on")
+        let portMatch = try #require(line.firstMatch(of: /127\.0\.0\.1:(\d+)/))
+        let second = try await ReloadGateProcess.run(
+            ["serve"],
+            in: directory.url,
+            environment: ["RELOADGATE_LISTEN_PORT": String(portMatch.1)]
+        )
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("reloadgate: error: cannot listen on 127.0.0.1:\(portMatch.1): the address is in use"))
+        first.send(SIGTERM)
+        #expect(try await first.waitForExit() == 0)
+    }
+
     struct Failure: Sendable, CustomTestStringConvertible {
         let name: String
         let arguments: [String]

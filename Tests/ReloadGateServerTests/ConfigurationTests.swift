@@ -84,11 +84,7 @@ struct ConfigurationTests {
     func validConfigurations(_ valid: Valid) throws {
         let directory = try TemporaryDirectory("config")
         defer { directory.remove() }
-        var file: String?
-        if let yaml = valid.yaml {
-            file = directory.path("reloadgate.yaml")
-            try yaml.write(toFile: file!, atomically: true, encoding: .utf8)
-        }
+        let file = try Self.write(valid.yaml, in: directory)
         var expected = GatewayConfiguration()
         valid.expected(&expected)
         #expect(try GatewayConfiguration.load(file: file, environment: valid.environment) == expected)
@@ -159,17 +155,21 @@ struct ConfigurationTests {
     func invalidConfigurationsNameTheKeyAndSource(_ invalid: Invalid) throws {
         let directory = try TemporaryDirectory("config")
         defer { directory.remove() }
-        var file: String?
-        if let yaml = invalid.yaml {
-            file = directory.path("reloadgate.yaml")
-            try yaml.write(toFile: file!, atomically: true, encoding: .utf8)
-        }
+        let file = try Self.write(invalid.yaml, in: directory)
         do {
             let configuration = try GatewayConfiguration.load(file: file, environment: invalid.environment)
             Issue.record("loaded \(configuration)")
         } catch {
             #expect(error.description == invalid.message.replacingOccurrences(of: "FILE", with: file ?? "-"))
         }
+    }
+
+    /// Writes `yaml` (if any) as `reloadgate.yaml` in `directory` and returns its path.
+    static func write(_ yaml: String?, in directory: TemporaryDirectory) throws -> String? {
+        guard let yaml else { return nil }
+        let file = directory.path("reloadgate.yaml")
+        try yaml.write(toFile: file, atomically: true, encoding: .utf8)
+        return file
     }
 
     @Test func aMissingConfigurationFileIsNamed() {

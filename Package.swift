@@ -123,6 +123,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Benchmarks: print figures, never run by the tests (docs/BENCHMARKS.md).
+        .executableTarget(
+            name: "reloadgate-bench-scheduler",
+            dependencies: ["ReloadGateCore"],
+            swiftSettings: swiftSettings
+        ),
 
         .testTarget(
             name: "ReloadGateCoreTests",

@@ -1,0 +1,54 @@
+/// What the scheduler decided for one target of a request (rules 1-10).
+public enum DecisionKind: String, Sendable, CaseIterable {
+    /// A new pending reload, due now.
+    case scheduled
+    /// Joined the instance's pending reload.
+    case merged
+    /// The instance's timeline reload will fetch fresh data anyway (rule 3).
+    case absorbed
+    /// A new pending reload, due later (budget, interval or priority).
+    case deferred
+    /// It could not go before its expiration (rule 7).
+    case expired
+    /// The request matched no widget instance.
+    case noMatch = "no-match"
+}
+
+/// Why, with the numbers (rule 10). The description is what the CLI and the response headers show.
+public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
+    case dueNow
+    case waitingForBudget(until: Timestamp, dailyBudget: Int, burst: Int)
+    case waitingForInterval(until: Timestamp, lastReload: Timestamp, minimumInterval: Int64)
+    case lowPriority(until: Timestamp, delay: Int64)
+    case background(until: Timestamp)
+    case absorbedByTimeline(plannedReload: Timestamp)
+    case mergedIntoPending(due: Timestamp, requests: Int)
+    case expired(earliest: Timestamp, expiration: Timestamp)
+    case noMatchingWidget
+
+    public var description: String {
+        switch self {
+        case .dueNow: "scheduled: due now"
+        case .waitingForBudget(let until, let daily, let burst):
+            "deferred: no budget token until \(until) (daily \(daily), burst \(burst))"
+        case .waitingForInterval(let until, let last, let interval):
+            "deferred: last reload at \(last), next allowed at \(until) (minimum interval \(interval) s)"
+        case .lowPriority(let until, let delay): "deferred: priority 5 waits \(delay) s, until \(until)"
+        case .background(let until): "deferred: priority 1 waits for another delivery to the device, at the latest \(until)"
+        case .absorbedByTimeline(let planned): "absorbed by timeline reload at \(planned)"
+        case .mergedIntoPending(let due, let requests): "merged: pending reload due \(due) now serves \(requests) requests"
+        case .expired(let earliest, let expiration): "expired: earliest \(earliest) > expiration \(expiration)"
+        case .noMatchingWidget: "no-match: the device shows no widget the request targets"
+        }
+    }
+}
+
+/// One decision: the request, the instance (none for `no-match`), the kind, the due time of the pending
+/// reload that will serve it (scheduled, deferred, merged), and the reason.
+public struct Decision: Hashable, Sendable {
+    public var request: RequestID
+    public var instance: InstanceHandle?
+    public var kind: DecisionKind
+    public var due: Timestamp?
+    public var reason: DecisionReason
+}

@@ -1,0 +1,47 @@
+/// One widget push to one device, released by the scheduler (rule 8: every pending reload of the
+/// device that rides along is in it).
+public struct Delivery: Hashable, Sendable {
+    /// One instance the push reloads.
+    public struct Reloaded: Hashable, Sendable {
+        public var instance: InstanceHandle
+        /// Whether a budget token was charged (not for exempt reloads, nor when the bucket was empty:
+        /// then the device is predicted to throttle it).
+        public var charged: Bool
+    }
+
+    public var device: DeviceHandle
+    /// When the scheduler released it.
+    public var at: Timestamp
+    public var reloaded: [Reloaded]
+    /// Every request the push serves, merged ones included.
+    public var requests: [RequestID]
+    /// The highest priority of the served requests.
+    public var priority: Priority
+    /// The latest expiration of the served requests; `nil` when one had none.
+    public var expiration: Timestamp?
+}
+
+/// A pending reload that expired while waiting (its due time moved past its expiration).
+public struct ExpiredReload: Hashable, Sendable {
+    public var instance: InstanceHandle
+    public var requests: [RequestID]
+    public var reason: DecisionReason
+}
+
+/// A timeline reload that happened (rule 3): recorded like one on the device, serving any pending reload.
+public struct TimelineReload: Hashable, Sendable {
+    public var instance: InstanceHandle
+    public var at: Timestamp
+    public var charged: Bool
+    /// Requests of a pending reload that the timeline reload served.
+    public var servedRequests: [RequestID]
+}
+
+/// What a clock tick released.
+public struct TickOutput: Hashable, Sendable {
+    public var deliveries: [Delivery] = []
+    public var timelineReloads: [TimelineReload] = []
+    public var expired: [ExpiredReload] = []
+
+    public var isEmpty: Bool { deliveries.isEmpty && timelineReloads.isEmpty && expired.isEmpty }
+}

@@ -1,0 +1,148 @@
+extension ReloadScheduler {
+    /// Decides a reload request: one decision per distinct registered target, or one `no-match`.
+    ///
+    /// Whatever fell due before the request's time is processed first (and handed out by the next tick).
+    public mutating func receive(_ request: ReloadRequest) -> [Decision] {
+        let now = advance(to: request.received.milliseconds)
+        var decisions: [Decision] = []
+        decisions.reserveCapacity(request.targets.count)
+        // Duplicates are skipped: a linear look-back for the usual few targets (the widgets of one
+        // device), a set for a webhook's thousands.
+        var seen = Set<Int32>()
+        let small = request.targets.count <= 8
+        for (index, target) in request.targets.enumerated() where isRegistered(target.rawValue) {
+            if small {
+                if index > 0, request.targets[..<index].contains(target) { continue }
+            } else if !seen.insert(target.rawValue).inserted {
+                continue
+            }
+            decisions.append(decide(request, for: target.rawValue, at: now))
+        }
+        if decisions.isEmpty {
+            decisions.append(
+                Decision(request: request.id, instance: nil, kind: .noMatch, due: nil, reason: .noMatchingWidget)
+            )
+        }
+        return decisions
+    }
+
+    private mutating func decide(_ request: ReloadRequest, for i: Int32, at now: Int64) -> Decision {
+        let policy = policy(of: i)
+        let instance = InstanceHandle(i)
+
+        // Rules 4 and 5: the request's own due time and what bounds it.
+        let (earliest, bound) = earliest(i, at: now, exempt: request.exempt)
+        var due = earliest
+        var reason: DecisionReason =
+            switch bound {
+            case .now: .dueNow
+            case .interval:
+                .waitingForInterval(
+                    until: Timestamp(milliseconds: earliest),
+                    lastReload: Timestamp(milliseconds: instances[Int(i)].lastReload),
+                    minimumInterval: policy.minimumInterval
+                )
+            case .budget:
+                .waitingForBudget(until: Timestamp(milliseconds: earliest), dailyBudget: policy.dailyBudget, burst: policy.burst)
+            }
+        switch request.priority {
+        case .high:
+            break
+        case .low:
+            let delayed = now + policy.lowPriorityDelay * 1000
+            if delayed > due {
+                due = delayed
+                reason = .lowPriority(until: Timestamp(milliseconds: delayed), delay: policy.lowPriorityDelay)
+            }
+        case .background:
+            let delayed = now + policy.backgroundDelay * 1000
+            if delayed > due {
+                due = delayed
+                reason = .background(until: Timestamp(milliseconds: delayed))
+            }
+        }
+
+        // Rule 3: a timeline reload within the absorb window (or before the push could go) serves it.
+        let planned = instances[Int(i)].plannedReload
+        if planned != InstanceState.none, planned >= now, planned <= max(now + policy.absorbWindow * 1000, due) {
+            return Decision(
+                request: request.id,
+                instance: instance,
+                kind: .absorbed,
+                due: nil,
+                reason: .absorbedByTimeline(plannedReload: Timestamp(milliseconds: planned))
+            )
+        }
+
+        let expiration = request.expiration?.milliseconds
+        // Rule 6: merge into the pending reload.
+        if var existing = pending[i] {
+            var merged = existing
+            if let collapseID = request.collapseID, existing.collapseID == collapseID, existing.team == request.team {
+                // The same collapse id from the same team replaces the earlier attributes.
+                merged.due = due
+                merged.priority = request.priority
+                merged.expiration = expiration
+                merged.exempt = request.exempt
+            } else {
+                merged.due = min(existing.due, due)
+                merged.priority = max(existing.priority, request.priority)
+                merged.expiration = existing.expiration.flatMap { current in expiration.map { max(current, $0) } }
+                merged.exempt = existing.exempt || request.exempt
+                merged.collapseID = request.collapseID ?? existing.collapseID
+                merged.team = request.collapseID == nil ? existing.team : request.team
+            }
+            // Rule 7: the request expires if even the merged reload comes too late for it.
+            if let expiration, merged.due > expiration {
+                return expired(request, instance, earliest: merged.due, expiration: expiration)
+            }
+            merged.requests.append(request.id)
+            if merged.due != existing.due {
+                timers.insert(.init(time: merged.due, instance: i, kind: .pendingReload))
+            }
+            existing = merged
+            pending[i] = existing
+            return Decision(
+                request: request.id,
+                instance: instance,
+                kind: .merged,
+                due: Timestamp(milliseconds: existing.due),
+                reason: .mergedIntoPending(due: Timestamp(milliseconds: existing.due), requests: existing.requests.count)
+            )
+        }
+
+        // Rule 7.
+        if let expiration, due > expiration {
+            return expired(request, instance, earliest: due, expiration: expiration)
+        }
+        pending[i] = PendingReload(
+            due: due,
+            priority: request.priority,
+            expiration: expiration,
+            requests: [request.id],
+            collapseID: request.collapseID,
+            team: request.team,
+            exempt: request.exempt
+        )
+        timers.insert(.init(time: due, instance: i, kind: .pendingReload))
+        return Decision(
+            request: request.id,
+            instance: instance,
+            kind: due == now ? .scheduled : .deferred,
+            due: Timestamp(milliseconds: due),
+            reason: reason
+        )
+    }
+
+    private func expired(_ request: ReloadRequest, _ instance: InstanceHandle, earliest: Int64, expiration: Int64)
+        -> Decision
+    {
+        Decision(
+            request: request.id,
+            instance: instance,
+            kind: .expired,
+            due: nil,
+            reason: .expired(earliest: Timestamp(milliseconds: earliest), expiration: Timestamp(milliseconds: expiration))
+        )
+    }
+}

@@ -1,0 +1,105 @@
+extension ReloadScheduler {
+    /// Processes everything due at or before `now` and returns it: deliveries (rule 8), timeline reloads
+    /// (rule 3) and pending reloads that expired while waiting (rule 7).
+    public mutating func tick(now: Timestamp) -> TickOutput {
+        advance(to: now.milliseconds)
+        defer { released = TickOutput() }
+        return released
+    }
+
+    /// Processes the timers up to `time` (never backwards) and returns the time to decide at.
+    @discardableResult
+    mutating func advance(to time: Int64) -> Int64 {
+        let now = max(time, clock)
+        while let top = timers.top, top.time <= now {
+            _ = timers.popTop()
+            clock = max(clock, top.time)
+            switch top.kind {
+            case .plannedReload:
+                guard isRegistered(top.instance), instances[Int(top.instance)].plannedReload == top.time else { continue }
+                timelineReload(top.instance, at: top.time)
+            case .pendingReload:
+                guard let reload = pending[top.instance], reload.due == top.time else { continue }
+                deliver(from: top.instance, reload, at: top.time)
+            }
+        }
+        clock = now
+        return now
+    }
+
+    /// Rule 3: the planned reload happened; it is recorded (and charged) like one on the device, and it
+    /// serves the instance's pending reload, if any.
+    private mutating func timelineReload(_ i: Int32, at time: Int64) {
+        let charged = hasToken(i, at: time)
+        if charged { charge(i, at: time) }
+        instances[Int(i)].lastReload = max(instances[Int(i)].lastReload, time)
+        instances[Int(i)].plannedReload = InstanceState.none
+        let served = pending.removeValue(forKey: i)?.requests ?? []
+        released.timelineReloads.append(
+            TimelineReload(instance: InstanceHandle(i), at: Timestamp(milliseconds: time), charged: charged, servedRequests: served)
+        )
+    }
+
+    /// Rule 8: the first pending reload of a device fell due; every other pending reload of the device due
+    /// within the coalescing window (or of priority 1) that is allowed now rides along.
+    private mutating func deliver(from trigger: Int32, _ reload: PendingReload, at time: Int64) {
+        // A timeline reload since scheduling may have moved the earliest time (rules 2 and 4).
+        let earliest = earliest(trigger, at: time, exempt: reload.exempt).time
+        if earliest > time {
+            if let expiration = reload.expiration, earliest > expiration {
+                pending[trigger] = nil
+                released.expired.append(
+                    ExpiredReload(
+                        instance: InstanceHandle(trigger),
+                        requests: reload.requests,
+                        reason: .expired(earliest: Timestamp(milliseconds: earliest), expiration: Timestamp(milliseconds: expiration))
+                    )
+                )
+            } else {
+                pending[trigger]?.due = earliest
+                timers.insert(.init(time: earliest, instance: trigger, kind: .pendingReload))
+            }
+            return
+        }
+
+        let window = policy(of: trigger).coalescingWindow * 1000
+        var members: [(Int32, PendingReload)] = [(trigger, reload)]
+        var other = firstInstanceOfDevice[Int(instances[Int(trigger)].device)]
+        while other >= 0 {
+            if other != trigger, let rider = pending[other],
+                rider.due <= time + window || rider.priority == .background,
+                isAllowed(other, at: time, exempt: rider.exempt)
+            {
+                members.append((other, rider))
+            }
+            other = instances[Int(other)].nextInDevice
+        }
+
+        var delivery = Delivery(
+            device: DeviceHandle(instances[Int(trigger)].device),
+            at: Timestamp(milliseconds: time),
+            reloaded: [],
+            requests: [],
+            priority: .background,
+            expiration: nil
+        )
+        var latestExpiration = Int64.min
+        var unlimited = false
+        for (i, member) in members {
+            pending[i] = nil
+            let charged = !member.exempt && hasToken(i, at: time)
+            if charged { charge(i, at: time) }
+            instances[Int(i)].lastReload = time
+            delivery.reloaded.append(.init(instance: InstanceHandle(i), charged: charged))
+            delivery.requests.append(contentsOf: member.requests)
+            delivery.priority = max(delivery.priority, member.priority)
+            if let expiration = member.expiration {
+                latestExpiration = max(latestExpiration, expiration)
+            } else {
+                unlimited = true
+            }
+        }
+        delivery.expiration = unlimited ? nil : Timestamp(milliseconds: latestExpiration)
+        released.deliveries.append(delivery)
+    }
+}

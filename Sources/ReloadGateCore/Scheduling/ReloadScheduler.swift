@@ -1,0 +1,214 @@
+/// The scheduling state machine of DESIGN.md ("Scheduling rules"): a value type that decides, with no
+/// I/O and no clock of its own.
+///
+/// Inputs are reload requests (``receive(_:)``), registry changes (``register(_:device:kind:)``,
+/// ``setTimeline(_:_:)``, ``remove(_:)``) and clock ticks (``tick(now:)``); outputs are decisions with
+/// their reasons and the deliveries, timeline reloads and expirations that fell due. Time only moves
+/// forward: each input carries its time and the machine first processes whatever fell due before it.
+///
+/// Per instance it keeps 40 bytes (device, budget bucket, last reload, planned reload); pending reloads
+/// live in a dictionary and every due time in a min-heap, so a tick costs O(log n) per event that falls
+/// due and nothing for the instances that wait.
+public struct ReloadScheduler: Sendable {
+    struct InstanceState: Sendable {
+        /// The device, or -1 when the handle is not registered.
+        var device: Int32 = -1
+        /// The next instance of the same device, or -1 (a linked list per device, without allocations).
+        var nextInDevice: Int32 = -1
+        var policy: UInt16 = 0
+        /// Budget bucket in GCRA form: the time at which the bucket is full again (rule 1).
+        var bucketFullAt: Int64 = Self.never
+        var lastReload: Int64 = Self.never
+        /// Planned timeline reload, or `Self.none`.
+        var plannedReload: Int64 = Self.none
+
+        static let never = Int64.min / 4
+        static let none = Int64.max
+    }
+
+    struct PendingReload: Sendable {
+        var due: Int64
+        var priority: Priority
+        /// Latest expiration of the merged requests; `nil`: at least one had none.
+        var expiration: Int64?
+        var requests: [RequestID]
+        var collapseID: String?
+        var team: String?
+        var exempt: Bool
+    }
+
+    /// The configuration the machine was made with.
+    public let configuration: SchedulerConfiguration
+    var policies: [SchedulingPolicy]
+    var policyIndexByKind: [String: UInt16]
+    var instances: [InstanceState] = []
+    var firstInstanceOfDevice: [Int32] = []
+    var pending: [Int32: PendingReload] = [:]
+    var timers = TimerHeap()
+    /// Whatever fell due while processing inputs, handed out by the next ``tick(now:)``.
+    var released = TickOutput()
+    /// The latest time processed; inputs with an earlier time are treated as happening now.
+    var clock = InstanceState.never
+
+    public init(configuration: SchedulerConfiguration = SchedulerConfiguration()) {
+        self.configuration = configuration
+        var policies = [configuration.defaultPolicy]
+        var index: [String: UInt16] = [:]
+        for (kind, policy) in configuration.policiesByKind.sorted(by: { $0.key < $1.key }) {
+            index[kind] = UInt16(policies.count)
+            policies.append(policy)
+        }
+        self.policies = policies
+        self.policyIndexByKind = index
+    }
+
+    // MARK: Registry
+
+    /// Registers a widget instance of `device`, or updates its kind. The handle's budget and history are
+    /// kept when it is registered again.
+    public mutating func register(_ instance: InstanceHandle, device: DeviceHandle, kind: String) {
+        let i = Int(instance.rawValue)
+        precondition(i >= 0 && device.rawValue >= 0, "handles are non-negative")
+        if i >= instances.count {
+            instances.append(contentsOf: repeatElement(InstanceState(), count: i - instances.count + 1))
+        }
+        if Int(device.rawValue) >= firstInstanceOfDevice.count {
+            firstInstanceOfDevice.append(
+                contentsOf: repeatElement(-1, count: Int(device.rawValue) - firstInstanceOfDevice.count + 1)
+            )
+        }
+        if instances[i].device != device.rawValue {
+            if instances[i].device >= 0 { unlink(Int32(i)) }
+            instances[i].device = device.rawValue
+            instances[i].nextInDevice = firstInstanceOfDevice[Int(device.rawValue)]
+            firstInstanceOfDevice[Int(device.rawValue)] = Int32(i)
+        }
+        instances[i].policy = policyIndexByKind[kind] ?? 0
+    }
+
+    /// Removes an instance (its widget was removed, or its device unregistered).
+    /// - Returns: the requests of its pending reload, which will not be delivered.
+    @discardableResult
+    public mutating func remove(_ instance: InstanceHandle) -> [RequestID] {
+        let i = instance.rawValue
+        guard isRegistered(i) else { return [] }
+        unlink(i)
+        instances[Int(i)] = InstanceState()
+        return pending.removeValue(forKey: i)?.requests ?? []
+    }
+
+    /// Records the instance's latest timeline; its planned reload is what rule 3 compares with.
+    public mutating func setTimeline(_ instance: InstanceHandle, _ timeline: Timeline) {
+        let i = instance.rawValue
+        guard isRegistered(i) else { return }
+        let planned = timeline.plannedReload?.milliseconds ?? InstanceState.none
+        instances[Int(i)].plannedReload = planned
+        if planned != InstanceState.none {
+            timers.insert(.init(time: planned, instance: i, kind: .plannedReload))
+        }
+    }
+
+    /// Whether the handle is a registered instance.
+    public func isRegistered(_ instance: InstanceHandle) -> Bool { isRegistered(instance.rawValue) }
+
+    func isRegistered(_ i: Int32) -> Bool {
+        i >= 0 && Int(i) < instances.count && instances[Int(i)].device >= 0
+    }
+
+    private mutating func unlink(_ i: Int32) {
+        let device = Int(instances[Int(i)].device)
+        if firstInstanceOfDevice[device] == i {
+            firstInstanceOfDevice[device] = instances[Int(i)].nextInDevice
+        } else {
+            var current = firstInstanceOfDevice[device]
+            while current >= 0 {
+                let next = instances[Int(current)].nextInDevice
+                if next == i {
+                    instances[Int(current)].nextInDevice = instances[Int(i)].nextInDevice
+                    break
+                }
+                current = next
+            }
+        }
+        instances[Int(i)].nextInDevice = -1
+    }
+
+    // MARK: Budget and interval (rules 1, 2, 4)
+
+    func policy(of i: Int32) -> SchedulingPolicy { policies[Int(instances[Int(i)].policy)] }
+
+    /// Whether the bucket of `i` holds a token at `time`.
+    func hasToken(_ i: Int32, at time: Int64) -> Bool {
+        let policy = policy(of: i)
+        return instances[Int(i)].bucketFullAt - time <= Int64(policy.burst - 1) * policy.emissionInterval
+    }
+
+    /// When the bucket of `i` next holds a token (at or after `time`).
+    func tokenTime(_ i: Int32, at time: Int64) -> Int64 {
+        let policy = policy(of: i)
+        return max(time, instances[Int(i)].bucketFullAt - Int64(policy.burst - 1) * policy.emissionInterval)
+    }
+
+    mutating func charge(_ i: Int32, at time: Int64) {
+        let interval = policy(of: i).emissionInterval
+        instances[Int(i)].bucketFullAt = max(instances[Int(i)].bucketFullAt, time) + interval
+    }
+
+    /// What bounds the earliest reload time (rule 4).
+    enum Bound { case now, interval, budget }
+
+    /// The earliest time `i` may reload: max(now, last reload + minimum interval, time of the next token).
+    /// Exempt reloads skip the budget, not the interval.
+    func earliest(_ i: Int32, at now: Int64, exempt: Bool) -> (time: Int64, bound: Bound) {
+        var time = now
+        var bound = Bound.now
+        let state = instances[Int(i)]
+        let intervalEnd = state.lastReload + policy(of: i).minimumInterval * 1000
+        if intervalEnd > time {
+            time = intervalEnd
+            bound = .interval
+        }
+        if !exempt {
+            let token = tokenTime(i, at: now)
+            if token > time {
+                time = token
+                bound = .budget
+            }
+        }
+        return (time, bound)
+    }
+
+    /// Whether `i` may reload at `time`.
+    func isAllowed(_ i: Int32, at time: Int64, exempt: Bool) -> Bool {
+        earliest(i, at: time, exempt: exempt).time <= time
+    }
+
+    // MARK: Introspection
+
+    /// The time of the next event, if any: when to call ``tick(now:)`` at the latest.
+    public var nextWakeUp: Timestamp? { timers.top.map { Timestamp(milliseconds: $0.time) } }
+
+    /// The number of pending reloads.
+    public var pendingCount: Int { pending.count }
+
+    /// The pending reload of an instance: its due time, priority and requests.
+    public func pendingReload(of instance: InstanceHandle) -> (due: Timestamp, priority: Priority, requests: [RequestID])? {
+        pending[instance.rawValue].map { (Timestamp(milliseconds: $0.due), $0.priority, $0.requests) }
+    }
+
+    /// The last reload of an instance (delivery or timeline), if any.
+    public func lastReload(of instance: InstanceHandle) -> Timestamp? {
+        guard isRegistered(instance.rawValue) else { return nil }
+        let last = instances[Int(instance.rawValue)].lastReload
+        return last == InstanceState.never ? nil : Timestamp(milliseconds: last)
+    }
+
+    /// Whole tokens in the instance's bucket at `time`.
+    public func tokens(of instance: InstanceHandle, at time: Timestamp) -> Int {
+        let i = instance.rawValue
+        guard isRegistered(i) else { return 0 }
+        let policy = policy(of: i)
+        let debt = max(0, instances[Int(i)].bucketFullAt - time.milliseconds)
+        return policy.burst - Int((debt + policy.emissionInterval - 1) / policy.emissionInterval)
+    }
+}

@@ -1,0 +1,52 @@
+/// A binary min-heap of (time, instance, kind): what falls due next, in O(log n) per change, with no scan
+/// per tick. Entries are never removed in place; an entry whose instance no longer has that due time is
+/// skipped when it reaches the top (lazy deletion).
+struct TimerHeap: Sendable {
+    enum Kind: UInt8, Sendable {
+        case pendingReload
+        case plannedReload
+    }
+
+    struct Entry: Sendable {
+        var time: Int64
+        var instance: Int32
+        var kind: Kind
+    }
+
+    private(set) var entries: [Entry] = []
+
+    var count: Int { entries.count }
+    var top: Entry? { entries.first }
+
+    mutating func insert(_ entry: Entry) {
+        entries.append(entry)
+        var child = entries.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard entries[child].time < entries[parent].time else { break }
+            entries.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func popTop() -> Entry? {
+        guard !entries.isEmpty else { return nil }
+        let top = entries[0]
+        let last = entries.removeLast()
+        if !entries.isEmpty {
+            entries[0] = last
+            var parent = 0
+            while true {
+                let left = 2 * parent + 1
+                let right = left + 1
+                var smallest = parent
+                if left < entries.count, entries[left].time < entries[smallest].time { smallest = left }
+                if right < entries.count, entries[right].time < entries[smallest].time { smallest = right }
+                guard smallest != parent else { break }
+                entries.swapAt(parent, smallest)
+                parent = smallest
+            }
+        }
+        return top
+    }
+}

@@ -1,0 +1,90 @@
+// Scheduler benchmark: decisions per second and resident bytes per widget instance with a million
+// instances. Not part of the tests. Run: swift run -c release reloadgate-bench-scheduler [instances] [requests]
+//
+// It prints a reference measured in the same run (one dictionary update per request, the least any
+// scheduler must do) so that figures from noisy machines can be compared as ratios.
+
+import Foundation
+import ReloadGateCore
+
+/// Resident set size in bytes, from /proc/self/statm (second field, in pages).
+func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+struct Generator: RandomNumberGenerator {
+    var state: UInt64 = 42
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+let arguments = CommandLine.arguments
+let instanceCount = arguments.count > 1 ? Int(arguments[1]) ?? 1_000_000 : 1_000_000
+let requestCount = arguments.count > 2 ? Int(arguments[2]) ?? 2_000_000 : 2_000_000
+let start = Timestamp(seconds: 1_790_172_000)
+var random = Generator()
+let clock = ContinuousClock()
+
+// Requests prepared up front: one random instance each, 1 ms apart, a quarter of them priority 5.
+let targets = (0..<requestCount).map { _ in Int32.random(in: 0..<Int32(instanceCount), using: &random) }
+
+let before = residentBytes()
+var scheduler = ReloadScheduler()
+let registration = clock.measure {
+    for instance in 0..<instanceCount {
+        scheduler.register(InstanceHandle(Int32(instance)), device: DeviceHandle(Int32(instance / 2)), kind: "scores")
+        let planned = start.adding(seconds: Int64.random(in: 600...86_400, using: &random))
+        scheduler.setTimeline(InstanceHandle(Int32(instance)), Timeline(entries: [planned], policy: .atEnd))
+    }
+}
+let after = residentBytes()
+
+var kinds: [DecisionKind: Int] = [:]
+var deliveries = 0
+let decisions = clock.measure {
+    for (index, target) in targets.enumerated() {
+        let now = start.adding(milliseconds: Int64(index))
+        let decided = scheduler.receive(
+            ReloadRequest(
+                id: RequestID(index),
+                targets: [InstanceHandle(target)],
+                priority: index % 4 == 0 ? .low : .high,
+                received: now
+            )
+        )
+        for decision in decided { kinds[decision.kind, default: 0] += 1 }
+        if index % 1000 == 999 { deliveries += scheduler.tick(now: now).deliveries.count }
+    }
+}
+
+// Reference: the same loop updating one dictionary entry per request.
+var reference: [Int32: Int64] = [:]
+reference.reserveCapacity(instanceCount)
+let referenceTime = clock.measure {
+    for (index, target) in targets.enumerated() {
+        reference[target, default: 0] = max(reference[target, default: 0], Int64(index))
+    }
+}
+
+let perSecond = Double(requestCount) / seconds(decisions)
+let referencePerSecond = Double(requestCount) / seconds(referenceTime)
+print("instances:                \(instanceCount) on \(instanceCount / 2) devices, each with a planned timeline reload")
+print("registration:             \(String(format: "%.2f", seconds(registration))) s")
+print("resident bytes/instance:  \((after - before) / instanceCount) (RSS \(before / 1_048_576) MiB -> \(after / 1_048_576) MiB)")
+print("requests:                 \(requestCount), 1 ms apart, one target each, 25% priority 5")
+print("decisions/s:              \(Int(perSecond))")
+print("reference dictionary/s:   \(Int(referencePerSecond))  (scheduler at \(String(format: "%.1f", perSecond / referencePerSecond * 100))% of it)")
+print("decisions by kind:        \(kinds.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))")
+print("deliveries released:      \(deliveries), pending at the end: \(scheduler.pendingCount)")

@@ -1,0 +1,73 @@
+import ReloadGateCore
+
+/// A scheduler with a fake clock and a log of everything it released, for the rule tests.
+struct SchedulerHarness {
+    var scheduler: ReloadScheduler
+    var nextID: RequestID = 1
+    var deliveries: [Delivery] = []
+    var timelineReloads: [TimelineReload] = []
+    var expired: [ExpiredReload] = []
+
+    /// 2026-09-21T14:00:00Z: a round time so explanations read well.
+    static let start = Timestamp(seconds: 1_790_172_000)
+
+    init(configuration: SchedulerConfiguration = SchedulerConfiguration()) {
+        scheduler = ReloadScheduler(configuration: configuration)
+    }
+
+    static func at(minutes: Double) -> Timestamp {
+        start.adding(milliseconds: Int64(minutes * 60_000))
+    }
+
+    mutating func register(_ instance: Int32, device: Int32, kind: String = "scores") {
+        scheduler.register(InstanceHandle(instance), device: DeviceHandle(device), kind: kind)
+    }
+
+    /// Sends a request at `minutes` after the start, after ticking up to then.
+    @discardableResult
+    mutating func push(
+        _ targets: [Int32],
+        atMinutes minutes: Double,
+        priority: Priority = .high,
+        expiration: Timestamp? = nil,
+        collapseID: String? = nil,
+        exempt: Bool = false
+    ) -> [Decision] {
+        let now = Self.at(minutes: minutes)
+        tick(to: now)
+        defer { nextID += 1 }
+        return scheduler.receive(
+            ReloadRequest(
+                id: nextID,
+                targets: targets.map(InstanceHandle.init),
+                priority: priority,
+                expiration: expiration,
+                collapseID: collapseID,
+                team: collapseID == nil ? nil : "TEAM",
+                exempt: exempt,
+                received: now
+            )
+        )
+    }
+
+    /// Ticks at every event up to `time`, as the scheduler service does.
+    mutating func tick(to time: Timestamp) {
+        while let next = scheduler.nextWakeUp, next <= time {
+            record(scheduler.tick(now: next))
+        }
+        record(scheduler.tick(now: time))
+    }
+
+    mutating func tick(toMinutes minutes: Double) { tick(to: Self.at(minutes: minutes)) }
+
+    private mutating func record(_ output: TickOutput) {
+        deliveries += output.deliveries
+        timelineReloads += output.timelineReloads
+        expired += output.expired
+    }
+
+    /// Minutes after the start of each delivery.
+    var deliveryMinutes: [Double] {
+        deliveries.map { Double($0.at.milliseconds - Self.start.milliseconds) / 60_000 }
+    }
+}

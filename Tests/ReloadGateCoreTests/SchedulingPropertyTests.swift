@@ -1,0 +1,113 @@
+import ReloadGateCore
+import Testing
+
+/// Random request sequences over a fake clock, checked against the invariants of the rules.
+struct SchedulingPropertyTests {
+    /// SplitMix64: a small deterministic generator, so a failing seed can be replayed.
+    struct SeededGenerator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test(arguments: 0..<200)
+    func invariantsHoldForRandomRequestSequences(seed: UInt64) {
+        var random = SeededGenerator(state: seed)
+        var harness = SchedulerHarness()
+        let devices: [Int32] = [1, 2, 3]
+        var instances: [Int32] = []
+        for device in devices {
+            for slot in 0..<Int32.random(in: 1...3, using: &random) {
+                let instance = device * 10 + slot
+                instances.append(instance)
+                harness.register(instance, device: device, kind: slot == 0 ? "scores" : "news")
+            }
+        }
+        var minute = 0.0
+        var decided: [RequestID: [Decision]] = [:]
+        var requestTargets: [RequestID: Set<Int32>] = [:]
+        for _ in 0..<Int.random(in: 50...300, using: &random) {
+            minute += [0, 0.1, 0.5, 1, 3, 7, 30].randomElement(using: &random)!
+            if Int.random(in: 0..<20, using: &random) == 0 {
+                // A new timeline for a random instance.
+                let instance = instances.randomElement(using: &random)!
+                let planned = SchedulerHarness.at(minutes: minute + Double.random(in: 0...120, using: &random))
+                let policy: Timeline.Policy = [.atEnd, .after(planned), .never].randomElement(using: &random)!
+                harness.tick(toMinutes: minute)
+                harness.scheduler.setTimeline(InstanceHandle(instance), Timeline(entries: [planned], policy: policy))
+                continue
+            }
+            let targets = instances.filter { _ in Bool.random(using: &random) } + (Bool.random(using: &random) ? [99] : [])
+            let expiration: Timestamp? =
+                switch Int.random(in: 0..<4, using: &random) {
+                case 0: SchedulerHarness.at(minutes: minute)
+                case 1: SchedulerHarness.at(minutes: minute + Double.random(in: 0...90, using: &random))
+                default: nil
+                }
+            let id = harness.nextID
+            let decisions = harness.push(
+                targets,
+                atMinutes: minute,
+                priority: Priority.allCases.randomElement(using: &random)!,
+                expiration: expiration,
+                collapseID: Bool.random(using: &random) ? nil : ["a", "b"].randomElement(using: &random),
+                exempt: Int.random(in: 0..<10, using: &random) == 0
+            )
+            decided[id] = decisions
+            requestTargets[id] = Set(targets.filter { $0 != 99 })
+        }
+        harness.tick(toMinutes: minute + 3 * 24 * 60)
+
+        // Every request ends in exactly one decision per distinct known target, or one no-match.
+        for (id, decisions) in decided {
+            let targets = requestTargets[id]!
+            if targets.isEmpty {
+                #expect(decisions.map(\.kind) == [.noMatch], "seed \(seed) request \(id)")
+            } else {
+                #expect(Set(decisions.compactMap(\.instance?.rawValue)) == targets, "seed \(seed) request \(id)")
+                #expect(decisions.count == targets.count, "seed \(seed) request \(id)")
+            }
+        }
+
+        // Every pending reload is delivered, served by a timeline reload, or expired: exactly once.
+        var outcomes: [RequestID: Int] = [:]
+        for delivery in harness.deliveries { for id in delivery.requests { outcomes[id, default: 0] += 1 } }
+        for reload in harness.timelineReloads { for id in reload.servedRequests { outcomes[id, default: 0] += 1 } }
+        for expired in harness.expired { for id in expired.requests { outcomes[id, default: 0] += 1 } }
+        var expectedOutcomes: [RequestID: Int] = [:]
+        for (id, decisions) in decided {
+            let waiting = decisions.filter { [.scheduled, .deferred, .merged].contains($0.kind) }.count
+            if waiting > 0 { expectedOutcomes[id] = waiting }
+        }
+        #expect(outcomes == expectedOutcomes, "seed \(seed)")
+        #expect(harness.scheduler.pendingCount == 0, "seed \(seed)")
+
+        // Per instance: deliveries keep the minimum interval after any reload; charges stay within the bucket.
+        var reloads: [Int32: [(at: Int64, delivery: Bool, charged: Bool)]] = [:]
+        for delivery in harness.deliveries {
+            for reloaded in delivery.reloaded {
+                reloads[reloaded.instance.rawValue, default: []].append((delivery.at.milliseconds, true, reloaded.charged))
+            }
+        }
+        for reload in harness.timelineReloads {
+            reloads[reload.instance.rawValue, default: []].append((reload.at.milliseconds, false, reload.charged))
+        }
+        let policy = SchedulingPolicy()
+        for (instance, events) in reloads {
+            let sorted = events.sorted { $0.at < $1.at }
+            for (previous, next) in zip(sorted, sorted.dropFirst()) where next.delivery {
+                #expect(next.at - previous.at >= policy.minimumInterval * 1000, "seed \(seed) instance \(instance)")
+            }
+            let charges = sorted.filter(\.charged).map(\.at)
+            for (index, start) in charges.enumerated() {
+                let inWindow = charges[index...].prefix { $0 < start + 86_400_000 }.count
+                #expect(inWindow <= policy.burst + policy.dailyBudget, "seed \(seed) instance \(instance)")
+            }
+        }
+    }
+}

@@ -119,7 +119,7 @@ extension ReloadScheduler {
             due: due,
             priority: request.priority,
             expiration: expiration,
-            requests: [request.id],
+            requests: RequestList(request.id),
             collapseID: request.collapseID,
             team: request.team,
             exempt: request.exempt

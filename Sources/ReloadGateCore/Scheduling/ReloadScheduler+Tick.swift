@@ -34,7 +34,7 @@ extension ReloadScheduler {
         if charged { charge(i, at: time) }
         instances[Int(i)].lastReload = max(instances[Int(i)].lastReload, time)
         instances[Int(i)].plannedReload = InstanceState.none
-        let served = pending.removeValue(forKey: i)?.requests ?? []
+        let served = pending.removeValue(forKey: i)?.requests.array ?? []
         released.timelineReloads.append(
             TimelineReload(instance: InstanceHandle(i), at: Timestamp(milliseconds: time), charged: charged, servedRequests: served)
         )
@@ -51,7 +51,7 @@ extension ReloadScheduler {
                 released.expired.append(
                     ExpiredReload(
                         instance: InstanceHandle(trigger),
-                        requests: reload.requests,
+                        requests: reload.requests.array,
                         reason: .expired(earliest: Timestamp(milliseconds: earliest), expiration: Timestamp(milliseconds: expiration))
                     )
                 )
@@ -63,18 +63,6 @@ extension ReloadScheduler {
         }
 
         let window = policy(of: trigger).coalescingWindow * 1000
-        var members: [(Int32, PendingReload)] = [(trigger, reload)]
-        var other = firstInstanceOfDevice[Int(instances[Int(trigger)].device)]
-        while other >= 0 {
-            if other != trigger, let rider = pending[other],
-                rider.due <= time + window || rider.priority == .background,
-                isAllowed(other, at: time, exempt: rider.exempt)
-            {
-                members.append((other, rider))
-            }
-            other = instances[Int(other)].nextInDevice
-        }
-
         var delivery = Delivery(
             device: DeviceHandle(instances[Int(trigger)].device),
             at: Timestamp(milliseconds: time),
@@ -85,19 +73,30 @@ extension ReloadScheduler {
         )
         var latestExpiration = Int64.min
         var unlimited = false
-        for (i, member) in members {
+        func add(_ i: Int32, _ member: PendingReload) {
             pending[i] = nil
             let charged = !member.exempt && hasToken(i, at: time)
             if charged { charge(i, at: time) }
             instances[Int(i)].lastReload = time
             delivery.reloaded.append(.init(instance: InstanceHandle(i), charged: charged))
-            delivery.requests.append(contentsOf: member.requests)
+            delivery.requests.append(contentsOf: member.requests.array)
             delivery.priority = max(delivery.priority, member.priority)
             if let expiration = member.expiration {
                 latestExpiration = max(latestExpiration, expiration)
             } else {
                 unlimited = true
             }
+        }
+        add(trigger, reload)
+        var other = firstInstanceOfDevice[Int(instances[Int(trigger)].device)]
+        while other >= 0 {
+            if other != trigger, let rider = pending[other],
+                rider.due <= time + window || rider.priority == .background,
+                isAllowed(other, at: time, exempt: rider.exempt)
+            {
+                add(other, rider)
+            }
+            other = instances[Int(other)].nextInDevice
         }
         delivery.expiration = unlimited ? nil : Timestamp(milliseconds: latestExpiration)
         released.deliveries.append(delivery)

@@ -6,8 +6,8 @@
 /// their reasons and the deliveries, timeline reloads and expirations that fell due. Time only moves
 /// forward: each input carries its time and the machine first processes whatever fell due before it.
 ///
-/// Per instance it keeps 40 bytes (device, budget bucket, last reload, planned reload); pending reloads
-/// live in a dictionary and every due time in a min-heap, so a tick costs O(log n) per event that falls
+/// Per instance it keeps 44 bytes (device, budget bucket, last reload, planned reload, pending slot);
+/// pending reloads live in a slot table and every due time in a min-heap, so a tick costs O(log n) per event that falls
 /// due and nothing for the instances that wait.
 public struct ReloadScheduler: Sendable {
     struct InstanceState: Sendable {
@@ -31,7 +31,7 @@ public struct ReloadScheduler: Sendable {
         var priority: Priority
         /// Latest expiration of the merged requests; `nil`: at least one had none.
         var expiration: Int64?
-        var requests: [RequestID]
+        var requests: RequestList
         var collapseID: String?
         var team: String?
         var exempt: Bool
@@ -43,7 +43,7 @@ public struct ReloadScheduler: Sendable {
     var policyIndexByKind: [String: UInt16]
     var instances: [InstanceState] = []
     var firstInstanceOfDevice: [Int32] = []
-    var pending: [Int32: PendingReload] = [:]
+    var pending = PendingTable()
     var timers = TimerHeap()
     /// Whatever fell due while processing inputs, handed out by the next ``tick(now:)``.
     var released = TickOutput()
@@ -94,7 +94,7 @@ public struct ReloadScheduler: Sendable {
         guard isRegistered(i) else { return [] }
         unlink(i)
         instances[Int(i)] = InstanceState()
-        return pending.removeValue(forKey: i)?.requests ?? []
+        return pending.removeValue(forKey: i)?.requests.array ?? []
     }
 
     /// Records the instance's latest timeline; its planned reload is what rule 3 compares with.
@@ -193,7 +193,7 @@ public struct ReloadScheduler: Sendable {
 
     /// The pending reload of an instance: its due time, priority and requests.
     public func pendingReload(of instance: InstanceHandle) -> (due: Timestamp, priority: Priority, requests: [RequestID])? {
-        pending[instance.rawValue].map { (Timestamp(milliseconds: $0.due), $0.priority, $0.requests) }
+        pending[instance.rawValue].map { (Timestamp(milliseconds: $0.due), $0.priority, $0.requests.array) }
     }
 
     /// The last reload of an instance (delivery or timeline), if any.

@@ -1,4 +1,4 @@
-/// A binary min-heap of (time, instance, kind): what falls due next, in O(log n) per change, with no scan
+/// A 4-ary min-heap of (time, instance, kind): what falls due next, in O(log n) per change, with no scan
 /// per tick. Entries are never removed in place; an entry whose instance no longer has that due time is
 /// skipped when it reaches the top (lazy deletion).
 struct TimerHeap: Sendable {
@@ -22,7 +22,7 @@ struct TimerHeap: Sendable {
         entries.append(entry)
         var child = entries.count - 1
         while child > 0 {
-            let parent = (child - 1) / 2
+            let parent = (child - 1) / 4
             guard entries[child].time < entries[parent].time else { break }
             entries.swapAt(child, parent)
             child = parent
@@ -35,13 +35,16 @@ struct TimerHeap: Sendable {
         let last = entries.removeLast()
         if !entries.isEmpty {
             entries[0] = last
+            // Four children per node: half the depth of a binary heap, and siblings share cache lines.
             var parent = 0
             while true {
-                let left = 2 * parent + 1
-                let right = left + 1
+                let firstChild = 4 * parent + 1
+                guard firstChild < entries.count else { break }
                 var smallest = parent
-                if left < entries.count, entries[left].time < entries[smallest].time { smallest = left }
-                if right < entries.count, entries[right].time < entries[smallest].time { smallest = right }
+                for child in firstChild..<min(firstChild + 4, entries.count)
+                where entries[child].time < entries[smallest].time {
+                    smallest = child
+                }
                 guard smallest != parent else { break }
                 entries.swapAt(parent, smallest)
                 parent = smallest

@@ -44,7 +44,7 @@ public struct ReloadScheduler: Sendable {
     var instances: [InstanceState] = []
     var firstInstanceOfDevice: [Int32] = []
     var pending = PendingTable()
-    var timers = TimerHeap()
+    var timers = Timers()
     /// Whatever fell due while processing inputs, handed out by the next ``tick(now:)``.
     var released = TickOutput()
     /// The latest time processed; inputs with an earlier time are treated as happening now.

@@ -53,3 +53,38 @@ struct TimerHeap: Sendable {
         return top
     }
 }
+
+/// The scheduler's two timer heaps: planned timeline reloads (about one per instance, mostly hours
+/// ahead) and pending reloads (few, minutes ahead). Kept apart, the busy pending heap stays small enough
+/// for the caches while the large planned heap is touched only when a timeline reload falls due; in one
+/// heap, every pop walked a million entries' depth (docs/BENCHMARKS.md).
+struct Timers: Sendable {
+    private var planned = TimerHeap()
+    private var pending = TimerHeap()
+
+    var count: Int { planned.count + pending.count }
+
+    mutating func insert(_ entry: TimerHeap.Entry) {
+        switch entry.kind {
+        case .plannedReload: planned.insert(entry)
+        case .pendingReload: pending.insert(entry)
+        }
+    }
+
+    /// The earliest entry; at equal times the timeline reload first (it serves the pending reload).
+    var top: TimerHeap.Entry? {
+        switch (planned.top, pending.top) {
+        case (let p?, let q?): p.time <= q.time ? p : q
+        case (let p?, nil): p
+        case (nil, let q): q
+        }
+    }
+
+    mutating func popTop() -> TimerHeap.Entry? {
+        switch (planned.top, pending.top) {
+        case (let p?, let q?): p.time <= q.time ? planned.popTop() : pending.popTop()
+        case (_?, nil): planned.popTop()
+        case (nil, _): pending.popTop()
+        }
+    }
+}

@@ -50,6 +50,7 @@ let package = Package(
             dependencies: [
                 "ReloadGateCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -118,6 +119,7 @@ let package = Package(
                 "ReloadGateServer",
                 "ReloadGateCertificates",
                 "ReloadGateCore",
+                "ReloadGateStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -141,6 +143,7 @@ let package = Package(
                 "ReloadGateStore",
                 "ReloadGateTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -187,6 +190,8 @@ let package = Package(
                 "reloadgate",
                 "ReloadGateTesting",
                 "ReloadGateAPNs",
+                "ReloadGateStore",
+                "ReloadGateCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -10,6 +10,17 @@ extension SQLiteStore {
                 table.column("value", .text).notNull()
             }
         }
+        migrator.registerMigration("v2-apps") { db in
+            try db.create(table: "app") { table in
+                table.autoIncrementedPrimaryKey("id")
+                table.column("bundle", .text).notNull().unique()
+                table.column("environment", .text).notNull()
+                table.column("apiKeyHash", .blob).notNull().unique()
+                table.column("webhookSecret", .blob).notNull()
+                table.column("allowsExemptions", .boolean).notNull().defaults(to: false)
+                table.column("createdAt", .double).notNull()
+            }
+        }
         return migrator
     }
 

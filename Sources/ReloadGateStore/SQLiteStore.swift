@@ -17,6 +17,7 @@ public final class SQLiteStore: Sendable {
     /// The environment the store was created for.
     public let environment: DeploymentEnvironment
     let writer: DatabasePool
+    let sealer: SecretSealer
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
     /// - Parameters:
@@ -60,9 +61,17 @@ public final class SQLiteStore: Sendable {
             try? pool.close()
             throw .environmentMismatch(path: path, stored: stored, configured: environment)
         }
+        let sealer: SecretSealer
+        do {
+            sealer = try SecretSealer(directory: directory)
+        } catch {
+            try? pool.close()
+            throw error
+        }
         self.path = path
         self.environment = environment
         self.writer = pool
+        self.sealer = sealer
     }
 
     /// The store's metadata.

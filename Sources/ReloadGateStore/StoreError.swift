@@ -8,6 +8,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case environmentMismatch(path: String, stored: DeploymentEnvironment, configured: DeploymentEnvironment)
     /// The store's contents break an invariant the gateway relies on.
     case corrupt(reason: String)
+    /// An app with this bundle id is registered already.
+    case appExists(BundleID)
 
     /// A stable identifier for logs and tests.
     public var code: String {
@@ -15,6 +17,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .cannotOpen: "store.cannot-open"
         case .environmentMismatch: "store.environment-mismatch"
         case .corrupt: "store.corrupt"
+        case .appExists: "store.app-exists"
         }
     }
 
@@ -25,6 +28,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
             "the store \(path) holds \(stored) devices but this gateway runs in \(configured): "
                 + "use another data directory (data.directory) for the \(configured) environment"
         case .corrupt(let reason): "the store is corrupt: \(reason)"
+        case .appExists(let bundle): "the app \(bundle) is registered already"
         }
     }
 }

@@ -1,0 +1,94 @@
+import Crypto
+public import Foundation
+import GRDB
+public import ReloadGateCore
+
+extension SQLiteStore {
+    /// Registers an app and creates its API key and webhook secret, returned once in the clear.
+    ///
+    /// The API key is stored as its SHA-256 (it is a random 256-bit value, so a plain hash is enough to
+    /// make a copy of the database useless for authenticating); the webhook secret is sealed with the
+    /// data directory's key, because verifying a signature needs it back.
+    /// - Throws: ``StoreError/appExists(_:)`` when the bundle is registered already.
+    public func createApp(bundle: BundleID, allowsExemptions: Bool = false, now: Date) throws -> AppCredentials {
+        let apiKey = "rgk_" + Self.randomToken()
+        let webhookSecret = "rgs_" + Self.randomToken()
+        let sealedSecret = try sealer.seal(webhookSecret)
+        let id: Int64 = try writer.write { db in
+            if try Row.fetchOne(db, sql: "SELECT 1 FROM app WHERE bundle = ?", arguments: [bundle.rawValue]) != nil {
+                throw StoreError.appExists(bundle)
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO app (bundle, environment, apiKeyHash, webhookSecret, allowsExemptions, createdAt)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    bundle.rawValue, environment.rawValue, Self.hash(apiKey), sealedSecret, allowsExemptions,
+                    now.timeIntervalSince1970,
+                ]
+            )
+            return db.lastInsertedRowID
+        }
+        let app = App(id: id, bundle: bundle, environment: environment, allowsExemptions: allowsExemptions, createdAt: now)
+        return AppCredentials(app: app, apiKey: apiKey, webhookSecret: webhookSecret)
+    }
+
+    /// The app whose API key this is, or `nil`. Reads the database each time, so an app added by
+    /// another process (`reloadgate apps add` while the server runs) is seen at once.
+    public func app(forAPIKey apiKey: String) throws -> App? {
+        try writer.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM app WHERE apiKeyHash = ?", arguments: [Self.hash(apiKey)])
+                .flatMap(Self.app)
+        }
+    }
+
+    /// The app registered for `bundle`, or `nil`.
+    public func app(bundle: BundleID) throws -> App? {
+        try writer.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM app WHERE bundle = ?", arguments: [bundle.rawValue]).flatMap(Self.app)
+        }
+    }
+
+    /// Every app, by bundle.
+    public func apps() throws -> [App] {
+        try writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM app ORDER BY bundle").compactMap(Self.app)
+        }
+    }
+
+    /// The app's webhook secret in the clear, to verify a signature.
+    public func webhookSecret(of app: App) throws -> String? {
+        let sealed = try writer.read { db in
+            try Data.fetchOne(db, sql: "SELECT webhookSecret FROM app WHERE id = ?", arguments: [app.id])
+        }
+        return try sealed.map { try sealer.unseal($0) }
+    }
+
+    private static func app(_ row: Row) -> App? {
+        guard let bundle = try? BundleID(row["bundle"] as String),
+            let environment = DeploymentEnvironment(rawValue: row["environment"])
+        else { return nil }
+        return App(
+            id: row["id"],
+            bundle: bundle,
+            environment: environment,
+            allowsExemptions: row["allowsExemptions"],
+            createdAt: Date(timeIntervalSince1970: row["createdAt"])
+        )
+    }
+
+    static func hash(_ apiKey: String) -> Data {
+        Data(SHA256.hash(data: Data(apiKey.utf8)))
+    }
+
+    /// 256 random bits, base64url without padding.
+    static func randomToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

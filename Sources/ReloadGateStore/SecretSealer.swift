@@ -1,0 +1,56 @@
+import Crypto
+import Foundation
+
+/// Seals secrets that the gateway must be able to read back (webhook secrets: verifying an HMAC needs
+/// the key itself) with AES-GCM under a key kept in the data directory (`secrets.key`, mode 0600,
+/// created on first use). A copy of the database alone does not reveal them.
+///
+/// Losing `secrets.key` makes every sealed secret unreadable: back it up with the database, keep it
+/// out of database dumps.
+struct SecretSealer: Sendable {
+    static let fileName = "secrets.key"
+    private let key: SymmetricKey
+
+    /// Loads the key from `directory`, creating it when missing.
+    init(directory: String) throws(StoreError) {
+        let path = URL(fileURLWithPath: directory).appendingPathComponent(Self.fileName).path
+        if let data = FileManager.default.contents(atPath: path) {
+            guard data.count == 32 else {
+                throw .corrupt(reason: "\(path) does not hold a 256-bit key")
+            }
+            key = SymmetricKey(data: data)
+            return
+        }
+        let fresh = SymmetricKey(size: .bits256)
+        let data = fresh.withUnsafeBytes { Data($0) }
+        // O_EXCL: two processes creating the key at once must not end up with two keys.
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if descriptor < 0 {
+            if errno == EEXIST, let existing = FileManager.default.contents(atPath: path), existing.count == 32 {
+                key = SymmetricKey(data: existing)
+                return
+            }
+            throw .cannotOpen(path: path, reason: "cannot create the secrets key: \(String(cString: strerror(errno)))")
+        }
+        let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        let synced = fsync(descriptor)
+        close(descriptor)
+        guard written == data.count, synced == 0 else {
+            unlink(path)
+            throw .cannotOpen(path: path, reason: "cannot write the secrets key")
+        }
+        key = fresh
+    }
+
+    func seal(_ secret: String) throws -> Data {
+        guard let combined = try AES.GCM.seal(Data(secret.utf8), using: key).combined else {
+            throw StoreError.corrupt(reason: "AES-GCM produced no combined box")
+        }
+        return combined
+    }
+
+    func unseal(_ sealed: Data) throws -> String {
+        let plain = try AES.GCM.open(AES.GCM.SealedBox(combined: sealed), using: key)
+        return String(decoding: plain, as: UTF8.self)
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+struct AppsCommandTests {
+    @Test func appsAddPrintsTheCredentialsOnceAsJSONAndTheStoreKnowsTheApp() async throws {
+        let directory = try TemporaryDirectory("apps-cli")
+        defer { directory.remove() }
+        let added = try await ReloadGateProcess.run(["apps", "add", "com.example.scores", "--json"], in: directory.url)
+        #expect(added.status == 0, "\(added.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: String])
+        #expect(object["bundle"] == "com.example.scores")
+        #expect(object["environment"] == "sandbox")
+        let apiKey = try #require(object["apiKey"])
+        let secret = try #require(object["webhookSecret"])
+
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        let app = try #require(try store.app(forAPIKey: apiKey))
+        #expect(app.bundle == (try BundleID("com.example.scores")))
+        #expect(try store.webhookSecret(of: app) == secret)
+
+        let again = try await ReloadGateProcess.run(["apps", "add", "com.example.scores"], in: directory.url)
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("the app com.example.scores is registered already"))
+
+        let listed = try await ReloadGateProcess.run(["apps", "list"], in: directory.url)
+        #expect(listed.status == 0)
+        #expect(listed.stdout.contains("com.example.scores  sandbox"))
+        #expect(!listed.stdout.contains(apiKey))
+    }
+
+    @Test func appsAddWorksWhileTheServerRuns() async throws {
+        let directory = try TemporaryDirectory("apps-cli")
+        defer { directory.remove() }
+        let server = try ReloadGateProcess(["serve"], in: directory.url, environment: ["RELOADGATE_LISTEN_PORT": "0"])
+        _ = try await server.waitForOutputLine(containing: "listening on")
+        let added = try await ReloadGateProcess.run(["apps", "add", "com.example.news", "--json"], in: directory.url)
+        #expect(added.status == 0, "\(added.stderr)")
+        server.send(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+    }
+
+    @Test func badInputChangesNothing() async throws {
+        let directory = try TemporaryDirectory("apps-cli")
+        defer { directory.remove() }
+        let badBundle = try await ReloadGateProcess.run(["apps", "add", "com example"], in: directory.url)
+        #expect(badBundle.status == 2)
+        #expect(badBundle.stderr.contains("a bundle identifier holds only letters"))
+        let otherEnvironment = try await ReloadGateProcess.run(
+            ["apps", "add", "com.example.scores", "--environment", "production"],
+            in: directory.url
+        )
+        #expect(otherEnvironment.status == 2)
+        #expect(otherEnvironment.stderr.contains("for sandbox apps, not production"))
+        let listed = try await ReloadGateProcess.run(["apps", "list", "--json"], in: directory.url)
+        #expect(listed.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
+    }
+}

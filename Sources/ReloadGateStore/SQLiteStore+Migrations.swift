@@ -21,6 +21,35 @@ extension SQLiteStore {
                 table.column("createdAt", .double).notNull()
             }
         }
+        migrator.registerMigration("v3-registry") { db in
+            try db.create(table: "device") { table in
+                table.autoIncrementedPrimaryKey("id")
+                table.belongsTo("app", onDelete: .cascade).notNull()
+                table.column("token", .text).notNull()
+                table.column("active", .boolean).notNull()
+                table.column("registeredAt", .double).notNull()
+                table.column("unregisteredAt", .double)
+                table.uniqueKey(["appId", "token"])
+            }
+            try db.create(table: "widget") { table in
+                table.autoIncrementedPrimaryKey("id")
+                table.belongsTo("device", onDelete: .cascade).notNull()
+                table.column("widgetID", .text).notNull()
+                table.column("kind", .text).notNull()
+                table.column("family", .text).notNull()
+                table.column("configuration", .text).notNull()
+                table.column("pushEnabled", .boolean).notNull()
+                table.uniqueKey(["deviceId", "widgetID"])
+            }
+            try db.create(index: "widget_on_kind", on: "widget", columns: ["kind"])
+            try db.create(table: "timeline") { table in
+                table.primaryKey("widgetId", .integer).references("widget", onDelete: .cascade)
+                table.column("entries", .text).notNull()
+                table.column("policy", .text).notNull()
+                table.column("plannedReload", .integer)
+                table.column("reportedAt", .double).notNull()
+            }
+        }
         return migrator
     }
 

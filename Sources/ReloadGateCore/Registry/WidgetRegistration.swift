@@ -1,0 +1,62 @@
+/// WidgetKit's widget families.
+public enum WidgetFamily: String, Sendable, CaseIterable, Hashable {
+    case systemSmall, systemMedium, systemLarge, systemExtraLarge
+    case accessoryCircular, accessoryRectangular, accessoryInline, accessoryCorner
+}
+
+/// One widget the person added, as the app reports it (WidgetKit's `WidgetInfo`).
+public struct WidgetRegistration: Hashable, Sendable {
+    /// The app's stable id of the widget instance.
+    public var id: String
+    public var kind: String
+    public var family: WidgetFamily
+    public var configuration: WidgetConfiguration
+    /// Whether the widget takes pushes (WidgetKit: a widget with a push handler).
+    public var pushEnabled: Bool
+
+    public init(id: String, kind: String, family: WidgetFamily, configuration: WidgetConfiguration, pushEnabled: Bool = true) {
+        self.id = id
+        self.kind = kind
+        self.family = family
+        self.configuration = configuration
+        self.pushEnabled = pushEnabled
+    }
+}
+
+/// Limits on registry input (DESIGN.md, Security): over a limit, a clear 4xx and nothing stored.
+public struct RegistryLimits: Sendable, Hashable {
+    public var widgetsPerDevice = 64
+    /// Bytes of a configuration's canonical JSON.
+    public var configurationBytes = 2048
+    public var timelineEntries = 1000
+    /// Characters of a widget id or kind.
+    public var identifierLength = 128
+
+    public init() {}
+
+    /// Checks a device's widget set; returns the first problem as a sentence, or `nil`.
+    public func problem(with widgets: [WidgetRegistration]) -> String? {
+        if widgets.count > widgetsPerDevice {
+            return "a device has at most \(widgetsPerDevice) widgets, not \(widgets.count)"
+        }
+        var ids = Set<String>()
+        for (index, widget) in widgets.enumerated() {
+            if widget.id.isEmpty || widget.id.count > identifierLength {
+                return "widgets[\(index)].id must have 1 to \(identifierLength) characters"
+            }
+            if !ids.insert(widget.id).inserted {
+                return "widgets[\(index)].id '\(widget.id)' appears twice"
+            }
+            let kindIsValid = !widget.kind.isEmpty && widget.kind.count <= identifierLength
+                && widget.kind.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
+            if !kindIsValid {
+                return "widgets[\(index)].kind must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
+            }
+            let size = widget.configuration.canonicalJSON.utf8.count
+            if size > configurationBytes {
+                return "widgets[\(index)].configuration has \(size) bytes, more than \(configurationBytes)"
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,220 @@
+public import Foundation
+import GRDB
+public import ReloadGateCore
+
+/// The result of registering a device's widgets (`PUT .../devices/<token>`).
+public struct DeviceRegistration: Sendable {
+    /// The device's id: the scheduler's device handle.
+    public var device: Int64
+    /// The device's widget instances now, by instance id (the scheduler's instance handle).
+    public var instances: [(id: Int64, widget: WidgetRegistration)]
+    /// Instances that the new set no longer has.
+    public var removedInstances: [Int64]
+    /// The device retired by `previousToken`, and its removed instances.
+    public var retired: (device: Int64, instances: [Int64])?
+}
+
+/// One distinct (kind, family, configuration) in use and how many instances show it.
+public struct ConfigurationUsage: Hashable, Sendable {
+    public var kind: String
+    public var family: String
+    /// Canonical JSON.
+    public var configuration: String
+    public var count: Int
+
+    public init(kind: String, family: String, configuration: String, count: Int) {
+        self.kind = kind
+        self.family = family
+        self.configuration = configuration
+        self.count = count
+    }
+}
+
+/// Why a registry change was refused.
+public enum RegistryError: Error, Equatable, CustomStringConvertible {
+    case deviceNotFound(DeviceToken)
+    case widgetNotFound(DeviceToken, String)
+    case deviceUnregistered(DeviceToken)
+
+    public var description: String {
+        switch self {
+        case .deviceNotFound(let token): "no device \(token.shortened) is registered for this app"
+        case .widgetNotFound(let token, let id): "device \(token.shortened) has no widget '\(id)'"
+        case .deviceUnregistered(let token): "device \(token.shortened) is unregistered; register its new token"
+        }
+    }
+}
+
+extension SQLiteStore {
+    /// Registers a device with its full widget set (WidgetKit hands over the whole list), replacing the
+    /// previous set in one transaction: kept widgets keep their instance ids (and so their budgets),
+    /// missing ones are removed, new ones added. `previousToken` retires the old token: from then on it
+    /// is `Unregistered` (410) and its widgets are gone.
+    public func putDevice(
+        app: App,
+        token: DeviceToken,
+        widgets: [WidgetRegistration],
+        previousToken: DeviceToken?,
+        now: Date
+    ) throws -> DeviceRegistration {
+        try writer.write { db in
+            var retired: (device: Int64, instances: [Int64])?
+            if let previousToken, previousToken != token,
+                let old = try Int64.fetchOne(
+                    db,
+                    sql: "SELECT id FROM device WHERE appId = ? AND token = ? AND active",
+                    arguments: [app.id, previousToken.hex]
+                )
+            {
+                let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ?", arguments: [old])
+                try db.execute(sql: "DELETE FROM widget WHERE deviceId = ?", arguments: [old])
+                try db.execute(
+                    sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ?",
+                    arguments: [now.timeIntervalSince1970, old]
+                )
+                retired = (old, instances)
+            }
+
+            let device: Int64
+            if let existing = try Int64.fetchOne(
+                db,
+                sql: "SELECT id FROM device WHERE appId = ? AND token = ?",
+                arguments: [app.id, token.hex]
+            ) {
+                device = existing
+                try db.execute(
+                    sql: "UPDATE device SET active = 1, registeredAt = ?, unregisteredAt = NULL WHERE id = ?",
+                    arguments: [now.timeIntervalSince1970, device]
+                )
+            } else {
+                try db.execute(
+                    sql: "INSERT INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)",
+                    arguments: [app.id, token.hex, now.timeIntervalSince1970]
+                )
+                device = db.lastInsertedRowID
+            }
+
+            var existing: [String: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT id, widgetID FROM widget WHERE deviceId = ?", arguments: [device]) {
+                existing[row["widgetID"]] = row["id"]
+            }
+            let wanted = Set(widgets.map(\.id))
+            var removed: [Int64] = []
+            for (widgetID, id) in existing where !wanted.contains(widgetID) {
+                try db.execute(sql: "DELETE FROM widget WHERE id = ?", arguments: [id])
+                removed.append(id)
+            }
+            var instances: [(id: Int64, widget: WidgetRegistration)] = []
+            for widget in widgets {
+                let arguments: StatementArguments = [
+                    widget.kind, widget.family.rawValue, widget.configuration.canonicalJSON, widget.pushEnabled,
+                ]
+                if let id = existing[widget.id] {
+                    try db.execute(
+                        sql: "UPDATE widget SET kind = ?, family = ?, configuration = ?, pushEnabled = ? WHERE id = ?",
+                        arguments: arguments + [id]
+                    )
+                    instances.append((id, widget))
+                } else {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
+                            VALUES (?, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [device, widget.id] + arguments
+                    )
+                    instances.append((db.lastInsertedRowID, widget))
+                }
+            }
+            return DeviceRegistration(
+                device: device,
+                instances: instances,
+                removedInstances: removed.sorted(),
+                retired: retired
+            )
+        }
+    }
+
+    /// Removes a device and its widgets (`DELETE .../devices/<token>`).
+    /// - Returns: the device id and its removed instance ids.
+    public func deleteDevice(app: App, token: DeviceToken) throws -> (device: Int64, instances: [Int64]) {
+        try writer.write { db in
+            guard let device = try Int64.fetchOne(
+                db,
+                sql: "SELECT id FROM device WHERE appId = ? AND token = ?",
+                arguments: [app.id, token.hex]
+            ) else { throw RegistryError.deviceNotFound(token) }
+            let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ? ORDER BY id", arguments: [device])
+            try db.execute(sql: "DELETE FROM device WHERE id = ?", arguments: [device])
+            return (device, instances)
+        }
+    }
+
+    /// Records a widget instance's timeline (`PUT .../widgets/<id>/timeline`).
+    /// - Returns: the instance id.
+    public func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) throws -> Int64 {
+        try writer.write { db in
+            guard let device = try Row.fetchOne(
+                db,
+                sql: "SELECT id, active FROM device WHERE appId = ? AND token = ?",
+                arguments: [app.id, token.hex]
+            ) else { throw RegistryError.deviceNotFound(token) }
+            guard device["active"] as Bool else { throw RegistryError.deviceUnregistered(token) }
+            guard let instance = try Int64.fetchOne(
+                db,
+                sql: "SELECT id FROM widget WHERE deviceId = ? AND widgetID = ?",
+                arguments: [device["id"] as Int64, widgetID]
+            ) else { throw RegistryError.widgetNotFound(token, widgetID) }
+            let entries = "[" + timeline.entries.map { String($0.milliseconds) }.joined(separator: ",") + "]"
+            let policy: String =
+                switch timeline.policy {
+                case .atEnd: "atEnd"
+                case .after(let date): "after:\(date.milliseconds)"
+                case .never: "never"
+                }
+            try db.execute(
+                sql: """
+                    INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT(widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
+                        plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
+                    """,
+                arguments: [instance, entries, policy, timeline.plannedReload?.milliseconds, now.timeIntervalSince1970]
+            )
+            return instance
+        }
+    }
+
+    /// The distinct (kind, family, configuration) of the app's active devices with their counts
+    /// (`GET .../configurations`), optionally of one kind.
+    public func configurations(app: App, kind: String?) throws -> [ConfigurationUsage] {
+        try writer.read { db in
+            var sql = """
+                SELECT widget.kind, widget.family, widget.configuration, COUNT(*) AS count
+                FROM widget JOIN device ON device.id = widget.deviceId
+                WHERE device.appId = ? AND device.active
+                """
+            var arguments: StatementArguments = [app.id]
+            if let kind {
+                sql += " AND widget.kind = ?"
+                arguments += [kind]
+            }
+            sql += " GROUP BY widget.kind, widget.family, widget.configuration ORDER BY widget.kind, widget.family, widget.configuration"
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).map {
+                ConfigurationUsage(kind: $0["kind"], family: $0["family"], configuration: $0["configuration"], count: $0["count"])
+            }
+        }
+    }
+
+    /// The device's state: whether it is active, and since when it is unregistered (for `410`).
+    public func deviceStatus(app: App, token: DeviceToken) throws -> (active: Bool, unregisteredAt: Date?)? {
+        try writer.read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT active, unregisteredAt FROM device WHERE appId = ? AND token = ?",
+                arguments: [app.id, token.hex]
+            ).map { row in
+                (row["active"] as Bool, (row["unregisteredAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+struct RegistryStoreTests {
+    let now = Date(timeIntervalSince1970: 1_790_000_000)
+    static let tokenA = String(repeating: "ab", count: 32)
+    static let tokenB = String(repeating: "cd", count: 32)
+
+    func withStore(_ body: (SQLiteStore, App) throws -> Void) throws {
+        let directory = try TemporaryDirectory("registry")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+        try body(store, app)
+    }
+
+    func widget(_ id: String, kind: String = "scores", team: String? = nil) -> WidgetRegistration {
+        WidgetRegistration(
+            id: id,
+            kind: kind,
+            family: .systemSmall,
+            configuration: WidgetConfiguration(team.map { ["team": .string($0)] } ?? [:])
+        )
+    }
+
+    @Test func putReplacesTheWidgetSetKeepingTheIdsOfWidgetsThatStay() throws {
+        try withStore { store, app in
+            let token = try DeviceToken(Self.tokenA)
+            let first = try store.putDevice(app: app, token: token, widgets: [widget("w1", team: "42"), widget("w2", kind: "news")], previousToken: nil, now: now)
+            #expect(first.instances.count == 2)
+            #expect(first.removedInstances.isEmpty)
+
+            let second = try store.putDevice(app: app, token: token, widgets: [widget("w2", kind: "news"), widget("w3")], previousToken: nil, now: now)
+            #expect(second.device == first.device)
+            #expect(second.instances.first { $0.widget.id == "w2" }?.id == first.instances.first { $0.widget.id == "w2" }?.id)
+            #expect(second.removedInstances == [first.instances.first { $0.widget.id == "w1" }!.id])
+            #expect(try store.configurations(app: app, kind: nil).map(\.kind) == ["news", "scores"])
+        }
+    }
+
+    @Test func previousTokenRetiresTheOldDevice() throws {
+        try withStore { store, app in
+            let old = try DeviceToken(Self.tokenA)
+            let new = try DeviceToken(Self.tokenB)
+            let first = try store.putDevice(app: app, token: old, widgets: [widget("w1")], previousToken: nil, now: now)
+            let later = now.addingTimeInterval(60)
+            let second = try store.putDevice(app: app, token: new, widgets: [widget("w1")], previousToken: old, now: later)
+            #expect(second.retired?.device == first.device)
+            #expect(second.retired?.instances == first.instances.map(\.id))
+            #expect(try store.deviceStatus(app: app, token: old)?.active == false)
+            #expect(try store.deviceStatus(app: app, token: old)?.unregisteredAt == later)
+            #expect(try store.deviceStatus(app: app, token: new)?.active == true)
+            #expect(throws: RegistryError.deviceUnregistered(old)) {
+                try store.putTimeline(app: app, token: old, widgetID: "w1", timeline: Timeline(entries: [], policy: .never), now: later)
+            }
+        }
+    }
+
+    @Test func configurationsGroupTheSameConfigurationWithCounts() throws {
+        try withStore { store, app in
+            _ = try store.putDevice(app: app, token: try DeviceToken(Self.tokenA), widgets: [widget("w1", team: "42"), widget("w2", kind: "news")], previousToken: nil, now: now)
+            _ = try store.putDevice(app: app, token: try DeviceToken(Self.tokenB), widgets: [widget("w9", team: "42")], previousToken: nil, now: now)
+            #expect(try store.configurations(app: app, kind: "scores") == [
+                ConfigurationUsage(kind: "scores", family: "systemSmall", configuration: #"{"team":"42"}"#, count: 2)
+            ])
+        }
+    }
+
+    @Test func timelinesNeedAKnownWidgetAndDeleteRemovesEverything() throws {
+        try withStore { store, app in
+            let token = try DeviceToken(Self.tokenA)
+            let registration = try store.putDevice(app: app, token: token, widgets: [widget("w1")], previousToken: nil, now: now)
+            let timeline = Timeline(entries: [Timestamp(seconds: 1_790_003_600)], policy: .atEnd)
+            #expect(try store.putTimeline(app: app, token: token, widgetID: "w1", timeline: timeline, now: now) == registration.instances[0].id)
+            #expect(throws: RegistryError.widgetNotFound(token, "nope")) {
+                try store.putTimeline(app: app, token: token, widgetID: "nope", timeline: timeline, now: now)
+            }
+            let deleted = try store.deleteDevice(app: app, token: token)
+            #expect(deleted.instances == [registration.instances[0].id])
+            #expect(try store.configurations(app: app, kind: nil).isEmpty)
+            #expect(throws: RegistryError.deviceNotFound(token)) { try store.deleteDevice(app: app, token: token) }
+        }
+    }
+
+    @Test func devicesOfAnotherAppAreInvisible() throws {
+        try withStore { store, app in
+            let other = try store.createApp(bundle: try BundleID("com.example.news"), now: now).app
+            let token = try DeviceToken(Self.tokenA)
+            _ = try store.putDevice(app: app, token: token, widgets: [widget("w1")], previousToken: nil, now: now)
+            #expect(try store.deviceStatus(app: other, token: token) == nil)
+            #expect(throws: RegistryError.deviceNotFound(token)) { try store.deleteDevice(app: other, token: token) }
+        }
+    }
+}

@@ -174,6 +174,7 @@ let package = Package(
                 "ReloadGateTesting",
                 "ReloadGateCertificates",
                 "ReloadGateCore",
+                "ReloadGateStore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

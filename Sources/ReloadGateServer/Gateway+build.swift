@@ -4,6 +4,7 @@ import HummingbirdCore
 import HummingbirdHTTP2
 public import Logging
 import NIOCore
+import ReloadGateCore
 import ReloadGateStore
 
 /// Where the listener ended up, reported once it accepts connections.
@@ -78,6 +79,7 @@ public func buildGateway(
     // Health and readiness answer while draining (readiness says so); everything else is drained.
     OperationsRoutes(readiness: readiness).register(on: router)
     router.add(middleware: DrainMiddleware(drain: drain))
+    RegistryRoutes(store: store, limits: RegistryLimits(), now: now).register(on: router)
     customizeRouter(router)
 
     let host = configuration.listen.host

@@ -1,0 +1,186 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import ReloadGateCore
+import ReloadGateStore
+
+/// The registry API (DESIGN.md, Interfaces 2): devices with their widgets, timelines, configurations.
+/// Every call carries `authorization: bearer <apiKey>` of the app named in the path.
+struct RegistryRoutes {
+    let store: SQLiteStore
+    let limits: RegistryLimits
+    let now: @Sendable () -> Date
+
+    /// Bodies larger than this are refused while reading (DESIGN.md, Security: 64 KiB).
+    static let bodyLimit = 64 * 1024
+
+    func register(on router: Router<some RequestContext>) {
+        let apps = router.group("v1/apps/:bundle")
+        apps.put("devices/:token") { request, context in
+            try await respond(request, context) { try await putDevice(request, context) }
+        }
+        apps.delete("devices/:token") { request, context in
+            try await respond(request, context) { try deleteDevice(request, context) }
+        }
+        apps.put("devices/:token/widgets/:widget/timeline") { request, context in
+            try await respond(request, context) { try await putTimeline(request, context) }
+        }
+        apps.get("configurations") { request, context in
+            try await respond(request, context) { try configurations(request, context) }
+        }
+    }
+
+    /// Runs a handler, turning registry and store errors into JSON answers.
+    private func respond(
+        _ request: Request,
+        _ context: some RequestContext,
+        _ handler: () async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await handler()
+        } catch let error as APIError {
+            return try error.response(from: request, context: context)
+        } catch let error as RegistryError {
+            let status: HTTPResponse.Status =
+                switch error {
+                case .deviceNotFound, .widgetNotFound: .notFound
+                case .deviceUnregistered: .gone
+                }
+            let code =
+                switch error {
+                case .deviceNotFound, .widgetNotFound: "not-found"
+                case .deviceUnregistered: "unregistered"
+                }
+            return try APIError(status: status, code: code, message: error.description).response(from: request, context: context)
+        }
+    }
+
+    private func authenticate(_ request: Request, _ context: some RequestContext) throws -> App {
+        let bundle = context.parameters.get("bundle") ?? ""
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
+            throw APIError.unauthorized("send the app's API key as `authorization: bearer <apiKey>`")
+        }
+        let key = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        guard let app = try store.app(forAPIKey: key) else {
+            throw APIError.unauthorized("the API key is not valid")
+        }
+        guard app.bundle.rawValue == bundle else {
+            throw APIError.forbidden("the API key belongs to another app than \(bundle)")
+        }
+        return app
+    }
+
+    private func token(_ context: some RequestContext, _ name: String = "token") throws -> DeviceToken {
+        do {
+            return try DeviceToken(context.parameters.get(name) ?? "")
+        } catch {
+            throw APIError.invalidField("the device token in the path: \(error)")
+        }
+    }
+
+    private func putDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let app = try authenticate(request, context)
+        let token = try token(context)
+        let body = try await JSONBody.read(request, limit: Self.bodyLimit)
+        if let environment = try JSONBody.optionalString(body.object["environment"], "environment"),
+            environment != app.environment.rawValue
+        {
+            throw APIError.invalidField("environment is \(environment) but \(app.bundle) is registered for \(app.environment)")
+        }
+        var widgets: [WidgetRegistration] = []
+        for (index, item) in try JSONBody.array(body.object["widgets"], "widgets").enumerated() {
+            let path = "widgets[\(index)]"
+            let fields = try JSONBody.object(item, path)
+            let familyText = try JSONBody.string(fields["family"], "\(path).family")
+            guard let family = WidgetFamily(rawValue: familyText) else {
+                throw APIError.invalidField(
+                    "\(path).family must be one of \(WidgetFamily.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
+            }
+            widgets.append(
+                WidgetRegistration(
+                    id: try JSONBody.string(fields["id"], "\(path).id"),
+                    kind: try JSONBody.string(fields["kind"], "\(path).kind"),
+                    family: family,
+                    configuration: try JSONBody.configuration(fields["configuration"], "\(path).configuration"),
+                    pushEnabled: try JSONBody.bool(fields["pushEnabled"], "\(path).pushEnabled", default: true)
+                )
+            )
+        }
+        if let problem = limits.problem(with: widgets) { throw APIError.invalidField(problem) }
+        var previous: DeviceToken?
+        if let text = try JSONBody.optionalString(body.object["previousToken"], "previousToken") {
+            do { previous = try DeviceToken(text) } catch { throw APIError.invalidField("previousToken: \(error)") }
+        }
+        let registration = try store.putDevice(app: app, token: token, widgets: widgets, previousToken: previous, now: now())
+        return try json(
+            .ok,
+            [
+                "device": token.hex,
+                "widgets": registration.instances.map { ["id": $0.widget.id, "instance": $0.id] },
+                "removedWidgets": registration.removedInstances.count,
+                "retiredPreviousToken": registration.retired != nil,
+            ]
+        )
+    }
+
+    private func deleteDevice(_ request: Request, _ context: some RequestContext) throws -> Response {
+        let app = try authenticate(request, context)
+        _ = try store.deleteDevice(app: app, token: try token(context))
+        return Response(status: .noContent)
+    }
+
+    private func putTimeline(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let app = try authenticate(request, context)
+        let token = try token(context)
+        let widgetID = context.parameters.get("widget") ?? ""
+        let body = try await JSONBody.read(request, limit: Self.bodyLimit)
+        let entries = try JSONBody.array(body.object["entries"], "entries")
+        guard entries.count <= limits.timelineEntries else {
+            throw APIError.invalidField("a timeline has at most \(limits.timelineEntries) entries, not \(entries.count)")
+        }
+        let dates = try entries.enumerated().map { index, entry in
+            try JSONBody.date(JSONBody.object(entry, "entries[\(index)]")["date"], "entries[\(index)].date")
+        }
+        let policy: Timeline.Policy
+        switch body.object["policy"] {
+        case let text as String where text == "atEnd": policy = .atEnd
+        case let text as String where text == "never": policy = .never
+        case let object as [String: Any] where object.keys.count == 1 && object["after"] != nil:
+            policy = .after(try JSONBody.date(object["after"], "policy.after"))
+        default:
+            throw APIError.invalidField(#"policy must be "atEnd", "never" or {"after": date}"#)
+        }
+        let timeline = Timeline(entries: dates, policy: policy)
+        _ = try store.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: now())
+        let planned: Any =
+            timeline.plannedReload.map {
+                Date(timeIntervalSince1970: Double($0.milliseconds) / 1000).formatted(.iso8601)
+            } ?? NSNull()
+        return try json(.ok, ["plannedReload": planned])
+    }
+
+    private func configurations(_ request: Request, _ context: some RequestContext) throws -> Response {
+        let app = try authenticate(request, context)
+        let kind = request.uri.queryParameters.get("kind")
+        let usages = try store.configurations(app: app, kind: kind)
+        let list: [[String: Any]] = try usages.map { usage in
+            [
+                "kind": usage.kind,
+                "family": usage.family,
+                "configuration": try JSONSerialization.jsonObject(with: Data(usage.configuration.utf8)),
+                "count": usage.count,
+            ]
+        }
+        return try json(.ok, ["configurations": list])
+    }
+
+    private func json(_ status: HTTPResponse.Status, _ object: [String: Any]) throws -> Response {
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        return Response(
+            status: status,
+            headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data))
+        )
+    }
+}

@@ -1,0 +1,105 @@
+public import Crypto
+public import Foundation
+
+/// The reload webhook's signature (DESIGN.md, Interfaces 3): the header
+/// `reloadgate-signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`, checked against the
+/// app's webhook secret and refused outside a 5-minute window around the gateway's clock.
+///
+/// Several `v1=` values may be sent (while a secret is being rotated); one matching is enough. The
+/// comparison is constant-time.
+public struct WebhookSignature: Sendable, Equatable {
+    /// The signed time, UNIX seconds.
+    public var timestamp: Int64
+    /// The candidate signatures (32 bytes each).
+    public var signatures: [Data]
+
+    /// How far the signed time may be from the gateway's clock.
+    public static let window: TimeInterval = 300
+
+    /// Why a signature was refused; each maps to `401` with this description.
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        case missing
+        case malformed
+        case outsideWindow(signedAt: Int64, now: Int64)
+        case mismatch
+
+        public var description: String {
+            switch self {
+            case .missing: "the reloadgate-signature header is missing"
+            case .malformed: "the reloadgate-signature header must read t=<unix seconds>,v1=<hex HMAC-SHA256>"
+            case .outsideWindow(let signedAt, let now):
+                "the signature's time \(signedAt) is more than 300 s from the gateway's \(now); check the clock or sign anew"
+            case .mismatch: "the signature does not match the body and the app's webhook secret"
+            }
+        }
+    }
+
+    /// Parses the header value.
+    public init(header: String?) throws(Failure) {
+        guard let header, !header.isEmpty else { throw .missing }
+        var timestamp: Int64?
+        var signatures: [Data] = []
+        for part in header.split(separator: ",") {
+            let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard pair.count == 2 else { throw .malformed }
+            switch pair[0] {
+            case "t":
+                guard timestamp == nil, let value = Int64(pair[1]) else { throw .malformed }
+                timestamp = value
+            case "v1":
+                guard let bytes = Self.hexBytes(pair[1]), bytes.count == 32 else { throw .malformed }
+                signatures.append(bytes)
+            default:
+                continue  // unknown schemes are ignored, so a later scheme can be added beside v1
+            }
+        }
+        guard let timestamp, !signatures.isEmpty else { throw .malformed }
+        self.timestamp = timestamp
+        self.signatures = signatures
+    }
+
+    /// Checks the signature of `body` with `secret` at `now`.
+    public func verify(body: some DataProtocol, secret: String, now: Date) throws(Failure) {
+        let nowSeconds = Int64(now.timeIntervalSince1970)
+        guard abs(nowSeconds - timestamp) <= Int64(Self.window) else {
+            throw .outsideWindow(signedAt: timestamp, now: nowSeconds)
+        }
+        let key = SymmetricKey(data: Data(secret.utf8))
+        var message = Data("\(timestamp).".utf8)
+        message.append(contentsOf: body)
+        guard signatures.contains(where: { HMAC<SHA256>.isValidAuthenticationCode($0, authenticating: message, using: key) })
+        else { throw .mismatch }
+    }
+
+    /// The header value for `body` signed at `timestamp` (for clients and tests).
+    public static func header(body: some DataProtocol, timestamp: Int64, secret: String) -> String {
+        let signature = sign(body: body, timestamp: timestamp, secret: secret)
+        return "t=\(timestamp),v1=" + signature.map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func sign(body: some DataProtocol, timestamp: Int64, secret: String) -> Data {
+        var message = Data("\(timestamp).".utf8)
+        message.append(contentsOf: body)
+        return Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Data(secret.utf8))))
+    }
+
+    static func hexBytes(_ text: String) -> Data? {
+        guard text.utf8.count % 2 == 0 else { return nil }
+        var bytes = Data(capacity: text.utf8.count / 2)
+        var iterator = text.utf8.makeIterator()
+        while let high = iterator.next(), let low = iterator.next() {
+            guard let h = nibble(high), let l = nibble(low) else { return nil }
+            bytes.append(h << 4 | l)
+        }
+        return bytes
+    }
+
+    private static func nibble(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -2,6 +2,7 @@ public import AsyncHTTPClient
 import Foundation
 public import Hummingbird
 import Logging
+public import NIOCore
 public import NIOSSL
 public import ReloadGateServer
 import ServiceLifecycle
@@ -102,14 +103,17 @@ public struct TestGateway: Sendable {
     /// - Parameters:
     ///   - version: `.automatic` negotiates HTTP/2 over ALPN; `.http1Only` offers only HTTP/1.1.
     ///   - tls: client TLS settings; by default the test CA and no client certificate.
+    ///   - connectTimeout: how long a connection (and its TLS handshake) may take; tests that expect a
+    ///     refused handshake shorten it, since the client retries until then.
     public func withHTTPClient<Result: Sendable>(
         _ version: HTTPClient.Configuration.HTTPVersion = .automatic,
         tls: TLSConfiguration? = nil,
+        connectTimeout: TimeAmount = .seconds(10),
         _ body: (HTTPClient) async throws -> Result
     ) async throws -> Result {
         var configuration = HTTPClient.Configuration(tlsConfiguration: try tls ?? pki.clientTLSConfiguration())
         configuration.httpVersion = version
-        configuration.timeout = .init(connect: .seconds(10), read: .seconds(30))
+        configuration.timeout = .init(connect: connectTimeout, read: .seconds(30))
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         do {
             let result = try await body(client)

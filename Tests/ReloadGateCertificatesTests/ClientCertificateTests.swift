@@ -5,7 +5,7 @@ import ReloadGateCore
 import ReloadGateTesting
 import SwiftASN1
 import Testing
-import X509
+@_spi(FixedExpiryValidationTime) import X509
 
 struct ClientCertificateTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
@@ -38,7 +38,7 @@ struct ClientCertificateTests {
             now: now
         )
         var verifier = Verifier(rootCertificates: CertificateStore([authority.certificate])) {
-            RFC5280Policy(validationTime: now.addingTimeInterval(60))
+            RFC5280Policy(fixedExpiryValidationTime: now.addingTimeInterval(60))
         }
         let result = await verifier.validate(leaf: issued.certificate, intermediates: CertificateStore())
         guard case .validCertificate = result else {

@@ -64,7 +64,7 @@ struct ListenerTests {
             tls.minimumTLSVersion = .tlsv1
             tls.maximumTLSVersion = .tlsv11
             await #expect(throws: (any Error).self) {
-                try await gateway.withHTTPClient(tls: tls) { client in
+                try await gateway.withHTTPClient(tls: tls, connectTimeout: .seconds(2)) { client in
                     _ = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/health"), timeout: .seconds(10))
                 }
             }
@@ -87,7 +87,7 @@ struct ListenerTests {
             var untrusted = try stranger.clientTLSConfiguration(clientCertificateFor: [try BundleID("com.example.scores")])
             untrusted.trustRoots = try gateway.pki.clientTLSConfiguration().trustRoots
             await #expect(throws: (any Error).self) {
-                try await gateway.withHTTPClient(tls: untrusted) { client in
+                try await gateway.withHTTPClient(tls: untrusted, connectTimeout: .seconds(2)) { client in
                     _ = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/health"), timeout: .seconds(10))
                 }
             }

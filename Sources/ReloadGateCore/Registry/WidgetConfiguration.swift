@@ -10,29 +10,11 @@ public struct WidgetConfiguration: Hashable, Sendable {
         /// The value as JSON.
         public var description: String {
             switch self {
-            case .string(let text): Self.quoted(text)
+            case .string(let text): JSONText.quoted(text)
             case .number(let number):
                 number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)
             case .bool(let flag): flag ? "true" : "false"
             }
-        }
-
-        static func quoted(_ text: String) -> String {
-            var result = "\""
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": result += "\\\""
-                case "\\": result += "\\\\"
-                case "\n": result += "\\n"
-                case "\r": result += "\\r"
-                case "\t": result += "\\t"
-                case _ where scalar.value < 0x20:
-                    let hex = String(scalar.value, radix: 16)
-                    result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                default: result.unicodeScalars.append(scalar)
-                }
-            }
-            return result + "\""
         }
     }
 
@@ -45,7 +27,7 @@ public struct WidgetConfiguration: Hashable, Sendable {
     /// JSON with sorted keys and no spaces: the same configuration always has the same text, so the store
     /// can group and compare by it (`GET .../configurations`).
     public var canonicalJSON: String {
-        "{" + values.sorted { $0.key < $1.key }.map { "\(Value.quoted($0.key)):\($0.value)" }.joined(separator: ",") + "}"
+        "{" + values.sorted { $0.key < $1.key }.map { "\(JSONText.quoted($0.key)):\($0.value)" }.joined(separator: ",") + "}"
     }
 
     /// Whether every parameter of `match` has the same value here (the webhook's `match`).

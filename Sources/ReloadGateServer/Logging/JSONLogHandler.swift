@@ -1,5 +1,6 @@
 import Foundation
 public import Logging
+import ReloadGateCore
 
 /// Writes one JSON object per log line to standard error, for log collectors (`log.format: json`):
 /// `{"time":"2026-11-22T10:00:00.123Z","level":"info","label":"reloadgate","message":"...","key":"value"}`.
@@ -44,28 +45,9 @@ public struct JSONLogHandler: LogHandler {
         var line = "{"
         for (index, field) in fields.enumerated() {
             if index > 0 { line += "," }
-            line += Self.quoted(field.0) + ":" + Self.quoted(field.1)
+            line += JSONText.quoted(field.0) + ":" + JSONText.quoted(field.1)
         }
         line += "}\n"
         write(line)
-    }
-
-    /// A JSON string literal for `text`.
-    static func quoted(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            case _ where scalar.value < 0x20:
-                result += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "\""
     }
 }

@@ -87,7 +87,7 @@ struct JSONBody {
             return Timestamp(milliseconds: Int64((number.doubleValue * 1000).rounded()))
         }
         if let text = value as? String {
-            if let date = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) ?? nil {
+            if let date = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) {
                 return Timestamp(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded()))
             }
             if let date = try? Date(text, strategy: .iso8601) {

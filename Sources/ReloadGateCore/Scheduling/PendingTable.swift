@@ -64,4 +64,10 @@ struct RequestList: Sendable {
     mutating func append(_ id: RequestID) { rest.append(id) }
 
     var array: [RequestID] { [first] + rest }
+
+    /// Appends the requests to `target` without building an intermediate array.
+    func append(to target: inout [RequestID]) {
+        target.append(first)
+        if !rest.isEmpty { target.append(contentsOf: rest) }
+    }
 }

@@ -79,7 +79,7 @@ extension ReloadScheduler {
             if charged { charge(i, at: time) }
             instances[Int(i)].lastReload = time
             delivery.reloaded.append(.init(instance: InstanceHandle(i), charged: charged))
-            delivery.requests.append(contentsOf: member.requests.array)
+            member.requests.append(to: &delivery.requests)
             delivery.priority = max(delivery.priority, member.priority)
             if let expiration = member.expiration {
                 latestExpiration = max(latestExpiration, expiration)

@@ -8,7 +8,7 @@ struct SchedulerHarness {
     var timelineReloads: [TimelineReload] = []
     var expired: [ExpiredReload] = []
 
-    /// 2026-09-21T14:00:00Z: a round time so explanations read well.
+    /// 2026-09-23T14:00:00Z: a round time so explanations read well.
     static let start = Timestamp(seconds: 1_790_172_000)
 
     init(configuration: SchedulerConfiguration = SchedulerConfiguration()) {

@@ -1,0 +1,55 @@
+/// One widget push as it leaves the gateway: what an upstream needs to send it (DESIGN.md, Delivery).
+public struct OutgoingPush: Hashable, Sendable {
+    /// The push's `apns-id` (lower-case UUID), kept across retries so Apple and logs can match them.
+    public var apnsID: String
+    public var bundle: BundleID
+    public var deviceToken: DeviceToken
+    /// The widget ids the push reloads (WidgetKit reloads all push-enabled widgets of the app).
+    public var widgetIDs: [String]
+    /// Every request the push serves.
+    public var requests: [RequestID]
+    public var priority: Priority
+    public var expiration: Timestamp?
+    /// When the scheduler released it.
+    public var releasedAt: Timestamp
+
+    public init(
+        apnsID: String,
+        bundle: BundleID,
+        deviceToken: DeviceToken,
+        widgetIDs: [String],
+        requests: [RequestID],
+        priority: Priority,
+        expiration: Timestamp?,
+        releasedAt: Timestamp
+    ) {
+        self.apnsID = apnsID
+        self.bundle = bundle
+        self.deviceToken = deviceToken
+        self.widgetIDs = widgetIDs
+        self.requests = requests
+        self.priority = priority
+        self.expiration = expiration
+        self.releasedAt = releasedAt
+    }
+
+    /// The APNs topic of the push: `<bundle>.push-type.widgets`.
+    public var topic: String { bundle.widgetsTopic }
+}
+
+/// What became of one attempt to send a push.
+public enum DeliveryOutcome: Hashable, Sendable {
+    /// Accepted (Apple's 200, or written to the outbox).
+    case sent
+    /// Refused for good, with the reason (for example `BadDeviceToken`); not retried.
+    case failed(reason: String)
+    /// Not sent now; try again at the earliest after `retryAfter` seconds (429, 5xx, connection lost).
+    case retry(reason: String, retryAfter: Int64?)
+}
+
+/// Where released pushes go: the outbox (the embedded default) or Apple's push service. The delivery
+/// service calls it and records the outcome; an upstream only sends.
+public protocol DeliveryUpstream: Sendable {
+    /// Sends one push and says what became of it. Throwing counts as `retry`.
+    func send(_ push: OutgoingPush) async throws -> DeliveryOutcome
+}

@@ -1,0 +1,62 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateTesting
+import Testing
+
+struct OutboxUpstreamTests {
+    func push(_ index: Int, expiration: Timestamp? = nil) throws -> OutgoingPush {
+        OutgoingPush(
+            apnsID: String(format: "00000000-0000-4000-8000-%012d", index),
+            bundle: try BundleID("com.example.scores"),
+            deviceToken: try DeviceToken(String(repeating: "ab", count: 32)),
+            widgetIDs: ["w1", "w\"2"],
+            requests: [RequestID(index), RequestID(index + 1000)],
+            priority: .high,
+            expiration: expiration,
+            releasedAt: Timestamp(milliseconds: 1_790_172_000_250)
+        )
+    }
+
+    @Test func eachPushIsOneWholeJSONLineEvenWhenSentConcurrently() async throws {
+        let directory = try TemporaryDirectory("outbox")
+        defer { directory.remove() }
+        let outbox = try OutboxUpstream(dataDirectory: directory.url.path, logger: Logger(label: "test"))
+        let outcomes = try await withThrowingTaskGroup(of: DeliveryOutcome.self) { group in
+            for index in 0..<50 {
+                let push = try push(index, expiration: index == 0 ? Timestamp(seconds: 1_790_175_600) : nil)
+                group.addTask { try await outbox.send(push) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.allSatisfy { $0 == .sent })
+
+        let text = try String(contentsOfFile: directory.path("outbox.jsonl"), encoding: .utf8)
+        let lines = text.split(separator: "\n")
+        #expect(lines.count == 50)
+        var apnsIDs = Set<String>()
+        for line in lines {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            apnsIDs.insert(try #require(object["apnsId"] as? String))
+            #expect(object["bundle"] as? String == "com.example.scores")
+            #expect(object["topic"] as? String == "com.example.scores.push-type.widgets")
+            #expect(object["deviceToken"] as? String == String(repeating: "ab", count: 32))
+            #expect(object["widgets"] as? [String] == ["w1", "w\"2"])
+            #expect((object["requests"] as? [Int])?.count == 2)
+            #expect(object["priority"] as? Int == 10)
+            #expect(object["at"] as? String == "2026-09-23T14:00:00.250Z")
+        }
+        #expect(apnsIDs.count == 50)
+        let first = try #require(lines.first { $0.contains("-000000000000") })
+        #expect(first.contains(#""expiration":"2026-09-23T15:00:00.000Z""#))
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.path("outbox.jsonl"))[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+    }
+
+    @Test func anUnwritableDirectoryIsAnError() throws {
+        #expect(throws: OutboxError.self) {
+            try OutboxUpstream(dataDirectory: "/nonexistent/data", logger: Logger(label: "test"))
+        }
+    }
+}

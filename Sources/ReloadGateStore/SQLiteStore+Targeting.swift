@@ -1,0 +1,60 @@
+import Foundation
+import GRDB
+public import ReloadGateCore
+
+/// Which widget instances a reload request concerns (DESIGN.md, Interfaces 3 and "Targeting").
+public struct ReloadTarget: Hashable, Sendable {
+    /// Only widgets of this kind (`reloadTimelines(ofKind:)`); `nil`: every kind (`reloadAllTimelines`).
+    public var kind: String?
+    /// Only widgets whose configuration has these values.
+    public var match: [String: WidgetConfiguration.Value]
+    /// Only these devices; `nil`: every active device of the app.
+    public var devices: [DeviceToken]?
+
+    public init(kind: String? = nil, match: [String: WidgetConfiguration.Value] = [:], devices: [DeviceToken]? = nil) {
+        self.kind = kind
+        self.match = match
+        self.devices = devices
+    }
+}
+
+extension SQLiteStore {
+    /// The push-enabled widget instances of the app's active devices that the target selects, with their
+    /// devices, ordered by instance id. Configuration values are compared by type and value with SQLite's
+    /// JSON functions (the string "42" does not match the number 42).
+    public func targetInstances(app: App, target: ReloadTarget) throws -> [(instance: Int64, device: Int64)] {
+        var sql = """
+            SELECT widget.id, widget.deviceId FROM widget JOIN device ON device.id = widget.deviceId
+            WHERE device.appId = ? AND device.active AND widget.pushEnabled
+            """
+        var arguments: StatementArguments = [app.id]
+        if let kind = target.kind {
+            sql += " AND widget.kind = ?"
+            arguments += [kind]
+        }
+        if let devices = target.devices {
+            guard !devices.isEmpty else { return [] }
+            sql += " AND device.token IN (" + devices.map { _ in "?" }.joined(separator: ",") + ")"
+            arguments += StatementArguments(devices.map(\.hex))
+        }
+        for (key, value) in target.match.sorted(by: { $0.key < $1.key }) {
+            // The path is bound, never spliced: any key text is safe.
+            let path = "$.\"" + key.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+            switch value {
+            case .string(let text):
+                sql += " AND json_type(widget.configuration, ?) = 'text' AND json_extract(widget.configuration, ?) = ?"
+                arguments += [path, path, text]
+            case .number(let number):
+                sql += " AND json_type(widget.configuration, ?) IN ('integer', 'real') AND json_extract(widget.configuration, ?) = ?"
+                arguments += [path, path, number]
+            case .bool(let flag):
+                sql += " AND json_type(widget.configuration, ?) = ?"
+                arguments += [path, flag ? "true" : "false"]
+            }
+        }
+        sql += " ORDER BY widget.id"
+        return try writer.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map { ($0[0], $0[1]) }
+        }
+    }
+}

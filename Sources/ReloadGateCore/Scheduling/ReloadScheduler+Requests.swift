@@ -102,6 +102,7 @@ extension ReloadScheduler {
             }
             existing = merged
             pending[i] = existing
+            changed.append(i)
             return Decision(
                 request: request.id,
                 instance: instance,
@@ -125,6 +126,7 @@ extension ReloadScheduler {
             exempt: request.exempt
         )
         timers.insert(.init(time: due, instance: i, kind: .pendingReload))
+        changed.append(i)
         return Decision(
             request: request.id,
             instance: instance,

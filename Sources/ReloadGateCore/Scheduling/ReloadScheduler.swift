@@ -49,6 +49,8 @@ public struct ReloadScheduler: Sendable {
     var released = TickOutput()
     /// The latest time processed; inputs with an earlier time are treated as happening now.
     var clock = InstanceState.never
+    /// Instances whose state changed since ``takeChangedInstances()`` (may repeat; deduplicated there).
+    var changed: [Int32] = []
 
     public init(configuration: SchedulerConfiguration = SchedulerConfiguration()) {
         self.configuration = configuration
@@ -94,6 +96,7 @@ public struct ReloadScheduler: Sendable {
         guard isRegistered(i) else { return [] }
         unlink(i)
         instances[Int(i)] = InstanceState()
+        changed.append(i)
         return pending.removeValue(forKey: i)?.requests.array ?? []
     }
 
@@ -103,6 +106,7 @@ public struct ReloadScheduler: Sendable {
         guard isRegistered(i) else { return }
         let planned = timeline.plannedReload?.milliseconds ?? InstanceState.none
         instances[Int(i)].plannedReload = planned
+        changed.append(i)
         if planned != InstanceState.none {
             timers.insert(.init(time: planned, instance: i, kind: .plannedReload))
         }

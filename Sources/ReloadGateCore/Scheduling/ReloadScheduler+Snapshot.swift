@@ -1,0 +1,107 @@
+/// The durable part of one instance's scheduling state: what the store writes through after every change
+/// and hands back on start so the timers are rebuilt (DESIGN.md, Durability).
+public struct InstanceSnapshot: Hashable, Sendable {
+    /// The budget bucket (GCRA: when it is full again), in milliseconds; `nil` while full since ever.
+    public var bucketFullAt: Int64?
+    public var lastReload: Timestamp?
+    public var plannedReload: Timestamp?
+    public var pending: PendingSnapshot?
+
+    public init(bucketFullAt: Int64?, lastReload: Timestamp?, plannedReload: Timestamp?, pending: PendingSnapshot?) {
+        self.bucketFullAt = bucketFullAt
+        self.lastReload = lastReload
+        self.plannedReload = plannedReload
+        self.pending = pending
+    }
+}
+
+/// A pending reload as stored.
+public struct PendingSnapshot: Hashable, Sendable {
+    public var due: Timestamp
+    public var priority: Priority
+    public var expiration: Timestamp?
+    public var requests: [RequestID]
+    public var collapseID: String?
+    public var team: String?
+    public var exempt: Bool
+
+    public init(
+        due: Timestamp,
+        priority: Priority,
+        expiration: Timestamp?,
+        requests: [RequestID],
+        collapseID: String?,
+        team: String?,
+        exempt: Bool
+    ) {
+        self.due = due
+        self.priority = priority
+        self.expiration = expiration
+        self.requests = requests
+        self.collapseID = collapseID
+        self.team = team
+        self.exempt = exempt
+    }
+}
+
+extension ReloadScheduler {
+    /// The instances whose state changed since the last call, each once, in handle order. The caller
+    /// writes their ``snapshot(of:)`` (or deletes removed ones) in the same transaction as the inputs
+    /// that changed them.
+    public mutating func takeChangedInstances() -> [InstanceHandle] {
+        defer { changed.removeAll(keepingCapacity: true) }
+        return Array(Set(changed)).sorted().map(InstanceHandle.init)
+    }
+
+    /// The durable state of a registered instance.
+    public func snapshot(of instance: InstanceHandle) -> InstanceSnapshot? {
+        let i = instance.rawValue
+        guard isRegistered(i) else { return nil }
+        let state = instances[Int(i)]
+        return InstanceSnapshot(
+            bucketFullAt: state.bucketFullAt == InstanceState.never ? nil : state.bucketFullAt,
+            lastReload: state.lastReload == InstanceState.never ? nil : Timestamp(milliseconds: state.lastReload),
+            plannedReload: state.plannedReload == InstanceState.none ? nil : Timestamp(milliseconds: state.plannedReload),
+            pending: pending[i].map {
+                PendingSnapshot(
+                    due: Timestamp(milliseconds: $0.due),
+                    priority: $0.priority,
+                    expiration: $0.expiration.map(Timestamp.init(milliseconds:)),
+                    requests: $0.requests.array,
+                    collapseID: $0.collapseID,
+                    team: $0.team,
+                    exempt: $0.exempt
+                )
+            }
+        )
+    }
+
+    /// Puts a registered instance back in a stored state, with its timers. Used on start, before any
+    /// input; restoring does not count as a change.
+    public mutating func restore(_ instance: InstanceHandle, _ snapshot: InstanceSnapshot) {
+        let i = instance.rawValue
+        guard isRegistered(i) else { return }
+        instances[Int(i)].bucketFullAt = snapshot.bucketFullAt ?? InstanceState.never
+        instances[Int(i)].lastReload = snapshot.lastReload?.milliseconds ?? InstanceState.never
+        instances[Int(i)].plannedReload = snapshot.plannedReload?.milliseconds ?? InstanceState.none
+        if let planned = snapshot.plannedReload {
+            timers.insert(.init(time: planned.milliseconds, instance: i, kind: .plannedReload))
+        }
+        if let stored = snapshot.pending, let first = stored.requests.first {
+            var requests = RequestList(first)
+            for id in stored.requests.dropFirst() { requests.append(id) }
+            pending[i] = PendingReload(
+                due: stored.due.milliseconds,
+                priority: stored.priority,
+                expiration: stored.expiration?.milliseconds,
+                requests: requests,
+                collapseID: stored.collapseID,
+                team: stored.team,
+                exempt: stored.exempt
+            )
+            timers.insert(.init(time: stored.due.milliseconds, instance: i, kind: .pendingReload))
+        } else {
+            pending[i] = nil
+        }
+    }
+}

@@ -54,6 +54,7 @@ let after = residentBytes()
 // Counted in an array, not a dictionary, to keep the bookkeeping out of the measurement.
 var kindCounts = Array(repeating: 0, count: DecisionKind.allCases.count)
 var deliveries = 0
+var changedInstances = 0
 let decisions = clock.measure {
     for (index, target) in targets.enumerated() {
         let now = start.adding(milliseconds: Int64(index))
@@ -66,7 +67,11 @@ let decisions = clock.measure {
             )
         )
         for decision in decided { kindCounts[DecisionKind.allCases.firstIndex(of: decision.kind)!] += 1 }
-        if index % 1000 == 999 { deliveries += scheduler.tick(now: now).deliveries.count }
+        if index % 1000 == 999 {
+            deliveries += scheduler.tick(now: now).deliveries.count
+            // As the scheduler service will: collect what changed for the write-through.
+            changedInstances += scheduler.takeChangedInstances().count
+        }
     }
 }
 
@@ -89,3 +94,4 @@ print("decisions/s:              \(Int(perSecond))")
 print("reference dictionary/s:   \(Int(referencePerSecond))  (scheduler at \(String(format: "%.1f", perSecond / referencePerSecond * 100))% of it)")
 print("decisions by kind:        \(zip(DecisionKind.allCases, kindCounts).map { "\($0.rawValue) \($1)" }.joined(separator: ", "))")
 print("deliveries released:      \(deliveries), pending at the end: \(scheduler.pendingCount)")
+print("changed instances taken:  \(changedInstances) (every 1,000 requests, as the write-through will)")

@@ -50,6 +50,55 @@ extension SQLiteStore {
                 table.column("reportedAt", .double).notNull()
             }
         }
+        migrator.registerMigration("v4-ledger") { db in
+            try db.create(table: "request") { table in
+                table.primaryKey("id", .integer)
+                table.belongsTo("app", onDelete: .cascade).notNull()
+                table.column("source", .text).notNull()
+                table.column("receivedAt", .integer).notNull()
+                table.column("priority", .integer).notNull()
+                table.column("expiration", .integer)
+                table.column("collapseId", .text)
+                table.column("exempt", .boolean).notNull()
+                table.column("summary", .text).notNull()
+            }
+            try db.create(table: "decision") { table in
+                table.belongsTo("request", onDelete: .cascade).notNull()
+                table.column("instanceId", .integer)
+                table.column("kind", .text).notNull()
+                table.column("due", .integer)
+                table.column("reason", .text).notNull()
+            }
+            try db.create(table: "instance_state") { table in
+                table.primaryKey("instanceId", .integer).references("widget", onDelete: .cascade)
+                table.column("bucketFullAt", .integer)
+                table.column("lastReload", .integer)
+                table.column("plannedReload", .integer)
+            }
+            try db.create(table: "pending_reload") { table in
+                table.primaryKey("instanceId", .integer).references("widget", onDelete: .cascade)
+                table.column("due", .integer).notNull()
+                table.column("priority", .integer).notNull()
+                table.column("expiration", .integer)
+                table.column("requests", .text).notNull()
+                table.column("collapseId", .text)
+                table.column("team", .text)
+                table.column("exempt", .boolean).notNull()
+            }
+            try db.create(table: "delivery") { table in
+                table.primaryKey("apnsId", .text)
+                table.column("deviceId", .integer).notNull()
+                table.column("releasedAt", .integer).notNull()
+                table.column("instances", .text).notNull()
+                table.column("requests", .text).notNull()
+                table.column("priority", .integer).notNull()
+                table.column("expiration", .integer)
+                table.column("state", .text).notNull()
+                table.column("attempts", .integer).notNull().defaults(to: 0)
+                table.column("lastError", .text)
+            }
+            try db.create(index: "delivery_on_state", on: "delivery", columns: ["state"])
+        }
         return migrator
     }
 

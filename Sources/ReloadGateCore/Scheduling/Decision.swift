@@ -51,4 +51,12 @@ public struct Decision: Hashable, Sendable {
     public var kind: DecisionKind
     public var due: Timestamp?
     public var reason: DecisionReason
+
+    public init(request: RequestID, instance: InstanceHandle?, kind: DecisionKind, due: Timestamp?, reason: DecisionReason) {
+        self.request = request
+        self.instance = instance
+        self.kind = kind
+        self.due = due
+        self.reason = reason
+    }
 }

@@ -1,0 +1,162 @@
+import Foundation
+import GRDB
+public import ReloadGateCore
+
+extension SQLiteStore {
+    /// Writes a batch in one transaction (the group commit): nothing of it is visible unless all of it
+    /// is. The caller answers the requests in it only after this returns.
+    public func commit(_ batch: LedgerBatch) throws {
+        guard !batch.isEmpty else { return }
+        try writer.write { db in
+            for request in batch.requests {
+                try db.execute(
+                    sql: """
+                        INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        Int64(bitPattern: request.id), request.app, request.source.rawValue, request.received.milliseconds,
+                        request.priority.rawValue, request.expiration?.milliseconds, request.collapseID, request.exempt,
+                        request.summary,
+                    ]
+                )
+            }
+            for decision in batch.decisions {
+                try db.execute(
+                    sql: "INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [
+                        Int64(bitPattern: decision.request), decision.instance.map { Int64($0.rawValue) },
+                        decision.kind.rawValue, decision.due?.milliseconds, decision.reason.description,
+                    ]
+                )
+            }
+            for (instance, snapshot) in batch.instanceStates {
+                guard let snapshot else {
+                    try db.execute(sql: "DELETE FROM instance_state WHERE instanceId = ?", arguments: [instance])
+                    try db.execute(sql: "DELETE FROM pending_reload WHERE instanceId = ?", arguments: [instance])
+                    continue
+                }
+                try db.execute(
+                    sql: """
+                        INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload) VALUES (?, ?, ?, ?)
+                        ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
+                            lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
+                        """,
+                    arguments: [instance, snapshot.bucketFullAt, snapshot.lastReload?.milliseconds, snapshot.plannedReload?.milliseconds]
+                )
+                if let pending = snapshot.pending {
+                    try db.execute(
+                        sql: """
+                            INSERT OR REPLACE INTO pending_reload
+                                (instanceId, due, priority, expiration, requests, collapseId, team, exempt)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [
+                            instance, pending.due.milliseconds, pending.priority.rawValue, pending.expiration?.milliseconds,
+                            Self.list(pending.requests.map { Int64(bitPattern: $0) }), pending.collapseID, pending.team,
+                            pending.exempt,
+                        ]
+                    )
+                } else {
+                    try db.execute(sql: "DELETE FROM pending_reload WHERE instanceId = ?", arguments: [instance])
+                }
+            }
+            for delivery in batch.deliveries {
+                try db.execute(
+                    sql: """
+                        INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, priority, expiration, state)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        delivery.apnsID, delivery.device, delivery.released.milliseconds, Self.list(delivery.instances),
+                        Self.list(delivery.requests.map { Int64(bitPattern: $0) }), delivery.priority.rawValue,
+                        delivery.expiration?.milliseconds, delivery.state.rawValue,
+                    ]
+                )
+            }
+        }
+    }
+
+    /// The stored scheduling state of every instance that has one, to restore on start.
+    public func instanceSnapshots() throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
+        try writer.read { db in
+            var pending: [Int64: PendingSnapshot] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM pending_reload") {
+                guard let priority = Priority(rawValue: row["priority"]) else { continue }
+                pending[row["instanceId"]] = PendingSnapshot(
+                    due: Timestamp(milliseconds: row["due"]),
+                    priority: priority,
+                    expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
+                    requests: Self.integers(row["requests"]).map { RequestID(bitPattern: $0) },
+                    collapseID: row["collapseId"],
+                    team: row["team"],
+                    exempt: row["exempt"]
+                )
+            }
+            return try Row.fetchAll(db, sql: "SELECT * FROM instance_state ORDER BY instanceId").map { row in
+                let instance: Int64 = row["instanceId"]
+                return (
+                    instance,
+                    InstanceSnapshot(
+                        bucketFullAt: row["bucketFullAt"],
+                        lastReload: (row["lastReload"] as Int64?).map(Timestamp.init(milliseconds:)),
+                        plannedReload: (row["plannedReload"] as Int64?).map(Timestamp.init(milliseconds:)),
+                        pending: pending[instance]
+                    )
+                )
+            }
+        }
+    }
+
+    /// The highest request id recorded, so that ids keep growing across restarts.
+    public func lastRequestID() throws -> RequestID {
+        try writer.read { db in RequestID(bitPattern: try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM request") ?? 0) }
+    }
+
+    /// Deliveries in the given states, oldest first (on start: `pending` and `sending` ones are sent again).
+    public func deliveries(in states: [RecordedDelivery.State]) throws -> [RecordedDelivery] {
+        try writer.read { db in
+            let marks = states.map { _ in "?" }.joined(separator: ",")
+            return try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM delivery WHERE state IN (\(marks)) ORDER BY releasedAt, apnsId",
+                arguments: StatementArguments(states.map(\.rawValue))
+            ).compactMap { row in
+                guard let priority = Priority(rawValue: row["priority"]), let state = RecordedDelivery.State(rawValue: row["state"])
+                else { return nil }
+                return RecordedDelivery(
+                    apnsID: row["apnsId"],
+                    device: row["deviceId"],
+                    released: Timestamp(milliseconds: row["releasedAt"]),
+                    instances: Self.integers(row["instances"]),
+                    requests: Self.integers(row["requests"]).map { RequestID(bitPattern: $0) },
+                    priority: priority,
+                    expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
+                    state: state
+                )
+            }
+        }
+    }
+
+    /// Moves a delivery to a new state (pending -> sending -> sent | failed), counting attempts.
+    public func setDeliveryState(apnsID: String, to state: RecordedDelivery.State, error: String? = nil) throws {
+        try writer.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE delivery SET state = ?, lastError = ?,
+                        attempts = attempts + (CASE WHEN ? = 'sending' THEN 1 ELSE 0 END)
+                    WHERE apnsId = ?
+                    """,
+                arguments: [state.rawValue, error, state.rawValue, apnsID]
+            )
+        }
+    }
+
+    static func list(_ values: [Int64]) -> String {
+        "[" + values.map(String.init).joined(separator: ",") + "]"
+    }
+
+    static func integers(_ text: String) -> [Int64] {
+        text.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).split(separator: ",").compactMap { Int64($0) }
+    }
+}

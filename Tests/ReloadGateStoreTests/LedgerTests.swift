@@ -1,0 +1,123 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+struct LedgerTests {
+    let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    struct Fixture {
+        let store: SQLiteStore
+        let app: App
+        let registration: DeviceRegistration
+    }
+
+    func withFixture(_ body: (Fixture) throws -> Void) throws {
+        let directory = try TemporaryDirectory("ledger")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+        let registration = try store.putDevice(
+            app: app,
+            token: try DeviceToken(String(repeating: "ab", count: 32)),
+            widgets: [
+                WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration()),
+                WidgetRegistration(id: "w2", kind: "news", family: .systemSmall, configuration: WidgetConfiguration()),
+            ],
+            previousToken: nil,
+            now: now
+        )
+        try body(Fixture(store: store, app: app, registration: registration))
+    }
+
+    func request(_ id: RequestID, app: App) -> RecordedRequest {
+        RecordedRequest(
+            id: id, app: app.id, source: .webhook, received: Timestamp(seconds: 1_790_000_000), priority: .high,
+            expiration: nil, collapseID: nil, exempt: false, summary: #"{"kind":"scores"}"#
+        )
+    }
+
+    @Test func aCommittedBatchIsReadBackWholeAndDeliveriesMoveThroughTheirStates() throws {
+        try withFixture { fixture in
+            let w1 = fixture.registration.instances[0].id
+            let w2 = fixture.registration.instances[1].id
+            let pending = PendingSnapshot(
+                due: Timestamp(seconds: 1_790_000_300), priority: .low, expiration: Timestamp(seconds: 1_790_003_600),
+                requests: [7, 8], collapseID: "c", team: "TEAM", exempt: true
+            )
+            var batch = LedgerBatch()
+            batch.requests = [request(7, app: fixture.app), request(8, app: fixture.app)]
+            batch.decisions = [
+                Decision(request: 7, instance: InstanceHandle(Int32(w1)), kind: .deferred, due: pending.due, reason: .lowPriority(until: pending.due, delay: 300)),
+                Decision(request: 8, instance: nil, kind: .noMatch, due: nil, reason: .noMatchingWidget),
+            ]
+            batch.instanceStates = [
+                (w1, InstanceSnapshot(bucketFullAt: 1_790_002_160_000, lastReload: Timestamp(seconds: 1_789_999_000), plannedReload: nil, pending: pending)),
+                (w2, InstanceSnapshot(bucketFullAt: nil, lastReload: nil, plannedReload: Timestamp(seconds: 1_790_007_200), pending: nil)),
+            ]
+            batch.deliveries = [
+                RecordedDelivery(
+                    apnsID: "00000000-0000-4000-8000-000000000001", device: fixture.registration.device,
+                    released: Timestamp(seconds: 1_790_000_000), instances: [w1, w2], requests: [5, 6],
+                    priority: .high, expiration: nil, state: .pending
+                )
+            ]
+            try fixture.store.commit(batch)
+
+            let snapshots = try fixture.store.instanceSnapshots()
+            #expect(snapshots.map(\.instance) == [w1, w2])
+            #expect(snapshots[0].snapshot == batch.instanceStates[0].snapshot)
+            #expect(snapshots[1].snapshot == batch.instanceStates[1].snapshot)
+            #expect(try fixture.store.lastRequestID() == 8)
+
+            let waiting = try fixture.store.deliveries(in: [.pending, .sending])
+            #expect(waiting == batch.deliveries)
+            try fixture.store.setDeliveryState(apnsID: waiting[0].apnsID, to: .sending)
+            #expect(try fixture.store.deliveries(in: [.sending]).count == 1)
+            try fixture.store.setDeliveryState(apnsID: waiting[0].apnsID, to: .sent)
+            #expect(try fixture.store.deliveries(in: [.pending, .sending]).isEmpty)
+            #expect(try fixture.store.deliveries(in: [.sent]).count == 1)
+        }
+    }
+
+    @Test func aBatchThatFailsLeavesNothingBehind() throws {
+        try withFixture { fixture in
+            var first = LedgerBatch()
+            first.requests = [request(1, app: fixture.app)]
+            try fixture.store.commit(first)
+
+            var failing = LedgerBatch()
+            failing.requests = [request(2, app: fixture.app), request(1, app: fixture.app)]  // 1 exists: the insert fails
+            failing.instanceStates = [(fixture.registration.instances[0].id, InstanceSnapshot(bucketFullAt: 5, lastReload: nil, plannedReload: nil, pending: nil))]
+            #expect(throws: (any Error).self) { try fixture.store.commit(failing) }
+            #expect(try fixture.store.lastRequestID() == 1)
+            #expect(try fixture.store.instanceSnapshots().isEmpty)
+        }
+    }
+
+    @Test func removedWidgetsTakeTheirStateWithThem() throws {
+        try withFixture { fixture in
+            let w1 = fixture.registration.instances[0].id
+            var batch = LedgerBatch()
+            batch.requests = [request(1, app: fixture.app)]
+            batch.instanceStates = [(
+                w1,
+                InstanceSnapshot(
+                    bucketFullAt: 1, lastReload: nil, plannedReload: nil,
+                    pending: PendingSnapshot(due: Timestamp(seconds: 1), priority: .high, expiration: nil, requests: [1], collapseID: nil, team: nil, exempt: false)
+                )
+            )]
+            try fixture.store.commit(batch)
+            _ = try fixture.store.putDevice(
+                app: fixture.app,
+                token: try DeviceToken(String(repeating: "ab", count: 32)),
+                widgets: [WidgetRegistration(id: "w2", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())],
+                previousToken: nil,
+                now: now
+            )
+            #expect(try fixture.store.instanceSnapshots().isEmpty)
+        }
+    }
+}

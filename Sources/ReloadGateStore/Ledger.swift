@@ -76,9 +76,41 @@ public struct RecordedDelivery: Hashable, Sendable {
     }
 }
 
+/// The first answer to a webhook call with an `idempotency-key`, kept 24 hours.
+public struct IdempotentAnswer: Hashable, Sendable {
+    public var app: Int64
+    public var key: String
+    /// SHA-256 of the request body: the same key with another body is a conflict.
+    public var bodyHash: [UInt8]
+    public var status: Int
+    public var response: String
+    public var createdAt: Timestamp
+
+    public init(app: Int64, key: String, bodyHash: [UInt8], status: Int, response: String, createdAt: Timestamp) {
+        self.app = app
+        self.key = key
+        self.bodyHash = bodyHash
+        self.status = status
+        self.response = response
+        self.createdAt = createdAt
+    }
+}
+
+/// What an `idempotency-key` finds.
+public enum IdempotencyLookup: Hashable, Sendable {
+    /// Not seen in the last 24 hours: process the request.
+    case new
+    /// Seen with the same body: answer this again, do nothing new.
+    case replay(status: Int, response: String)
+    /// Seen with another body: `409`.
+    case conflict
+}
+
 /// Everything one group commit writes, in one transaction: the requests and their decisions, the
-/// scheduling state of every instance they changed (write-through), and the deliveries released.
+/// scheduling state of every instance they changed (write-through), the deliveries released, and the
+/// idempotent answers to remember.
 public struct LedgerBatch: Sendable {
+    public var idempotentAnswers: [IdempotentAnswer] = []
     public var requests: [RecordedRequest] = []
     public var decisions: [Decision] = []
     /// The new state of changed instances; `nil` for an instance that was removed.
@@ -87,5 +119,7 @@ public struct LedgerBatch: Sendable {
 
     public init() {}
 
-    public var isEmpty: Bool { requests.isEmpty && decisions.isEmpty && instanceStates.isEmpty && deliveries.isEmpty }
+    public var isEmpty: Bool {
+        requests.isEmpty && decisions.isEmpty && instanceStates.isEmpty && deliveries.isEmpty && idempotentAnswers.isEmpty
+    }
 }

@@ -8,6 +8,19 @@ extension SQLiteStore {
     public func commit(_ batch: LedgerBatch) throws {
         guard !batch.isEmpty else { return }
         try writer.write { db in
+            for answer in batch.idempotentAnswers {
+                // A key older than the window is replaced; a live one makes the whole batch fail.
+                try db.execute(
+                    sql: "DELETE FROM idempotency WHERE appId = ? AND key = ? AND createdAt < ?",
+                    arguments: [answer.app, answer.key, answer.createdAt.milliseconds - Self.idempotencyWindow]
+                )
+                try db.execute(
+                    sql: """
+                        INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt) VALUES (?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [answer.app, answer.key, Data(answer.bodyHash), answer.status, answer.response, answer.createdAt.milliseconds]
+                )
+            }
             for request in batch.requests {
                 try db.execute(
                     sql: """
@@ -149,6 +162,24 @@ extension SQLiteStore {
                     """,
                 arguments: [state.rawValue, error, state.rawValue, apnsID]
             )
+        }
+    }
+
+    /// How long an idempotency key is remembered: 24 hours, in milliseconds.
+    static let idempotencyWindow: Int64 = 86_400_000
+
+    /// What `key` finds for `app`: nothing (or older than 24 hours), the first answer for the same body,
+    /// or a conflict for another body.
+    public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) throws -> IdempotencyLookup {
+        try writer.read { db in
+            guard let row = try Row.fetchOne(
+                db,
+                sql: "SELECT bodyHash, status, response, createdAt FROM idempotency WHERE appId = ? AND key = ?",
+                arguments: [app, key]
+            ), (row["createdAt"] as Int64) >= now.milliseconds - Self.idempotencyWindow
+            else { return .new }
+            guard (row["bodyHash"] as Data) == Data(bodyHash) else { return .conflict }
+            return .replay(status: row["status"], response: row["response"])
         }
     }
 

@@ -98,6 +98,15 @@ extension SQLiteStore {
                 table.column("lastError", .text)
             }
             try db.create(index: "delivery_on_state", on: "delivery", columns: ["state"])
+            try db.create(table: "idempotency") { table in
+                table.belongsTo("app", onDelete: .cascade).notNull()
+                table.column("key", .text).notNull()
+                table.column("bodyHash", .blob).notNull()
+                table.column("status", .integer).notNull()
+                table.column("response", .text).notNull()
+                table.column("createdAt", .integer).notNull()
+                table.primaryKey(["appId", "key"])
+            }
         }
         return migrator
     }

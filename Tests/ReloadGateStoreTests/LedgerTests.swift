@@ -121,3 +121,36 @@ struct LedgerTests {
         }
     }
 }
+
+struct IdempotencyTests {
+    let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    @Test func theSameKeyReplaysTheFirstAnswerConflictsForAnotherBodyAndExpiresAfter24Hours() throws {
+        let directory = try TemporaryDirectory("idempotency")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+        let t0 = Timestamp(seconds: 1_790_000_000)
+        let body: [UInt8] = Array(repeating: 1, count: 32)
+        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: t0) == .new)
+
+        var batch = LedgerBatch()
+        batch.idempotentAnswers = [IdempotentAnswer(app: app.id, key: "k1", bodyHash: body, status: 202, response: #"{"requestId":1}"#, createdAt: t0)]
+        try store.commit(batch)
+
+        let later = t0.adding(seconds: 3600)
+        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: later) == .replay(status: 202, response: #"{"requestId":1}"#))
+        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: Array(repeating: 2, count: 32), now: later) == .conflict)
+        #expect(try store.idempotentAnswer(app: app.id, key: "k2", bodyHash: body, now: later) == .new)
+        // A second answer under a live key is refused with its whole batch.
+        #expect(throws: (any Error).self) { try store.commit(batch) }
+
+        let nextDay = t0.adding(seconds: 86_401)
+        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: nextDay) == .new)
+        var again = LedgerBatch()
+        again.idempotentAnswers = [IdempotentAnswer(app: app.id, key: "k1", bodyHash: body, status: 202, response: #"{"requestId":2}"#, createdAt: nextDay)]
+        try store.commit(again)
+        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: nextDay) == .replay(status: 202, response: #"{"requestId":2}"#))
+    }
+}

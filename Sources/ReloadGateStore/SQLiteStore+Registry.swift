@@ -60,28 +60,20 @@ extension SQLiteStore {
         try writer.write { db in
             var retired: (device: Int64, instances: [Int64])?
             if let previousToken, previousToken != token,
-                let old = try Int64.fetchOne(
-                    db,
-                    sql: "SELECT id FROM device WHERE appId = ? AND token = ? AND active",
-                    arguments: [app.id, previousToken.hex]
-                )
+                let old = try Self.device(db, app: app, token: previousToken), old.active
             {
-                let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ?", arguments: [old])
-                try db.execute(sql: "DELETE FROM widget WHERE deviceId = ?", arguments: [old])
+                let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ?", arguments: [old.id])
+                try db.execute(sql: "DELETE FROM widget WHERE deviceId = ?", arguments: [old.id])
                 try db.execute(
                     sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ?",
-                    arguments: [now.timeIntervalSince1970, old]
+                    arguments: [now.timeIntervalSince1970, old.id]
                 )
-                retired = (old, instances)
+                retired = (old.id, instances)
             }
 
             let device: Int64
-            if let existing = try Int64.fetchOne(
-                db,
-                sql: "SELECT id FROM device WHERE appId = ? AND token = ?",
-                arguments: [app.id, token.hex]
-            ) {
-                device = existing
+            if let existing = try Self.device(db, app: app, token: token) {
+                device = existing.id
                 try db.execute(
                     sql: "UPDATE device SET active = 1, registeredAt = ?, unregisteredAt = NULL WHERE id = ?",
                     arguments: [now.timeIntervalSince1970, device]
@@ -139,14 +131,10 @@ extension SQLiteStore {
     /// - Returns: the device id and its removed instance ids.
     public func deleteDevice(app: App, token: DeviceToken) throws -> (device: Int64, instances: [Int64]) {
         try writer.write { db in
-            guard let device = try Int64.fetchOne(
-                db,
-                sql: "SELECT id FROM device WHERE appId = ? AND token = ?",
-                arguments: [app.id, token.hex]
-            ) else { throw RegistryError.deviceNotFound(token) }
-            let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ? ORDER BY id", arguments: [device])
-            try db.execute(sql: "DELETE FROM device WHERE id = ?", arguments: [device])
-            return (device, instances)
+            guard let device = try Self.device(db, app: app, token: token) else { throw RegistryError.deviceNotFound(token) }
+            let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ? ORDER BY id", arguments: [device.id])
+            try db.execute(sql: "DELETE FROM device WHERE id = ?", arguments: [device.id])
+            return (device.id, instances)
         }
     }
 
@@ -154,16 +142,12 @@ extension SQLiteStore {
     /// - Returns: the instance id.
     public func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) throws -> Int64 {
         try writer.write { db in
-            guard let device = try Row.fetchOne(
-                db,
-                sql: "SELECT id, active FROM device WHERE appId = ? AND token = ?",
-                arguments: [app.id, token.hex]
-            ) else { throw RegistryError.deviceNotFound(token) }
-            guard device["active"] as Bool else { throw RegistryError.deviceUnregistered(token) }
+            guard let device = try Self.device(db, app: app, token: token) else { throw RegistryError.deviceNotFound(token) }
+            guard device.active else { throw RegistryError.deviceUnregistered(token) }
             guard let instance = try Int64.fetchOne(
                 db,
                 sql: "SELECT id FROM widget WHERE deviceId = ? AND widgetID = ?",
-                arguments: [device["id"] as Int64, widgetID]
+                arguments: [device.id, widgetID]
             ) else { throw RegistryError.widgetNotFound(token, widgetID) }
             let entries = "[" + timeline.entries.map { String($0.milliseconds) }.joined(separator: ",") + "]"
             let policy: String =
@@ -208,13 +192,20 @@ extension SQLiteStore {
     /// The device's state: whether it is active, and since when it is unregistered (for `410`).
     public func deviceStatus(app: App, token: DeviceToken) throws -> (active: Bool, unregisteredAt: Date?)? {
         try writer.read { db in
-            try Row.fetchOne(
-                db,
-                sql: "SELECT active, unregisteredAt FROM device WHERE appId = ? AND token = ?",
-                arguments: [app.id, token.hex]
-            ).map { row in
-                (row["active"] as Bool, (row["unregisteredAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
-            }
+            try Self.device(db, app: app, token: token).map { ($0.active, $0.unregisteredAt) }
+        }
+    }
+
+    /// The app's device with this token, in any state.
+    private static func device(_ db: Database, app: App, token: DeviceToken) throws
+        -> (id: Int64, active: Bool, unregisteredAt: Date?)?
+    {
+        try Row.fetchOne(
+            db,
+            sql: "SELECT id, active, unregisteredAt FROM device WHERE appId = ? AND token = ?",
+            arguments: [app.id, token.hex]
+        ).map { row in
+            (row["id"], row["active"], (row["unregisteredAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
         }
     }
 }

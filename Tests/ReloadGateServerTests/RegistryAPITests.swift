@@ -105,6 +105,8 @@ struct RegistryAPITests {
                 (#"{"widgets":[{"id":"w1","kind":"scores","family":"systemHuge"}]}"#, nil, .unprocessableEntity, "invalid-field"),
                 (#"{"widgets":[{"id":"w1","kind":"scores","family":"systemSmall","configuration":{"nested":{"a":1}}}]}"#, nil, .unprocessableEntity, "invalid-field"),
                 (#"{"environment":"production","widgets":[]}"#, nil, .unprocessableEntity, "invalid-field"),
+                (#"{"widgets":[{"id":"w1","kind":"scores","family":"systemSmall","pushEnabled":1}]}"#, nil, .unprocessableEntity, "invalid-field"),
+                (#"{"widgets":[{"id":"w1","kind":"scores","family":"systemSmall"}],"previousToken":"xyz"}"#, nil, .unprocessableEntity, "invalid-field"),
                 (
                     #"{"widgets":["# + (0..<65).map { #"{"id":"w\#($0)","kind":"k","family":"systemSmall"}"# }.joined(separator: ",") + "]}",
                     nil, .unprocessableEntity, "invalid-field"

@@ -32,7 +32,8 @@ public struct ListenerInfo: Sendable {
 }
 
 /// Builds the gateway: checks the TLS material (creating the development certificate on first run),
-/// opens the store, and sets up the routes. Nothing listens until the gateway runs.
+/// opens the store, loads the scheduler's state from it, and sets up the routes. Nothing listens until
+/// the gateway runs.
 ///
 /// `reloadgate serve` calls this and then ``Gateway/runService(gracefulShutdownSignals:)``; tests call
 /// it too (through `TestGateway`) and run the gateway in their own service group on port 0.
@@ -50,7 +51,7 @@ public func buildGateway(
     now: @escaping @Sendable () -> Date = { Date() },
     onListening: @escaping @Sendable (ListenerInfo) async -> Void = { _ in },
     customizeRouter: (Router<BasicRequestContext>) -> Void = { _ in }
-) throws -> Gateway {
+) async throws -> Gateway {
     let tls = try ListenerTLS.load(configuration.tls, now: now(), logger: logger)
 
     var http2 = HTTP2UpgradeChannel.Configuration(
@@ -73,13 +74,25 @@ public func buildGateway(
     )
     logger.info("store open", metadata: ["path": "\(store.path)", "environment": "\(store.environment)"])
 
+    // The scheduler's state is loaded before anything listens: no request is decided on a partial state.
+    let engine = SchedulerEngine(store: store, configuration: configuration.scheduling.resolved, now: now, logger: logger)
+    let upstream: any DeliveryUpstream
+    do {
+        try await engine.load()
+        upstream = try OutboxUpstream(dataDirectory: configuration.dataDirectory, logger: logger)
+    } catch {
+        try? store.close()
+        throw error
+    }
+
     let readiness = Readiness()
     let drain = RequestDrain()
     let router = Router()
     // Health and readiness answer while draining (readiness says so); everything else is drained.
     OperationsRoutes(readiness: readiness).register(on: router)
     router.add(middleware: DrainMiddleware(drain: drain))
-    RegistryRoutes(store: store, limits: RegistryLimits(), now: now).register(on: router)
+    RegistryRoutes(store: store, engine: engine, limits: RegistryLimits(), now: now).register(on: router)
+    WebhookRoutes(store: store, engine: engine, now: now).register(on: router)
     customizeRouter(router)
 
     let host = configuration.listen.host
@@ -95,6 +108,12 @@ public func buildGateway(
     )
     return Gateway(configuration: configuration, readiness: readiness, logger: logger, services: [
         StoreService(store: store, readiness: readiness, logger: logger),
+        SchedulerService(
+            engine: engine,
+            worker: DeliveryWorker(store: store, upstream: upstream, now: now, logger: logger),
+            readiness: readiness,
+            logger: logger
+        ),
         application,
         DrainService(
             drain: drain,

@@ -7,86 +7,88 @@ extension SQLiteStore {
     /// is. The caller answers the requests in it only after this returns.
     public func commit(_ batch: LedgerBatch) throws {
         guard !batch.isEmpty else { return }
-        try writer.write { db in
-            for answer in batch.idempotentAnswers {
-                // A key older than the window is replaced; a live one makes the whole batch fail.
-                try db.execute(
-                    sql: "DELETE FROM idempotency WHERE appId = ? AND key = ? AND createdAt < ?",
-                    arguments: [answer.app, answer.key, answer.createdAt.milliseconds - Self.idempotencyWindow]
-                )
-                try db.execute(
-                    sql: """
-                        INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt) VALUES (?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [answer.app, answer.key, Data(answer.bodyHash), answer.status, answer.response, answer.createdAt.milliseconds]
-                )
+        try writer.write { db in try Self.write(batch, in: db) }
+    }
+
+    static func write(_ batch: LedgerBatch, in db: Database) throws {
+        for answer in batch.idempotentAnswers {
+            // A key older than the window is replaced; a live one makes the whole batch fail.
+            try db.executeCached(
+                sql: "DELETE FROM idempotency WHERE appId = ? AND key = ? AND createdAt < ?",
+                arguments: [answer.app, answer.key, answer.createdAt.milliseconds - Self.idempotencyWindow]
+            )
+            try db.executeCached(
+                sql: """
+                    INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt) VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [answer.app, answer.key, Data(answer.bodyHash), answer.status, answer.response, answer.createdAt.milliseconds]
+            )
+        }
+        for request in batch.requests {
+            try db.executeCached(
+                sql: """
+                    INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    Int64(bitPattern: request.id), request.app, request.source.rawValue, request.received.milliseconds,
+                    request.priority.rawValue, request.expiration?.milliseconds, request.collapseID, request.exempt,
+                    request.summary,
+                ]
+            )
+        }
+        for decision in batch.decisions {
+            try db.executeCached(
+                sql: "INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES (?, ?, ?, ?, ?)",
+                arguments: [
+                    Int64(bitPattern: decision.request), decision.instance.map { Int64($0.rawValue) },
+                    decision.kind.rawValue, decision.due?.milliseconds, decision.reason.description,
+                ]
+            )
+        }
+        for (instance, snapshot) in batch.instanceStates {
+            guard let snapshot else {
+                try db.executeCached(sql: "DELETE FROM instance_state WHERE instanceId = ?", arguments: [instance])
+                try db.executeCached(sql: "DELETE FROM pending_reload WHERE instanceId = ?", arguments: [instance])
+                continue
             }
-            for request in batch.requests {
-                try db.execute(
+            try db.executeCached(
+                sql: """
+                    INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
+                        lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
+                    """,
+                arguments: [instance, snapshot.bucketFullAt, snapshot.lastReload?.milliseconds, snapshot.plannedReload?.milliseconds]
+            )
+            if let pending = snapshot.pending {
+                try db.executeCached(
                     sql: """
-                        INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        Int64(bitPattern: request.id), request.app, request.source.rawValue, request.received.milliseconds,
-                        request.priority.rawValue, request.expiration?.milliseconds, request.collapseID, request.exempt,
-                        request.summary,
-                    ]
-                )
-            }
-            for decision in batch.decisions {
-                try db.execute(
-                    sql: "INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES (?, ?, ?, ?, ?)",
-                    arguments: [
-                        Int64(bitPattern: decision.request), decision.instance.map { Int64($0.rawValue) },
-                        decision.kind.rawValue, decision.due?.milliseconds, decision.reason.description,
-                    ]
-                )
-            }
-            for (instance, snapshot) in batch.instanceStates {
-                guard let snapshot else {
-                    try db.execute(sql: "DELETE FROM instance_state WHERE instanceId = ?", arguments: [instance])
-                    try db.execute(sql: "DELETE FROM pending_reload WHERE instanceId = ?", arguments: [instance])
-                    continue
-                }
-                try db.execute(
-                    sql: """
-                        INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload) VALUES (?, ?, ?, ?)
-                        ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
-                            lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
-                        """,
-                    arguments: [instance, snapshot.bucketFullAt, snapshot.lastReload?.milliseconds, snapshot.plannedReload?.milliseconds]
-                )
-                if let pending = snapshot.pending {
-                    try db.execute(
-                        sql: """
-                            INSERT OR REPLACE INTO pending_reload
-                                (instanceId, due, priority, expiration, requests, collapseId, team, exempt)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                            """,
-                        arguments: [
-                            instance, pending.due.milliseconds, pending.priority.rawValue, pending.expiration?.milliseconds,
-                            Self.list(pending.requests.map { Int64(bitPattern: $0) }), pending.collapseID, pending.team,
-                            pending.exempt,
-                        ]
-                    )
-                } else {
-                    try db.execute(sql: "DELETE FROM pending_reload WHERE instanceId = ?", arguments: [instance])
-                }
-            }
-            for delivery in batch.deliveries {
-                try db.execute(
-                    sql: """
-                        INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, priority, expiration, state)
+                        INSERT OR REPLACE INTO pending_reload
+                            (instanceId, due, priority, expiration, requests, collapseId, team, exempt)
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
-                        delivery.apnsID, delivery.device, delivery.released.milliseconds, Self.list(delivery.instances),
-                        Self.list(delivery.requests.map { Int64(bitPattern: $0) }), delivery.priority.rawValue,
-                        delivery.expiration?.milliseconds, delivery.state.rawValue,
+                        instance, pending.due.milliseconds, pending.priority.rawValue, pending.expiration?.milliseconds,
+                        Self.list(pending.requests.map { Int64(bitPattern: $0) }), pending.collapseID, pending.team,
+                        pending.exempt,
                     ]
                 )
+            } else {
+                try db.executeCached(sql: "DELETE FROM pending_reload WHERE instanceId = ?", arguments: [instance])
             }
+        }
+        for delivery in batch.deliveries {
+            try db.executeCached(
+                sql: """
+                    INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, priority, expiration, state)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    delivery.apnsID, delivery.device, delivery.released.milliseconds, Self.list(delivery.instances),
+                    Self.list(delivery.requests.map { Int64(bitPattern: $0) }), delivery.priority.rawValue,
+                    delivery.expiration?.milliseconds, delivery.state.rawValue,
+                ]
+            )
         }
     }
 
@@ -189,5 +191,13 @@ extension SQLiteStore {
 
     static func integers(_ text: String) -> [Int64] {
         text.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).split(separator: ",").compactMap { Int64($0) }
+    }
+}
+
+extension Database {
+    /// Executes a statement kept prepared across transactions: the group commit runs the same few
+    /// inserts thousands of times a second.
+    func executeCached(sql: String, arguments: StatementArguments) throws {
+        try cachedStatement(sql: sql).execute(arguments: arguments)
     }
 }

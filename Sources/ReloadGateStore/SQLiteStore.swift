@@ -42,6 +42,11 @@ public final class SQLiteStore: Sendable {
         configuration.label = "reloadgate"
         // Operator commands write while the server runs: wait for the other writer instead of failing.
         configuration.busyMode = .timeout(10)
+        // An answer is sent only after its commit: every commit must reach the disk (SQLite's default in
+        // WAL mode is FULL on Debian too; set here so that a build option cannot weaken it).
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
         let pool: DatabasePool
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -81,6 +86,10 @@ public final class SQLiteStore: Sendable {
 
     /// Checkpoints the WAL and closes every connection. The store cannot be used afterwards.
     public func close() throws {
+        // GRDB closes the writer before the read-only connections, and a read-only connection that
+        // closes last cannot checkpoint and remove the WAL; closing the readers first leaves the writer
+        // last (GRDB issue 739).
+        writer.releaseMemory()
         try writer.close()
     }
 }

@@ -59,7 +59,7 @@ public struct TestGateway: Sendable {
         var logger = Logger(label: "reloadgate-test")
         logger.logLevel = .warning
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let gateway = try buildGateway(
+        let gateway = try await buildGateway(
             configuration: configuration,
             logger: logger,
             onListening: { listener in portContinuation.yield(listener.port) },

@@ -32,7 +32,7 @@ struct Serve: AsyncParsableCommand {
 
         let gateway: Gateway
         do {
-            gateway = try buildGateway(
+            gateway = try await buildGateway(
                 configuration: configuration,
                 logger: logger,
                 onListening: { listener in printLine(listener.startupLine) }

@@ -145,6 +145,21 @@ struct ConfigurationTests {
             message: "FILE:2: data.directory must be a non-empty string, not a mapping"
         ),
         Invalid(
+            name: "a scheduling field out of range",
+            yaml: "scheduling:\n  burst: 0\n",
+            message: "FILE:2: scheduling.burst must be an integer from 1 to 1000, not '0'"
+        ),
+        Invalid(
+            name: "an unknown field of a kind, with a suggestion",
+            yaml: "scheduling:\n  kinds:\n    scores:\n      dailyBudgt: 70\n",
+            message: "FILE:4: unknown key 'scheduling.kinds.scores.dailyBudgt'; did you mean 'scheduling.kinds.scores.dailyBudget'?"
+        ),
+        Invalid(
+            name: "a kind's field out of range",
+            yaml: "scheduling:\n  kinds:\n    scores:\n      minimumInterval: -5\n",
+            message: "FILE:4: scheduling.kinds.scores.minimumInterval must be an integer from 0 to 86400, not '-5'"
+        ),
+        Invalid(
             name: "not a mapping at the top",
             yaml: "- listen\n",
             message: "the configuration file FILE is not valid: the top level must be a mapping of keys"
@@ -178,12 +193,35 @@ struct ConfigurationTests {
         }
     }
 
+    @Test func aKindsOverridesFollowTheDefaultPolicyForFieldsTheyDoNotSet() throws {
+        let directory = try TemporaryDirectory("config")
+        defer { directory.remove() }
+        // The kind comes before the default in the file, and the environment changes the default last.
+        let file = try Self.write(
+            "scheduling:\n  kinds:\n    scores:\n      dailyBudget: 70\n  minimumInterval: 600\n",
+            in: directory
+        )
+        let configuration = try GatewayConfiguration.load(
+            file: file,
+            environment: ["RELOADGATE_SCHEDULING_BURST": "3"]
+        )
+        let resolved = configuration.scheduling.resolved
+        #expect(resolved.defaultPolicy.minimumInterval == 600)
+        #expect(resolved.defaultPolicy.burst == 3)
+        #expect(resolved.defaultPolicy.dailyBudget == 40)
+        let scores = try #require(resolved.policiesByKind["scores"])
+        #expect(scores.dailyBudget == 70)
+        #expect(scores.minimumInterval == 600)
+        #expect(scores.burst == 3)
+    }
+
     @Test func environmentVariableNamesFollowTheKeys() {
         let names = Dictionary(uniqueKeysWithValues: ConfigurationKey.all.map { ($0.name, $0.environmentVariable) })
         #expect(names["listen.port"] == "RELOADGATE_LISTEN_PORT")
         #expect(names["listen.idleTimeout"] == "RELOADGATE_LISTEN_IDLE_TIMEOUT")
         #expect(names["tls.clientCA"] == "RELOADGATE_TLS_CLIENT_CA")
         #expect(names["data.directory"] == "RELOADGATE_DATA_DIRECTORY")
+        #expect(names["scheduling.lowPriorityDelay"] == "RELOADGATE_SCHEDULING_LOW_PRIORITY_DELAY")
         #expect(Set(names.values).count == names.count)
     }
 }

@@ -100,8 +100,9 @@ struct GracefulShutdownTests {
 
     @Test func readinessListsWhatIsNotReady() {
         let readiness = Readiness()
-        #expect(readiness.waitingFor == [.listener, .store])
+        #expect(readiness.waitingFor == [.listener, .scheduler, .store])
         readiness.markReady(.store)
+        readiness.markReady(.scheduler)
         readiness.markReady(.listener)
         #expect(readiness.waitingFor.isEmpty)
         readiness.markNotReady(.listener)

@@ -71,11 +71,15 @@ public enum ConfigurationError: Error, Equatable, CustomStringConvertible {
 
     /// The closest known key or variable, when one is close enough to be a likely typo.
     private static func suggestion(for key: String, origin: Origin) -> String? {
-        let candidates: [String] =
+        var candidates: [String] =
             switch origin {
             case .file: ConfigurationKey.all.map(\.name)
             case .environment: ConfigurationKey.all.map(\.environmentVariable)
             }
+        if key.hasPrefix("scheduling.kinds."), let dot = key.lastIndex(of: ".") {
+            // scheduling.kinds.<kind>.<field>: suggest a field of the same kind.
+            candidates = SchedulingField.all.map { key[...dot] + $0.name }
+        }
         let scored = candidates.map { ($0, editDistance($0.lowercased(), key.lowercased())) }
         guard let best = scored.min(by: { $0.1 < $1.1 }), best.1 <= max(2, key.count / 4) else { return nil }
         return best.0

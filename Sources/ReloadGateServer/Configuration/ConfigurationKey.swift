@@ -53,7 +53,7 @@ public struct ConfigurationKey: Sendable {
         .choice("environment", "APNs environment of this gateway", \.environment, DeploymentEnvironment.allCases.map { ($0.rawValue, $0) }),
         .choice("log.level", "lowest log level written", \.log.level, Logger.Level.allCases.map { ($0.rawValue, $0) }),
         .choice("log.format", "log line format", \.log.format, GatewayConfiguration.Log.Format.allCases.map { ($0.rawValue, $0) }),
-    ]
+    ] + SchedulingField.all.map(ConfigurationKey.scheduling)
 
     /// The key with this dotted name.
     public static func named(_ name: String) -> ConfigurationKey? {
@@ -68,6 +68,13 @@ public struct ConfigurationKey: Sendable {
 }
 
 extension ConfigurationKey {
+    /// `scheduling.<field>`: a number of the default scheduling policy.
+    static func scheduling(_ field: SchedulingField) -> ConfigurationKey {
+        ConfigurationKey(name: "scheduling." + field.name, summary: field.summary, expected: field.expected) { configuration, text in
+            field.apply(text, to: &configuration.scheduling.defaultPolicy)
+        }
+    }
+
     /// A non-empty string.
     static func text(
         _ name: String,

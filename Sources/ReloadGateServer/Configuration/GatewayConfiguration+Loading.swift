@@ -1,4 +1,5 @@
 import Foundation
+import ReloadGateCore
 import Yams
 
 extension GatewayConfiguration {
@@ -55,6 +56,12 @@ extension GatewayConfiguration {
             let name = prefix + key
             let origin = ConfigurationError.Origin.file(path: source, line: keyNode.mark?.line)
             switch value {
+            case .mapping(let child) where name == "scheduling.kinds":
+                try apply(kinds: child, source: source)
+            case _ where name == "scheduling.kinds":
+                // `kinds:` with every kind commented out is empty; anything else is the wrong shape.
+                if value.null != nil { continue }
+                throw .wrongShape(key: name, origin: origin, found: "a single value or list", expected: "a mapping of widget kinds")
             case .mapping(let child):
                 guard ConfigurationKey.isSection(name) else {
                     if ConfigurationKey.named(name) != nil {
@@ -82,6 +89,37 @@ extension GatewayConfiguration {
                 }
                 throw .wrongShape(key: name, origin: origin, found: "a list", expected: Self.expected(name))
             }
+        }
+    }
+
+    /// `scheduling.kinds`: a mapping of widget kinds to mappings of scheduling fields.
+    private mutating func apply(kinds: Node.Mapping, source: String) throws(ConfigurationError) {
+        for (kindNode, value) in kinds {
+            let origin = ConfigurationError.Origin.file(path: source, line: kindNode.mark?.line)
+            guard let kind = kindNode.string, !kind.isEmpty else {
+                throw .malformedFile(path: source, reason: "line \(kindNode.mark?.line ?? 0): a widget kind must be a word")
+            }
+            let prefix = "scheduling.kinds.\(kind)"
+            guard case .mapping(let fields) = value else {
+                throw .wrongShape(key: prefix, origin: origin, found: "a single value", expected: "a mapping of scheduling fields")
+            }
+            var overrides = scheduling.kindOverrides[kind] ?? [:]
+            for (fieldNode, fieldValue) in fields {
+                let fieldOrigin = ConfigurationError.Origin.file(path: source, line: fieldNode.mark?.line)
+                let fieldName = fieldNode.string ?? ""
+                guard let field = SchedulingField.named(fieldName) else {
+                    throw .unknownKey(key: "\(prefix).\(fieldName)", origin: fieldOrigin)
+                }
+                guard case .scalar(let scalar) = fieldValue else {
+                    throw .wrongShape(key: "\(prefix).\(fieldName)", origin: fieldOrigin, found: "a mapping or list", expected: field.expected)
+                }
+                var probe = SchedulingPolicy()
+                guard field.apply(scalar.string, to: &probe) else {
+                    throw .invalidValue(key: "\(prefix).\(fieldName)", origin: fieldOrigin, value: scalar.string, expected: field.expected)
+                }
+                overrides[field.name] = scalar.string
+            }
+            scheduling.kindOverrides[kind] = overrides
         }
     }
 

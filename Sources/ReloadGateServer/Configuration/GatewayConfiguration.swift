@@ -58,6 +58,28 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public init() {}
     }
 
+    /// The numbers of the scheduling rules (DESIGN.md, "Scheduling rules").
+    public struct Scheduling: Sendable, Equatable {
+        /// The policy of every kind, unless overridden.
+        public var defaultPolicy = SchedulingPolicy()
+        /// Per kind, the fields set for it (`scheduling.kinds.<kind>.<field>`), as text already checked.
+        /// Unset fields follow ``defaultPolicy``, whatever order the keys were given in.
+        public var kindOverrides: [String: [String: String]] = [:]
+
+        public init() {}
+
+        /// The scheduler's configuration: the default policy and each kind's resolved policy.
+        public var resolved: SchedulerConfiguration {
+            var byKind: [String: SchedulingPolicy] = [:]
+            for (kind, fields) in kindOverrides {
+                var policy = defaultPolicy
+                for (name, text) in fields { _ = SchedulingField.named(name)?.apply(text, to: &policy) }
+                byKind[kind] = policy
+            }
+            return SchedulerConfiguration(defaultPolicy: defaultPolicy, policiesByKind: byKind)
+        }
+    }
+
     public var listen = Listen()
     public var tls = TLS()
     /// The data directory: the SQLite store and (later) the outbox. Created with mode 0700.
@@ -65,6 +87,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// The APNs environment of this gateway.
     public var environment: DeploymentEnvironment = .sandbox
     public var log = Log()
+    /// The scheduling rules' numbers: a default policy and overrides per widget kind.
+    public var scheduling = Scheduling()
 
     /// The embedded default.
     public init() {}

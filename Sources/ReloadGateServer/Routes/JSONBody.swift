@@ -16,10 +16,15 @@ struct JSONBody {
         } catch is NIOTooManyBytesError {
             throw APIError.tooLarge(limit)
         }
-        guard buffer.readableBytes > 0 else { throw APIError.invalidJSON("the body is empty; a JSON object is expected") }
+        return try parse(Data(buffer.readableBytesView))
+    }
+
+    /// Parses a body already read (the webhook reads the bytes first to check their signature).
+    static func parse(_ data: Data) throws -> JSONBody {
+        guard !data.isEmpty else { throw APIError.invalidJSON("the body is empty; a JSON object is expected") }
         let parsed: Any
         do {
-            parsed = try JSONSerialization.jsonObject(with: Data(buffer.readableBytesView), options: [])
+            parsed = try JSONSerialization.jsonObject(with: data, options: [])
         } catch {
             throw APIError.invalidJSON("the body is not JSON")
         }

@@ -8,6 +8,7 @@ import ReloadGateStore
 /// Every call carries `authorization: bearer <apiKey>` of the app named in the path.
 struct RegistryRoutes {
     let store: SQLiteStore
+    let engine: SchedulerEngine
     let limits: RegistryLimits
     let now: @Sendable () -> Date
 
@@ -20,7 +21,7 @@ struct RegistryRoutes {
             try await respond(request, context) { try await putDevice(request, context) }
         }
         apps.delete("devices/:token") { request, context in
-            try await respond(request, context) { try deleteDevice(request, context) }
+            try await respond(request, context) { try await deleteDevice(request, context) }
         }
         apps.put("devices/:token/widgets/:widget/timeline") { request, context in
             try await respond(request, context) { try await putTimeline(request, context) }
@@ -52,6 +53,9 @@ struct RegistryRoutes {
                 case .deviceUnregistered: "unregistered"
                 }
             return try APIError(status: status, code: code, message: error.description).response(from: request, context: context)
+        } catch is SchedulerUnavailable {
+            return try APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry")
+                .response(from: request, context: context)
         }
     }
 
@@ -113,6 +117,7 @@ struct RegistryRoutes {
             do { previous = try DeviceToken(text) } catch { throw APIError.invalidField("previousToken: \(error)") }
         }
         let registration = try store.putDevice(app: app, token: token, widgets: widgets, previousToken: previous, now: now())
+        await engine.apply(registration)
         return try json(
             .ok,
             [
@@ -124,9 +129,10 @@ struct RegistryRoutes {
         )
     }
 
-    private func deleteDevice(_ request: Request, _ context: some RequestContext) throws -> Response {
+    private func deleteDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let app = try authenticate(request, context)
-        _ = try store.deleteDevice(app: app, token: try token(context))
+        let removed = try store.deleteDevice(app: app, token: try token(context))
+        await engine.remove(instances: removed.instances)
         return Response(status: .noContent)
     }
 
@@ -152,7 +158,9 @@ struct RegistryRoutes {
             throw APIError.invalidField(#"policy must be "atEnd", "never" or {"after": date}"#)
         }
         let timeline = Timeline(entries: dates, policy: policy)
-        _ = try store.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: now())
+        let instance = try store.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: now())
+        // Answered once the planned reload is written through to the scheduler's state.
+        try await engine.setTimeline(instance: instance, timeline)
         let planned: Any =
             timeline.plannedReload.map {
                 Date(timeIntervalSince1970: Double($0.milliseconds) / 1000).formatted(.iso8601)

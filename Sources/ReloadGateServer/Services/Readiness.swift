@@ -11,6 +11,8 @@ public final class Readiness: Sendable {
         case listener
         /// The store is open.
         case store
+        /// The scheduler runs (its state loaded, its commit loop and timers running).
+        case scheduler
     }
 
     private let waiting: Mutex<Set<Component>>

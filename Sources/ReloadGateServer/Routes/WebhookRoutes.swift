@@ -1,0 +1,235 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import ReloadGateCore
+import ReloadGateStore
+
+/// The reload webhook (DESIGN.md, Interfaces 3): `POST /v1/apps/<bundle>/reloads`, signed with the app's
+/// webhook secret, made safe to retry with `idempotency-key`, answered `202` once the request and its
+/// decisions are committed.
+///
+/// Checks run in this order, and none of the refusals stores anything: app (404), body size (413),
+/// signature (401), idempotency key (400), JSON (400), fields (422), exemption allowed (403).
+struct WebhookRoutes {
+    let store: SQLiteStore
+    let engine: SchedulerEngine
+    let now: @Sendable () -> Date
+
+    /// Bodies larger than this are refused while reading (DESIGN.md, Security: 64 KiB).
+    static let bodyLimit = 64 * 1024
+    /// Longest accepted `idempotency-key`.
+    static let idempotencyKeyLength = 255
+    /// Most device tokens one call may name.
+    static let deviceLimit = 1000
+    /// Longest `collapseId` (APNs' limit).
+    static let collapseIDLength = 64
+
+    func register(on router: Router<some RequestContext>) {
+        router.post("v1/apps/:bundle/reloads") { request, context in
+            do {
+                return try await reload(request, context)
+            } catch let error as APIError {
+                return try error.response(from: request, context: context)
+            } catch is SchedulerUnavailable {
+                return try APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry")
+                    .response(from: request, context: context)
+            } catch {
+                // The commit failed: nothing of the request was accepted, and the caller may retry.
+                return try APIError(status: .internalServerError, code: "storage", message: "the request could not be stored; nothing was accepted")
+                    .response(from: request, context: context)
+            }
+        }
+    }
+
+    private func reload(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let received = now()
+        let bundleText = context.parameters.get("bundle") ?? ""
+        guard let bundle = try? BundleID(bundleText), let app = try store.app(bundle: bundle) else {
+            throw APIError.notFound("no app \(bundleText) is registered (reloadgate apps add \(bundleText))")
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: Self.bodyLimit)
+        } catch is NIOTooManyBytesError {
+            throw APIError.tooLarge(Self.bodyLimit)
+        }
+        let body = Data(buffer.readableBytesView)
+
+        guard let secret = try store.webhookSecret(of: app) else {
+            throw APIError(status: .internalServerError, code: "storage", message: "the app's webhook secret cannot be read")
+        }
+        do throws(WebhookSignature.Failure) {
+            let signature = try WebhookSignature(header: request.headers[.reloadgateSignature])
+            try signature.verify(body: body, secret: secret, now: received)
+        } catch {
+            let code =
+                switch error {
+                case .missing: "signature-missing"
+                case .malformed: "signature-malformed"
+                case .outsideWindow: "signature-stale"
+                case .mismatch: "signature-mismatch"
+                }
+            throw APIError(status: .unauthorized, code: code, message: error.description)
+        }
+
+        var idempotency: SchedulerEngine.Idempotency?
+        if let key = request.headers[.idempotencyKey] {
+            guard (1...Self.idempotencyKeyLength).contains(key.utf8.count),
+                key.utf8.allSatisfy({ (0x21...0x7e).contains($0) })
+            else {
+                throw APIError(
+                    status: .badRequest,
+                    code: "invalid-idempotency-key",
+                    message: "idempotency-key must be 1 to \(Self.idempotencyKeyLength) visible ASCII characters"
+                )
+            }
+            idempotency = .init(key: key, bodyHash: Array(SHA256.hash(data: body)))
+        }
+
+        let fields = try JSONBody.parse(body).object
+        let parsed = try Self.parse(fields, received: Timestamp(received))
+        if parsed.exempt, !app.allowsExemptions {
+            throw APIError(
+                status: .forbidden,
+                code: "exemption-not-allowed",
+                message: "\(app.bundle) may not claim exemptions (reloadgate apps add --allow-exemptions)"
+            )
+        }
+        let targets = try store.targetInstances(app: app, target: parsed.target).map(\.instance)
+        let submission = SchedulerEngine.Submission(
+            app: app,
+            source: .webhook,
+            targets: targets,
+            priority: parsed.priority,
+            expiration: parsed.expiration,
+            collapseID: parsed.collapseID,
+            team: "app:\(app.id)",
+            exempt: parsed.exempt,
+            summary: String(decoding: body, as: UTF8.self),
+            received: Timestamp(received),
+            idempotency: idempotency
+        )
+        switch try await engine.submit(submission, render: Self.render) {
+        case .decided(_, _, let status, let text):
+            return Self.response(status: status, body: text, replayed: false)
+        case .replay(let status, let text):
+            return Self.response(status: status, body: text, replayed: true)
+        case .conflict:
+            throw APIError(
+                status: .conflict,
+                code: "idempotency-conflict",
+                message: "this idempotency-key was used in the last 24 hours with another body"
+            )
+        }
+    }
+
+    /// What a webhook call asks for.
+    struct Parsed {
+        var target: ReloadTarget
+        var priority: Priority
+        var expiration: Timestamp?
+        var collapseID: String?
+        var exempt: Bool
+    }
+
+    static let fieldNames: Set<String> = ["kind", "match", "devices", "priority", "expiration", "collapseId", "exempt"]
+
+    static func parse(_ object: [String: Any], received: Timestamp) throws -> Parsed {
+        if let unknown = object.keys.sorted().first(where: { !fieldNames.contains($0) }) {
+            throw APIError.invalidField(
+                "unknown field '\(unknown)'; the fields are \(fieldNames.sorted().joined(separator: ", "))"
+            )
+        }
+        var target = ReloadTarget()
+        if let kind = try JSONBody.optionalString(object["kind"], "kind") {
+            guard !kind.isEmpty, kind.count <= RegistryLimits().identifierLength else {
+                throw APIError.invalidField("kind must be 1 to \(RegistryLimits().identifierLength) characters")
+            }
+            target.kind = kind
+        }
+        if let match = object["match"], !(match is NSNull) {
+            for (key, value) in try JSONBody.object(match, "match") {
+                target.match[key] = try JSONBody.configurationValue(value, "match.\(key)")
+            }
+        }
+        if let devices = object["devices"], !(devices is NSNull) {
+            let list = try JSONBody.array(devices, "devices")
+            guard list.count <= deviceLimit else {
+                throw APIError.invalidField("devices names at most \(deviceLimit) tokens, not \(list.count)")
+            }
+            target.devices = try list.enumerated().map { index, item in
+                do {
+                    return try DeviceToken(JSONBody.string(item, "devices[\(index)]"))
+                } catch let error as DeviceToken.ParseError {
+                    throw APIError.invalidField("devices[\(index)]: \(error)")
+                }
+            }
+        }
+
+        var priority = Priority.high
+        if let value = object["priority"], !(value is NSNull) {
+            guard let number = value as? NSNumber, !JSONBody.isBoolean(number),
+                let level = Priority(rawValue: number.intValue), Double(level.rawValue) == number.doubleValue
+            else { throw APIError.invalidField("priority must be 10, 5 or 1") }
+            priority = level
+        }
+
+        var expiration: Timestamp?
+        if let value = object["expiration"], !(value is NSNull) {
+            if let number = value as? NSNumber, !JSONBody.isBoolean(number), number.doubleValue == 0 {
+                expiration = received  // 0: only if it can go now (rule 7)
+            } else {
+                let date = try JSONBody.date(value, "expiration")
+                guard date.milliseconds >= 0 else { throw APIError.invalidField("expiration must not be negative") }
+                expiration = date
+            }
+        }
+
+        let collapseID = try JSONBody.optionalString(object["collapseId"], "collapseId")
+        if let collapseID, collapseID.utf8.count > collapseIDLength || collapseID.isEmpty {
+            throw APIError.invalidField("collapseId must be 1 to \(collapseIDLength) bytes")
+        }
+
+        var exempt = false
+        if let text = try JSONBody.optionalString(object["exempt"], "exempt") {
+            guard Exemption(rawValue: text) != nil else {
+                throw APIError.invalidField(
+                    "exempt must be one of \(Exemption.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
+            }
+            exempt = true
+        }
+        return Parsed(target: target, priority: priority, expiration: expiration, collapseID: collapseID, exempt: exempt)
+    }
+
+    /// The `202` body: the request id, the number of widget instances decided, and the count of each
+    /// decision kind (all kinds listed, zeros included).
+    static func render(_ id: ReloadGateCore.RequestID, _ decisions: [Decision]) -> (status: Int, body: String) {
+        var counts = Dictionary(uniqueKeysWithValues: DecisionKind.allCases.map { ($0.rawValue, 0) })
+        for decision in decisions { counts[decision.kind.rawValue, default: 0] += 1 }
+        let targets = decisions.filter { $0.instance != nil }.count
+        let countsText = counts.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
+        return (202, #"{"decisions":{\#(countsText)},"requestId":\#(id),"targets":\#(targets)}"#)
+    }
+
+    static func response(status: Int, body: String, replayed: Bool) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if replayed { headers[.idempotentReplayed] = "true" }
+        return Response(
+            status: HTTPResponse.Status(code: status),
+            headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(string: body))
+        )
+    }
+}
+
+extension HTTPField.Name {
+    /// `reloadgate-signature: t=<unix>,v1=<hex>` (the webhook's signature).
+    static let reloadgateSignature = Self("reloadgate-signature")!
+    /// `idempotency-key`: makes a webhook call safe to retry.
+    static let idempotencyKey = Self("idempotency-key")!
+    /// `idempotent-replayed: true` on the answer to a retried call: the first answer, nothing done again.
+    static let idempotentReplayed = Self("idempotent-replayed")!
+}

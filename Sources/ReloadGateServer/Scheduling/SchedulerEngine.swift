@@ -1,0 +1,361 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateStore
+
+/// The scheduler's home in the server: owns the ``ReloadScheduler`` state machine, feeds it requests,
+/// registry changes and clock ticks, and writes everything it decides through to the store in group
+/// commits. A caller is answered only after the batch holding its request has committed (DESIGN.md,
+/// Durability); deliveries reach the delivery worker only after the batch that released them committed.
+///
+/// The actor is re-entered while a batch commits, so requests arriving meanwhile gather into the next
+/// batch: one transaction (one fsync) serves all of them.
+actor SchedulerEngine {
+    /// One reload request as a route hands it over: targets resolved, credentials checked.
+    struct Submission: Sendable {
+        var app: App
+        var source: RecordedRequest.Source
+        var targets: [Int64]
+        var priority: Priority
+        /// `expiration: 0` arrives here as the received time.
+        var expiration: Timestamp?
+        var collapseID: String?
+        var team: String?
+        var exempt: Bool
+        /// The request as sent, for `explain`.
+        var summary: String
+        var received: Timestamp
+        var idempotency: Idempotency?
+    }
+
+    /// An `idempotency-key` and the hash of the body it came with.
+    struct Idempotency: Hashable, Sendable {
+        var key: String
+        var bodyHash: [UInt8]
+    }
+
+    /// What a submitter gets back.
+    enum Outcome: Sendable {
+        /// The request was decided and committed; `status`/`body` is the answer that was recorded.
+        case decided(request: RequestID, decisions: [Decision], status: Int, body: String)
+        /// The same idempotency key and body was answered before: the first answer, again.
+        case replay(status: Int, body: String)
+        /// The same idempotency key came with another body.
+        case conflict
+    }
+
+    /// Renders the answer to a decided request (recorded with an idempotency key, so a replay gets
+    /// exactly the same bytes).
+    typealias Render = @Sendable (RequestID, [Decision]) -> (status: Int, body: String)
+
+    private struct InFlightKey {
+        var bodyHash: [UInt8]
+        var waiters: [CheckedContinuation<Outcome, any Error>] = []
+    }
+
+    private struct KeyName: Hashable {
+        var app: Int64
+        var key: String
+    }
+
+    private let store: SQLiteStore
+    private let configuration: SchedulerConfiguration
+    private let now: @Sendable () -> Date
+    private let logger: Logger
+    private let deliveries: AsyncStream<RecordedDelivery>.Continuation
+    private let commitSignal: AsyncStream<Void>.Continuation
+
+    private var scheduler: ReloadScheduler
+    private var nextRequestID: RequestID = 1
+    private var batch = LedgerBatch()
+    private var batchDeliveries: [RecordedDelivery] = []
+    private var waiters: [CheckedContinuation<Void, any Error>] = []
+    private var inFlightKeys: [KeyName: InFlightKey] = [:]
+    private var batchKeys: [KeyName] = []
+    private(set) var isStopping = false
+
+    /// Deliveries ready to send, in release order (the delivery worker reads them).
+    nonisolated let releasedDeliveries: AsyncStream<RecordedDelivery>
+    /// One element whenever there is something to commit (the commit loop reads it).
+    nonisolated let commitRequests: AsyncStream<Void>
+
+    init(store: SQLiteStore, configuration: SchedulerConfiguration, now: @escaping @Sendable () -> Date, logger: Logger) {
+        self.store = store
+        self.configuration = configuration
+        self.now = now
+        self.logger = logger
+        self.scheduler = ReloadScheduler(configuration: configuration)
+        (releasedDeliveries, deliveries) = AsyncStream.makeStream(of: RecordedDelivery.self)
+        (commitRequests, commitSignal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    // MARK: Loading
+
+    /// Builds the scheduler from the store: registers every instance of an active device, restores its
+    /// budget, history and pending reload, and rebuilds the timers. Request ids continue after the
+    /// highest recorded one.
+    func load() throws {
+        var scheduler = ReloadScheduler(configuration: configuration)
+        let instances = try store.registeredInstances()
+        var registered = Set<Int64>()
+        for instance in instances {
+            guard let handle = Self.handle(instance.instance), let device = Self.deviceHandle(instance.device) else {
+                throw StoreError.corrupt(reason: "instance \(instance.instance) or device \(instance.device) exceeds 2^31")
+            }
+            scheduler.register(handle, device: device, kind: instance.kind)
+            registered.insert(instance.instance)
+        }
+        var restored = Set<Int64>()
+        for (instance, snapshot) in try store.instanceSnapshots() where registered.contains(instance) {
+            scheduler.restore(InstanceHandle(Int32(instance)), snapshot)
+            restored.insert(instance)
+        }
+        // A timeline reported but not yet written through (the gateway stopped in between): its planned
+        // reload comes from the timeline itself.
+        for instance in instances where !restored.contains(instance.instance) {
+            if let planned = instance.plannedReload {
+                scheduler.restore(
+                    InstanceHandle(Int32(instance.instance)),
+                    InstanceSnapshot(bucketFullAt: nil, lastReload: nil, plannedReload: planned, pending: nil)
+                )
+            }
+        }
+        _ = scheduler.takeChangedInstances()
+        self.scheduler = scheduler
+        nextRequestID = try store.lastRequestID() &+ 1
+        logger.info(
+            "scheduler loaded",
+            metadata: ["instances": "\(instances.count)", "pending": "\(scheduler.pendingCount)"]
+        )
+    }
+
+    static func handle(_ id: Int64) -> InstanceHandle? { Int32(exactly: id).map(InstanceHandle.init) }
+    static func deviceHandle(_ id: Int64) -> DeviceHandle? { Int32(exactly: id).map(DeviceHandle.init) }
+
+    // MARK: Requests
+
+    /// Decides a request and returns once its decisions are committed.
+    /// - Throws: the store's error when the commit failed: nothing of the request was accepted.
+    func submit(_ submission: Submission, render: Render) async throws -> Outcome {
+        guard !isStopping else { throw SchedulerUnavailable() }
+        if let idempotency = submission.idempotency {
+            let name = KeyName(app: submission.app.id, key: idempotency.key)
+            if var inFlight = inFlightKeys[name] {
+                guard inFlight.bodyHash == idempotency.bodyHash else { return .conflict }
+                return try await withCheckedThrowingContinuation { continuation in
+                    inFlight.waiters.append(continuation)
+                    inFlightKeys[name] = inFlight
+                }
+            }
+            switch try store.idempotentAnswer(
+                app: submission.app.id,
+                key: idempotency.key,
+                bodyHash: idempotency.bodyHash,
+                now: submission.received
+            ) {
+            case .replay(let status, let body): return .replay(status: status, body: body)
+            case .conflict: return .conflict
+            case .new: inFlightKeys[name] = InFlightKey(bodyHash: idempotency.bodyHash)
+            }
+        }
+
+        let id = nextRequestID
+        nextRequestID &+= 1
+        let request = ReloadRequest(
+            id: id,
+            targets: submission.targets.compactMap(Self.handle),
+            priority: submission.priority,
+            expiration: submission.expiration,
+            collapseID: submission.collapseID,
+            team: submission.team,
+            exempt: submission.exempt,
+            received: submission.received
+        )
+        let decisions = scheduler.receive(request)
+        let answer = render(id, decisions)
+        batch.requests.append(
+            RecordedRequest(
+                id: id,
+                app: submission.app.id,
+                source: submission.source,
+                received: submission.received,
+                priority: submission.priority,
+                expiration: submission.expiration,
+                collapseID: submission.collapseID,
+                exempt: submission.exempt,
+                summary: submission.summary
+            )
+        )
+        batch.decisions.append(contentsOf: decisions)
+        if let idempotency = submission.idempotency {
+            batch.idempotentAnswers.append(
+                IdempotentAnswer(
+                    app: submission.app.id,
+                    key: idempotency.key,
+                    bodyHash: idempotency.bodyHash,
+                    status: answer.status,
+                    response: answer.body,
+                    createdAt: submission.received
+                )
+            )
+            batchKeys.append(KeyName(app: submission.app.id, key: idempotency.key))
+        }
+        try await waitForCommit()
+        return .decided(request: id, decisions: decisions, status: answer.status, body: answer.body)
+    }
+
+    // MARK: Registry
+
+    /// Brings the scheduler in line with a device registration that the store has committed.
+    func apply(_ registration: DeviceRegistration) {
+        for removed in registration.removedInstances + (registration.retired?.instances ?? []) {
+            if let handle = Self.handle(removed) { scheduler.remove(handle) }
+        }
+        guard let device = Self.deviceHandle(registration.device) else { return }
+        for (id, widget) in registration.instances {
+            if let handle = Self.handle(id) { scheduler.register(handle, device: device, kind: widget.kind) }
+        }
+    }
+
+    /// Forgets removed instances (a deleted device); their pending reloads are dropped.
+    func remove(instances: [Int64]) {
+        for instance in instances {
+            if let handle = Self.handle(instance) { scheduler.remove(handle) }
+        }
+    }
+
+    /// Records a timeline that the store has committed and returns once the instance's new planned
+    /// reload is written through.
+    func setTimeline(instance: Int64, _ timeline: Timeline) async throws {
+        guard !isStopping else { throw SchedulerUnavailable() }
+        guard let handle = Self.handle(instance) else { return }
+        scheduler.setTimeline(handle, timeline)
+        try await waitForCommit()
+    }
+
+    // MARK: Commit
+
+    private func waitForCommit() async throws {
+        try await withCheckedThrowingContinuation { continuation in
+            waiters.append(continuation)
+            commitSignal.yield()
+        }
+    }
+
+    /// Asks the commit loop to look at the clock (the timer loop calls this when something fell due).
+    func wake() {
+        commitSignal.yield()
+    }
+
+    /// Milliseconds until the next timer by the engine's clock (0: due now); `nil` when none is set.
+    func millisecondsUntilNextTimer() -> Int64? {
+        scheduler.nextWakeUp.map { max(0, $0.milliseconds - Timestamp(now()).milliseconds) }
+    }
+
+    /// Commits everything gathered so far, with whatever fell due by now, until nothing is left. Only
+    /// the commit loop calls it (one commit at a time).
+    func commitPending() async {
+        while true {
+            let output = scheduler.tick(now: Timestamp(now()))
+            record(output)
+            for instance in scheduler.takeChangedInstances() {
+                batch.instanceStates.append((Int64(instance.rawValue), scheduler.snapshot(of: instance)))
+            }
+            guard !batch.isEmpty || !waiters.isEmpty else { return }
+            let sealed = batch
+            let sealedWaiters = waiters
+            let sealedKeys = batchKeys
+            let sealedDeliveries = batchDeliveries
+            batch = LedgerBatch()
+            waiters = []
+            batchKeys = []
+            batchDeliveries = []
+            do {
+                try await store.commit(sealed)
+            } catch {
+                fail(waiters: sealedWaiters, keys: sealedKeys, error: error)
+                return
+            }
+            for waiter in sealedWaiters { waiter.resume() }
+            for name in sealedKeys {
+                guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
+                if !inFlight.waiters.isEmpty, let answer = sealed.idempotentAnswers.first(where: {
+                    $0.app == name.app && $0.key == name.key
+                }) {
+                    for waiter in inFlight.waiters { waiter.resume(returning: .replay(status: answer.status, body: answer.response)) }
+                }
+            }
+            for delivery in sealedDeliveries { deliveries.yield(delivery) }
+        }
+    }
+
+    /// A commit failed: nothing of that batch is accepted, and the decisions made since depend on it,
+    /// so every waiting caller gets the error and the scheduler is rebuilt from what the store holds.
+    private func fail(waiters sealedWaiters: [CheckedContinuation<Void, any Error>], keys: [KeyName], error: any Error) {
+        logger.error("commit failed; the requests of the batch are refused", metadata: ["error": "\(error)"])
+        for waiter in sealedWaiters + waiters { waiter.resume(throwing: error) }
+        for name in keys + batchKeys {
+            for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter.resume(throwing: error) }
+        }
+        waiters = []
+        batchKeys = []
+        batch = LedgerBatch()
+        batchDeliveries = []
+        do {
+            try load()
+        } catch {
+            logger.critical("the scheduler cannot be rebuilt from the store", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Adds what a tick released to the batch: deliveries (as `pending`, with their apns-id) and
+    /// pending reloads that expired while waiting.
+    private func record(_ output: TickOutput) {
+        for delivery in output.deliveries {
+            let recorded = RecordedDelivery(
+                apnsID: UUID().uuidString.lowercased(),
+                device: Int64(delivery.device.rawValue),
+                released: delivery.at,
+                instances: delivery.reloaded.map { Int64($0.instance.rawValue) },
+                requests: delivery.requests,
+                priority: delivery.priority,
+                expiration: delivery.expiration,
+                state: .pending
+            )
+            batch.deliveries.append(recorded)
+            batchDeliveries.append(recorded)
+        }
+        for expired in output.expired {
+            for request in expired.requests {
+                batch.decisions.append(
+                    Decision(request: request, instance: expired.instance, kind: .expired, due: nil, reason: expired.reason)
+                )
+            }
+        }
+    }
+
+    // MARK: Stopping
+
+    /// Refuses new work; the commit loop commits what is gathered and ends, and the delivery stream ends.
+    func stop() {
+        isStopping = true
+        commitSignal.finish()
+    }
+
+    /// Ends the stream of deliveries (after the last commit).
+    func finishDeliveries() {
+        deliveries.finish()
+    }
+}
+
+/// The scheduler is stopping (graceful shutdown): the request was not accepted.
+struct SchedulerUnavailable: Error, CustomStringConvertible {
+    var description: String { "the scheduler is shutting down" }
+}
+
+extension Timestamp {
+    /// The wall-clock time in milliseconds.
+    init(_ date: Date) {
+        self.init(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+}

@@ -1,0 +1,95 @@
+public import AsyncHTTPClient
+public import Foundation
+import NIOCore
+import NIOHTTP1
+import ReloadGateServer
+
+/// The registry API and reload webhook as a backend calls them, for end-to-end tests and benchmarks.
+public struct GatewayAPIClient: Sendable {
+    /// An answer: status, headers and body text.
+    public struct Answer: Sendable {
+        public var status: Int
+        public var headers: [(String, String)]
+        public var body: String
+
+        /// The body as a JSON object (empty when it is not one).
+        public var json: [String: Any] {
+            (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:]
+        }
+
+        /// The first value of a header.
+        public func header(_ name: String) -> String? {
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }
+    }
+
+    public let client: HTTPClient
+    /// `https://host:port`.
+    public let baseURL: String
+
+    public init(client: HTTPClient, baseURL: String) {
+        self.client = client
+        self.baseURL = baseURL
+    }
+
+    /// `PUT /v1/apps/<bundle>/devices/<token>` with widgets given as JSON objects.
+    public func putDevice(bundle: String, token: String, apiKey: String, widgets: [[String: Any]]) async throws -> Answer {
+        let body = try JSONSerialization.data(withJSONObject: ["widgets": widgets])
+        return try await send(.PUT, "/v1/apps/\(bundle)/devices/\(token)", body: body, headers: ["authorization": "bearer \(apiKey)"])
+    }
+
+    /// `PUT .../widgets/<id>/timeline`.
+    public func putTimeline(
+        bundle: String,
+        token: String,
+        widget: String,
+        apiKey: String,
+        entries: [Date],
+        policy: Any
+    ) async throws -> Answer {
+        let object: [String: Any] = [
+            "entries": entries.map { ["date": $0.timeIntervalSince1970] },
+            "policy": policy,
+        ]
+        let body = try JSONSerialization.data(withJSONObject: object)
+        return try await send(
+            .PUT,
+            "/v1/apps/\(bundle)/devices/\(token)/widgets/\(widget)/timeline",
+            body: body,
+            headers: ["authorization": "bearer \(apiKey)"]
+        )
+    }
+
+    /// `POST /v1/apps/<bundle>/reloads`, signed with `secret` at `timestamp` (default: now) unless a
+    /// `signature` header value is given.
+    public func reload(
+        bundle: String,
+        body: String,
+        secret: String,
+        timestamp: Int64 = Int64(Date().timeIntervalSince1970),
+        signature: String? = nil,
+        idempotencyKey: String? = nil
+    ) async throws -> Answer {
+        var headers = [
+            "reloadgate-signature": signature ?? WebhookSignature.header(body: Data(body.utf8), timestamp: timestamp, secret: secret),
+            "content-type": "application/json",
+        ]
+        if let idempotencyKey { headers["idempotency-key"] = idempotencyKey }
+        return try await send(.POST, "/v1/apps/\(bundle)/reloads", body: Data(body.utf8), headers: headers)
+    }
+
+    /// Any request.
+    public func send(_ method: HTTPMethod, _ path: String, body: Data? = nil, headers: [String: String] = [:]) async throws -> Answer {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await client.execute(request, timeout: .seconds(30))
+        let buffer = try await response.body.collect(upTo: 1 << 20)
+        return Answer(
+            status: Int(response.status.code),
+            headers: response.headers.map { ($0.name, $0.value) },
+            body: String(buffer: buffer)
+        )
+    }
+}

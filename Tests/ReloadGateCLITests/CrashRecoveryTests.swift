@@ -1,0 +1,146 @@
+import AsyncHTTPClient
+import Foundation
+import NIOSSL
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// Crash safety (DESIGN.md, Durability): the real binary accepts webhook calls, is killed with SIGKILL,
+/// and after a restart every acknowledged request's pending reload is found again and delivered.
+struct CrashRecoveryTests {
+    static let bundle = "com.example.crash"
+
+    /// Starts `reloadgate serve` in `directory` and returns the process and its port.
+    static func serve(in directory: TemporaryDirectory, environment: [String: String]) async throws -> (ReloadGateProcess, Int) {
+        let process = try ReloadGateProcess(["serve"], in: directory.url, environment: environment)
+        let line = try await process.waitForOutputLine(containing: "listening on")
+        let match = try #require(line.firstMatch(of: /127\.0\.0\.1:(\d+)/))
+        let port = try #require(Int(match.1))
+        return (process, port)
+    }
+
+    static func withClient<T: Sendable>(_ directory: TemporaryDirectory, port: Int, _ body: (GatewayAPIClient) async throws -> T) async throws -> T {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(directory.path("certs/ca.pem")))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        do {
+            let result = try await body(GatewayAPIClient(client: client, baseURL: "https://localhost:\(port)"))
+            try await client.shutdown()
+            return result
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    /// The request ids found in the outbox's lines.
+    static func deliveredRequests(_ directory: TemporaryDirectory) -> Set<Int> {
+        guard let text = try? String(contentsOfFile: directory.path("data/outbox.jsonl"), encoding: .utf8) else { return [] }
+        var ids = Set<Int>()
+        for line in text.split(separator: "\n") {
+            let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+            for id in object?["requests"] as? [Int] ?? [] { ids.insert(id) }
+        }
+        return ids
+    }
+
+    @Test func everyAcknowledgedRequestIsDeliveredAfterSIGKILLAndRestart() async throws {
+        let directory = try TemporaryDirectory("crash")
+        defer { directory.remove() }
+        let added = try await ReloadGateProcess.run(["apps", "add", Self.bundle, "--json"], in: directory.url)
+        try #require(added.status == 0, "\(added.stderr)")
+        let credentials = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: String])
+        let apiKey = try #require(credentials["apiKey"])
+        let secret = try #require(credentials["webhookSecret"])
+
+        // Priority 5 waits 4 s: the reloads are still pending when the process is killed.
+        let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_SCHEDULING_LOW_PRIORITY_DELAY": "4"]
+        let (first, port) = try await Self.serve(in: directory, environment: environment)
+        let tokens = (0..<8).map { String(format: "%02x", $0) + String(repeating: "e", count: 62) }
+        let acknowledged = try await Self.withClient(directory, port: port) { api in
+            for token in tokens {
+                let answer = try await api.putDevice(
+                    bundle: Self.bundle,
+                    token: token,
+                    apiKey: apiKey,
+                    widgets: [["id": "w1", "kind": "news", "family": "systemSmall"]]
+                )
+                try #require(answer.status == 200, "\(answer.body)")
+            }
+            return try await withThrowingTaskGroup(of: Int?.self) { group in
+                for index in 0..<40 {
+                    let body = #"{"devices":["\#(tokens[index % tokens.count])"],"priority":5}"#
+                    group.addTask {
+                        let answer = try await api.reload(bundle: Self.bundle, body: body, secret: secret)
+                        return answer.status == 202 ? answer.json["requestId"] as? Int : nil
+                    }
+                }
+                return try await group.reduce(into: Set<Int>()) { if let id = $1 { $0.insert(id) } }
+            }
+        }
+        first.send(SIGKILL)
+        _ = try await first.waitForExit()
+        #expect(acknowledged.count == 40)
+        let deliveredBeforeKill = Self.deliveredRequests(directory)
+
+        // The restarted gateway finds the pending reloads and delivers them when they fall due.
+        let (second, _) = try await Self.serve(in: directory, environment: environment)
+        var delivered = Self.deliveredRequests(directory)
+        for _ in 0..<600 where !acknowledged.isSubset(of: delivered) {
+            try await Task.sleep(for: .milliseconds(50))
+            delivered = Self.deliveredRequests(directory)
+        }
+        #expect(acknowledged.isSubset(of: delivered), "missing: \(acknowledged.subtracting(delivered).sorted())")
+        #expect(deliveredBeforeKill.count < acknowledged.count, "the kill came after every delivery; the test proved nothing")
+        second.send(SIGTERM)
+        #expect(try await second.waitForExit() == 0)
+
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        #expect(try store.ledgerCounts().pendingReloads == 0)
+        #expect(try store.deliveries(in: [.pending, .sending]).isEmpty)
+    }
+
+    @Test func aDeliveryLeftSendingIsSentAgainWithItsApnsID() async throws {
+        let directory = try TemporaryDirectory("crash")
+        defer { directory.remove() }
+        let token = try DeviceToken(String(repeating: "5a", count: 32))
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            let app = try store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
+            let registration = try store.putDevice(
+                app: app,
+                token: token,
+                widgets: [WidgetRegistration(id: "w1", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())],
+                previousToken: nil,
+                now: Date()
+            )
+            var batch = LedgerBatch()
+            batch.deliveries = [
+                RecordedDelivery(
+                    apnsID: "0a0b0c0d-0000-4000-8000-000000000001",
+                    device: registration.device,
+                    released: Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000)),
+                    instances: registration.instances.map(\.id),
+                    requests: [],
+                    priority: .high,
+                    expiration: nil,
+                    state: .sending
+                )
+            ]
+            try await store.commit(batch)
+        }
+        let (process, _) = try await Self.serve(in: directory, environment: ["RELOADGATE_LISTEN_PORT": "0"])
+        var text = ""
+        for _ in 0..<200 where !text.contains("0a0b0c0d-0000-4000-8000-000000000001") {
+            try await Task.sleep(for: .milliseconds(50))
+            text = (try? String(contentsOfFile: directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
+        }
+        #expect(text.contains(#""apnsId":"0a0b0c0d-0000-4000-8000-000000000001""#))
+        #expect(text.contains(token.hex))
+        process.send(SIGTERM)
+        #expect(try await process.waitForExit() == 0)
+    }
+}

@@ -50,7 +50,10 @@ public struct RecordedDelivery: Hashable, Sendable {
     public var device: Int64
     public var released: Timestamp
     public var instances: [Int64]
+    /// The listed requests (the first 100 of each instance).
     public var requests: [RequestID]
+    /// How many requests the delivery serves in all.
+    public var requestCount: Int
     public var priority: Priority
     public var expiration: Timestamp?
     public var state: State
@@ -61,10 +64,12 @@ public struct RecordedDelivery: Hashable, Sendable {
         released: Timestamp,
         instances: [Int64],
         requests: [RequestID],
+        requestCount: Int? = nil,
         priority: Priority,
         expiration: Timestamp?,
         state: State
     ) {
+        self.requestCount = requestCount ?? requests.count
         self.apnsID = apnsID
         self.device = device
         self.released = released

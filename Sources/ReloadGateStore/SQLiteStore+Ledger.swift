@@ -64,12 +64,13 @@ extension SQLiteStore {
                 try db.executeCached(
                     sql: """
                         INSERT OR REPLACE INTO pending_reload
-                            (instanceId, due, priority, expiration, requests, collapseId, team, exempt)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                            (instanceId, due, priority, expiration, requests, requestCount, collapseId, team, exempt)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         instance, pending.due.milliseconds, pending.priority.rawValue, pending.expiration?.milliseconds,
-                        Self.list(pending.requests.map { Int64(bitPattern: $0) }), pending.collapseID, pending.team,
+                        Self.list(pending.requests.map { Int64(bitPattern: $0) }), pending.requestCount, pending.collapseID,
+                        pending.team,
                         pending.exempt,
                     ]
                 )
@@ -80,12 +81,12 @@ extension SQLiteStore {
         for delivery in batch.deliveries {
             try db.executeCached(
                 sql: """
-                    INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, priority, expiration, state)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority, expiration, state)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     delivery.apnsID, delivery.device, delivery.released.milliseconds, Self.list(delivery.instances),
-                    Self.list(delivery.requests.map { Int64(bitPattern: $0) }), delivery.priority.rawValue,
+                    Self.list(delivery.requests.map { Int64(bitPattern: $0) }), delivery.requestCount, delivery.priority.rawValue,
                     delivery.expiration?.milliseconds, delivery.state.rawValue,
                 ]
             )
@@ -103,6 +104,7 @@ extension SQLiteStore {
                     priority: priority,
                     expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
                     requests: Self.integers(row["requests"]).map { RequestID(bitPattern: $0) },
+                    requestCount: row["requestCount"],
                     collapseID: row["collapseId"],
                     team: row["team"],
                     exempt: row["exempt"]
@@ -145,6 +147,7 @@ extension SQLiteStore {
                     released: Timestamp(milliseconds: row["releasedAt"]),
                     instances: Self.integers(row["instances"]),
                     requests: Self.integers(row["requests"]).map { RequestID(bitPattern: $0) },
+                    requestCount: row["requestCount"],
                     priority: priority,
                     expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
                     state: state

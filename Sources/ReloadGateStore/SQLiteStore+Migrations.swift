@@ -108,6 +108,11 @@ extension SQLiteStore {
                 table.primaryKey(["appId", "key"])
             }
         }
+        migrator.registerMigration("v5-request-counts") { db in
+            // Pending reloads and deliveries list their first 100 requests and count all of them.
+            try db.alter(table: "pending_reload") { table in table.add(column: "requestCount", .integer) }
+            try db.alter(table: "delivery") { table in table.add(column: "requestCount", .integer) }
+        }
         return migrator
     }
 

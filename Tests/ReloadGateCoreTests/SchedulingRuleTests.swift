@@ -157,6 +157,34 @@ struct SchedulingRuleTests {
         #expect(harness.deliveries.filter { $0.device == DeviceHandle(8) }.count == 1)
     }
 
+    // Rule 6, bounded: a widget pushed thousands of times while its reload waits.
+    @Test func aPendingReloadListsItsFirst100RequestsAndCountsAll() {
+        var harness = SchedulerHarness()
+        harness.register(1, device: 7)
+        harness.push([1], atMinutes: 0)  // delivered at once; the next ones wait for the interval
+        for index in 0..<150 {
+            let decisions = harness.push([1], atMinutes: 1 + Double(index) / 100)
+            #expect(decisions.map(\.kind) == [index == 0 ? .deferred : .merged])
+        }
+        let snapshot = harness.scheduler.snapshot(of: InstanceHandle(1))?.pending
+        #expect(snapshot?.requests.count == 100)
+        #expect(snapshot?.requestCount == 150)
+        harness.tick(toMinutes: 10)
+        let last = harness.deliveries.last
+        #expect(last?.requests == Array(2...101).map(RequestID.init))
+        #expect(last?.requestCount == 150)
+
+        // A restored scheduler keeps the count.
+        var restored = SchedulerHarness()
+        restored.register(1, device: 7)
+        restored.scheduler.restore(InstanceHandle(1), InstanceSnapshot(
+            bucketFullAt: nil, lastReload: nil, plannedReload: nil,
+            pending: snapshot
+        ))
+        restored.tick(toMinutes: 10)
+        #expect(restored.deliveries.first?.requestCount == 150)
+    }
+
     @Test func aRiderThatIsNotAllowedYetStaysPending() {
         var harness = SchedulerHarness()
         harness.register(1, device: 7)

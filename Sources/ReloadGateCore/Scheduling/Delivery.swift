@@ -13,8 +13,11 @@ public struct Delivery: Hashable, Sendable {
     /// When the scheduler released it.
     public var at: Timestamp
     public var reloaded: [Reloaded]
-    /// Every request the push serves, merged ones included.
+    /// The requests the push serves, merged ones included: the first 100 of each instance's pending
+    /// reload (see ``requestCount`` for all).
     public var requests: [RequestID]
+    /// How many requests the push serves in all.
+    public var requestCount: Int = 0
     /// The highest priority of the served requests.
     public var priority: Priority
     /// The latest expiration of the served requests; `nil` when one had none.

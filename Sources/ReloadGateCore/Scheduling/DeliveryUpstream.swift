@@ -6,8 +6,10 @@ public struct OutgoingPush: Hashable, Sendable {
     public var deviceToken: DeviceToken
     /// The widget ids the push reloads (WidgetKit reloads all push-enabled widgets of the app).
     public var widgetIDs: [String]
-    /// Every request the push serves.
+    /// The requests the push serves (the first 100 of each widget's pending reload).
     public var requests: [RequestID]
+    /// How many requests the push serves in all.
+    public var requestCount: Int
     public var priority: Priority
     public var expiration: Timestamp?
     /// When the scheduler released it.
@@ -19,6 +21,7 @@ public struct OutgoingPush: Hashable, Sendable {
         deviceToken: DeviceToken,
         widgetIDs: [String],
         requests: [RequestID],
+        requestCount: Int? = nil,
         priority: Priority,
         expiration: Timestamp?,
         releasedAt: Timestamp
@@ -28,6 +31,7 @@ public struct OutgoingPush: Hashable, Sendable {
         self.deviceToken = deviceToken
         self.widgetIDs = widgetIDs
         self.requests = requests
+        self.requestCount = requestCount ?? requests.count
         self.priority = priority
         self.expiration = expiration
         self.releasedAt = releasedAt

@@ -53,19 +53,38 @@ struct PendingTable: Sendable {
 
 /// The requests a pending reload serves: the first inline, more only when requests merge, so a pending
 /// reload of one request allocates nothing.
+///
+/// Only the first ``listed`` ids are kept, and the total is counted: a widget that receives thousands of
+/// pushes while its reload waits must not make every write-through and every delivery grow with them.
+/// Each request's own decision names the instance and due time it merged into.
 struct RequestList: Sendable {
+    /// How many request ids a pending reload (and so a delivery) lists.
+    static let listed = 100
+
     private var first: RequestID
     private var rest: [RequestID] = []
+    /// Every request served, listed or not.
+    private(set) var count = 1
 
     init(_ first: RequestID) { self.first = first }
 
-    var count: Int { 1 + rest.count }
+    /// A stored list: the listed ids (at least one) and the total.
+    init?(listed ids: [RequestID], count: Int) {
+        guard let first = ids.first else { return nil }
+        self.first = first
+        self.rest = Array(ids.dropFirst().prefix(Self.listed - 1))
+        self.count = max(count, 1 + rest.count)
+    }
 
-    mutating func append(_ id: RequestID) { rest.append(id) }
+    mutating func append(_ id: RequestID) {
+        if count < Self.listed { rest.append(id) }
+        count += 1
+    }
 
+    /// The listed ids.
     var array: [RequestID] { [first] + rest }
 
-    /// Appends the requests to `target` without building an intermediate array.
+    /// Appends the listed ids to `target` without building an intermediate array.
     func append(to target: inout [RequestID]) {
         target.append(first)
         if !rest.isEmpty { target.append(contentsOf: rest) }

@@ -20,7 +20,10 @@ public struct PendingSnapshot: Hashable, Sendable {
     public var due: Timestamp
     public var priority: Priority
     public var expiration: Timestamp?
+    /// The listed requests (the first 100).
     public var requests: [RequestID]
+    /// How many requests it serves in all.
+    public var requestCount: Int
     public var collapseID: String?
     public var team: String?
     public var exempt: Bool
@@ -30,10 +33,12 @@ public struct PendingSnapshot: Hashable, Sendable {
         priority: Priority,
         expiration: Timestamp?,
         requests: [RequestID],
+        requestCount: Int? = nil,
         collapseID: String?,
         team: String?,
         exempt: Bool
     ) {
+        self.requestCount = requestCount ?? requests.count
         self.due = due
         self.priority = priority
         self.expiration = expiration
@@ -68,6 +73,7 @@ extension ReloadScheduler {
                     priority: $0.priority,
                     expiration: $0.expiration.map(Timestamp.init(milliseconds:)),
                     requests: $0.requests.array,
+                    requestCount: $0.requests.count,
                     collapseID: $0.collapseID,
                     team: $0.team,
                     exempt: $0.exempt
@@ -87,9 +93,7 @@ extension ReloadScheduler {
         if let planned = snapshot.plannedReload {
             timers.insert(.init(time: planned.milliseconds, instance: i, kind: .plannedReload))
         }
-        if let stored = snapshot.pending, let first = stored.requests.first {
-            var requests = RequestList(first)
-            for id in stored.requests.dropFirst() { requests.append(id) }
+        if let stored = snapshot.pending, let requests = RequestList(listed: stored.requests, count: stored.requestCount) {
             pending[i] = PendingReload(
                 due: stored.due.milliseconds,
                 priority: stored.priority,

@@ -83,6 +83,7 @@ extension ReloadScheduler {
             instances[Int(i)].lastReload = time
             delivery.reloaded.append(.init(instance: InstanceHandle(i), charged: charged))
             member.requests.append(to: &delivery.requests)
+            delivery.requestCount += member.requests.count
             delivery.priority = max(delivery.priority, member.priority)
             if let expiration = member.expiration {
                 latestExpiration = max(latestExpiration, expiration)

@@ -43,7 +43,7 @@ public actor OutboxUpstream: DeliveryUpstream {
             "outbox: widget push",
             metadata: [
                 "apns-id": "\(push.apnsID)", "device": "\(push.deviceToken.shortened)", "bundle": "\(push.bundle)",
-                "widgets": "\(push.widgetIDs.count)", "requests": "\(push.requests.count)",
+                "widgets": "\(push.widgetIDs.count)", "requests": "\(push.requestCount)",
             ]
         )
         return .sent
@@ -62,6 +62,7 @@ public actor OutboxUpstream: DeliveryUpstream {
             ("deviceToken", JSONText.quoted(push.deviceToken.hex)),
             ("expiration", push.expiration.map { JSONText.quoted(time($0)) } ?? "null"),
             ("priority", String(push.priority.rawValue)),
+            ("requestCount", String(push.requestCount)),
             ("requests", "[" + push.requests.map(String.init).joined(separator: ",") + "]"),
             ("topic", JSONText.quoted(push.topic)),
             ("widgets", "[" + push.widgetIDs.map(JSONText.quoted).joined(separator: ",") + "]"),

@@ -75,6 +75,7 @@ struct DeliveryWorker: Sendable {
             deviceToken: address.token,
             widgetIDs: address.widgetIDs,
             requests: delivery.requests,
+            requestCount: delivery.requestCount,
             priority: delivery.priority,
             expiration: delivery.expiration,
             releasedAt: delivery.released

@@ -318,6 +318,7 @@ actor SchedulerEngine {
                 released: delivery.at,
                 instances: delivery.reloaded.map { Int64($0.instance.rawValue) },
                 requests: delivery.requests,
+                requestCount: delivery.requestCount,
                 priority: delivery.priority,
                 expiration: delivery.expiration,
                 state: .pending

@@ -91,8 +91,9 @@ public func buildGateway(
     // Health and readiness answer while draining (readiness says so); everything else is drained.
     OperationsRoutes(readiness: readiness).register(on: router)
     router.add(middleware: DrainMiddleware(drain: drain))
-    RegistryRoutes(store: store, engine: engine, limits: RegistryLimits(), now: now).register(on: router)
-    WebhookRoutes(store: store, engine: engine, now: now).register(on: router)
+    let apps = AppDirectory(store: store)
+    RegistryRoutes(store: store, apps: apps, engine: engine, limits: RegistryLimits(), now: now).register(on: router)
+    WebhookRoutes(store: store, apps: apps, engine: engine, now: now).register(on: router)
     customizeRouter(router)
 
     let host = configuration.listen.host

@@ -178,8 +178,7 @@ extension SQLiteStore {
     public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) throws -> IdempotencyLookup {
         try writer.read { db in
             guard let row = try Row.fetchOne(
-                db,
-                sql: "SELECT bodyHash, status, response, createdAt FROM idempotency WHERE appId = ? AND key = ?",
+                db.cachedStatement(sql: "SELECT bodyHash, status, response, createdAt FROM idempotency WHERE appId = ? AND key = ?"),
                 arguments: [app, key]
             ), (row["createdAt"] as Int64) >= now.milliseconds - Self.idempotencyWindow
             else { return .new }

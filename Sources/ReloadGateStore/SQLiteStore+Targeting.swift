@@ -54,7 +54,8 @@ extension SQLiteStore {
         }
         sql += " ORDER BY widget.id"
         return try writer.read { db in
-            try Row.fetchAll(db, sql: sql, arguments: arguments).map { ($0[0], $0[1]) }
+            // Prepared once per shape of query (kind or not, how many devices and match keys).
+            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { ($0[0], $0[1]) }
         }
     }
 }

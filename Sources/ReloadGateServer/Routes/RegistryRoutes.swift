@@ -8,6 +8,7 @@ import ReloadGateStore
 /// Every call carries `authorization: bearer <apiKey>` of the app named in the path.
 struct RegistryRoutes {
     let store: SQLiteStore
+    let apps: AppDirectory
     let engine: SchedulerEngine
     let limits: RegistryLimits
     let now: @Sendable () -> Date
@@ -65,7 +66,7 @@ struct RegistryRoutes {
             throw APIError.unauthorized("send the app's API key as `authorization: bearer <apiKey>`")
         }
         let key = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard let app = try store.app(forAPIKey: key) else {
+        guard let app = try apps.app(forAPIKey: key) else {
             throw APIError.unauthorized("the API key is not valid")
         }
         guard app.bundle.rawValue == bundle else {

@@ -14,6 +14,7 @@ import ReloadGateStore
 /// signature (401), idempotency key (400), JSON (400), fields (422), exemption allowed (403).
 struct WebhookRoutes {
     let store: SQLiteStore
+    let apps: AppDirectory
     let engine: SchedulerEngine
     let now: @Sendable () -> Date
 
@@ -46,7 +47,7 @@ struct WebhookRoutes {
     private func reload(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let received = now()
         let bundleText = context.parameters.get("bundle") ?? ""
-        guard let bundle = try? BundleID(bundleText), let app = try store.app(bundle: bundle) else {
+        guard let bundle = try? BundleID(bundleText), let (app, secret) = try apps.appWithSecret(bundle: bundle) else {
             throw APIError.notFound("no app \(bundleText) is registered (reloadgate apps add \(bundleText))")
         }
         let buffer: ByteBuffer
@@ -57,9 +58,6 @@ struct WebhookRoutes {
         }
         let body = Data(buffer.readableBytesView)
 
-        guard let secret = try store.webhookSecret(of: app) else {
-            throw APIError(status: .internalServerError, code: "storage", message: "the app's webhook secret cannot be read")
-        }
         do throws(WebhookSignature.Failure) {
             let signature = try WebhookSignature(header: request.headers[.reloadgateSignature])
             try signature.verify(body: body, secret: secret, now: received)

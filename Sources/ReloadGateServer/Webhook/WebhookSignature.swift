@@ -39,19 +39,19 @@ public struct WebhookSignature: Sendable, Equatable {
         guard let header, !header.isEmpty else { throw .missing }
         var timestamp: Int64?
         var signatures: [Data] = []
-        for part in header.split(separator: ",") {
-            let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            guard pair.count == 2 else { throw .malformed }
-            switch pair[0] {
-            case "t":
-                guard timestamp == nil, let value = Int64(pair[1]) else { throw .malformed }
-                timestamp = value
-            case "v1":
-                guard let bytes = Self.hexBytes(pair[1]), bytes.count == 32 else { throw .malformed }
+        // Scanned as bytes: this runs on every webhook call.
+        for part in header.utf8.split(separator: UInt8(ascii: ",")) {
+            guard let equals = part.firstIndex(of: UInt8(ascii: "=")) else { throw .malformed }
+            let name = Self.trimmed(part[..<equals])
+            let value = Self.trimmed(part[part.index(after: equals)...])
+            if name.elementsEqual("t".utf8) {
+                guard timestamp == nil, let parsed = Int64(Substring(value)) else { throw .malformed }
+                timestamp = parsed
+            } else if name.elementsEqual("v1".utf8) {
+                guard let bytes = Self.hexBytes(value), bytes.count == 32 else { throw .malformed }
                 signatures.append(bytes)
-            default:
-                continue  // unknown schemes are ignored, so a later scheme can be added beside v1
             }
+            // Unknown schemes are ignored, so a later scheme can be added beside v1.
         }
         guard let timestamp, !signatures.isEmpty else { throw .malformed }
         self.timestamp = timestamp
@@ -84,13 +84,25 @@ public struct WebhookSignature: Sendable, Equatable {
     }
 
     static func hexBytes(_ text: String) -> Data? {
-        guard text.utf8.count % 2 == 0 else { return nil }
-        var bytes = Data(capacity: text.utf8.count / 2)
-        var iterator = text.utf8.makeIterator()
+        hexBytes(Substring(text).utf8)
+    }
+
+    static func hexBytes(_ text: Substring.UTF8View) -> Data? {
+        guard text.count % 2 == 0 else { return nil }
+        var bytes = Data(capacity: text.count / 2)
+        var iterator = text.makeIterator()
         while let high = iterator.next(), let low = iterator.next() {
             guard let h = nibble(high), let l = nibble(low) else { return nil }
             bytes.append(h << 4 | l)
         }
+        return bytes
+    }
+
+    /// The bytes without leading and trailing spaces.
+    private static func trimmed(_ bytes: Substring.UTF8View) -> Substring.UTF8View {
+        var bytes = bytes
+        while bytes.first == UInt8(ascii: " ") { bytes = bytes.dropFirst() }
+        while bytes.last == UInt8(ascii: " ") { bytes = bytes.dropLast() }
         return bytes
     }
 

@@ -1,0 +1,47 @@
+import Crypto
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+import Synchronization
+
+/// The registered apps as the routes look them up on every call: by bundle (with the webhook secret,
+/// unsealed once) for the webhook, by API key for the registry API.
+///
+/// Apps found are kept in memory; a lookup that finds nothing asks the store again next time, so an app
+/// added by `reloadgate apps add` while the server runs is seen at once. Apps are never changed or
+/// removed while the server runs (there is no command for it), so a kept entry cannot go stale. API keys
+/// are kept only as their SHA-256, as in the store.
+final class AppDirectory: Sendable {
+    private struct Entry: Sendable {
+        var app: App
+        var webhookSecret: String
+    }
+
+    private let store: SQLiteStore
+    private let byBundle = Mutex<[String: Entry]>([:])
+    private let byKeyHash = Mutex<[Data: App]>([:])
+
+    init(store: SQLiteStore) {
+        self.store = store
+    }
+
+    /// The app of `bundle` and its webhook secret, or `nil` when no such app is registered.
+    func appWithSecret(bundle: BundleID) throws -> (app: App, webhookSecret: String)? {
+        if let entry = byBundle.withLock({ $0[bundle.rawValue] }) { return (entry.app, entry.webhookSecret) }
+        guard let app = try store.app(bundle: bundle) else { return nil }
+        guard let secret = try store.webhookSecret(of: app) else {
+            throw StoreError.corrupt(reason: "the app \(bundle) has no webhook secret")
+        }
+        byBundle.withLock { $0[bundle.rawValue] = Entry(app: app, webhookSecret: secret) }
+        return (app, secret)
+    }
+
+    /// The app whose API key this is, or `nil`.
+    func app(forAPIKey apiKey: String) throws -> App? {
+        let hash = Data(SHA256.hash(data: Data(apiKey.utf8)))
+        if let app = byKeyHash.withLock({ $0[hash] }) { return app }
+        guard let app = try store.app(forAPIKey: apiKey) else { return nil }
+        byKeyHash.withLock { $0[hash] = app }
+        return app
+    }
+}

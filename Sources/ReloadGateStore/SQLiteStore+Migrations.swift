@@ -113,6 +113,32 @@ extension SQLiteStore {
             try db.alter(table: "pending_reload") { table in table.add(column: "requestCount", .integer) }
             try db.alter(table: "delivery") { table in table.add(column: "requestCount", .integer) }
         }
+        migrator.registerMigration("v6-widget-parameters") { db in
+            // Each configuration value of each widget as a row, indexed by key and value, so that a
+            // webhook's `match` looks values up instead of parsing every widget's JSON. Triggers keep it
+            // in step with `widget.configuration`; rows go with their widget (foreign key cascade).
+            try db.create(table: "widget_parameter") { table in
+                table.column("widgetId", .integer).notNull().references("widget", onDelete: .cascade)
+                table.column("key", .text).notNull()
+                table.column("type", .text).notNull()
+                table.column("value")  // no affinity: text stays text, numbers stay numbers
+            }
+            try db.create(index: "widget_parameter_on_key_value", on: "widget_parameter", columns: ["key", "value", "type"])
+            try db.create(index: "widget_parameter_on_widget", on: "widget_parameter", columns: ["widgetId"])
+            try db.execute(sql: """
+                INSERT INTO widget_parameter (widgetId, key, type, value)
+                    SELECT widget.id, json_each.key, json_each.type, json_each.atom FROM widget, json_each(widget.configuration);
+                CREATE TRIGGER widget_parameter_on_insert AFTER INSERT ON widget BEGIN
+                    INSERT INTO widget_parameter (widgetId, key, type, value)
+                        SELECT NEW.id, key, type, atom FROM json_each(NEW.configuration);
+                END;
+                CREATE TRIGGER widget_parameter_on_update AFTER UPDATE OF configuration ON widget BEGIN
+                    DELETE FROM widget_parameter WHERE widgetId = NEW.id;
+                    INSERT INTO widget_parameter (widgetId, key, type, value)
+                        SELECT NEW.id, key, type, atom FROM json_each(NEW.configuration);
+                END;
+                """)
+        }
         return migrator
     }
 

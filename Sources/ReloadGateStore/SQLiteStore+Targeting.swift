@@ -20,8 +20,8 @@ public struct ReloadTarget: Hashable, Sendable {
 
 extension SQLiteStore {
     /// The push-enabled widget instances of the app's active devices that the target selects, with their
-    /// devices, ordered by instance id. Configuration values are compared by type and value with SQLite's
-    /// JSON functions (the string "42" does not match the number 42).
+    /// devices, ordered by instance id. Configuration values are compared by type and value (the string
+    /// "42" does not match the number 42).
     public func targetInstances(app: App, target: ReloadTarget) throws -> [(instance: Int64, device: Int64)] {
         var sql = """
             SELECT widget.id, widget.deviceId FROM widget JOIN device ON device.id = widget.deviceId
@@ -37,19 +37,19 @@ extension SQLiteStore {
             sql += " AND device.token IN (" + devices.map { _ in "?" }.joined(separator: ",") + ")"
             arguments += StatementArguments(devices.map(\.hex))
         }
+        // Each match key is an indexed lookup in widget_parameter (kept by triggers from the JSON).
         for (key, value) in target.match.sorted(by: { $0.key < $1.key }) {
-            // The path is bound, never spliced: any key text is safe.
-            let path = "$.\"" + key.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+            sql += " AND widget.id IN (SELECT widgetId FROM widget_parameter WHERE key = ?"
             switch value {
             case .string(let text):
-                sql += " AND json_type(widget.configuration, ?) = 'text' AND json_extract(widget.configuration, ?) = ?"
-                arguments += [path, path, text]
+                sql += " AND value = ? AND type = 'text')"
+                arguments += [key, text]
             case .number(let number):
-                sql += " AND json_type(widget.configuration, ?) IN ('integer', 'real') AND json_extract(widget.configuration, ?) = ?"
-                arguments += [path, path, number]
+                sql += " AND value = ? AND type IN ('integer', 'real'))"
+                arguments += [key, number]
             case .bool(let flag):
-                sql += " AND json_type(widget.configuration, ?) = ?"
-                arguments += [path, flag ? "true" : "false"]
+                sql += " AND type = ?)"
+                arguments += [key, flag ? "true" : "false"]
             }
         }
         sql += " ORDER BY widget.id"

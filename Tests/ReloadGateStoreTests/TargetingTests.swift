@@ -50,5 +50,14 @@ struct TargetingTests {
         #expect(try ids(ReloadTarget(devices: [])).isEmpty)
         #expect(try ids(ReloadTarget(match: ["x\"); DROP TABLE widget; --": .string("1")])).isEmpty)
         #expect(try store.targetInstances(app: app, target: ReloadTarget(kind: "news")).map(\.device) == [a.device])
+
+        // A widget whose configuration changes is matched by its new values only.
+        _ = try store.putDevice(app: app, token: tokenB, widgets: [
+            widget("s7", "scores", ["team": .string("7"), "live": .bool(false)]),
+            widget("n42", "scores", ["team": .number(43.5)]),
+        ], previousToken: nil, now: now)
+        #expect(try ids(ReloadTarget(match: ["team": .number(42)])).isEmpty)
+        #expect(try ids(ReloadTarget(match: ["team": .number(43.5)])) == [n42])
+        #expect(try ids(ReloadTarget(match: ["team": .string("43.5")])).isEmpty)
     }
 }

@@ -30,68 +30,78 @@ struct Generator: RandomNumberGenerator {
     }
 }
 
-let arguments = CommandLine.arguments
-let instanceCount = arguments.count > 1 ? Int(arguments[1]) ?? 1_000_000 : 1_000_000
-let requestCount = arguments.count > 2 ? Int(arguments[2]) ?? 2_000_000 : 2_000_000
-let start = Timestamp(seconds: 1_790_172_000)
-var random = Generator()
-let clock = ContinuousClock()
+// Everything runs inside a function: top-level variables are globals, and every access to a global
+// is checked for exclusivity at run time, which would be measured too.
+func main() {
+    let arguments = CommandLine.arguments
+    let instanceCount = arguments.count > 1 ? Int(arguments[1]) ?? 1_000_000 : 1_000_000
+    let requestCount = arguments.count > 2 ? Int(arguments[2]) ?? 2_000_000 : 2_000_000
+    let start = Timestamp(seconds: 1_790_172_000)
+    var random = Generator()
+    let clock = ContinuousClock()
 
-// Requests prepared up front: one random instance each, 1 ms apart, a quarter of them priority 5.
-let targets = (0..<requestCount).map { _ in Int32.random(in: 0..<Int32(instanceCount), using: &random) }
+    // Requests prepared up front: one random instance each, 1 ms apart, a quarter of them priority 5.
+    let targets = (0..<requestCount).map { _ in Int32.random(in: 0..<Int32(instanceCount), using: &random) }
 
-let before = residentBytes()
-var scheduler = ReloadScheduler()
-let registration = clock.measure {
-    for instance in 0..<instanceCount {
-        scheduler.register(InstanceHandle(Int32(instance)), device: DeviceHandle(Int32(instance / 2)), kind: "scores")
-        let planned = start.adding(seconds: Int64.random(in: 600...86_400, using: &random))
-        scheduler.setTimeline(InstanceHandle(Int32(instance)), Timeline(entries: [planned], policy: .atEnd))
-    }
-}
-let after = residentBytes()
-
-// Counted in an array, not a dictionary, to keep the bookkeeping out of the measurement.
-var kindCounts = Array(repeating: 0, count: DecisionKind.allCases.count)
-var deliveries = 0
-var changedInstances = 0
-let decisions = clock.measure {
-    for (index, target) in targets.enumerated() {
-        let now = start.adding(milliseconds: Int64(index))
-        let decided = scheduler.receive(
-            ReloadRequest(
-                id: RequestID(index),
-                targets: [InstanceHandle(target)],
-                priority: index % 4 == 0 ? .low : .high,
-                received: now
-            )
-        )
-        for decision in decided { kindCounts[DecisionKind.allCases.firstIndex(of: decision.kind)!] += 1 }
-        if index % 1000 == 999 {
-            deliveries += scheduler.tick(now: now).deliveries.count
-            // As the scheduler service will: collect what changed for the write-through.
-            changedInstances += scheduler.takeChangedInstances().count
+    let before = residentBytes()
+    var scheduler = ReloadScheduler()
+    let registration = clock.measure {
+        for instance in 0..<instanceCount {
+            scheduler.register(InstanceHandle(Int32(instance)), device: DeviceHandle(Int32(instance / 2)), kind: "scores")
+            let planned = start.adding(seconds: Int64.random(in: 600...86_400, using: &random))
+            scheduler.setTimeline(InstanceHandle(Int32(instance)), Timeline(entries: [planned], policy: .atEnd))
         }
     }
-}
+    let after = residentBytes()
 
-// Reference: the same loop updating one dictionary entry per request.
-var reference: [Int32: Int64] = [:]
-reference.reserveCapacity(instanceCount)
-let referenceTime = clock.measure {
-    for (index, target) in targets.enumerated() {
-        reference[target, default: 0] = max(reference[target, default: 0], Int64(index))
+    // Counted in an array, not a dictionary, to keep the bookkeeping out of the measurement.
+    var kindCounts = Array(repeating: 0, count: DecisionKind.allCases.count)
+    var deliveries = 0
+    var decided: [Decision] = []
+    let kindIndex = Dictionary(uniqueKeysWithValues: DecisionKind.allCases.enumerated().map { ($1, $0) })
+    var changedInstances = 0
+    let decisions = clock.measure {
+        for (index, target) in targets.enumerated() {
+            let now = start.adding(milliseconds: Int64(index))
+            decided.removeAll(keepingCapacity: true)
+            scheduler.receive(
+                ReloadRequest(
+                    id: RequestID(index),
+                    targets: [InstanceHandle(target)],
+                    priority: index % 4 == 0 ? .low : .high,
+                    received: now
+                ),
+                into: &decided
+            )
+            for decision in decided { kindCounts[kindIndex[decision.kind]!] += 1 }
+            if index % 1000 == 999 {
+                deliveries += scheduler.tick(now: now).deliveries.count
+                // As the scheduler service will: collect what changed for the write-through.
+                changedInstances += scheduler.takeChangedInstances().count
+            }
+        }
     }
+
+    // Reference: the same loop updating one dictionary entry per request.
+    var reference: [Int32: Int64] = [:]
+    reference.reserveCapacity(instanceCount)
+    let referenceTime = clock.measure {
+        for (index, target) in targets.enumerated() {
+            reference[target, default: 0] = max(reference[target, default: 0], Int64(index))
+        }
+    }
+
+    let perSecond = Double(requestCount) / seconds(decisions)
+    let referencePerSecond = Double(requestCount) / seconds(referenceTime)
+    print("instances:                \(instanceCount) on \(instanceCount / 2) devices, each with a planned timeline reload")
+    print("registration:             \(String(format: "%.2f", seconds(registration))) s")
+    print("resident bytes/instance:  \((after - before) / instanceCount) (RSS \(before / 1_048_576) MiB -> \(after / 1_048_576) MiB)")
+    print("requests:                 \(requestCount), 1 ms apart, one target each, 25% priority 5")
+    print("decisions/s:              \(Int(perSecond))")
+    print("reference dictionary/s:   \(Int(referencePerSecond))  (scheduler at \(String(format: "%.1f", perSecond / referencePerSecond * 100))% of it)")
+    print("decisions by kind:        \(zip(DecisionKind.allCases, kindCounts).map { "\($0.rawValue) \($1)" }.joined(separator: ", "))")
+    print("deliveries released:      \(deliveries), pending at the end: \(scheduler.pendingCount)")
+    print("changed instances taken:  \(changedInstances) (every 1,000 requests, as the write-through will)")
 }
 
-let perSecond = Double(requestCount) / seconds(decisions)
-let referencePerSecond = Double(requestCount) / seconds(referenceTime)
-print("instances:                \(instanceCount) on \(instanceCount / 2) devices, each with a planned timeline reload")
-print("registration:             \(String(format: "%.2f", seconds(registration))) s")
-print("resident bytes/instance:  \((after - before) / instanceCount) (RSS \(before / 1_048_576) MiB -> \(after / 1_048_576) MiB)")
-print("requests:                 \(requestCount), 1 ms apart, one target each, 25% priority 5")
-print("decisions/s:              \(Int(perSecond))")
-print("reference dictionary/s:   \(Int(referencePerSecond))  (scheduler at \(String(format: "%.1f", perSecond / referencePerSecond * 100))% of it)")
-print("decisions by kind:        \(zip(DecisionKind.allCases, kindCounts).map { "\($0.rawValue) \($1)" }.joined(separator: ", "))")
-print("deliveries released:      \(deliveries), pending at the end: \(scheduler.pendingCount)")
-print("changed instances taken:  \(changedInstances) (every 1,000 requests, as the write-through will)")
+main()

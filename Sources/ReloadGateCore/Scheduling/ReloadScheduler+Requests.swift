@@ -3,9 +3,17 @@ extension ReloadScheduler {
     ///
     /// Whatever fell due before the request's time is processed first (and handed out by the next tick).
     public mutating func receive(_ request: ReloadRequest) -> [Decision] {
-        let now = advance(to: request.received.milliseconds)
         var decisions: [Decision] = []
         decisions.reserveCapacity(request.targets.count)
+        receive(request, into: &decisions)
+        return decisions
+    }
+
+    /// ``receive(_:)`` appending to the caller's buffer, so that a caller deciding many requests
+    /// allocates nothing per request.
+    public mutating func receive(_ request: ReloadRequest, into decisions: inout [Decision]) {
+        let now = advance(to: request.received.milliseconds)
+        let first = decisions.count
         // Duplicates are skipped: a linear look-back for the usual few targets (the widgets of one
         // device), a set for a webhook's thousands.
         var seen = Set<Int32>()
@@ -18,12 +26,11 @@ extension ReloadScheduler {
             }
             decisions.append(decide(request, for: target.rawValue, at: now))
         }
-        if decisions.isEmpty {
+        if decisions.count == first {
             decisions.append(
                 Decision(request: request.id, instance: nil, kind: .noMatch, due: nil, reason: .noMatchingWidget)
             )
         }
-        return decisions
     }
 
     private mutating func decide(_ request: ReloadRequest, for i: Int32, at now: Int64) -> Decision {
@@ -102,7 +109,7 @@ extension ReloadScheduler {
             }
             existing = merged
             pending[i] = existing
-            changed.append(i)
+            markChanged(i)
             return Decision(
                 request: request.id,
                 instance: instance,
@@ -126,7 +133,7 @@ extension ReloadScheduler {
             exempt: request.exempt
         )
         timers.insert(.init(time: due, instance: i, kind: .pendingReload))
-        changed.append(i)
+        markChanged(i)
         return Decision(
             request: request.id,
             instance: instance,

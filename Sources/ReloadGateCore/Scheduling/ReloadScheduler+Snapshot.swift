@@ -50,12 +50,18 @@ public struct PendingSnapshot: Hashable, Sendable {
 }
 
 extension ReloadScheduler {
-    /// The instances whose state changed since the last call, each once, in handle order. The caller
-    /// writes their ``snapshot(of:)`` (or deletes removed ones) in the same transaction as the inputs
-    /// that changed them.
+    /// The instances whose state changed since the last call, each once, in the order they first
+    /// changed. The caller writes their ``snapshot(of:)`` (or deletes removed ones) in the same
+    /// transaction as the inputs that changed them.
     public mutating func takeChangedInstances() -> [InstanceHandle] {
-        defer { changed.removeAll(keepingCapacity: true) }
-        return Array(Set(changed)).sorted().map(InstanceHandle.init)
+        var taken: [InstanceHandle] = []
+        taken.reserveCapacity(changed.count)
+        for i in changed where instances[Int(i)].isChanged {
+            instances[Int(i)].isChanged = false
+            taken.append(InstanceHandle(i))
+        }
+        changed.removeAll(keepingCapacity: true)
+        return taken
     }
 
     /// The durable state of a registered instance.

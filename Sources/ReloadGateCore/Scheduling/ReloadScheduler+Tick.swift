@@ -34,7 +34,7 @@ extension ReloadScheduler {
         if charged { charge(i, at: time) }
         instances[Int(i)].lastReload = max(instances[Int(i)].lastReload, time)
         instances[Int(i)].plannedReload = InstanceState.none
-        changed.append(i)
+        markChanged(i)
         let served = pending.removeValue(forKey: i)?.requests.array ?? []
         released.timelineReloads.append(
             TimelineReload(instance: InstanceHandle(i), at: Timestamp(milliseconds: time), charged: charged, servedRequests: served)
@@ -47,7 +47,7 @@ extension ReloadScheduler {
         // A timeline reload since scheduling may have moved the earliest time (rules 2 and 4).
         let earliest = earliest(trigger, at: time, exempt: reload.exempt).time
         if earliest > time {
-            changed.append(trigger)
+            markChanged(trigger)
             if let expiration = reload.expiration, earliest > expiration {
                 pending[trigger] = nil
                 released.expired.append(
@@ -77,7 +77,7 @@ extension ReloadScheduler {
         var unlimited = false
         func add(_ i: Int32, _ member: PendingReload) {
             pending[i] = nil
-            changed.append(i)
+            markChanged(i)
             let charged = !member.exempt && hasToken(i, at: time)
             if charged { charge(i, at: time) }
             instances[Int(i)].lastReload = time

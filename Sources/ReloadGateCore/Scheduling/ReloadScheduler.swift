@@ -16,6 +16,8 @@ public struct ReloadScheduler: Sendable {
         /// The next instance of the same device, or -1 (a linked list per device, without allocations).
         var nextInDevice: Int32 = -1
         var policy: UInt16 = 0
+        /// Whether the instance is in `changed` (so it is listed once; fits in the padding).
+        var isChanged = false
         /// Budget bucket in GCRA form: the time at which the bucket is full again (rule 1).
         var bucketFullAt: Int64 = Self.never
         var lastReload: Int64 = Self.never
@@ -49,7 +51,8 @@ public struct ReloadScheduler: Sendable {
     var released = TickOutput()
     /// The latest time processed; inputs with an earlier time are treated as happening now.
     var clock = InstanceState.never
-    /// Instances whose state changed since ``takeChangedInstances()`` (may repeat; deduplicated there).
+    /// Instances whose state changed since ``takeChangedInstances()`` (a removed instance may repeat;
+    /// the flag in its state says whether it is still to be taken).
     var changed: [Int32] = []
 
     public init(configuration: SchedulerConfiguration = SchedulerConfiguration()) {
@@ -96,7 +99,7 @@ public struct ReloadScheduler: Sendable {
         guard isRegistered(i) else { return [] }
         unlink(i)
         instances[Int(i)] = InstanceState()
-        changed.append(i)
+        markChanged(i)
         return pending.removeValue(forKey: i)?.requests.array ?? []
     }
 
@@ -106,7 +109,7 @@ public struct ReloadScheduler: Sendable {
         guard isRegistered(i) else { return }
         let planned = timeline.plannedReload?.milliseconds ?? InstanceState.none
         instances[Int(i)].plannedReload = planned
-        changed.append(i)
+        markChanged(i)
         if planned != InstanceState.none {
             timers.insert(.init(time: planned, instance: i, kind: .plannedReload))
         }
@@ -135,6 +138,13 @@ public struct ReloadScheduler: Sendable {
             }
         }
         instances[Int(i)].nextInDevice = -1
+    }
+
+    /// Records that the durable state of `i` changed.
+    mutating func markChanged(_ i: Int32) {
+        guard !instances[Int(i)].isChanged else { return }
+        instances[Int(i)].isChanged = true
+        changed.append(i)
     }
 
     // MARK: Budget and interval (rules 1, 2, 4)

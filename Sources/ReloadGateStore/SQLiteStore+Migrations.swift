@@ -139,6 +139,18 @@ extension SQLiteStore {
                 END;
                 """)
         }
+        migrator.registerMigration("v7-provider-keys") { db in
+            try db.create(table: "provider_key") { table in
+                table.primaryKey("keyId", .text)
+                table.column("teamId", .text).notNull()
+                table.column("publicKey", .text).notNull()
+                table.column("topics", .text).notNull()
+                table.column("environments", .text).notNull()
+                table.column("createdAt", .double).notNull()
+            }
+            // A push names only its token: find the device (and whether another app has it) by token.
+            try db.create(index: "device_on_token", on: "device", columns: ["token"])
+        }
         return migrator
     }
 

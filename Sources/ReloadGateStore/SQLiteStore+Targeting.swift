@@ -37,8 +37,21 @@ extension SQLiteStore {
             sql += " AND device.token IN (" + devices.map { _ in "?" }.joined(separator: ",") + ")"
             arguments += StatementArguments(devices.map(\.hex))
         }
-        // Each match key is an indexed lookup in widget_parameter (kept by triggers from the JSON).
-        for (key, value) in target.match.sorted(by: { $0.key < $1.key }) {
+        let match = Self.matchFilter(target.match)
+        sql += match.sql + " ORDER BY widget.id"
+        arguments += match.arguments
+        return try writer.read { db in
+            // Prepared once per shape of query (kind or not, how many devices and match keys).
+            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { ($0[0], $0[1]) }
+        }
+    }
+
+    /// `AND` conditions on `widget.id` for a configuration match: each key is an indexed lookup in
+    /// widget_parameter (kept by triggers from the JSON).
+    static func matchFilter(_ match: [String: WidgetConfiguration.Value]) -> (sql: String, arguments: StatementArguments) {
+        var sql = ""
+        var arguments = StatementArguments()
+        for (key, value) in match.sorted(by: { $0.key < $1.key }) {
             sql += " AND widget.id IN (SELECT widgetId FROM widget_parameter WHERE key = ?"
             switch value {
             case .string(let text):
@@ -52,10 +65,6 @@ extension SQLiteStore {
                 arguments += [key, flag ? "true" : "false"]
             }
         }
-        sql += " ORDER BY widget.id"
-        return try writer.read { db in
-            // Prepared once per shape of query (kind or not, how many devices and match keys).
-            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { ($0[0], $0[1]) }
-        }
+        return (sql, arguments)
     }
 }

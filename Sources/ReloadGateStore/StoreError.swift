@@ -10,6 +10,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case corrupt(reason: String)
     /// An app with this bundle id is registered already.
     case appExists(BundleID)
+    /// A provider key with this key id is registered already.
+    case keyExists(String)
 
     /// A stable identifier for logs and tests.
     public var code: String {
@@ -18,6 +20,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .environmentMismatch: "store.environment-mismatch"
         case .corrupt: "store.corrupt"
         case .appExists: "store.app-exists"
+        case .keyExists: "store.key-exists"
         }
     }
 
@@ -29,6 +32,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
                 + "use another data directory (data.directory) for the \(configured) environment"
         case .corrupt(let reason): "the store is corrupt: \(reason)"
         case .appExists(let bundle): "the app \(bundle) is registered already"
+        case .keyExists(let keyID): "a provider key with the id \(keyID) is registered already"
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ReloadGateCore
 import ReloadGateStore
+import Synchronization
 
 /// The scheduler's home in the server: owns the ``ReloadScheduler`` state machine, feeds it requests,
 /// registry changes and clock ticks, and writes everything it decides through to the store in group
@@ -50,7 +51,20 @@ actor SchedulerEngine {
 
     private struct InFlightKey {
         var bodyHash: [UInt8]
-        var waiters: [CheckedContinuation<Outcome, any Error>] = []
+        var waiters: [Reply] = []
+    }
+
+    /// A request handed over by ``enqueue(_:render:reply:)``.
+    private struct Queued: Sendable {
+        var submission: Submission
+        var render: Render
+        var reply: Reply
+    }
+
+    /// Requests handed over from event loops, decided by the commit loop.
+    private struct Inbox: Sendable {
+        var items: [Queued] = []
+        var isOpen = true
     }
 
     private struct KeyName: Hashable {
@@ -69,7 +83,9 @@ actor SchedulerEngine {
     private var nextRequestID: RequestID = 1
     private var batch = LedgerBatch()
     private var batchDeliveries: [RecordedDelivery] = []
-    private var waiters: [CheckedContinuation<Void, any Error>] = []
+    /// Called with the outcome of the open batch's commit.
+    private var waiters: [@Sendable (Result<Void, any Error>) -> Void] = []
+    private nonisolated let inbox = Mutex(Inbox())
     private var inFlightKeys: [KeyName: InFlightKey] = [:]
     private var batchKeys: [KeyName] = []
     private(set) var isStopping = false
@@ -134,28 +150,69 @@ actor SchedulerEngine {
 
     // MARK: Requests
 
+    /// What a submitter is told once its request is decided and committed (or refused).
+    typealias Reply = @Sendable (Result<Outcome, any Error>) -> Void
+
     /// Decides a request and returns once its decisions are committed.
     /// - Throws: the store's error when the commit failed: nothing of the request was accepted.
-    func submit(_ submission: Submission, render: Render) async throws -> Outcome {
+    func submit(_ submission: Submission, render: @escaping Render) async throws -> Outcome {
         guard !isStopping else { throw SchedulerUnavailable() }
+        return try await withCheckedThrowingContinuation { continuation in
+            accept(submission, render: render) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Hands a request over from any thread (an event loop) without waiting: it is decided with the next
+    /// batch and `reply` is called once that batch committed. No task and no actor hop per request.
+    nonisolated func enqueue(_ submission: Submission, render: @escaping Render, reply: @escaping Reply) {
+        let accepted = inbox.withLock { inbox -> Bool in
+            guard inbox.isOpen, inbox.items.count < Self.inboxLimit else { return false }
+            inbox.items.append(Queued(submission: submission, render: render, reply: reply))
+            return true
+        }
+        guard accepted else {
+            reply(.failure(inbox.withLock { $0.isOpen } ? SchedulerOverloaded() as any Error : SchedulerUnavailable()))
+            return
+        }
+        commitSignal.yield()
+    }
+
+    /// Requests queued by ``enqueue(_:render:reply:)`` beyond this many are refused (`ServiceUnavailable`).
+    static let inboxLimit = 50_000
+
+    /// Decides the queued requests (the commit loop calls this before sealing a batch).
+    private func drainInbox() {
+        let queued = inbox.withLock { inbox -> [Queued] in
+            defer { inbox.items.removeAll(keepingCapacity: true) }
+            return inbox.items
+        }
+        for item in queued { accept(item.submission, render: item.render, reply: item.reply) }
+    }
+
+    /// Decides a request into the open batch; `reply` is called after the batch committed, or at once
+    /// for an idempotent replay or conflict.
+    private func accept(_ submission: Submission, render: Render, reply: @escaping Reply) {
         if let idempotency = submission.idempotency {
             let name = KeyName(app: submission.app.id, key: idempotency.key)
             if var inFlight = inFlightKeys[name] {
-                guard inFlight.bodyHash == idempotency.bodyHash else { return .conflict }
-                return try await withCheckedThrowingContinuation { continuation in
-                    inFlight.waiters.append(continuation)
-                    inFlightKeys[name] = inFlight
-                }
+                guard inFlight.bodyHash == idempotency.bodyHash else { return reply(.success(.conflict)) }
+                inFlight.waiters.append(reply)
+                inFlightKeys[name] = inFlight
+                return
             }
-            switch try store.idempotentAnswer(
-                app: submission.app.id,
-                key: idempotency.key,
-                bodyHash: idempotency.bodyHash,
-                now: submission.received
-            ) {
-            case .replay(let status, let body): return .replay(status: status, body: body)
-            case .conflict: return .conflict
-            case .new: inFlightKeys[name] = InFlightKey(bodyHash: idempotency.bodyHash)
+            do {
+                switch try store.idempotentAnswer(
+                    app: submission.app.id,
+                    key: idempotency.key,
+                    bodyHash: idempotency.bodyHash,
+                    now: submission.received
+                ) {
+                case .replay(let status, let body): return reply(.success(.replay(status: status, body: body)))
+                case .conflict: return reply(.success(.conflict))
+                case .new: inFlightKeys[name] = InFlightKey(bodyHash: idempotency.bodyHash)
+                }
+            } catch {
+                return reply(.failure(error))
             }
         }
 
@@ -171,7 +228,9 @@ actor SchedulerEngine {
             exempt: submission.exempt,
             received: submission.received
         )
-        let decisions = scheduler.receive(request)
+        let first = batch.decisions.count
+        scheduler.receive(request, into: &batch.decisions)
+        let decisions = Array(batch.decisions[first...])
         let answer = render(id, decisions)
         batch.requests.append(
             RecordedRequest(
@@ -186,7 +245,6 @@ actor SchedulerEngine {
                 summary: submission.summary
             )
         )
-        batch.decisions.append(contentsOf: decisions)
         if let idempotency = submission.idempotency {
             batch.idempotentAnswers.append(
                 IdempotentAnswer(
@@ -200,8 +258,10 @@ actor SchedulerEngine {
             )
             batchKeys.append(KeyName(app: submission.app.id, key: idempotency.key))
         }
-        try await waitForCommit()
-        return .decided(request: id, decisions: decisions, status: answer.status, body: answer.body)
+        waiters.append { result in
+            reply(result.map { .decided(request: id, decisions: decisions, status: answer.status, body: answer.body) })
+        }
+        commitSignal.yield()
     }
 
     // MARK: Registry
@@ -236,8 +296,8 @@ actor SchedulerEngine {
     // MARK: Commit
 
     private func waitForCommit() async throws {
-        try await withCheckedThrowingContinuation { continuation in
-            waiters.append(continuation)
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            waiters.append { continuation.resume(with: $0) }
             commitSignal.yield()
         }
     }
@@ -256,6 +316,7 @@ actor SchedulerEngine {
     /// the commit loop calls it (one commit at a time).
     func commitPending() async {
         while true {
+            drainInbox()
             let output = scheduler.tick(now: Timestamp(now()))
             record(output)
             for instance in scheduler.takeChangedInstances() {
@@ -276,13 +337,13 @@ actor SchedulerEngine {
                 fail(waiters: sealedWaiters, keys: sealedKeys, error: error)
                 return
             }
-            for waiter in sealedWaiters { waiter.resume() }
+            for waiter in sealedWaiters { waiter(.success(())) }
             for name in sealedKeys {
                 guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
                 if !inFlight.waiters.isEmpty, let answer = sealed.idempotentAnswers.first(where: {
                     $0.app == name.app && $0.key == name.key
                 }) {
-                    for waiter in inFlight.waiters { waiter.resume(returning: .replay(status: answer.status, body: answer.response)) }
+                    for waiter in inFlight.waiters { waiter(.success(.replay(status: answer.status, body: answer.response))) }
                 }
             }
             for delivery in sealedDeliveries { deliveries.yield(delivery) }
@@ -291,11 +352,11 @@ actor SchedulerEngine {
 
     /// A commit failed: nothing of that batch is accepted, and the decisions made since depend on it,
     /// so every waiting caller gets the error and the scheduler is rebuilt from what the store holds.
-    private func fail(waiters sealedWaiters: [CheckedContinuation<Void, any Error>], keys: [KeyName], error: any Error) {
+    private func fail(waiters sealedWaiters: [@Sendable (Result<Void, any Error>) -> Void], keys: [KeyName], error: any Error) {
         logger.error("commit failed; the requests of the batch are refused", metadata: ["error": "\(error)"])
-        for waiter in sealedWaiters + waiters { waiter.resume(throwing: error) }
+        for waiter in sealedWaiters + waiters { waiter(.failure(error)) }
         for name in keys + batchKeys {
-            for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter.resume(throwing: error) }
+            for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
         }
         waiters = []
         batchKeys = []
@@ -340,6 +401,8 @@ actor SchedulerEngine {
     /// Refuses new work; the commit loop commits what is gathered and ends, and the delivery stream ends.
     func stop() {
         isStopping = true
+        // Requests already queued are still decided and committed; later ones are refused.
+        inbox.withLock { $0.isOpen = false }
         commitSignal.finish()
     }
 
@@ -347,6 +410,11 @@ actor SchedulerEngine {
     func finishDeliveries() {
         deliveries.finish()
     }
+}
+
+/// Too many requests wait to be decided (`503 ServiceUnavailable`); nothing was accepted.
+struct SchedulerOverloaded: Error, CustomStringConvertible {
+    var description: String { "the scheduler's queue is full" }
 }
 
 /// The scheduler is stopping (graceful shutdown): the request was not accepted.

@@ -1,0 +1,49 @@
+public import Foundation
+public import ReloadGateCore
+
+/// A widget push's body, checked: a JSON object of at most 4096 bytes whose `aps` has
+/// `"content-changed": true`, with ReloadGate's optional `"reloadgate": {"kind", "match"}` targeting.
+public struct PushPayload: Sendable {
+    /// The largest body accepted (Apple's limit for widget pushes).
+    public static let limit = 4096
+
+    /// Only widgets of this kind; `nil`: every widget of the device.
+    public var kind: String?
+    /// Only widgets whose configuration has these values.
+    public var match: [String: WidgetConfiguration.Value]
+
+    /// Checks a body that was read in full (at most ``limit`` bytes; a larger one never gets here).
+    public init(_ body: some Collection<UInt8>) throws(APNsFailure) {
+        guard !body.isEmpty else { throw APNsFailure(.payloadEmpty) }
+        guard body.count <= Self.limit else { throw APNsFailure(.payloadTooLarge) }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
+            let aps = object["aps"] as? [String: Any],
+            let changed = aps["content-changed"] as? NSNumber, Self.isBoolean(changed), changed.boolValue
+        else { throw APNsFailure(.invalidPayload) }
+        kind = nil
+        match = [:]
+        guard let extra = object["reloadgate"], !(extra is NSNull) else { return }
+        guard let targeting = extra as? [String: Any] else { throw APNsFailure(.invalidPayload) }
+        if let kind = targeting["kind"], !(kind is NSNull) {
+            guard let text = kind as? String, !text.isEmpty else { throw APNsFailure(.invalidPayload) }
+            self.kind = text
+        }
+        if let values = targeting["match"], !(values is NSNull) {
+            guard let values = values as? [String: Any] else { throw APNsFailure(.invalidPayload) }
+            for (key, value) in values {
+                if let text = value as? String {
+                    match[key] = .string(text)
+                } else if let number = value as? NSNumber {
+                    match[key] = Self.isBoolean(number) ? .bool(number.boolValue) : .number(number.doubleValue)
+                } else {
+                    throw APNsFailure(.invalidPayload)
+                }
+            }
+        }
+    }
+
+    /// JSONSerialization gives booleans and numbers both as NSNumber; a boolean's type code is `c`.
+    static func isBoolean(_ number: NSNumber) -> Bool {
+        String(cString: number.objCType) == "c"
+    }
+}

@@ -1,0 +1,174 @@
+public import ReloadGateCore
+
+/// A push as it arrives: method, path and headers (names in lower case), before any check.
+public struct PushRequestHead: Sendable {
+    public var method: String
+    public var path: String
+    public var headers: [(name: String, value: String)]
+
+    public init(method: String, path: String, headers: [(name: String, value: String)]) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+    }
+}
+
+/// The headers of a push, checked (APNS.md, "Request"), in the order APNS.md gives: duplicates, apns-id,
+/// expiration, priority, collapse id, push type, topic.
+public struct PushHeaders: Sendable {
+    /// `apns-id` as sent, or `nil` (the gateway then makes one).
+    public var apnsID: String?
+    /// `apns-expiration`, UNIX seconds (`0`: now or never).
+    public var expiration: Int64?
+    public var priority: Priority
+    public var collapseID: String?
+    /// The topic's bundle.
+    public var bundle: BundleID
+    /// The token of `authorization: bearer <token>`, if any.
+    public var bearerToken: Substring?
+
+    /// The path prefix of the push endpoint.
+    public static let pathPrefix = "/3/device/"
+    /// The topic suffix of widget pushes.
+    public static let widgetsSuffix = ".push-type.widgets"
+
+    /// Checks method and path first: any path but `/3/device/...` is `BadPath`, any method but POST on it
+    /// `MethodNotAllowed`.
+    /// - Returns: the device token text from the path (possibly empty; checked last, as APNS.md orders).
+    public static func deviceTokenText(method: String, path: String) throws(APNsFailure) -> Substring {
+        var path = Substring(path)
+        if let query = path.firstIndex(of: "?") { path = path[..<query] }
+        guard path.hasPrefix(pathPrefix) else { throw APNsFailure(.badPath) }
+        guard method == "POST" else { throw APNsFailure(.methodNotAllowed) }
+        let token = path.dropFirst(pathPrefix.count)
+        guard !token.contains("/") else { throw APNsFailure(.badPath) }
+        return token
+    }
+
+    /// Checks the headers.
+    /// - Parameter certificateTopics: the topics of the connection's client certificate, or `nil` when
+    ///   it has none (token authentication: the topic is required).
+    public init(_ headers: [(name: String, value: String)], certificateTopics: [String]?) throws(APNsFailure) {
+        var apnsID: String?
+        var expiration: String?
+        var priority: String?
+        var collapseID: String?
+        var pushType: String?
+        var topic: String?
+        var authorization: String?
+        func set(_ slot: inout String?, _ value: String) throws(APNsFailure) {
+            guard slot == nil else { throw APNsFailure(.duplicateHeaders) }
+            slot = value
+        }
+        for (name, value) in headers {
+            switch name {
+            case "apns-id": try set(&apnsID, value)
+            case "apns-expiration": try set(&expiration, value)
+            case "apns-priority": try set(&priority, value)
+            case "apns-collapse-id": try set(&collapseID, value)
+            case "apns-push-type": try set(&pushType, value)
+            case "apns-topic": try set(&topic, value)
+            case "authorization": try set(&authorization, value)
+            default:
+                // Other apns-* headers (apns-unique-id, ...) may appear once too.
+                if name.hasPrefix("apns-"), headers.lazy.filter({ $0.name == name }).count > 1 {
+                    throw APNsFailure(.duplicateHeaders)
+                }
+            }
+        }
+        if let apnsID, !Self.isCanonicalUUID(apnsID) { throw APNsFailure(.badMessageId) }
+        var expirationSeconds: Int64?
+        if let expiration {
+            guard let value = Int64(expiration), value >= 0 else { throw APNsFailure(.badExpirationDate) }
+            expirationSeconds = value
+        }
+        var level = Priority.high
+        if let priority {
+            guard let number = Int(priority), let parsed = Priority(rawValue: number) else { throw APNsFailure(.badPriority) }
+            level = parsed
+        }
+        if let collapseID, collapseID.utf8.count > 64 { throw APNsFailure(.badCollapseId) }
+
+        // A certificate naming exactly one topic lets the sender omit apns-topic.
+        if topic == nil, let certificateTopics, certificateTopics.count == 1 {
+            topic = certificateTopics[0] + Self.widgetsSuffix
+        }
+        if let pushType {
+            guard pushType == "widgets" else { throw APNsFailure(.invalidPushType) }
+        } else if let topic, !topic.hasSuffix(Self.widgetsSuffix) {
+            throw APNsFailure(.invalidPushType)
+        }
+        guard let topic else { throw APNsFailure(.missingTopic) }
+        guard topic.hasSuffix(Self.widgetsSuffix), let bundle = try? BundleID(String(topic.dropLast(Self.widgetsSuffix.count)))
+        else { throw APNsFailure(.badTopic) }
+
+        self.apnsID = apnsID
+        self.expiration = expirationSeconds
+        self.priority = level
+        self.collapseID = collapseID
+        self.bundle = bundle
+        if let authorization {
+            let lower = authorization.prefix(7).lowercased()
+            self.bearerToken = lower == "bearer " ? Substring(authorization).dropFirst(7) : Substring("")
+        } else {
+            self.bearerToken = nil
+        }
+    }
+
+    /// 8-4-4-4-12 hexadecimal digits.
+    public static func isCanonicalUUID(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
+                    continue
+                default:
+                    return false
+                }
+            }
+        }
+        return true
+    }
+}
+
+/// The connection's authentication state (APNS.md, "Authentication"): the team it is bound to and the
+/// last token it used. One per HTTP/2 (or HTTP/1.1) connection.
+public struct ConnectionAuthentication: Sendable {
+    public private(set) var boundTeam: String?
+    private var lastToken: String?
+    private var lastTokenChange: Int64 = 0
+    /// Seconds before a connection may switch to a new token (Apple: 20 minutes); 0 turns the check off.
+    public var tokenUpdateInterval: Int64
+
+    public init(tokenUpdateInterval: Int64 = 1200) {
+        self.tokenUpdateInterval = tokenUpdateInterval
+    }
+
+    /// Authenticates a push by its bearer token, binding the connection to the token's team.
+    public mutating func authenticate(
+        bearer token: Substring?,
+        verifier: ProviderTokenVerifier,
+        now: Int64
+    ) throws(APNsFailure) -> VerifiedToken {
+        guard let token else { throw APNsFailure(.missingProviderToken) }
+        guard !token.isEmpty else { throw APNsFailure(.invalidProviderToken) }
+        let verified = try verifier.verify(token, now: now)
+        if let boundTeam, boundTeam != verified.teamID { throw APNsFailure(.invalidProviderToken) }
+        if let lastToken, !token.elementsEqual(lastToken) {
+            if tokenUpdateInterval > 0, now - lastTokenChange < tokenUpdateInterval {
+                throw APNsFailure(.tooManyProviderTokenUpdates)
+            }
+            self.lastToken = String(token)
+            lastTokenChange = now
+        } else if lastToken == nil {
+            lastToken = String(token)
+            lastTokenChange = now
+        }
+        boundTeam = verified.teamID
+        return verified
+    }
+}

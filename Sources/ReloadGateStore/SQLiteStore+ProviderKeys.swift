@@ -1,0 +1,72 @@
+public import Foundation
+import GRDB
+public import ReloadGateCore
+
+/// A push sender's provider key as stored: only the public key (PEM), never the private one.
+public struct StoredProviderKey: Hashable, Sendable {
+    public var keyID: String
+    public var teamID: String
+    /// The P-256 public key, PEM.
+    public var publicKeyPEM: String
+    /// Bundles the key may push to; empty: any.
+    public var topics: [BundleID]
+    /// `sandbox`, `production` or `both`.
+    public var environments: String
+    public var createdAt: Date
+
+    public init(keyID: String, teamID: String, publicKeyPEM: String, topics: [BundleID], environments: String, createdAt: Date) {
+        self.keyID = keyID
+        self.teamID = teamID
+        self.publicKeyPEM = publicKeyPEM
+        self.topics = topics
+        self.environments = environments
+        self.createdAt = createdAt
+    }
+}
+
+extension SQLiteStore {
+    /// Registers a provider key. Works while the server runs; the server sees it within a second.
+    /// - Throws: ``StoreError/keyExists(_:)`` when the key id is registered already.
+    public func addProviderKey(_ key: StoredProviderKey) throws {
+        try writer.write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM provider_key WHERE keyId = ?", arguments: [key.keyID]) == true {
+                throw StoreError.keyExists(key.keyID)
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO provider_key (keyId, teamId, publicKey, topics, environments, createdAt)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    key.keyID, key.teamID, key.publicKeyPEM, key.topics.map(\.rawValue).joined(separator: " "),
+                    key.environments, key.createdAt.timeIntervalSince1970,
+                ]
+            )
+        }
+    }
+
+    /// Every registered provider key, by key id.
+    public func providerKeys() throws -> [StoredProviderKey] {
+        try writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM provider_key ORDER BY keyId").map { row in
+                StoredProviderKey(
+                    keyID: row["keyId"],
+                    teamID: row["teamId"],
+                    publicKeyPEM: row["publicKey"],
+                    topics: (row["topics"] as String).split(separator: " ").compactMap { try? BundleID(String($0)) },
+                    environments: row["environments"],
+                    createdAt: Date(timeIntervalSince1970: row["createdAt"])
+                )
+            }
+        }
+    }
+
+    /// Removes a provider key. - Returns: whether it was registered.
+    @discardableResult
+    public func removeProviderKey(keyID: String) throws -> Bool {
+        try writer.write { db in
+            try db.execute(sql: "DELETE FROM provider_key WHERE keyId = ?", arguments: [keyID])
+            return db.changesCount > 0
+        }
+    }
+}

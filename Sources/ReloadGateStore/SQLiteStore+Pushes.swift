@@ -1,0 +1,86 @@
+public import Foundation
+import GRDB
+public import ReloadGateCore
+
+/// What a push's device token is for the app it is addressed to.
+public enum PushDeviceStatus: Hashable, Sendable {
+    /// Registered and active: its device id.
+    case active(device: Int64)
+    /// Registered once and retired (a newer token replaced it, or Apple said it is invalid), since then.
+    case unregistered(since: Date)
+    /// Registered only for other apps.
+    case otherApp
+    /// Never registered.
+    case unknown
+}
+
+extension SQLiteStore {
+    /// The status of `token` for `app` (one indexed read).
+    public func pushDeviceStatus(app: App, token: DeviceToken) throws -> PushDeviceStatus {
+        try writer.read { db in
+            let rows = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT id, appId, active, unregisteredAt FROM device WHERE token = ?"),
+                arguments: [token.hex]
+            )
+            guard let own = rows.first(where: { ($0["appId"] as Int64) == app.id }) else {
+                return rows.isEmpty ? .unknown : .otherApp
+            }
+            if own["active"] as Bool { return .active(device: own["id"]) }
+            return .unregistered(since: Date(timeIntervalSince1970: own["unregisteredAt"] ?? 0))
+        }
+    }
+
+    /// The push-enabled widget instances of `device` a push targets: those of `kind` whose configuration
+    /// has the `match` values (all when both are empty), and always the implicit instance of an adopted
+    /// device, which stands for widgets not registered yet.
+    public func pushTargets(device: Int64, kind: String?, match: [String: WidgetConfiguration.Value]) throws -> [Int64] {
+        var sql = "SELECT widget.id FROM widget WHERE widget.deviceId = ? AND widget.pushEnabled AND (widget.widgetID = ? OR (1"
+        var arguments: StatementArguments = [device, Self.implicitWidget]
+        if let kind {
+            sql += " AND widget.kind = ?"
+            arguments += [kind]
+        }
+        let filter = Self.matchFilter(match)
+        sql += filter.sql + ")) ORDER BY widget.id"
+        arguments += filter.arguments
+        return try writer.read { db in try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) }
+    }
+
+    /// The kind of the implicit widget instance of an adopted device (APNS.md: `unknown-devices = adopt`).
+    public static let implicitWidget = "*"
+
+    /// Adopts a token never registered: records the device with one implicit widget instance of kind `*`
+    /// (until its widgets are registered), so budgets and coalescing apply from its first push.
+    /// - Returns: the device id and the instance id (an existing device's, if another push adopted it first).
+    public func adoptDevice(app: App, token: DeviceToken, now: Date) throws -> (device: Int64, instance: Int64) {
+        try writer.write { db in
+            if let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT device.id, widget.id FROM device LEFT JOIN widget ON widget.deviceId = device.id AND widget.widgetID = ?
+                    WHERE device.appId = ? AND device.token = ?
+                    """,
+                arguments: [Self.implicitWidget, app.id, token.hex]
+            ), let instance = row[1] as Int64? {
+                return (row[0], instance)
+            }
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)",
+                arguments: [app.id, token.hex, now.timeIntervalSince1970]
+            )
+            let device = try Int64.fetchOne(
+                db,
+                sql: "SELECT id FROM device WHERE appId = ? AND token = ?",
+                arguments: [app.id, token.hex]
+            ) ?? db.lastInsertedRowID
+            try db.execute(
+                sql: """
+                    INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
+                    VALUES (?, ?, ?, ?, '{}', 1)
+                    """,
+                arguments: [device, Self.implicitWidget, Self.implicitWidget, Self.implicitWidget]
+            )
+            return (device, db.lastInsertedRowID)
+        }
+    }
+}

@@ -4,11 +4,22 @@ import HummingbirdCore
 import HummingbirdHTTP2
 public import Logging
 import NIOCore
+import NIOSSL
+import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
 
-/// Where the listener ended up, reported once it accepts connections.
+/// Where a listener ended up, reported once it accepts connections.
 public struct ListenerInfo: Sendable {
+    /// Which listener.
+    public enum Kind: Sendable {
+        /// The registry API, the webhook, health and readiness.
+        case api
+        /// The APNs provider API (`POST /3/device/<token>`).
+        case apns
+    }
+
+    public let kind: Kind
     /// The configured host.
     public let host: String
     /// The bound port (the real one when the configuration said 0).
@@ -23,6 +34,9 @@ public struct ListenerInfo: Sendable {
 
     /// The one start-up line `reloadgate serve` prints per listener.
     public var startupLine: String {
+        if kind == .apns {
+            return "reloadgate: APNs pushes to \(url)/3/device/<token> (TLS, ALPN h2 and http/1.1)"
+        }
         var line = "reloadgate: listening on \(url) (TLS, ALPN h2 and http/1.1)"
         if let trustedCAPath {
             line += "; clients trust the CA \(trustedCAPath)"
@@ -92,6 +106,31 @@ public func buildGateway(
     OperationsRoutes(readiness: readiness).register(on: router)
     router.add(middleware: DrainMiddleware(drain: drain))
     let apps = AppDirectory(store: store)
+    let keys = ProviderKeyDirectory(store: store, logger: logger)
+    let verifier = ProviderTokenVerifier(
+        keys: keys,
+        environment: configuration.environment,
+        clockSkew: Int64(configuration.ingress.clockSkew),
+        cacheEnabled: configuration.ingress.tokenCache
+    )
+    let ingress = PushIngress(
+        store: store,
+        apps: apps,
+        engine: engine,
+        verifier: verifier,
+        configuration: configuration.ingress,
+        now: now,
+        logger: logger
+    )
+    var ingressTLS = tls.configuration
+    ingressTLS.applicationProtocols = ["h2", "http/1.1"]
+    let ingressContext: NIOSSLContext
+    do {
+        ingressContext = try NIOSSLContext(configuration: ingressTLS)
+    } catch {
+        try? store.close()
+        throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
+    }
     RegistryRoutes(store: store, apps: apps, engine: engine, limits: RegistryLimits(), now: now).register(on: router)
     WebhookRoutes(store: store, apps: apps, engine: engine, now: now).register(on: router)
     customizeRouter(router)
@@ -103,7 +142,7 @@ public func buildGateway(
         configuration: .init(address: .hostname(host, port: configuration.listen.port)),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.listen.port
-            await onListening(ListenerInfo(host: host, port: port, trustedCAPath: tls.trustedCAPath))
+            await onListening(ListenerInfo(kind: .api, host: host, port: port, trustedCAPath: tls.trustedCAPath))
         },
         logger: logger
     )
@@ -116,6 +155,19 @@ public func buildGateway(
             logger: logger
         ),
         application,
+        IngressService(
+            configuration: configuration.ingress,
+            idleTimeout: configuration.listen.idleTimeout,
+            gracePeriod: .seconds(configuration.listen.shutdownGracePeriod),
+            tls: ingressContext,
+            ingress: ingress,
+            keys: keys,
+            readiness: readiness,
+            logger: logger,
+            onListening: { port in
+                await onListening(ListenerInfo(kind: .apns, host: configuration.ingress.host, port: port, trustedCAPath: tls.trustedCAPath))
+            }
+        ),
         DrainService(
             drain: drain,
             readiness: readiness,

@@ -16,12 +16,16 @@ public struct TestGateway: Sendable {
     public let pki: TestPKI
     /// The configuration the gateway runs with.
     public let configuration: GatewayConfiguration
-    /// The port the listener is bound to.
+    /// The port the API listener is bound to.
     public let port: Int
+    /// The port the APNs listener is bound to.
+    public let ingressPort: Int
     private let serviceGroup: ServiceGroup
 
     /// `https://localhost:<port>` (the test server certificate is valid for localhost).
     public var baseURL: String { "https://localhost:\(port)" }
+    /// `https://localhost:<ingressPort>`: the APNs listener.
+    public var ingressURL: String { "https://localhost:\(ingressPort)" }
 
     /// Starts the graceful shutdown that SIGTERM starts in `reloadgate serve`.
     public func shutDown() async {
@@ -35,11 +39,13 @@ public struct TestGateway: Sendable {
     /// - Parameters:
     ///   - directory: the directory for certificates and data; by default a temporary one, removed afterwards.
     ///     A directory passed in is left for the caller to inspect (and remove).
+    ///   - given: the certificates to use; by default new ones in the directory.
     ///   - configure: changes to the test configuration (port 0, test PKI, temporary data directory).
     ///   - customizeRouter: extra routes for the test.
     ///   - body: the test, given the running gateway.
     public static func withRunning<Result: Sendable>(
         in directory: TemporaryDirectory? = nil,
+        pki given: TestPKI? = nil,
         configure: (inout GatewayConfiguration) -> Void = { _ in },
         customizeRouter: (Router<BasicRequestContext>) -> Void = { _ in },
         _ body: @Sendable (TestGateway) async throws -> Result
@@ -47,9 +53,10 @@ public struct TestGateway: Sendable {
         let owned = directory == nil
         let directory = try directory ?? TemporaryDirectory("gateway")
         defer { if owned { directory.remove() } }
-        let pki = try TestPKI(in: directory)
+        let pki = try given ?? TestPKI(in: directory)
         var configuration = GatewayConfiguration()
         configuration.listen.port = 0
+        configuration.ingress.port = 0
         configuration.tls.certificate = pki.serverCertificatePath
         configuration.tls.key = pki.serverKeyPath
         configuration.tls.clientCA = pki.caCertificatePath
@@ -58,11 +65,11 @@ public struct TestGateway: Sendable {
 
         var logger = Logger(label: "reloadgate-test")
         logger.logLevel = .warning
-        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+        let (ports, portContinuation) = AsyncStream<ListenerInfo>.makeStream()
         let gateway = try await buildGateway(
             configuration: configuration,
             logger: logger,
-            onListening: { listener in portContinuation.yield(listener.port) },
+            onListening: { listener in portContinuation.yield(listener) },
             customizeRouter: customizeRouter
         )
         let serviceGroup = ServiceGroup(
@@ -74,15 +81,25 @@ public struct TestGateway: Sendable {
                 try await serviceGroup.run()
             }
             var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else {
-                try await group.waitForAll()
-                throw TestGatewayError.didNotStart
+            var port: Int?
+            var ingressPort: Int?
+            while port == nil || ingressPort == nil {
+                guard let listener = await iterator.next() else {
+                    try await group.waitForAll()
+                    throw TestGatewayError.didNotStart
+                }
+                switch listener.kind {
+                case .api: port = listener.port
+                case .apns: ingressPort = listener.port
+                }
             }
+            guard let port, let ingressPort else { throw TestGatewayError.didNotStart }
             let running = TestGateway(
                 directory: directory,
                 pki: pki,
                 configuration: configuration,
                 port: port,
+                ingressPort: ingressPort,
                 serviceGroup: serviceGroup
             )
             let result: Result

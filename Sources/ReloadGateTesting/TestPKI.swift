@@ -2,6 +2,7 @@ public import Foundation
 public import NIOSSL
 public import ReloadGateCertificates
 public import ReloadGateCore
+import X509
 
 /// Certificates generated for one test: a CA, a server certificate for localhost, written as PEM files
 /// so the gateway loads them exactly as it loads an operator's, and client TLS settings that trust them.
@@ -40,12 +41,19 @@ public struct TestPKI: Sendable {
     public func clientTLSConfiguration(clientCertificateFor topics: [BundleID], now: Date = Date()) throws
         -> TLSConfiguration
     {
+        try clientCertificate(for: topics, now: now).tls
+    }
+
+    /// A client certificate issued by the test CA for `topics`: the TLS settings that present it and its
+    /// serial number (lower-case hex, no leading zeros).
+    public func clientCertificate(for topics: [BundleID], now: Date = Date()) throws -> (tls: TLSConfiguration, serial: String) {
         let issued = try authority.issueClientCertificate(commonName: "test sender", topics: topics, now: now)
+        let serial = issued.certificate.serialNumber.bytes.map { String(format: "%02x", $0) }.joined()
         var configuration = try clientTLSConfiguration()
         configuration.certificateChain = [
             .certificate(try NIOSSLCertificate(bytes: Array(issued.certificatePEM().utf8), format: .pem))
         ]
         configuration.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(issued.privateKeyPEM.utf8), format: .pem))
-        return configuration
+        return (configuration, String(serial.drop(while: { $0 == "0" })))
     }
 }

@@ -44,6 +44,8 @@ struct Serve: AsyncParsableCommand {
         }
         do {
             try await gateway.runService()
+        } catch let error as ListenerAddressInUse {
+            throw CommandFailure.exit(error.description, status: 1)
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
             let listen = configuration.listen
             throw CommandFailure.exit(

@@ -35,7 +35,7 @@ struct AppsCommandTests {
     @Test func appsAddWorksWhileTheServerRuns() async throws {
         let directory = try TemporaryDirectory("apps-cli")
         defer { directory.remove() }
-        let server = try ReloadGateProcess(["serve"], in: directory.url, environment: ["RELOADGATE_LISTEN_PORT": "0"])
+        let server = try ReloadGateProcess(["serve"], in: directory.url, environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"])
         _ = try await server.waitForOutputLine(containing: "listening on")
         let added = try await ReloadGateProcess.run(["apps", "add", "com.example.news", "--json"], in: directory.url)
         #expect(added.status == 0, "\(added.stderr)")

@@ -55,7 +55,7 @@ struct CrashRecoveryTests {
         let secret = try #require(credentials["webhookSecret"])
 
         // Priority 5 waits 4 s: the reloads are still pending when the process is killed.
-        let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_SCHEDULING_LOW_PRIORITY_DELAY": "4"]
+        let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_SCHEDULING_LOW_PRIORITY_DELAY": "4"]
         let (first, port) = try await Self.serve(in: directory, environment: environment)
         let tokens = (0..<8).map { String(format: "%02x", $0) + String(repeating: "e", count: 62) }
         let acknowledged = try await Self.withClient(directory, port: port) { api in
@@ -132,7 +132,7 @@ struct CrashRecoveryTests {
             ]
             try await store.commit(batch)
         }
-        let (process, _) = try await Self.serve(in: directory, environment: ["RELOADGATE_LISTEN_PORT": "0"])
+        let (process, _) = try await Self.serve(in: directory, environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"])
         var text = ""
         for _ in 0..<200 where !text.contains("0a0b0c0d-0000-4000-8000-000000000001") {
             try await Task.sleep(for: .milliseconds(50))

@@ -10,7 +10,7 @@ import Testing
 /// both protocols, SIGTERM and SIGINT, and configuration errors.
 struct ServeCommandTests {
     /// The embedded default, except the port: 0, so tests never collide with a running gateway.
-    static let testEnvironment = ["RELOADGATE_LISTEN_PORT": "0"]
+    static let testEnvironment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"]
 
     @Test(arguments: [SIGTERM, SIGINT])
     func servesTheEmbeddedDefaultAndStopsGracefullyOnSignal(_ signal: Int32) async throws {
@@ -72,7 +72,7 @@ struct ServeCommandTests {
         let second = try await ReloadGateProcess.run(
             ["serve"],
             in: directory.url,
-            environment: ["RELOADGATE_LISTEN_PORT": String(portMatch.1)]
+            environment: ["RELOADGATE_LISTEN_PORT": String(portMatch.1), "RELOADGATE_INGRESS_PORT": "0"]
         )
         #expect(second.status == 1)
         #expect(second.stderr.contains("reloadgate: error: cannot listen on 127.0.0.1:\(portMatch.1): the address is in use"))

@@ -100,7 +100,8 @@ struct GracefulShutdownTests {
 
     @Test func readinessListsWhatIsNotReady() {
         let readiness = Readiness()
-        #expect(readiness.waitingFor == [.listener, .scheduler, .store])
+        #expect(readiness.waitingFor == [.ingress, .listener, .scheduler, .store])
+        readiness.markReady(.ingress)
         readiness.markReady(.store)
         readiness.markReady(.scheduler)
         readiness.markReady(.listener)

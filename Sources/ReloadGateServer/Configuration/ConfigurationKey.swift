@@ -45,6 +45,47 @@ public struct ConfigurationKey: Sendable {
             \.listen.shutdownGracePeriod,
             range: 1...3600
         ),
+        .text("ingress.host", "address of the APNs listener (POST /3/device)", \.ingress.host),
+        .integer("ingress.port", "TCP port of the APNs listener (0: any free port)", \.ingress.port, range: 0...65535),
+        .choice(
+            "ingress.unknownDevices",
+            "a push for a token never registered: adopt it or reject it (BadDeviceToken)",
+            \.ingress.unknownDevices,
+            GatewayConfiguration.Ingress.UnknownDevices.allCases.map { ($0.rawValue, $0) }
+        ),
+        .integer(
+            "ingress.tokenUpdateInterval",
+            "seconds before a connection may use a new provider token (0: no limit)",
+            \.ingress.tokenUpdateInterval,
+            range: 0...86_400
+        ),
+        .integer("ingress.clockSkew", "seconds a provider token's iat may lie in the future", \.ingress.clockSkew, range: 0...3600),
+        .integer(
+            "ingress.maxConcurrentStreams",
+            "HTTP/2 streams a connection may have open at once",
+            \.ingress.maxConcurrentStreams,
+            range: 1...100_000
+        ),
+        .integer(
+            "ingress.requestsPerSecondPerToken",
+            "pushes per second per device token before TooManyRequests",
+            \.ingress.requestsPerSecondPerToken,
+            range: 1...1_000_000
+        ),
+        .boolean("ingress.tokenCache", "remember verified provider tokens (off only for benchmarks)", \.ingress.tokenCache),
+        ConfigurationKey(
+            name: "ingress.revokedCertificateSerials",
+            summary: "client certificate serial numbers refused with BadCertificate",
+            expected: "hexadecimal serial numbers separated by commas or spaces"
+        ) { configuration, text in
+            let serials = (text ?? "").split(whereSeparator: { $0 == "," || $0 == " " }).map {
+                $0.lowercased().filter { $0 != ":" }
+            }
+            guard serials.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isHexDigit) }) else { return false }
+            // Leading zeros do not change a serial number.
+            configuration.ingress.revokedCertificateSerials = serials.map { String($0.drop(while: { $0 == "0" })) }
+            return true
+        },
         .path("tls.certificate", "server certificate chain (PEM); unset: development certificate", \.tls.certificate),
         .path("tls.key", "server private key (PEM); set with tls.certificate", \.tls.key),
         .path("tls.clientCA", "CA of push senders' client certificates (PEM); unset: the development CA in development", \.tls.clientCA),
@@ -102,6 +143,22 @@ extension ConfigurationKey {
         ) { configuration, text in
             guard let text, let value = Int(text), range.contains(value) else { return false }
             configuration[keyPath: keyPath] = value
+            return true
+        }
+    }
+
+    /// `true` or `false`.
+    static func boolean(
+        _ name: String,
+        _ summary: String,
+        _ keyPath: any WritableKeyPath<GatewayConfiguration, Bool> & Sendable
+    ) -> ConfigurationKey {
+        ConfigurationKey(name: name, summary: summary, expected: "true or false") { configuration, text in
+            switch text {
+            case "true": configuration[keyPath: keyPath] = true
+            case "false": configuration[keyPath: keyPath] = false
+            default: return false
+            }
             return true
         }
     }

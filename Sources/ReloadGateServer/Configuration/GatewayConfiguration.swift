@@ -22,6 +22,40 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public init() {}
     }
 
+    /// The APNs listener (APNS.md): `POST /3/device/<token>` over HTTP/2 (and HTTP/1.1) with TLS, on
+    /// its own port, as Apple's service listens on 443 and 2197.
+    public struct Ingress: Sendable, Equatable {
+        /// What happens to a push for a token never registered (APNS.md).
+        public enum UnknownDevices: String, Sendable, CaseIterable {
+            /// Record the device with one implicit widget instance of kind `*` until its widgets are registered.
+            case adopt
+            /// `400 BadDeviceToken`.
+            case reject
+        }
+
+        /// Address to bind.
+        public var host: String = "127.0.0.1"
+        /// TCP port; Apple's service listens on 443 and 2197. 0 picks a free one (tests).
+        public var port: Int = 2197
+        public var unknownDevices: UnknownDevices = .adopt
+        /// Seconds a connection must keep a token before it may switch to another
+        /// (`TooManyProviderTokenUpdates`); 0 turns the check off.
+        public var tokenUpdateInterval: Int = 1200
+        /// Seconds a token's `iat` may lie in the future.
+        public var clockSkew: Int = 60
+        /// HTTP/2 streams a connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+        public var maxConcurrentStreams: Int = 1000
+        /// Pushes per second one device token may send before `429 TooManyRequests` (burst: twice that).
+        public var requestsPerSecondPerToken: Int = 200
+        /// Whether verified provider tokens are remembered (off only to measure the cost of ES256).
+        public var tokenCache: Bool = true
+        /// Serial numbers (lower-case hex, no separators) of client certificates that are refused with
+        /// `403 BadCertificate` although their CA signed them.
+        public var revokedCertificateSerials: [String] = []
+
+        public init() {}
+    }
+
     /// TLS material of the listener.
     public struct TLS: Sendable, Equatable {
         /// PEM file with the server certificate (and its chain). `nil`: the development certificate.
@@ -81,6 +115,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     }
 
     public var listen = Listen()
+    /// The APNs listener.
+    public var ingress = Ingress()
     public var tls = TLS()
     /// The data directory: the SQLite store and (later) the outbox. Created with mode 0700.
     public var dataDirectory: String = "data"

@@ -277,6 +277,12 @@ actor SchedulerEngine {
         }
     }
 
+    /// Registers the implicit instance of a device adopted by its first push (kind `*`).
+    func registerAdopted(instance: Int64, device: Int64) {
+        guard let handle = Self.handle(instance), let device = Self.deviceHandle(device) else { return }
+        scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget)
+    }
+
     /// Forgets removed instances (a deleted device); their pending reloads are dropped.
     func remove(instances: [Int64]) {
         for instance in instances {

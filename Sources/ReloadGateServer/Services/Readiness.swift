@@ -13,6 +13,8 @@ public final class Readiness: Sendable {
         case store
         /// The scheduler runs (its state loaded, its commit loop and timers running).
         case scheduler
+        /// The APNs listener takes pushes.
+        case ingress
     }
 
     private let waiting: Mutex<Set<Component>>

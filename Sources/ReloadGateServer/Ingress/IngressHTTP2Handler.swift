@@ -1,0 +1,229 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import ReloadGateAPNs
+
+/// The APNs listener's HTTP/2 path: handles the connection's frames directly on its event loop, with no
+/// child channel and no task per stream (docs/DECISIONS.md, "A frame-level HTTP/2 handler for pushes").
+///
+/// A stream's headers are checked as soon as they arrive (method, path, headers, authentication); its
+/// body is gathered up to 4096 bytes (a larger one is refused at once, without reading the rest); the
+/// answer is written when the scheduler's commit says so. Answers that arrive together are flushed
+/// together.
+final class IngressHTTP2Handler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    private struct Stream {
+        var accepted: PushIngress.AcceptedHead?
+        var body: [UInt8] = []
+        /// The answer was written (a refusal may go before the request's end).
+        var responded = false
+        /// The client ended its side.
+        var requestEnded = false
+    }
+
+    private let ingress: PushIngress
+    private var authentication: ConnectionAuthentication
+    private var streams: [HTTP2StreamID: Stream] = [:]
+    private var certificate: ClientCertificate??
+    private var lastStreamID = HTTP2StreamID.rootStream
+    private var draining = false
+    private var flushScheduled = false
+    /// The connection window the handler keeps open (inbound flow control; NIO leaves it to us without
+    /// a stream multiplexer).
+    private let connectionWindow = 1 << 20
+
+    init(ingress: PushIngress, tokenUpdateInterval: Int64) {
+        self.ingress = ingress
+        self.authentication = ConnectionAuthentication(tokenUpdateInterval: tokenUpdateInterval)
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        // Open the connection window wide: many small pushes in flight at once.
+        let increment = connectionWindow - 65_535
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { channelActive(context: context) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        let id = frame.streamID
+        switch frame.payload {
+        case .headers(let headers):
+            if streams[id] == nil {
+                lastStreamID = max(lastStreamID, id)
+                startRequest(id, headers.headers, context: context)
+            }
+            if headers.endStream { endRequest(id, context: context) }
+        case .data(let data):
+            guard var stream = streams[id] else { return }
+            if data.endStream { stream.requestEnded = true }
+            if !stream.responded, case .byteBuffer(let buffer) = data.data {
+                if stream.body.count + buffer.readableBytes > PushPayload.limit {
+                    streams[id] = stream
+                    // Refused while reading: the rest of the body is never buffered.
+                    respond(id, PushResponse(APNsFailure(.payloadTooLarge), apnsID: stream.accepted?.apnsID ?? PushIngress.responseID([])), context: context)
+                    return
+                }
+                stream.body.append(contentsOf: buffer.readableBytesView)
+                streams[id] = stream
+            }
+            if data.endStream {
+                streams[id]?.requestEnded = false  // endRequest sets it
+                endRequest(id, context: context)
+            }
+        case .rstStream:
+            streams[id] = nil
+            closeIfDrained(context: context)
+        default:
+            break  // SETTINGS, PING, PRIORITY, WINDOW_UPDATE, GOAWAY: NIOHTTP2Handler keeps the state
+        }
+    }
+
+    private func startRequest(_ id: HTTP2StreamID, _ headers: HPACKHeaders, context: ChannelHandlerContext) {
+        var method = ""
+        var path = ""
+        var regular: [(name: String, value: String)] = []
+        regular.reserveCapacity(headers.count)
+        for (name, value, _) in headers {
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            default: if !name.hasPrefix(":") { regular.append((name, value)) }
+            }
+        }
+        if certificate == nil { certificate = .some(IngressConnection.clientCertificate(context.pipeline)) }
+        streams[id] = Stream()
+        switch ingress.checkHead(
+            PushRequestHead(method: method, path: path, headers: regular),
+            certificate: certificate ?? nil,
+            authentication: &authentication
+        ) {
+        case .success(let accepted): streams[id]?.accepted = accepted
+        case .failure(let response): respond(id, response, context: context)
+        }
+    }
+
+    private func endRequest(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
+        guard var stream = streams[id] else { return }
+        stream.requestEnded = true
+        if stream.responded {
+            streams[id] = nil
+            closeIfDrained(context: context)
+            return
+        }
+        streams[id] = stream
+        guard let accepted = stream.accepted else { return }
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        ingress.process(accepted, body: stream.body) { response in
+            if loop.inEventLoop {
+                let (handler, context) = bound.value
+                handler.respond(id, response, context: context)
+            } else {
+                loop.execute {
+                    let (handler, context) = bound.value
+                    handler.respond(id, response, context: context)
+                }
+            }
+        }
+    }
+
+    /// Writes the answer.
+    private func respond(_ id: HTTP2StreamID, _ response: PushResponse, context: ChannelHandlerContext) {
+        guard var stream = streams[id], !stream.responded else { return }
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(4 + response.extraHeaders.count)
+        headers.add(name: ":status", value: String(response.status))
+        headers.add(name: "apns-id", value: response.apnsID)
+        for (name, value) in response.extraHeaders { headers.add(name: name, value: value) }
+        let resetAfterwards = !stream.requestEnded && response.status == 413
+        if let body = response.body {
+            headers.add(name: "content-type", value: "application/json")
+            headers.add(name: "content-length", value: String(body.utf8.count))
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))), promise: nil)
+            let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(ByteBuffer(string: body)), endStream: true)
+            let written = context.eventLoop.makePromise(of: Void.self)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(data))), promise: written)
+            if resetAfterwards {
+                // Stop a large body (RFC 9113 8.1: a complete answer, then RST_STREAM NO_ERROR). DATA waits
+                // for flow control and RST_STREAM does not, so the reset follows the body's write.
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                written.futureResult.whenSuccess {
+                    let (handler, context) = bound.value
+                    context.writeAndFlush(handler.wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.noError))), promise: nil)
+                }
+            }
+        } else {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
+        }
+        if stream.requestEnded {
+            streams[id] = nil
+        } else if resetAfterwards {
+            streams[id] = nil
+        } else {
+            // An early refusal: the rest of the (small) request is read and dropped, since some clients
+            // drop an answer's body when the stream is reset.
+            stream.responded = true
+            stream.body = []
+            streams[id] = stream
+        }
+        scheduleFlush(context: context)
+        closeIfDrained(context: context)
+    }
+
+    /// One flush for all the answers written in this turn of the event loop.
+    private func scheduleFlush(context: ChannelHandlerContext) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = bound.value
+            handler.flushScheduled = false
+            context.flush()
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let update as NIOHTTP2WindowUpdatedEvent where update.streamID == .rootStream:
+            if let inbound = update.inboundWindowSize, inbound < connectionWindow / 2 {
+                context.write(
+                    wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionWindow - inbound))),
+                    promise: nil
+                )
+                scheduleFlush(context: context)
+            }
+        case is IdleStateHandler.IdleStateEvent:
+            // Idle: close between requests only, never in the middle of one.
+            if streams.isEmpty { goAway(context: context) }
+        case is IngressConnection.Drain:
+            goAway(context: context)
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    private func goAway(context: ChannelHandlerContext) {
+        guard !draining else { return }
+        draining = true
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
+        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        closeIfDrained(context: context)
+    }
+
+    private func closeIfDrained(context: ChannelHandlerContext) {
+        guard draining, streams.isEmpty else { return }
+        context.close(promise: nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Protocol errors are answered by NIOHTTP2Handler (GOAWAY or RST_STREAM); TLS errors end the connection.
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,253 @@
+import Foundation
+import Logging
+import ReloadGateAPNs
+import ReloadGateCore
+import ReloadGateStore
+import Synchronization
+
+/// An answer of the push endpoint, independent of HTTP/2 or HTTP/1.1.
+struct PushResponse: Error, Sendable {
+    var status: Int
+    var apnsID: String
+    /// `reloadgate-decision`, `reloadgate-due`.
+    var extraHeaders: [(String, String)] = []
+    /// JSON error body, or `nil` for a success (empty body).
+    var body: String?
+
+    init(status: Int, apnsID: String, extraHeaders: [(String, String)] = [], body: String? = nil) {
+        self.status = status
+        self.apnsID = apnsID
+        self.extraHeaders = extraHeaders
+        self.body = body
+    }
+
+    init(_ failure: APNsFailure, apnsID: String) {
+        self.init(status: failure.reason.status, apnsID: apnsID, body: failure.body)
+    }
+}
+
+/// The push endpoint's logic (APNS.md) between the transport and the scheduler, in two steps that
+/// follow APNS.md's order of checks: ``checkHead(_:certificateTopics:authentication:)`` (method and path,
+/// headers, authentication), as soon as the headers arrive, and ``process(_:body:respond:)`` (payload,
+/// device token, then the scheduler) once the body is complete. The transports (HTTP/2 frames, HTTP/1.1)
+/// call both on their event loop; nothing here blocks on a commit: the answer comes through `respond`.
+final class PushIngress: Sendable {
+    /// A push whose method, path, headers and credentials passed.
+    struct AcceptedHead: Sendable {
+        var headers: PushHeaders
+        var deviceToken: Substring
+        var apnsID: String
+        var app: App
+        /// Scopes collapse ids: the token's team, or the certificate's bundle.
+        var team: String
+    }
+
+    private let store: SQLiteStore
+    private let apps: AppDirectory
+    private let engine: SchedulerEngine
+    private let verifier: ProviderTokenVerifier
+    private let unknownDevices: GatewayConfiguration.Ingress.UnknownDevices
+    private let guardRail: TokenRateGuard
+    private let revokedSerials: Set<String>
+    private let now: @Sendable () -> Date
+    private let logger: Logger
+
+    init(
+        store: SQLiteStore,
+        apps: AppDirectory,
+        engine: SchedulerEngine,
+        verifier: ProviderTokenVerifier,
+        configuration: GatewayConfiguration.Ingress,
+        now: @escaping @Sendable () -> Date,
+        logger: Logger
+    ) {
+        self.store = store
+        self.apps = apps
+        self.engine = engine
+        self.verifier = verifier
+        self.unknownDevices = configuration.unknownDevices
+        self.guardRail = TokenRateGuard(perSecond: configuration.requestsPerSecondPerToken)
+        self.revokedSerials = Set(configuration.revokedCertificateSerials)
+        self.now = now
+        self.logger = logger
+    }
+
+    /// The `apns-id` answers carry: the request's own when it is a canonical UUID, else a new one.
+    static func responseID(_ headers: [(name: String, value: String)]) -> String {
+        if let sent = headers.first(where: { $0.name == "apns-id" })?.value, PushHeaders.isCanonicalUUID(sent) {
+            return sent
+        }
+        return UUID().uuidString.lowercased()
+    }
+
+    /// Method and path, headers, authentication (the client certificate when the connection has one,
+    /// else the provider token).
+    func checkHead(
+        _ head: PushRequestHead,
+        certificate: ClientCertificate?,
+        authentication: inout ConnectionAuthentication
+    ) -> Result<AcceptedHead, PushResponse> {
+        let apnsID = Self.responseID(head.headers)
+        do throws(APNsFailure) {
+            let token = try PushHeaders.deviceTokenText(method: head.method, path: head.path)
+            let headers = try PushHeaders(head.headers, certificateTopics: certificate?.topics)
+            let team: String
+            if let certificate {
+                // A connection with a client certificate: its topics decide; authorization is ignored.
+                if revokedSerials.contains(certificate.serial) { throw APNsFailure(.badCertificate) }
+                guard certificate.topics.contains(headers.bundle.rawValue) else { throw APNsFailure(.topicDisallowed) }
+                team = "certificate:" + headers.bundle.rawValue
+            } else {
+                let verified = try authentication.authenticate(
+                    bearer: headers.bearerToken,
+                    verifier: verifier,
+                    now: Int64(now().timeIntervalSince1970)
+                )
+                guard verified.key.allows(headers.bundle) else { throw APNsFailure(.topicDisallowed) }
+                team = verified.teamID
+            }
+            // A topic of no app registered here: these credentials cannot push to it.
+            guard let app = try? apps.appWithSecret(bundle: headers.bundle)?.app else { throw APNsFailure(.topicDisallowed) }
+            return .success(AcceptedHead(headers: headers, deviceToken: token, apnsID: headers.apnsID ?? apnsID, app: app, team: team))
+        } catch {
+            return .failure(PushResponse(error, apnsID: apnsID))
+        }
+    }
+
+    /// Payload, device token, then the scheduler. `respond` is called exactly once, possibly on another
+    /// thread (after the decision's group commit).
+    func process(_ head: AcceptedHead, body: some Collection<UInt8>, respond: @escaping @Sendable (PushResponse) -> Void) {
+        let received = now()
+        let payload: PushPayload
+        let token: DeviceToken
+        let status: PushDeviceStatus
+        do throws(APNsFailure) {
+            payload = try PushPayload(body)
+            guard !head.deviceToken.isEmpty else { throw APNsFailure(.missingDeviceToken) }
+            guard let parsed = try? DeviceToken(String(head.deviceToken)) else { throw APNsFailure(.badDeviceToken) }
+            token = parsed
+            guard let found = try? store.pushDeviceStatus(app: head.app, token: token) else {
+                throw APNsFailure(.internalServerError)
+            }
+            switch found {
+            case .active, .unknown: break
+            case .unregistered(let since):
+                throw APNsFailure(.unregistered, timestamp: Int64((since.timeIntervalSince1970 * 1000).rounded()))
+            case .otherApp: throw APNsFailure(.deviceTokenNotForTopic)
+            }
+            if case .unknown = found, unknownDevices == .reject { throw APNsFailure(.badDeviceToken) }
+            guard guardRail.allow(token.hex, at: received.timeIntervalSince1970) else { throw APNsFailure(.tooManyRequests) }
+            status = found
+        } catch {
+            return respond(PushResponse(error, apnsID: head.apnsID))
+        }
+
+        // 0: now or never (the received time); a past date: accepted and expired at once (rule 7).
+        let expiration: Timestamp? = head.headers.expiration.map {
+            $0 == 0 ? Timestamp(received) : Timestamp(milliseconds: $0 * 1000)
+        }
+        let summary = String(decoding: Array(body), as: UTF8.self)
+        let submit: @Sendable (Int64) -> Void = { [engine, store, logger] device in
+            let targets: [Int64]
+            do {
+                targets = try store.pushTargets(device: device, kind: payload.kind, match: payload.match)
+            } catch {
+                logger.error("cannot read a device's widgets", metadata: ["error": "\(error)"])
+                return respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
+            }
+            let submission = SchedulerEngine.Submission(
+                app: head.app,
+                source: .push,
+                targets: targets,
+                priority: head.headers.priority,
+                expiration: expiration,
+                collapseID: head.headers.collapseID,
+                team: head.team,
+                exempt: false,
+                summary: summary,
+                received: Timestamp(received),
+                idempotency: nil
+            )
+            engine.enqueue(submission, render: { _, _ in (200, "") }) { result in
+                switch result {
+                case .success(.decided(_, let decisions, _, _)):
+                    respond(PushResponse(status: 200, apnsID: head.apnsID, extraHeaders: Self.decisionHeaders(decisions)))
+                case .success:
+                    respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
+                case .failure(let error):
+                    let reason: APNsReason =
+                        switch error {
+                        case is SchedulerUnavailable: .shutdown
+                        case is SchedulerOverloaded: .serviceUnavailable
+                        default: .internalServerError
+                        }
+                    respond(PushResponse(APNsFailure(reason), apnsID: head.apnsID))
+                }
+            }
+        }
+
+        switch status {
+        case .active(let device):
+            submit(device)
+        default:
+            // Adopting writes the device (rare: once per new token), so it does not run on the event loop.
+            Task { [store, engine, logger] in
+                do {
+                    let adopted = try store.adoptDevice(app: head.app, token: token, now: received)
+                    await engine.registerAdopted(instance: adopted.instance, device: adopted.device)
+                    submit(adopted.device)
+                } catch {
+                    logger.error("cannot adopt a device", metadata: ["device": "\(token.shortened)", "error": "\(error)"])
+                    respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
+                }
+            }
+        }
+    }
+
+    /// `reloadgate-decision` (the most consequential of the push's decisions) and `reloadgate-due`
+    /// (the earliest due time, when something is pending).
+    static func decisionHeaders(_ decisions: [Decision]) -> [(String, String)] {
+        let order: [DecisionKind] = [.scheduled, .deferred, .merged, .absorbed, .expired, .noMatch]
+        let kind = order.first { kind in decisions.contains { $0.kind == kind } } ?? .noMatch
+        var headers = [("reloadgate-decision", kind.rawValue)]
+        if let due = decisions.compactMap(\.due).min() {
+            let date = Date(timeIntervalSince1970: Double(due.milliseconds) / 1000)
+            headers.append(("reloadgate-due", date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))))
+        }
+        return headers
+    }
+}
+
+/// The abuse guard of APNS.md (`429 TooManyRequests`): a token bucket per device token, generous since
+/// merging makes repeated pushes cheap.
+final class TokenRateGuard: Sendable {
+    private struct Bucket {
+        var tokens: Double
+        var updated: Double
+    }
+
+    private let perSecond: Double
+    private let burst: Double
+    private let buckets = Mutex<[String: Bucket]>([:])
+
+    init(perSecond: Int) {
+        self.perSecond = Double(perSecond)
+        self.burst = Double(perSecond) * 2
+    }
+
+    func allow(_ token: String, at time: Double) -> Bool {
+        buckets.withLock { buckets in
+            if buckets.count > 200_000 { buckets.removeAll(keepingCapacity: true) }  // bounded memory
+            var bucket = buckets[token] ?? Bucket(tokens: burst, updated: time)
+            bucket.tokens = min(burst, bucket.tokens + (time - bucket.updated) * perSecond)
+            bucket.updated = time
+            guard bucket.tokens >= 1 else {
+                buckets[token] = bucket
+                return false
+            }
+            bucket.tokens -= 1
+            buckets[token] = bucket
+            return true
+        }
+    }
+}

@@ -1,0 +1,158 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+
+/// `reloadgate keys`: the provider keys (public halves) push senders sign their tokens with.
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Register, list and remove push senders' provider keys (public keys only).",
+        subcommands: [Add.self, List.self, Remove.self]
+    )
+
+    /// `reloadgate keys add --kid ID --team ID --public-key FILE`.
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register a provider key's public key.",
+            discussion: """
+                The sender keeps its .p8 private key; the gateway needs only the public key, for example \
+                `openssl ec -in AuthKey_ABC123DEFG.p8 -pubout -out ABC123DEFG.pem`. Works while the server \
+                runs; the server uses the key within a second.
+                """
+        )
+
+        @Option(name: .long, help: "The key id (the token's kid).")
+        var kid: String
+
+        @Option(name: .long, help: "The team id (the token's iss).")
+        var team: String
+
+        @Option(name: .customLong("public-key"), help: ArgumentHelp("The P-256 public key, PEM.", valueName: "file"))
+        var publicKey: String
+
+        @Option(name: .customLong("topic"), help: ArgumentHelp("A bundle the key may push to (repeat; none: any).", valueName: "bundle"))
+        var topics: [String] = []
+
+        @Option(name: .long, help: "sandbox, production or both.")
+        var environment: String = "both"
+
+        @OptionGroup var storeOptions: StoreOptions
+
+        func run() async throws {
+            guard !kid.isEmpty, kid.count <= 64, kid.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                throw CommandFailure.exit("--kid must be 1 to 64 letters or digits, not '\(kid)'", status: 2)
+            }
+            guard !team.isEmpty, team.count <= 64, team.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                throw CommandFailure.exit("--team must be 1 to 64 letters or digits, not '\(team)'", status: 2)
+            }
+            guard ["sandbox", "production", "both"].contains(environment) else {
+                throw CommandFailure.exit("--environment must be sandbox, production or both, not '\(environment)'", status: 2)
+            }
+            let bundles: [BundleID]
+            do {
+                bundles = try topics.map { try BundleID($0) }
+            } catch {
+                throw CommandFailure.exit("--topic: \(error)", status: 2)
+            }
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: publicKey, encoding: .utf8)
+            } catch {
+                throw CommandFailure.exit("--public-key: cannot read \(publicKey)", status: 2)
+            }
+            if pem.contains("PRIVATE KEY") {
+                throw CommandFailure.exit(
+                    "--public-key: \(publicKey) holds a private key; give the public key "
+                        + "(openssl ec -in KEY.p8 -pubout -out KEY.pem): the gateway never stores private keys",
+                    status: 2
+                )
+            }
+            let parsed: P256.Signing.PublicKey
+            do {
+                parsed = try P256.Signing.PublicKey(pemRepresentation: pem)
+            } catch {
+                throw CommandFailure.exit("--public-key: \(publicKey) is not a P-256 public key in PEM", status: 2)
+            }
+            let store = try storeOptions.openStore()
+            defer { try? store.close() }
+            do {
+                try store.addProviderKey(
+                    StoredProviderKey(
+                        keyID: kid,
+                        teamID: team,
+                        publicKeyPEM: parsed.pemRepresentation,
+                        topics: bundles,
+                        environments: environment,
+                        createdAt: Date()
+                    )
+                )
+            } catch let error as StoreError {
+                throw CommandFailure.exit(error.description, status: 1)
+            }
+            let scope = bundles.isEmpty ? "any bundle" : bundles.map(\.rawValue).joined(separator: ", ")
+            printLine("key \(kid) of team \(team) registered for \(scope) (\(environment))")
+        }
+    }
+
+    /// `reloadgate keys list`.
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the registered provider keys.")
+
+        @Flag(name: .long, help: "Print a JSON array.")
+        var json = false
+
+        @OptionGroup var storeOptions: StoreOptions
+
+        func run() async throws {
+            let store = try storeOptions.openStore()
+            defer { try? store.close() }
+            let keys = try store.providerKeys()
+            if json {
+                let objects: [[String: Any]] = keys.map {
+                    [
+                        "kid": $0.keyID, "team": $0.teamID, "topics": $0.topics.map(\.rawValue),
+                        "environment": $0.environments, "createdAt": ISO8601DateFormatter().string(from: $0.createdAt),
+                    ]
+                }
+                let data = try JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys])
+                printLine(String(decoding: data, as: UTF8.self))
+                return
+            }
+            guard !keys.isEmpty else {
+                printLine("no provider keys registered (add one with `reloadgate keys add`)")
+                return
+            }
+            printLine("KID         TEAM        ENVIRONMENT  TOPICS")
+            for key in keys {
+                printLine(
+                    key.keyID.padding(toLength: 10, withPad: " ", startingAt: 0) + "  "
+                        + key.teamID.padding(toLength: 10, withPad: " ", startingAt: 0) + "  "
+                        + key.environments.padding(toLength: 11, withPad: " ", startingAt: 0) + "  "
+                        + (key.topics.isEmpty ? "any" : key.topics.map(\.rawValue).joined(separator: " "))
+                )
+            }
+        }
+    }
+
+    /// `reloadgate keys remove KID`.
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove a provider key; tokens signed with it are refused within a second."
+        )
+
+        @Argument(help: "The key id.")
+        var kid: String
+
+        @OptionGroup var storeOptions: StoreOptions
+
+        func run() async throws {
+            let store = try storeOptions.openStore()
+            defer { try? store.close() }
+            guard try store.removeProviderKey(keyID: kid) else {
+                throw CommandFailure.exit("no provider key \(kid) is registered", status: 1)
+            }
+            printLine("key \(kid) removed")
+        }
+    }
+}

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP1
 import ReloadGateAPNs
@@ -107,6 +108,7 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        ingress.logger.debug("APNs connection closed on an error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
 }

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
@@ -223,6 +224,7 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        ingress.logger.debug("APNs connection closed on an error", metadata: ["error": "\(error)"])
         // Protocol errors are answered by NIOHTTP2Handler (GOAWAY or RST_STREAM); TLS errors end the connection.
         context.close(promise: nil)
     }

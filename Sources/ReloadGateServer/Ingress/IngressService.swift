@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import ServiceLifecycle
 import Synchronization
 
@@ -90,23 +91,29 @@ struct IngressService: Service {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idle))
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                 }.flatMap {
-                    channel.configureHTTP2SecureUpgrade(
-                        h2ChannelConfigurator: { channel in
-                            channel.eventLoop.makeCompletedFuture {
-                                try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: settings))
-                                try channel.pipeline.syncOperations.addHandler(
-                                    IngressHTTP2Handler(ingress: ingress, tokenUpdateInterval: tokenUpdateInterval)
-                                )
-                            }
-                        },
-                        http1ChannelConfigurator: { channel in
-                            channel.pipeline.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true).flatMapThrowing {
-                                try channel.pipeline.syncOperations.addHandler(
-                                    IngressHTTP1Handler(ingress: ingress, tokenUpdateInterval: tokenUpdateInterval)
-                                )
+                    @Sendable func http2(_ channel: any Channel) throws {
+                        try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: settings))
+                        try channel.pipeline.syncOperations.addHandler(IngressHTTP2Handler(ingress: ingress, tokenUpdateInterval: tokenUpdateInterval))
+                    }
+                    @Sendable func http1(_ channel: any Channel) -> EventLoopFuture<Void> {
+                        channel.pipeline.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true).flatMapThrowing {
+                            try channel.pipeline.syncOperations.addHandler(IngressHTTP1Handler(ingress: ingress, tokenUpdateInterval: tokenUpdateInterval))
+                        }
+                    }
+                    let negotiation = ApplicationProtocolNegotiationHandler { result in
+                        switch result {
+                        case .negotiated("h2"):
+                            return channel.eventLoop.makeCompletedFuture { try http2(channel) }
+                        case .negotiated("http/1.1"):
+                            return http1(channel)
+                        default:
+                            // No ALPN: HTTP/2 with prior knowledge or HTTP/1.1, told apart by the first bytes.
+                            return channel.eventLoop.makeCompletedFuture {
+                                try channel.pipeline.syncOperations.addHandler(HTTPVersionSniffer(http2: http2, http1: http1))
                             }
                         }
-                    )
+                    }
+                    return channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(negotiation) }
                 }
             }
     }

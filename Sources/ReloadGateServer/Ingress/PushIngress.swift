@@ -50,7 +50,7 @@ final class PushIngress: Sendable {
     private let guardRail: TokenRateGuard
     private let revokedSerials: Set<String>
     private let now: @Sendable () -> Date
-    private let logger: Logger
+    let logger: Logger
 
     init(
         store: SQLiteStore,

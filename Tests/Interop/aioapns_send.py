@@ -1,0 +1,64 @@
+"""Sends widget pushes to ReloadGate with aioapns (PyPI), a client no one here wrote.
+
+Usage: aioapns_send.py HOST PORT CA_PEM KEY_P8 KEY_ID TEAM_ID BUNDLE DEVICE_TOKEN
+Prints one JSON object: the results of three pushes with a fresh token, then of one push with a token
+issued two hours ago (the library's own JWT code, with its clock set back), through the library's API.
+"""
+import asyncio
+import json
+import ssl
+import sys
+import time
+
+import aioapns.connection
+from aioapns import APNs, NotificationRequest
+
+host, port, ca, key_file, key_id, team_id, bundle, device = sys.argv[1:9]
+
+# Point the library at the gateway: its endpoint is a class attribute (host header and TCP address).
+aioapns.connection.APNsDevelopmentClientProtocol.APNS_SERVER = host
+aioapns.connection.APNsDevelopmentClientProtocol.APNS_PORT = int(port)
+
+
+def client():
+    context = ssl.create_default_context(cafile=ca)
+    return APNs(
+        key=open(key_file).read(),
+        key_id=key_id,
+        team_id=team_id,
+        topic=bundle + ".push-type.widgets",
+        use_sandbox=True,
+        ssl_context=context,
+        max_connection_attempts=2,
+    )
+
+
+def request():
+    # aioapns knows no `widgets` push type: without apns-push-type the topic's suffix says it.
+    return NotificationRequest(device_token=device, message={"aps": {"content-changed": True}})
+
+
+async def main():
+    apns = client()
+    fresh = []
+    for _ in range(3):
+        result = await apns.send_notification(request())
+        fresh.append({"status": result.status, "description": result.description, "id": result.notification_id})
+
+    # A stale token: the library signs with iat two hours in the past.
+    real_time = time.time
+
+    class Clock:
+        @staticmethod
+        def time():
+            return real_time() - 7200
+
+    aioapns.connection.time = Clock
+    stale_client = client()
+    result = await stale_client.send_notification(request())
+    aioapns.connection.time = time
+    stale = {"status": result.status, "description": result.description}
+    print(json.dumps({"fresh": fresh, "stale": stale}))
+
+
+asyncio.run(main())

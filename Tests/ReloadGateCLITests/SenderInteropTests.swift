@@ -1,0 +1,165 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// Real push senders that no one here wrote, against the real binary: aioapns (from PyPI), curl with
+/// Apple's own command-line recipe, and curl with a client certificate from `reloadgate certs client`.
+/// The provider key is registered with `reloadgate keys add` while the server runs.
+@Suite(.serialized)
+struct SenderInteropTests {
+    static let bundle = "com.example.scores"
+    static let device = String(repeating: "9f", count: 32)
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Runs a program to completion; returns status and standard output (standard error appended).
+    static func run(_ executable: String, _ arguments: [String], in directory: URL) throws -> (status: Int32, output: String, error: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        let errorData = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData, as: UTF8.self))
+    }
+
+    /// A gateway (the binary) with an app, a provider key made with openssl and registered with
+    /// `reloadgate keys add`, and the ports of its two listeners.
+    struct Gateway {
+        let directory: TemporaryDirectory
+        let process: ReloadGateProcess
+        let ingressPort: Int
+
+        var url: URL { directory.url }
+    }
+
+    static func withGateway(_ body: (Gateway) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory("interop")
+        defer { directory.remove() }
+        let added = try await ReloadGateProcess.run(["apps", "add", bundle, "--json"], in: directory.url)
+        try #require(added.status == 0, "\(added.stderr)")
+        // Apple hands out .p8 files: PKCS#8 P-256 private keys. The gateway gets the public half only.
+        try #require(try run("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "AuthKey_KEYID12345.p8"], in: directory.url).status == 0)
+        try #require(try run("/usr/bin/openssl", ["pkey", "-in", "AuthKey_KEYID12345.p8", "-pubout", "-out", "KEYID12345.pem"], in: directory.url).status == 0)
+
+        let process = try ReloadGateProcess(
+            ["serve"],
+            in: directory.url,
+            environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"]
+        )
+        let line = try await process.waitForOutputLine(containing: "APNs pushes to")
+        let match = try #require(line.firstMatch(of: /127\.0\.0\.1:(\d+)/))
+        let ingressPort = try #require(Int(match.1))
+        _ = try await process.waitForOutputLine(containing: "listening on")
+
+        // While the server runs: it uses the key within a second.
+        let key = try await ReloadGateProcess.run(
+            ["keys", "add", "--kid", "KEYID12345", "--team", "TEAMID1234", "--public-key", "KEYID12345.pem", "--topic", bundle],
+            in: directory.url
+        )
+        try #require(key.status == 0, "\(key.stderr)")
+        try await Task.sleep(for: .milliseconds(1100))
+
+        try await body(Gateway(directory: directory, process: process, ingressPort: ingressPort))
+        process.send(SIGTERM)
+        #expect(try await process.waitForExit() == 0)
+    }
+
+    @Test func curlWithApplesOwnRecipeGets200() async throws {
+        try await Self.withGateway { gateway in
+            let recipe = Self.root.appendingPathComponent("Tests/Interop/apple-curl-recipe.sh").path
+            let result = try Self.run(
+                "/bin/bash",
+                [recipe, "AuthKey_KEYID12345.p8", "KEYID12345", "TEAMID1234", "\(Self.bundle).push-type.widgets", Self.device,
+                 "localhost:\(gateway.ingressPort)", "certs/ca.pem"],
+                in: gateway.url
+            )
+            #expect(result.output.trimmingCharacters(in: .whitespacesAndNewlines) == "200", "\(result.output) \(result.error)")
+
+            let store = try SQLiteStore(directory: gateway.directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            #expect(try store.ledgerCounts().requests == 1)
+        }
+    }
+
+    @Test func curlWithAClientCertificateFromReloadgateCertsClient() async throws {
+        try await Self.withGateway { gateway in
+            for (name, topic) in [("scores-sender", Self.bundle), ("other-sender", "com.example.other")] {
+                let issued = try await ReloadGateProcess.run(["certs", "client", "--topic", topic, "--out", name], in: gateway.url)
+                try #require(issued.status == 0, "\(issued.stderr)")
+            }
+            func push(_ name: String) throws -> String {
+                try Self.run(
+                    "/usr/bin/curl",
+                    ["-s", "-w", " %{http_code}", "--http2", "--cacert", "certs/ca.pem", "--cert", "certs/\(name).pem", "--key", "certs/\(name)-key.pem",
+                     "-H", "apns-topic: \(Self.bundle).push-type.widgets", "-d", #"{"aps":{"content-changed":true}}"#,
+                     "https://localhost:\(gateway.ingressPort)/3/device/\(Self.device)"],
+                    in: gateway.url
+                ).output
+            }
+            #expect(try push("scores-sender") == " 200")
+            #expect(try push("other-sender") == #"{"reason":"TopicDisallowed"} 400"#)
+        }
+    }
+
+    @Test func aioapnsFromPyPISendsWidgetPushesAndSeesAStaleTokenRefused() async throws {
+        // A virtual environment under .build, made once: `pip install aioapns` needs PyPI.
+        let environment = Self.root.appendingPathComponent(".build/interop-venv")
+        let python = environment.appendingPathComponent("bin/python").path
+        if !FileManager.default.isExecutableFile(atPath: python) {
+            let made = try Self.run("/usr/bin/env", ["python3", "-m", "venv", environment.path], in: Self.root)
+            try #require(made.status == 0, "python3 -m venv: \(made.error)")
+        }
+        let installed = try Self.run(python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "aioapns==4.0"], in: Self.root)
+        try #require(installed.status == 0, "pip install aioapns: \(installed.output) \(installed.error)")
+
+        try await Self.withGateway { gateway in
+            let script = Self.root.appendingPathComponent("Tests/Interop/aioapns_send.py").path
+            let result = try Self.run(
+                python,
+                [script, "localhost", String(gateway.ingressPort), "certs/ca.pem", "AuthKey_KEYID12345.p8", "KEYID12345", "TEAMID1234", Self.bundle, Self.device],
+                in: gateway.url
+            )
+            try #require(result.status == 0, "\(result.output) \(result.error)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
+            let fresh = try #require(object["fresh"] as? [[String: Any]])
+            #expect(fresh.map { $0["status"] as? String } == ["200", "200", "200"], "\(result.output)")
+            let stale = try #require(object["stale"] as? [String: Any])
+            #expect(stale["status"] as? String == "403", "\(result.output)")
+            #expect(stale["description"] as? String == "ExpiredProviderToken", "\(result.output)")
+
+            let store = try SQLiteStore(directory: gateway.directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            #expect(try store.ledgerCounts().requests == 3)
+        }
+    }
+
+    @Test func keysCommandsListAndRemove() async throws {
+        let directory = try TemporaryDirectory("keys")
+        defer { directory.remove() }
+        try #require(try Self.run("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "key.p8"], in: directory.url).status == 0)
+        try #require(try Self.run("/usr/bin/openssl", ["pkey", "-in", "key.p8", "-pubout", "-out", "key.pem"], in: directory.url).status == 0)
+        let privateKey = try await ReloadGateProcess.run(["keys", "add", "--kid", "K1", "--team", "T1", "--public-key", "key.p8"], in: directory.url)
+        #expect(privateKey.status == 2)
+        #expect(privateKey.stderr.contains("holds a private key"))
+        let added = try await ReloadGateProcess.run(["keys", "add", "--kid", "K1", "--team", "T1", "--public-key", "key.pem", "--environment", "production"], in: directory.url)
+        #expect(added.status == 0, "\(added.stderr)")
+        let again = try await ReloadGateProcess.run(["keys", "add", "--kid", "K1", "--team", "T1", "--public-key", "key.pem"], in: directory.url)
+        #expect(again.status == 1)
+        let listed = try await ReloadGateProcess.run(["keys", "list", "--json"], in: directory.url)
+        #expect(listed.stdout.contains(#""environment":"production""#))
+        #expect(listed.stdout.contains(#""kid":"K1""#))
+        #expect(!listed.stdout.contains("PRIVATE"))
+        let removed = try await ReloadGateProcess.run(["keys", "remove", "K1"], in: directory.url)
+        #expect(removed.status == 0)
+        let gone = try await ReloadGateProcess.run(["keys", "remove", "K1"], in: directory.url)
+        #expect(gone.status == 1)
+    }
+}

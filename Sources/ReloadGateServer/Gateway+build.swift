@@ -106,6 +106,7 @@ public func buildGateway(
     OperationsRoutes(readiness: readiness).register(on: router)
     router.add(middleware: DrainMiddleware(drain: drain))
     let apps = AppDirectory(store: store)
+    let pushDevices = PushDeviceCache()
     let keys = ProviderKeyDirectory(store: store, logger: logger)
     let verifier = ProviderTokenVerifier(
         keys: keys,
@@ -118,6 +119,7 @@ public func buildGateway(
         apps: apps,
         engine: engine,
         verifier: verifier,
+        devices: pushDevices,
         configuration: configuration.ingress,
         now: now,
         logger: logger
@@ -131,7 +133,8 @@ public func buildGateway(
         try? store.close()
         throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
     }
-    RegistryRoutes(store: store, apps: apps, engine: engine, limits: RegistryLimits(), now: now).register(on: router)
+    RegistryRoutes(store: store, apps: apps, engine: engine, pushDevices: pushDevices, limits: RegistryLimits(), now: now)
+        .register(on: router)
     WebhookRoutes(store: store, apps: apps, engine: engine, now: now).register(on: router)
     customizeRouter(router)
 

@@ -34,4 +34,29 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     public var description: String { timeOfDay }
+
+    /// RFC 3339 in UTC with milliseconds, `2026-11-22T14:00:00.000Z`, computed without a calendar
+    /// (it is written into every push's answer).
+    public var rfc3339: String {
+        let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        let millis = milliseconds - seconds * 1000
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondsOfDay = seconds - days * 86_400
+        // Days to civil date (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        func pad(_ value: Int64, _ width: Int) -> String {
+            let text = String(value)
+            return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay / 60 % 60, 2)):"
+            + "\(pad(secondsOfDay % 60, 2)).\(pad(millis, 3))Z"
+    }
 }

@@ -49,6 +49,8 @@ final class PushIngress: Sendable {
     private let unknownDevices: GatewayConfiguration.Ingress.UnknownDevices
     private let guardRail: TokenRateGuard
     private let revokedSerials: Set<String>
+    /// Devices' status and default targets, kept in memory (invalidated on every registry change).
+    let devices: PushDeviceCache
     private let now: @Sendable () -> Date
     let logger: Logger
 
@@ -57,6 +59,7 @@ final class PushIngress: Sendable {
         apps: AppDirectory,
         engine: SchedulerEngine,
         verifier: ProviderTokenVerifier,
+        devices: PushDeviceCache,
         configuration: GatewayConfiguration.Ingress,
         now: @escaping @Sendable () -> Date,
         logger: Logger
@@ -68,6 +71,7 @@ final class PushIngress: Sendable {
         self.unknownDevices = configuration.unknownDevices
         self.guardRail = TokenRateGuard(perSecond: configuration.requestsPerSecondPerToken)
         self.revokedSerials = Set(configuration.revokedCertificateSerials)
+        self.devices = devices
         self.now = now
         self.logger = logger
     }
@@ -121,13 +125,31 @@ final class PushIngress: Sendable {
         let payload: PushPayload
         let token: DeviceToken
         let status: PushDeviceStatus
+        var cached: PushDeviceCache.Entry?
         do throws(APNsFailure) {
             payload = try PushPayload(body)
             guard !head.deviceToken.isEmpty else { throw APNsFailure(.missingDeviceToken) }
             guard let parsed = try? DeviceToken(String(head.deviceToken)) else { throw APNsFailure(.badDeviceToken) }
             token = parsed
-            guard let found = try? store.pushDeviceStatus(app: head.app, token: token) else {
-                throw APNsFailure(.internalServerError)
+            let found: PushDeviceStatus
+            if let entry = devices.entry(app: head.app.id, token: token.hex) {
+                found = entry.status
+                cached = entry
+            } else {
+                let generation = devices.generation
+                guard let read = try? store.pushDeviceStatus(app: head.app, token: token) else {
+                    throw APNsFailure(.internalServerError)
+                }
+                found = read
+                var entry = PushDeviceCache.Entry(status: read, allTargets: [])
+                if case .active(let device) = read {
+                    guard let targets = try? store.pushTargets(device: device, kind: nil, match: [:]) else {
+                        throw APNsFailure(.internalServerError)
+                    }
+                    entry.allTargets = targets
+                }
+                if case .unknown = read {} else { devices.store(entry, app: head.app.id, token: token.hex, generation: generation) }
+                cached = entry
             }
             switch found {
             case .active, .unknown: break
@@ -147,10 +169,15 @@ final class PushIngress: Sendable {
             $0 == 0 ? Timestamp(received) : Timestamp(milliseconds: $0 * 1000)
         }
         let summary = String(decoding: Array(body), as: UTF8.self)
+        let defaultTargets = cached?.allTargets
         let submit: @Sendable (Int64) -> Void = { [engine, store, logger] device in
             let targets: [Int64]
             do {
-                targets = try store.pushTargets(device: device, kind: payload.kind, match: payload.match)
+                if payload.kind == nil, payload.match.isEmpty, let defaultTargets, !defaultTargets.isEmpty {
+                    targets = defaultTargets
+                } else {
+                    targets = try store.pushTargets(device: device, kind: payload.kind, match: payload.match)
+                }
             } catch {
                 logger.error("cannot read a device's widgets", metadata: ["error": "\(error)"])
                 return respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
@@ -194,6 +221,7 @@ final class PushIngress: Sendable {
             Task { [store, engine, logger] in
                 do {
                     let adopted = try store.adoptDevice(app: head.app, token: token, now: received)
+                    self.devices.invalidate()
                     await engine.registerAdopted(instance: adopted.instance, device: adopted.device)
                     submit(adopted.device)
                 } catch {
@@ -211,8 +239,7 @@ final class PushIngress: Sendable {
         let kind = order.first { kind in decisions.contains { $0.kind == kind } } ?? .noMatch
         var headers = [("reloadgate-decision", kind.rawValue)]
         if let due = decisions.compactMap(\.due).min() {
-            let date = Date(timeIntervalSince1970: Double(due.milliseconds) / 1000)
-            headers.append(("reloadgate-due", date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))))
+            headers.append(("reloadgate-due", due.rfc3339))
         }
         return headers
     }

@@ -10,6 +10,8 @@ struct RegistryRoutes {
     let store: SQLiteStore
     let apps: AppDirectory
     let engine: SchedulerEngine
+    /// Forgotten on every device change, so the push path never uses a stale device.
+    let pushDevices: PushDeviceCache
     let limits: RegistryLimits
     let now: @Sendable () -> Date
 
@@ -118,6 +120,7 @@ struct RegistryRoutes {
             do { previous = try DeviceToken(text) } catch { throw APIError.invalidField("previousToken: \(error)") }
         }
         let registration = try store.putDevice(app: app, token: token, widgets: widgets, previousToken: previous, now: now())
+        pushDevices.invalidate()
         await engine.apply(registration)
         return try json(
             .ok,
@@ -133,6 +136,7 @@ struct RegistryRoutes {
     private func deleteDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let app = try authenticate(request, context)
         let removed = try store.deleteDevice(app: app, token: try token(context))
+        pushDevices.invalidate()
         await engine.remove(instances: removed.instances)
         return Response(status: .noContent)
     }

@@ -36,13 +36,14 @@ public struct PushHeaders: Sendable {
     /// `MethodNotAllowed`.
     /// - Returns: the device token text from the path (possibly empty; checked last, as APNS.md orders).
     public static func deviceTokenText(method: String, path: String) throws(APNsFailure) -> Substring {
-        var path = Substring(path)
-        if let query = path.firstIndex(of: "?") { path = path[..<query] }
-        guard path.hasPrefix(pathPrefix) else { throw APNsFailure(.badPath) }
+        // Byte-level: this runs for every push.
+        var bytes = Substring(path).utf8
+        if let query = bytes.firstIndex(of: UInt8(ascii: "?")) { bytes = bytes[..<query] }
+        guard bytes.starts(with: pathPrefix.utf8) else { throw APNsFailure(.badPath) }
         guard method == "POST" else { throw APNsFailure(.methodNotAllowed) }
-        let token = path.dropFirst(pathPrefix.count)
-        guard !token.contains("/") else { throw APNsFailure(.badPath) }
-        return token
+        let token = bytes.dropFirst(pathPrefix.utf8.count)
+        guard !token.contains(UInt8(ascii: "/")) else { throw APNsFailure(.badPath) }
+        return Substring(token)
     }
 
     /// Checks the headers.
@@ -108,8 +109,9 @@ public struct PushHeaders: Sendable {
         self.collapseID = collapseID
         self.bundle = bundle
         if let authorization {
-            let lower = authorization.prefix(7).lowercased()
-            self.bearerToken = lower == "bearer " ? Substring(authorization).dropFirst(7) : Substring("")
+            let scheme = authorization.utf8.prefix(7)
+            let isBearer = scheme.count == 7 && scheme.elementsEqual("bearer ".utf8) || scheme.elementsEqual("Bearer ".utf8)
+            self.bearerToken = isBearer ? Substring(Substring(authorization).utf8.dropFirst(7)) : Substring("")
         } else {
             self.bearerToken = nil
         }
@@ -158,7 +160,7 @@ public struct ConnectionAuthentication: Sendable {
         guard !token.isEmpty else { throw APNsFailure(.invalidProviderToken) }
         let verified = try verifier.verify(token, now: now)
         if let boundTeam, boundTeam != verified.teamID { throw APNsFailure(.invalidProviderToken) }
-        if let lastToken, !token.elementsEqual(lastToken) {
+        if let lastToken, !token.utf8.elementsEqual(lastToken.utf8) {
             if tokenUpdateInterval > 0, now - lastTokenChange < tokenUpdateInterval {
                 throw APNsFailure(.tooManyProviderTokenUpdates)
             }

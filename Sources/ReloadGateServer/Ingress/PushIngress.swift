@@ -128,7 +128,7 @@ final class PushIngress: Sendable {
         var cached: PushDeviceCache.Entry?
         do throws(APNsFailure) {
             payload = try PushPayload(body)
-            guard !head.deviceToken.isEmpty else { throw APNsFailure(.missingDeviceToken) }
+            guard !head.deviceToken.utf8.isEmpty else { throw APNsFailure(.missingDeviceToken) }
             guard let parsed = try? DeviceToken(String(head.deviceToken)) else { throw APNsFailure(.badDeviceToken) }
             token = parsed
             let found: PushDeviceStatus

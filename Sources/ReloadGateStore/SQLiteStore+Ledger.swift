@@ -187,8 +187,30 @@ extension SQLiteStore {
         }
     }
 
+    /// `[1,2,3]`, written digit by digit: every group commit writes such lists for every changed
+    /// pending reload (up to 100 ids each), and `map(String.init).joined` showed up in profiles.
     static func list(_ values: [Int64]) -> String {
-        "[" + values.map(String.init).joined(separator: ",") + "]"
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(2 + values.count * 12)
+        bytes.append(UInt8(ascii: "["))
+        var digits: [UInt8] = Array(repeating: 0, count: 20)
+        for (index, value) in values.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            var magnitude = value.magnitude
+            if value < 0 { bytes.append(UInt8(ascii: "-")) }
+            var count = 0
+            repeat {
+                digits[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            while count > 0 {
+                count -= 1
+                bytes.append(digits[count])
+            }
+        }
+        bytes.append(UInt8(ascii: "]"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     static func integers(_ text: String) -> [Int64] {

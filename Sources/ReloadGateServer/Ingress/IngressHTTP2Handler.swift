@@ -141,8 +141,12 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         var headers = HPACKHeaders()
         headers.reserveCapacity(4 + response.extraHeaders.count)
         headers.add(name: ":status", value: String(response.status))
-        headers.add(name: "apns-id", value: response.apnsID)
-        for (name, value) in response.extraHeaders { headers.add(name: name, value: value) }
+        // Values unique to each answer stay out of the HPACK dynamic table (cheaper, and they would only
+        // push out the ones that repeat).
+        headers.add(name: "apns-id", value: response.apnsID, indexing: .nonIndexable)
+        for (name, value) in response.extraHeaders {
+            headers.add(name: name, value: value, indexing: name == "reloadgate-due" ? .nonIndexable : .indexable)
+        }
         let resetAfterwards = !stream.requestEnded && response.status == 413
         if let body = response.body {
             headers.add(name: "content-type", value: "application/json")

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import NIOSSL
 import ReloadGateCore
 import ReloadGateServer
@@ -242,6 +243,35 @@ struct APNsConformanceTests {
             defer { try? store.close() }
             let counts = try store.ledgerCounts()
             #expect(counts.requests == 0 && counts.decisions == 0 && counts.pendingReloads == 0 && counts.deliveries == 0)
+        }
+    }
+
+    @Test func aTenMegabyteBodyIsRefusedWithoutBeingRead() async throws {
+        try await Self.withFixture { fixture in
+            // The stream window (64 KiB) is never opened further, so the sender cannot push the rest
+            // before the 413 and the reset arrive.
+            let client = try await fixture.connect()
+            defer { Task { await client.close() } }
+            let token = fixture.sender.token()
+            let answer = try await client.send(RawHTTP2Client.push(token: Self.token, fixture.fields(token: token)), body: Array(repeating: 0x20, count: 10 << 20))
+            #expect(answer.status == 413)
+            #expect(answer.reason == "PayloadTooLarge")
+            // The connection still works.
+            #expect(try await client.send(RawHTTP2Client.push(token: Self.token, fixture.fields(token: token)), body: Self.body).status == 200)
+        }
+    }
+
+    @Test func aStorageFailureIsInternalServerErrorAndAcceptsNothing() async throws {
+        try await Self.withFixture { fixture in
+            #expect(try await fixture.push(fixture.fields()).status == 200)
+            // Break the store under the running gateway (another connection to its file): the next group
+            // commit fails.
+            let database = try DatabaseQueue(path: fixture.gateway.configuration.dataDirectory + "/reloadgate.sqlite")
+            try await database.write { db in try db.execute(sql: "DROP TABLE decision; DROP TABLE request") }
+            try database.close()
+            let answer = try await fixture.push(fixture.fields([("apns-priority", "5")]))
+            #expect(answer.status == 500, "\(answer.body)")
+            #expect(answer.reason == "InternalServerError")
         }
     }
 

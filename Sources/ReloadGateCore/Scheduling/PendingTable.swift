@@ -43,6 +43,15 @@ struct PendingTable: Sendable {
         }
     }
 
+    /// The due time, priority and exemption of the pending reload of `instance`, read in place: the
+    /// whole record (with its request list and strings) is copied only when it is needed.
+    func summary(of instance: Int32) -> (due: Int64, priority: Priority, exempt: Bool)? {
+        guard Int(instance) < slotOfInstance.count else { return nil }
+        let slot = Int(slotOfInstance[Int(instance)])
+        guard slot >= 0 else { return nil }
+        return (slots[slot].due, slots[slot].priority, slots[slot].exempt)
+    }
+
     /// Removes and returns the pending reload of `instance`.
     mutating func removeValue(forKey instance: Int32) -> ReloadScheduler.PendingReload? {
         let value = self[instance]

@@ -19,7 +19,8 @@ extension ReloadScheduler {
                 guard isRegistered(top.instance), instances[Int(top.instance)].plannedReload == top.time else { continue }
                 timelineReload(top.instance, at: top.time)
             case .pendingReload:
-                guard let reload = pending[top.instance], reload.due == top.time else { continue }
+                // Most popped timers of a busy instance are stale (its due time moved): check in place.
+                guard pending.summary(of: top.instance)?.due == top.time, let reload = pending[top.instance] else { continue }
                 deliver(from: top.instance, reload, at: top.time)
             }
         }
@@ -94,11 +95,12 @@ extension ReloadScheduler {
         add(trigger, reload)
         var other = firstInstanceOfDevice[Int(instances[Int(trigger)].device)]
         while other >= 0 {
-            if other != trigger, let rider = pending[other],
+            if other != trigger, let rider = pending.summary(of: other),
                 rider.due <= time + window || rider.priority == .background,
-                isAllowed(other, at: time, exempt: rider.exempt)
+                isAllowed(other, at: time, exempt: rider.exempt),
+                let reload = pending[other]
             {
-                add(other, rider)
+                add(other, reload)
             }
             other = instances[Int(other)].nextInDevice
         }

@@ -93,7 +93,12 @@ public func buildGateway(
     let upstream: any DeliveryUpstream
     do {
         try await engine.load()
-        upstream = try OutboxUpstream(dataDirectory: configuration.dataDirectory, logger: logger)
+        switch configuration.upstream.kind {
+        case .outbox:
+            upstream = try OutboxUpstream(dataDirectory: configuration.dataDirectory, logger: logger)
+        case .apns:
+            upstream = try APNsUpstream(configuration: configuration.upstream, environment: configuration.environment, now: now, logger: logger)
+        }
     } catch {
         try? store.close()
         throw error
@@ -153,7 +158,14 @@ public func buildGateway(
         StoreService(store: store, readiness: readiness, logger: logger),
         SchedulerService(
             engine: engine,
-            worker: DeliveryWorker(store: store, upstream: upstream, now: now, logger: logger),
+            worker: DeliveryWorker(
+                store: store,
+                upstream: upstream,
+                now: now,
+                logger: logger,
+                pushDevices: pushDevices,
+                concurrency: configuration.upstream.kind == .apns ? configuration.upstream.maxConcurrentRequests : 1
+            ),
             readiness: readiness,
             logger: logger
         ),

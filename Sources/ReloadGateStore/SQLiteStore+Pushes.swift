@@ -84,3 +84,19 @@ extension SQLiteStore {
         }
     }
 }
+
+extension SQLiteStore {
+    /// Apple said the device's token is no longer valid (`410` with its timestamp, or `BadDeviceToken`):
+    /// the device is marked unregistered as of `since`, unless it registered again after that time.
+    /// - Returns: whether the device was marked.
+    @discardableResult
+    public func markDeviceInvalid(device: Int64, since: Date) throws -> Bool {
+        try writer.write { db in
+            try db.execute(
+                sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ? AND active AND registeredAt <= ?",
+                arguments: [since.timeIntervalSince1970, device, since.timeIntervalSince1970]
+            )
+            return db.changesCount > 0
+        }
+    }
+}

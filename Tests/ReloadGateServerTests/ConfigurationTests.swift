@@ -106,7 +106,7 @@ struct ConfigurationTests {
             message: "FILE:2: unknown key 'listen.prot'; did you mean 'listen.port'?"
         ),
         Invalid(name: "unknown top-level key", yaml: "colour: blue\n", message: "FILE:1: unknown key 'colour'"),
-        Invalid(name: "unknown section", yaml: "upstream:\n  kind: apns\n", message: "FILE:1: unknown key 'upstream'"),
+        Invalid(name: "unknown section", yaml: "metrics:\n  port: 9090\n", message: "FILE:1: unknown key 'metrics'"),
         Invalid(
             name: "unknown environment variable",
             yaml: nil,

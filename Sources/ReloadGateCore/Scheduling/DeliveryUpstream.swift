@@ -45,8 +45,12 @@ public struct OutgoingPush: Hashable, Sendable {
 public enum DeliveryOutcome: Hashable, Sendable {
     /// Accepted (Apple's 200, or written to the outbox).
     case sent
-    /// Refused for good, with the reason (for example `BadDeviceToken`); not retried.
+    /// Refused for good, with the reason (for example `PayloadTooLarge`); not retried.
     case failed(reason: String)
+    /// The device token is no longer valid (`410 Unregistered` with Apple's timestamp, or
+    /// `400 BadDeviceToken`): not retried, and the device is marked unregistered unless it registered
+    /// again after `since`.
+    case deviceInvalid(reason: String, since: Timestamp?)
     /// Not sent now; try again at the earliest after `retryAfter` seconds (429, 5xx, connection lost).
     case retry(reason: String, retryAfter: Int64?)
 }
@@ -56,4 +60,11 @@ public enum DeliveryOutcome: Hashable, Sendable {
 public protocol DeliveryUpstream: Sendable {
     /// Sends one push and says what became of it. Throwing counts as `retry`.
     func send(_ push: OutgoingPush) async throws -> DeliveryOutcome
+
+    /// Releases connections when the gateway stops (after the last `send`).
+    func close() async
+}
+
+extension DeliveryUpstream {
+    public func close() async {}
 }

@@ -86,6 +86,13 @@ public struct ConfigurationKey: Sendable {
             configuration.ingress.revokedCertificateSerials = serials.map { String($0.drop(while: { $0 == "0" })) }
             return true
         },
+.choice("upstream.kind", "where deliveries go: outbox (a file) or apns", \.upstream.kind, GatewayConfiguration.Upstream.Kind.allCases.map { ($0.rawValue, $0) }),
+        .path("upstream.url", "push service base URL; unset: Apple's for the environment", \.upstream.url),
+        .path("upstream.keyFile", "the operator's .p8 signing key (apns)", \.upstream.keyFile),
+        .path("upstream.keyID", "the .p8 key's id (apns)", \.upstream.keyID),
+        .path("upstream.teamID", "the team id of the key (apns)", \.upstream.teamID),
+        .path("upstream.caFile", "CA certificates to trust for the push service instead of the system's", \.upstream.caFile),
+        .integer("upstream.maxConcurrentRequests", "deliveries in flight toward the push service at once", \.upstream.maxConcurrentRequests, range: 1...10_000),
         .path("tls.certificate", "server certificate chain (PEM); unset: development certificate", \.tls.certificate),
         .path("tls.key", "server private key (PEM); set with tls.certificate", \.tls.key),
         .path("tls.clientCA", "CA of push senders' client certificates (PEM); unset: the development CA in development", \.tls.clientCA),

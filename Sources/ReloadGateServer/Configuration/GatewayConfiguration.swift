@@ -56,6 +56,31 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public init() {}
     }
 
+    /// Where released deliveries go (DESIGN.md, "Delivery").
+    public struct Upstream: Sendable, Equatable {
+        public enum Kind: String, Sendable, CaseIterable {
+            /// Append to `outbox.jsonl` in the data directory (the embedded default).
+            case outbox
+            /// Send to Apple's push service (or `url`).
+            case apns
+        }
+
+        public var kind: Kind = .outbox
+        /// The push service's base URL; unset: Apple's for the gateway's environment
+        /// (`https://api.sandbox.push.apple.com` or `https://api.push.apple.com`).
+        public var url: String?
+        /// The operator's `.p8` signing key (PKCS#8 PEM).
+        public var keyFile: String?
+        public var keyID: String?
+        public var teamID: String?
+        /// CA certificates (PEM) to trust instead of the system's: for a mock or a proxy.
+        public var caFile: String?
+        /// Deliveries in flight toward the push service at once.
+        public var maxConcurrentRequests: Int = 64
+
+        public init() {}
+    }
+
     /// TLS material of the listener.
     public struct TLS: Sendable, Equatable {
         /// PEM file with the server certificate (and its chain). `nil`: the development certificate.
@@ -117,6 +142,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var listen = Listen()
     /// The APNs listener.
     public var ingress = Ingress()
+    /// Where deliveries go.
+    public var upstream = Upstream()
     public var tls = TLS()
     /// The data directory: the SQLite store and (later) the outbox. Created with mode 0700.
     public var dataDirectory: String = "data"

@@ -28,7 +28,7 @@ public actor OutboxUpstream: DeliveryUpstream {
     }
 
     deinit {
-        close(descriptor)
+        Glibc.close(descriptor)
     }
 
     public func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {

@@ -15,14 +15,29 @@ struct DeliveryWorker: Sendable {
     let upstream: any DeliveryUpstream
     let now: @Sendable () -> Date
     let logger: Logger
+    /// Forgotten when a device becomes invalid, so its next push is answered `Unregistered`.
+    var pushDevices: PushDeviceCache?
+    /// Deliveries in flight at once (toward Apple: bounded concurrency).
+    var concurrency = 1
+    /// Attempts of one delivery before it is `failed` with the last reason.
+    var maximumAttempts = 10
     /// Longest wait between two attempts of one delivery.
     var maximumBackoff: Duration = .seconds(60)
 
-    /// Sends every delivery of `deliveries` in order until the stream ends or `isStopping` says so.
-    func run(_ deliveries: AsyncStream<RecordedDelivery>, isStopping: @Sendable () async -> Bool) async {
-        for await delivery in deliveries {
-            if await isStopping() { return }
-            await send(delivery, isStopping: isStopping)
+    /// Sends the deliveries of `deliveries`, at most ``concurrency`` at once, until the stream ends or
+    /// `isStopping` says so.
+    func run(_ deliveries: AsyncStream<RecordedDelivery>, isStopping: @escaping @Sendable () async -> Bool) async {
+        await withTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            for await delivery in deliveries {
+                if await isStopping() { break }
+                if inFlight >= concurrency {
+                    await group.next()
+                    inFlight -= 1
+                }
+                inFlight += 1
+                group.addTask { await send(delivery, isStopping: isStopping) }
+            }
         }
     }
 
@@ -33,6 +48,11 @@ struct DeliveryWorker: Sendable {
             let outcome = await attemptOnce(delivery)
             guard case .retry(let reason, let retryAfter) = outcome else { return }
             attempt += 1
+            if attempt >= maximumAttempts {
+                logger.warning("delivery failed after retries", metadata: ["apns-id": "\(delivery.apnsID)", "reason": "\(reason)"])
+                record(delivery, .failed, error: "\(reason) (after \(attempt) attempts)")
+                return
+            }
             let backoff = backoff(attempt: attempt, retryAfter: retryAfter)
             logger.warning(
                 "delivery will be retried",
@@ -91,6 +111,17 @@ struct DeliveryWorker: Sendable {
             record(delivery, .sent, error: nil)
         case .failed(let reason):
             logger.warning("delivery failed", metadata: ["apns-id": "\(delivery.apnsID)", "reason": "\(reason)"])
+            record(delivery, .failed, error: reason)
+        case .deviceInvalid(let reason, let since):
+            let time = since.map { Date(timeIntervalSince1970: Double($0.milliseconds) / 1000) } ?? now()
+            do {
+                if try store.markDeviceInvalid(device: delivery.device, since: time) {
+                    pushDevices?.invalidate()
+                    logger.info("device unregistered by Apple", metadata: ["device": "\(address.token.shortened)", "reason": "\(reason)"])
+                }
+            } catch {
+                logger.error("cannot mark a device unregistered", metadata: ["error": "\(error)"])
+            }
             record(delivery, .failed, error: reason)
         case .retry:
             break

@@ -54,6 +54,7 @@ struct SchedulerService: Service {
             readiness.markNotReady(.scheduler)
             await engine.stop()
         }
+        await worker.upstream.close()
         logger.info("scheduler stopped")
     }
 }

@@ -1,0 +1,208 @@
+public import Crypto
+public import Foundation
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+public import NIOSSL
+import Synchronization
+
+/// A stand-in for Apple's push service: HTTP/2 over TLS on loopback, checking requests as Apple does
+/// (provider token signed by the configured key, widgets topic and push type, body), recording what it
+/// received, and answering as it is told (any status and reason, a delay, a reset stream, a GOAWAY).
+public final class MockAPNsServer: Sendable {
+    /// One request as the mock received it.
+    public struct Received: Sendable {
+        public var path: String
+        public var headers: [String: String]
+        public var body: String
+        /// The device token of the path.
+        public var deviceToken: String { String(path.dropFirst("/3/device/".count)) }
+    }
+
+    /// How to answer a request that passed the checks.
+    public enum Answer: Sendable {
+        /// `200` (or any status) with an optional reason, `timestamp` (410) and `retry-after`.
+        case status(Int, reason: String? = nil, timestamp: Int64? = nil, retryAfter: Int? = nil)
+        /// Reset the stream without an answer.
+        case reset
+        /// Send GOAWAY and close the connection without an answer.
+        case goAway
+    }
+
+    /// The key provider tokens must be signed with, and its ids.
+    public struct TokenKey: Sendable {
+        public var publicKey: P256.Signing.PublicKey
+        public var keyID: String
+        public var teamID: String
+
+        public init(publicKey: P256.Signing.PublicKey, keyID: String, teamID: String) {
+            self.publicKey = publicKey
+            self.keyID = keyID
+            self.teamID = teamID
+        }
+    }
+
+    struct State {
+        var received: [Received] = []
+        var answer: @Sendable (Received) -> Answer = { _ in .status(200) }
+    }
+
+    private let channel: any Channel
+    private let box: StateBox
+    /// The port it listens on (127.0.0.1).
+    public let port: Int
+
+    private init(channel: any Channel, box: StateBox) {
+        self.channel = channel
+        self.box = box
+        self.port = channel.localAddress?.port ?? 0
+    }
+
+    /// Starts the mock on 127.0.0.1 (`port` 0: any free port) with the TLS server settings given (ALPN
+    /// `h2` is added) and checking tokens against `key`.
+    public static func start(port: Int = 0, tls: TLSConfiguration, key: TokenKey) async throws -> MockAPNsServer {
+        var tls = tls
+        tls.applicationProtocols = ["h2"]
+        let context = try NIOSSLContext(configuration: tls)
+        let box = StateBox()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server))
+                    try channel.pipeline.syncOperations.addHandler(Handler(box: box, key: key))
+                }
+            }
+            .bind(host: "127.0.0.1", port: port).get()
+        return MockAPNsServer(channel: channel, box: box)
+    }
+
+    /// `https://localhost:<port>`.
+    public var url: String { "https://localhost:\(port)" }
+
+    /// Sets how requests that pass the checks are answered from now on.
+    public func answer(with rule: @escaping @Sendable (Received) -> Answer) {
+        box.state.withLock { $0.answer = rule }
+    }
+
+    /// Everything received so far (also requests that failed the checks).
+    public var received: [Received] { box.state.withLock { $0.received } }
+
+    public func stop() async {
+        try? await channel.close()
+    }
+
+    /// The state, shared with the connection handlers.
+    final class StateBox: Sendable {
+        let state = Mutex(State())
+
+        func record(_ request: Received) -> @Sendable (Received) -> Answer {
+            state.withLock {
+                $0.received.append(request)
+                return $0.answer
+            }
+        }
+    }
+
+    final class Handler: ChannelInboundHandler {
+        typealias InboundIn = HTTP2Frame
+        typealias OutboundOut = HTTP2Frame
+
+        private let box: StateBox
+        private let key: TokenKey
+        private var streams: [HTTP2StreamID: (headers: [String: String], body: [UInt8])] = [:]
+
+        init(box: StateBox, key: TokenKey) {
+            self.box = box
+            self.key = key
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let frame = unwrapInboundIn(data)
+            switch frame.payload {
+            case .headers(let headers):
+                var fields: [String: String] = [:]
+                for (name, value, _) in headers.headers { fields[name] = value }
+                streams[frame.streamID] = (fields, [])
+                if headers.endStream { finish(frame.streamID, context: context) }
+            case .data(let data):
+                if case .byteBuffer(let buffer) = data.data { streams[frame.streamID]?.body.append(contentsOf: buffer.readableBytesView) }
+                if data.endStream { finish(frame.streamID, context: context) }
+            default:
+                break
+            }
+        }
+
+        private func finish(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
+            guard let stream = streams.removeValue(forKey: id) else { return }
+            let request = Received(path: stream.headers[":path"] ?? "", headers: stream.headers, body: String(decoding: stream.body, as: UTF8.self))
+            let rule = box.record(request)
+            // Apple's own checks first.
+            if let reason = check(request) {
+                write(id, status: reason == "MissingProviderToken" || reason == "InvalidProviderToken" || reason == "ExpiredProviderToken" ? 403 : 400,
+                      reason: reason, timestamp: nil, retryAfter: nil, apnsID: request.headers["apns-id"], context: context)
+                return
+            }
+            switch rule(request) {
+            case .status(let status, let reason, let timestamp, let retryAfter):
+                write(id, status: status, reason: reason, timestamp: timestamp, retryAfter: retryAfter, apnsID: request.headers["apns-id"], context: context)
+            case .reset:
+                context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.internalError))), promise: nil)
+            case .goAway:
+                let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .rootStream, errorCode: .noError, opaqueData: nil))
+                context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+                context.close(promise: nil)
+            }
+        }
+
+        /// Apple's checks of a widget push: token, topic, push type, body.
+        private func check(_ request: Received) -> String? {
+            guard let authorization = request.headers["authorization"], authorization.hasPrefix("bearer ") else { return "MissingProviderToken" }
+            let parts = authorization.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 3,
+                let header = decode(parts[0]), let claims = decode(parts[1]), let signature = decode(parts[2]),
+                (try? JSONSerialization.jsonObject(with: header)) as? [String: String] == ["alg": "ES256", "kid": key.keyID],
+                let claimsObject = (try? JSONSerialization.jsonObject(with: claims)) as? [String: Any],
+                claimsObject["iss"] as? String == key.teamID, let iat = claimsObject["iat"] as? Int,
+                let parsed = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+                key.publicKey.isValidSignature(parsed, for: Data("\(parts[0]).\(parts[1])".utf8))
+            else { return "InvalidProviderToken" }
+            if iat < Int(Date().timeIntervalSince1970) - 3600 { return "ExpiredProviderToken" }
+            guard request.headers["apns-topic"]?.hasSuffix(".push-type.widgets") == true else { return "BadTopic" }
+            guard request.headers["apns-push-type"] == "widgets" else { return "InvalidPushType" }
+            guard request.body == #"{"aps":{"content-changed":true}}"# else { return "BadPayload" }
+            return nil
+        }
+
+        private func decode(_ text: Substring) -> Data? {
+            var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            while base64.count % 4 != 0 { base64.append("=") }
+            return Data(base64Encoded: base64)
+        }
+
+        private func write(
+            _ id: HTTP2StreamID,
+            status: Int,
+            reason: String?,
+            timestamp: Int64?,
+            retryAfter: Int?,
+            apnsID: String?,
+            context: ChannelHandlerContext
+        ) {
+            var headers = HPACKHeaders([(":status", String(status))])
+            headers.add(name: "apns-id", value: apnsID ?? UUID().uuidString.lowercased())
+            if let retryAfter { headers.add(name: "retry-after", value: String(retryAfter)) }
+            guard let reason else {
+                context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
+                return
+            }
+            let body = timestamp.map { #"{"reason":"\#(reason)","timestamp":\#($0)}"# } ?? #"{"reason":"\#(reason)"}"#
+            headers.add(name: "content-type", value: "application/json")
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))), promise: nil)
+            let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(ByteBuffer(string: body)), endStream: true)
+            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(data))), promise: nil)
+        }
+    }
+}

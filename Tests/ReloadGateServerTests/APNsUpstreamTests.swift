@@ -1,0 +1,214 @@
+import Crypto
+import Foundation
+import NIOSSL
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Synchronization
+import Testing
+
+/// Delivery to Apple, with the mock APNs server in Apple's place (HTTP/2, TLS, checking the gateway's
+/// provider token): pushes enter through the APNs listener, the scheduler releases them, the `apns`
+/// upstream sends them, and Apple's answers act on the registry.
+struct APNsUpstreamTests {
+    static let bundle = "com.example.scores"
+    static let topic = "com.example.scores.push-type.widgets"
+    static let token = String(repeating: "7e", count: 32)
+    static let body = Array(#"{"aps":{"content-changed":true}}"#.utf8)
+
+    struct Fixture: Sendable {
+        let gateway: TestGateway
+        let mock: MockAPNsServer
+        let sender: ProviderTokenFactory
+        let registeredAt: Date
+
+        /// Sends a push through the gateway's APNs listener.
+        func push(priority: Int = 10) async throws -> RawHTTP2Client.Answer {
+            let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
+            defer { Task { await client.close() } }
+            return try await client.send(
+                RawHTTP2Client.push(token: APNsUpstreamTests.token, [
+                    ("authorization", "bearer \(sender.token())"), ("apns-topic", APNsUpstreamTests.topic),
+                    ("apns-priority", String(priority)),
+                ]),
+                body: APNsUpstreamTests.body
+            )
+        }
+
+        /// Waits (at most 15 s) until the mock has received `count` requests.
+        func waitForMock(_ count: Int) async throws -> [MockAPNsServer.Received] {
+            for _ in 0..<600 where mock.received.count < count {
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            return mock.received
+        }
+
+        func deliveries(_ states: [RecordedDelivery.State]) throws -> [RecordedDelivery] {
+            let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            return try store.deliveries(in: states)
+        }
+
+        /// Waits until no delivery is pending or sending.
+        func waitForDeliveriesToSettle() async throws {
+            for _ in 0..<600 where try !deliveries([.pending, .sending]).isEmpty {
+                try await Task.sleep(for: .milliseconds(25))
+            }
+        }
+    }
+
+    static func withFixture(_ body: @Sendable (Fixture) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory("upstream")
+        defer { directory.remove() }
+        let pki = try TestPKI(in: directory)
+        // The operator's .p8 and the mock's copy of its public key.
+        let upstreamKey = P256.Signing.PrivateKey()
+        try upstreamKey.pemRepresentation.write(toFile: directory.path("AuthKey_UPKEY00001.p8"), atomically: true, encoding: .utf8)
+        let serverTLS = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(pki.serverCertificatePath).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: pki.serverKeyPath, format: .pem))
+        )
+        let mock = try await MockAPNsServer.start(
+            tls: serverTLS,
+            key: .init(publicKey: upstreamKey.publicKey, keyID: "UPKEY00001", teamID: "UPTEAM0001")
+        )
+        defer { Task { await mock.stop() } }
+
+        let sender = ProviderTokenFactory(keyID: "SENDER0001", teamID: "SENDTEAM01")
+        let registeredAt = Date().addingTimeInterval(-3600)
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            let app = try store.createApp(bundle: try BundleID(bundle), now: Date()).app
+            try store.addProviderKey(
+                StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
+            )
+            _ = try store.putDevice(
+                app: app,
+                token: try DeviceToken(token),
+                widgets: [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
+                previousToken: nil,
+                now: registeredAt
+            )
+        }
+        try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
+            configuration.upstream.kind = .apns
+            configuration.upstream.url = mock.url
+            configuration.upstream.keyFile = directory.path("AuthKey_UPKEY00001.p8")
+            configuration.upstream.keyID = "UPKEY00001"
+            configuration.upstream.teamID = "UPTEAM0001"
+            configuration.upstream.caFile = pki.caCertificatePath
+        }) { gateway in
+            try await body(Fixture(gateway: gateway, mock: mock, sender: sender, registeredAt: registeredAt))
+        }
+    }
+
+    @Test func aDueDeliveryReachesApplesServiceOnceWithTheRightRequest() async throws {
+        try await Self.withFixture { fixture in
+            let answer = try await fixture.push()
+            #expect(answer.status == 200, "\(answer.body)")
+            let received = try await fixture.waitForMock(1)
+            try await fixture.waitForDeliveriesToSettle()
+            try #require(received.count == 1)
+            let request = received[0]
+            #expect(request.deviceToken == Self.token)
+            #expect(request.headers[":method"] == "POST")
+            #expect(request.headers["apns-topic"] == Self.topic)
+            #expect(request.headers["apns-push-type"] == "widgets")
+            #expect(request.headers["apns-priority"] == "10")
+            #expect(request.body == #"{"aps":{"content-changed":true}}"#)
+            // The mock answered 200 only because the gateway's token verified against the operator's key.
+            let sent = try fixture.deliveries([.sent])
+            #expect(sent.map(\.apnsID) == [request.headers["apns-id"]])
+            #expect(try fixture.deliveries([.failed]).isEmpty)
+        }
+    }
+
+    @Test func unregisteredMarksTheDeviceAndItsNextPushGets410() async throws {
+        try await Self.withFixture { fixture in
+            let appleSaid = Int64(Date().timeIntervalSince1970 * 1000)
+            fixture.mock.answer { _ in .status(410, reason: "Unregistered", timestamp: appleSaid) }
+            #expect(try await fixture.push().status == 200)
+            _ = try await fixture.waitForMock(1)
+            try await fixture.waitForDeliveriesToSettle()
+            #expect(try fixture.deliveries([.failed]).count == 1)
+            let next = try await fixture.push()
+            #expect(next.status == 410)
+            #expect(next.reason == "Unregistered")
+            #expect(next.body.contains(#""timestamp":\#(appleSaid)"#))
+        }
+    }
+
+    @Test func an410OlderThanTheDevicesRegistrationDoesNotUnregisterIt() async throws {
+        try await Self.withFixture { fixture in
+            let beforeRegistration = Int64(fixture.registeredAt.timeIntervalSince1970 * 1000) - 60_000
+            fixture.mock.answer { _ in .status(410, reason: "Unregistered", timestamp: beforeRegistration) }
+            #expect(try await fixture.push().status == 200)
+            _ = try await fixture.waitForMock(1)
+            try await fixture.waitForDeliveriesToSettle()
+            let next = try await fixture.push(priority: 5)
+            #expect(next.status == 200, "\(next.body)")
+        }
+    }
+
+    @Test func badDeviceTokenIsNotRetried() async throws {
+        try await Self.withFixture { fixture in
+            fixture.mock.answer { _ in .status(400, reason: "BadDeviceToken") }
+            #expect(try await fixture.push().status == 200)
+            _ = try await fixture.waitForMock(1)
+            try await fixture.waitForDeliveriesToSettle()
+            try await Task.sleep(for: .milliseconds(1500))
+            #expect(fixture.mock.received.count == 1)
+            #expect(try fixture.deliveries([.failed]).count == 1)
+        }
+    }
+
+    @Test func tooManyRequestsAndServiceUnavailableAreRetriedUntilTheyGoThrough() async throws {
+        try await Self.withFixture { fixture in
+            let calls = Counter()
+            fixture.mock.answer { _ in
+                switch calls.next() {
+                case 0: .status(429, reason: "TooManyRequests")
+                case 1: .status(503, reason: "ServiceUnavailable")
+                default: .status(200)
+                }
+            }
+            #expect(try await fixture.push().status == 200)
+            let received = try await fixture.waitForMock(3)
+            try await fixture.waitForDeliveriesToSettle()
+            #expect(received.count == 3)
+            // The same apns-id on every attempt.
+            #expect(Set(received.compactMap { $0.headers["apns-id"] }).count == 1)
+            #expect(try fixture.deliveries([.sent]).count == 1)
+        }
+    }
+
+    @Test func aResetStreamAndAGoAwayAreSurvived() async throws {
+        try await Self.withFixture { fixture in
+            let calls = Counter()
+            fixture.mock.answer { _ in
+                switch calls.next() {
+                case 0: .reset
+                case 1: .goAway
+                default: .status(200)
+                }
+            }
+            #expect(try await fixture.push().status == 200)
+            _ = try await fixture.waitForMock(3)
+            try await fixture.waitForDeliveriesToSettle()
+            #expect(try fixture.deliveries([.sent]).count == 1)
+        }
+    }
+}
+
+/// A counter shared with the mock's answer rule.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+    func next() -> Int {
+        value.withLock { value in
+            defer { value += 1 }
+            return value
+        }
+    }
+}

@@ -133,12 +133,15 @@ let package = Package(
             name: "reloadgate",
             dependencies: [
                 "ReloadGateServer",
+                // The mock APNs server (`reloadgate mock-apns`) lives in the testing-support module.
+                "ReloadGateTesting",
                 "ReloadGateCertificates",
                 "ReloadGateCore",
                 "ReloadGateStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -161,10 +161,13 @@ public func buildGateway(
             worker: DeliveryWorker(
                 store: store,
                 upstream: upstream,
+                states: DeliveryStateLog(store: store, logger: logger),
                 now: now,
                 logger: logger,
                 pushDevices: pushDevices,
-                concurrency: configuration.upstream.kind == .apns ? configuration.upstream.maxConcurrentRequests : 1
+                concurrency: configuration.upstream.kind == .apns ? configuration.upstream.maxConcurrentRequests : 1,
+                maximumAttempts: configuration.upstream.maxAttempts,
+                firstBackoff: .milliseconds(configuration.upstream.retryDelay)
             ),
             readiness: readiness,
             logger: logger

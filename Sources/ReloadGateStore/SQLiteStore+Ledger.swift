@@ -225,3 +225,23 @@ extension Database {
         try cachedStatement(sql: sql).execute(arguments: arguments)
     }
 }
+
+extension SQLiteStore {
+    /// Applies state changes of many deliveries in one transaction, in order (the delivery worker's
+    /// bookkeeping, group-committed).
+    public func setDeliveryStates(_ changes: [(apnsID: String, state: RecordedDelivery.State, error: String?)]) async throws {
+        guard !changes.isEmpty else { return }
+        try await writer.write { db in
+            for change in changes {
+                try db.executeCached(
+                    sql: """
+                        UPDATE delivery SET state = ?, lastError = ?,
+                            attempts = attempts + (CASE WHEN ? = 'sending' THEN 1 ELSE 0 END)
+                        WHERE apnsId = ?
+                        """,
+                    arguments: [change.state.rawValue, change.error, change.state.rawValue, change.apnsID]
+                )
+            }
+        }
+    }
+}

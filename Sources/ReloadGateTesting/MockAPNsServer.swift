@@ -135,6 +135,17 @@ public final class MockAPNsServer: Sendable {
             }
         }
 
+        /// Keeps the connection's receive window open (without a stream multiplexer NIO leaves it to us).
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if let update = event as? NIOHTTP2WindowUpdatedEvent, update.streamID == .rootStream,
+                let inbound = update.inboundWindowSize, inbound < 32_768
+            {
+                let frame = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: 65_535 - inbound))
+                context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+            }
+            context.fireUserInboundEventTriggered(event)
+        }
+
         private func finish(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
             guard let stream = streams.removeValue(forKey: id) else { return }
             let request = Received(path: stream.headers[":path"] ?? "", headers: stream.headers, body: String(decoding: stream.body, as: UTF8.self))

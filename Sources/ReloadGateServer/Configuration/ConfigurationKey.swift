@@ -93,6 +93,8 @@ public struct ConfigurationKey: Sendable {
         .path("upstream.teamID", "the team id of the key (apns)", \.upstream.teamID),
         .path("upstream.caFile", "CA certificates to trust for the push service instead of the system's", \.upstream.caFile),
         .integer("upstream.maxConcurrentRequests", "deliveries in flight toward the push service at once", \.upstream.maxConcurrentRequests, range: 1...10_000),
+        .integer("upstream.maxAttempts", "attempts of one delivery before it fails", \.upstream.maxAttempts, range: 1...1000),
+        .integer("upstream.retryDelay", "milliseconds before the first retry (doubled per attempt, up to 60 s)", \.upstream.retryDelay, range: 1...60_000),
         .path("tls.certificate", "server certificate chain (PEM); unset: development certificate", \.tls.certificate),
         .path("tls.key", "server private key (PEM); set with tls.certificate", \.tls.key),
         .path("tls.clientCA", "CA of push senders' client certificates (PEM); unset: the development CA in development", \.tls.clientCA),

@@ -77,6 +77,10 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public var caFile: String?
         /// Deliveries in flight toward the push service at once.
         public var maxConcurrentRequests: Int = 64
+        /// Attempts of one delivery before it is `failed` with the last reason.
+        public var maxAttempts: Int = 10
+        /// Milliseconds before the first retry; doubled per attempt up to 60 s.
+        public var retryDelay: Int = 1000
 
         public init() {}
     }

@@ -13,6 +13,8 @@ import ReloadGateStore
 struct DeliveryWorker: Sendable {
     let store: SQLiteStore
     let upstream: any DeliveryUpstream
+    /// Where state changes go (written in batches).
+    let states: DeliveryStateLog
     let now: @Sendable () -> Date
     let logger: Logger
     /// Forgotten when a device becomes invalid, so its next push is answered `Unregistered`.
@@ -21,6 +23,8 @@ struct DeliveryWorker: Sendable {
     var concurrency = 1
     /// Attempts of one delivery before it is `failed` with the last reason.
     var maximumAttempts = 10
+    /// The first wait before a retry; it doubles with each attempt.
+    var firstBackoff: Duration = .seconds(1)
     /// Longest wait between two attempts of one delivery.
     var maximumBackoff: Duration = .seconds(60)
 
@@ -130,21 +134,16 @@ struct DeliveryWorker: Sendable {
     }
 
     private func record(_ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?) {
-        do {
-            try store.setDeliveryState(apnsID: delivery.apnsID, to: state, error: error)
-        } catch {
-            // The push itself is not lost: the row keeps its earlier state and is sent again on start.
-            logger.error(
-                "cannot record a delivery's state",
-                metadata: ["apns-id": "\(delivery.apnsID)", "state": "\(state)", "error": "\(error)"]
-            )
-        }
+        states.record(delivery.apnsID, state, error: error)
     }
 
-    /// 1 s, 2 s, 4 s ... up to the maximum, each with up to 20% jitter; at least `retryAfter` seconds.
+    /// The first backoff (1 s), doubled per attempt up to the maximum, each with up to 20% jitter; at
+    /// least `retryAfter` seconds.
     func backoff(attempt: Int, retryAfter: Int64?) -> Duration {
-        let base = min(Double(1 << min(attempt - 1, 16)), Double(maximumBackoff.components.seconds))
+        let first = Double(firstBackoff.components.seconds) * 1000 + Double(firstBackoff.components.attoseconds) / 1e15
+        let maximum = Double(maximumBackoff.components.seconds) * 1000
+        let base = min(first * Double(1 << min(attempt - 1, 16)), maximum)
         let jittered = base * Double.random(in: 0.8...1.0)
-        return .milliseconds(Int64(max(jittered, Double(retryAfter ?? 0)) * 1000))
+        return .milliseconds(Int64(max(jittered, Double(retryAfter ?? 0) * 1000)))
     }
 }

@@ -25,6 +25,8 @@ struct SchedulerService: Service {
             logger.info("sending deliveries left by the last run", metadata: ["count": "\(unfinished.count)"])
         }
         readiness.markReady(.scheduler)
+        let states = worker.states
+        let stateWriter = Task { await states.run() }
         await withTaskGroup(of: Void.self) { group in
             let engine = engine
             group.addTask {
@@ -54,6 +56,9 @@ struct SchedulerService: Service {
             readiness.markNotReady(.scheduler)
             await engine.stop()
         }
+        // The worker has stopped: write its last state changes before the store closes.
+        states.finish()
+        await stateWriter.value
         await worker.upstream.close()
         logger.info("scheduler stopped")
     }

@@ -1,0 +1,140 @@
+import Crypto
+import Foundation
+import GRDB
+import NIOSSL
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Synchronization
+import Testing
+
+/// Apple failing at random while 10,000 reloads are due: afterwards every one is either delivered or
+/// `failed` with a reason, none is lost and none is delivered twice.
+///
+/// Disabled: it fails today (issue 5, open). In a debug build about 5,200 requests reach the mock in two
+/// minutes, and requests whose answer came after the client gave up are retried, so some deliveries get
+/// two 200s and some failed ones had one. Enabled again when the delivery path passes it.
+struct DeliveryChaosTests {
+    static let bundle = "com.example.chaos"
+    static let deviceCount = 10_000
+
+    /// What the mock answered, per apns-id.
+    final class Answers: Sendable {
+        private let state = Mutex<(random: UInt64, byID: [String: [Int]])>((0x2545_F491_4F6C_DD1D, [:]))
+
+        /// 30% failures: 500, 503, 429 or a reset stream, chosen by a fixed-seed generator.
+        func answer(for request: MockAPNsServer.Received) -> MockAPNsServer.Answer {
+            state.withLock { state in
+                state.random ^= state.random << 13
+                state.random ^= state.random >> 7
+                state.random ^= state.random << 17
+                let roll = state.random % 100
+                let id = request.headers["apns-id"] ?? "?"
+                let answer: MockAPNsServer.Answer =
+                    switch roll {
+                    case 0..<8: .status(500, reason: "InternalServerError")
+                    case 8..<16: .status(503, reason: "ServiceUnavailable")
+                    case 16..<24: .status(429, reason: "TooManyRequests")
+                    case 24..<30: .reset
+                    default: .status(200)
+                    }
+                if case .status(let status, _, _, _) = answer {
+                    state.byID[id, default: []].append(status)
+                } else {
+                    state.byID[id, default: []].append(0)
+                }
+                return answer
+            }
+        }
+
+        var byID: [String: [Int]] { state.withLock { $0.byID } }
+    }
+
+    @Test(.disabled("fails today: unknown outcomes are retried and the debug delivery path is too slow (issue 5)"))
+    func thirtyPercentFailuresLoseNothingAndDeliverNothingTwice() async throws {
+        let directory = try TemporaryDirectory("chaos")
+        defer { directory.remove() }
+        let pki = try TestPKI(in: directory)
+        let key = P256.Signing.PrivateKey()
+        try key.pemRepresentation.write(toFile: directory.path("AuthKey.p8"), atomically: true, encoding: .utf8)
+        let mock = try await MockAPNsServer.start(
+            tls: TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(pki.serverCertificatePath).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: pki.serverKeyPath, format: .pem))
+            ),
+            key: .init(publicKey: key.publicKey, keyID: "CHAOSKEY01", teamID: "CHAOSTEAM1")
+        )
+        defer { Task { await mock.stop() } }
+        let answers = Answers()
+        mock.answer { answers.answer(for: $0) }
+
+        // 10,000 devices with one widget each, written in one transaction.
+        let credentials: AppCredentials
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+            try store.close()
+            let database = try DatabaseQueue(path: directory.path("data/reloadgate.sqlite"))
+            try await database.write { db in
+                let now = Date().timeIntervalSince1970 - 60
+                for index in 0..<Self.deviceCount {
+                    let token = String(format: "%08x", index) + String(repeating: "d", count: 56)
+                    try db.execute(
+                        sql: "INSERT INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)",
+                        arguments: [credentials.app.id, token, now]
+                    )
+                    try db.execute(
+                        sql: """
+                            INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
+                            VALUES (?, 'w', 'scores', 'systemSmall', '{}', 1)
+                            """,
+                        arguments: [db.lastInsertedRowID]
+                    )
+                }
+            }
+            try database.close()
+        }
+
+        try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
+            configuration.upstream.kind = .apns
+            configuration.upstream.url = mock.url
+            configuration.upstream.keyFile = directory.path("AuthKey.p8")
+            configuration.upstream.keyID = "CHAOSKEY01"
+            configuration.upstream.teamID = "CHAOSTEAM1"
+            configuration.upstream.caFile = pki.caCertificatePath
+            configuration.upstream.retryDelay = 20
+            configuration.upstream.maxAttempts = 6
+        }) { gateway in
+            let decided = try await gateway.withHTTPClient { client in
+                try await GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                    .reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: credentials.webhookSecret)
+            }
+            try #require(decided.status == 202, "\(decided.body)")
+            #expect((decided.json["decisions"] as? [String: Int])?["scheduled"] == Self.deviceCount)
+
+            let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            var open = -1
+            for _ in 0..<2400 where open != 0 {
+                try await Task.sleep(for: .milliseconds(50))
+                open = try store.deliveries(in: [.pending, .sending]).count
+            }
+            #expect(open == 0, "deliveries still open after two minutes")
+
+            let sent = try store.deliveries(in: [.sent])
+            let failed = try store.deliveries(in: [.failed])
+            // None lost: every due reload ended as a delivery that was sent or failed.
+            #expect(sent.count + failed.count == Self.deviceCount)
+            #expect(Set(sent.map(\.device)).count == sent.count)
+            // None delivered twice: each sent delivery got exactly one 200 from Apple, each failed one none.
+            let byID = answers.byID
+            let twice = sent.filter { (byID[$0.apnsID] ?? []).filter { $0 == 200 }.count > 1 }
+            #expect(twice.isEmpty, "\(twice.count) delivered twice")
+            #expect(sent.allSatisfy { (byID[$0.apnsID] ?? []).contains(200) })
+            #expect(failed.allSatisfy { !(byID[$0.apnsID] ?? []).contains(200) })
+            let retried = byID.values.filter { $0.count > 1 }.count
+            print("chaos: \(sent.count) sent, \(failed.count) failed after 6 attempts, \(retried) retried, \(mock.received.count) requests to the mock")
+        }
+    }
+}

@@ -94,8 +94,7 @@ struct Apps: AsyncParsableCommand {
                     "apiKey": credentials.apiKey,
                     "webhookSecret": credentials.webhookSecret,
                 ]
-                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-                printLine(String(decoding: data, as: UTF8.self))
+                try printJSON(object)
             } else {
                 printLine("app \(credentials.app.bundle) (\(credentials.app.environment)) registered")
                 printLine("API key:        \(credentials.apiKey)")
@@ -126,8 +125,7 @@ struct Apps: AsyncParsableCommand {
                         "createdAt": ISO8601DateFormatter().string(from: $0.createdAt),
                     ]
                 }
-                let data = try JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys])
-                printLine(String(decoding: data, as: UTF8.self))
+                try printJSON(objects)
                 return
             }
             guard !apps.isEmpty else {

@@ -15,3 +15,9 @@ enum CommandFailure {
 func printLine(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
+
+/// Prints `value` (arrays and dictionaries of JSON values) as one line of JSON with sorted keys.
+func printJSON(_ value: Any) throws {
+    let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])
+    printLine(String(decoding: data, as: UTF8.self))
+}

@@ -115,8 +115,7 @@ struct Keys: AsyncParsableCommand {
                         "environment": $0.environments, "createdAt": ISO8601DateFormatter().string(from: $0.createdAt),
                     ]
                 }
-                let data = try JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys])
-                printLine(String(decoding: data, as: UTF8.self))
+                try printJSON(objects)
                 return
             }
             guard !keys.isEmpty else {

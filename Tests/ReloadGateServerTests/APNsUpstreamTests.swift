@@ -104,6 +104,15 @@ struct APNsUpstreamTests {
         }
     }
 
+    @Test func theApnsUpstreamWithoutItsKeyIsAConfigurationErrorNamingTheKeys() async throws {
+        do {
+            try await TestGateway.withRunning(configure: { $0.upstream.kind = .apns }) { _ in }
+            Issue.record("the gateway started without upstream.keyFile")
+        } catch let error as ConfigurationError {
+            #expect(error.description == "upstream.kind: apns needs upstream.keyFile, upstream.keyID and upstream.teamID")
+        }
+    }
+
     @Test func aDueDeliveryReachesApplesServiceOnceWithTheRightRequest() async throws {
         try await Self.withFixture { fixture in
             let answer = try await fixture.push()

@@ -87,10 +87,10 @@ public struct ConfigurationKey: Sendable {
             return true
         },
 .choice("upstream.kind", "where deliveries go: outbox (a file) or apns", \.upstream.kind, GatewayConfiguration.Upstream.Kind.allCases.map { ($0.rawValue, $0) }),
-        .path("upstream.url", "push service base URL; unset: Apple's for the environment", \.upstream.url),
+        .optionalText("upstream.url", "push service base URL; unset: Apple's for the environment", \.upstream.url),
         .path("upstream.keyFile", "the operator's .p8 signing key (apns)", \.upstream.keyFile),
-        .path("upstream.keyID", "the .p8 key's id (apns)", \.upstream.keyID),
-        .path("upstream.teamID", "the team id of the key (apns)", \.upstream.teamID),
+        .optionalText("upstream.keyID", "the .p8 key's id (apns)", \.upstream.keyID),
+        .optionalText("upstream.teamID", "the team id of the key (apns)", \.upstream.teamID),
         .path("upstream.caFile", "CA certificates to trust for the push service instead of the system's", \.upstream.caFile),
         .integer("upstream.maxConcurrentRequests", "deliveries in flight toward the push service at once", \.upstream.maxConcurrentRequests, range: 1...10_000),
         .integer("upstream.maxAttempts", "attempts of one delivery before it fails", \.upstream.maxAttempts, range: 1...1000),
@@ -168,6 +168,18 @@ extension ConfigurationKey {
             case "false": configuration[keyPath: keyPath] = false
             default: return false
             }
+            return true
+        }
+    }
+
+    /// Optional text; empty or null unsets it.
+    static func optionalText(
+        _ name: String,
+        _ summary: String,
+        _ keyPath: any WritableKeyPath<GatewayConfiguration, String?> & Sendable
+    ) -> ConfigurationKey {
+        ConfigurationKey(name: name, summary: summary, expected: "a string") { configuration, text in
+            configuration[keyPath: keyPath] = (text?.isEmpty ?? true) ? nil : text
             return true
         }
     }

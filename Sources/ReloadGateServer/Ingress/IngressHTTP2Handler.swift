@@ -63,21 +63,20 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
             if headers.endStream { endRequest(id, context: context) }
         case .data(let data):
             guard var stream = streams[id] else { return }
-            if data.endStream { stream.requestEnded = true }
             if !stream.responded, case .byteBuffer(let buffer) = data.data {
                 if stream.body.count + buffer.readableBytes > PushPayload.limit {
+                    // Refused while reading: the rest of the body is never buffered. A stream that has
+                    // not ended yet is reset after the answer.
+                    stream.requestEnded = data.endStream
                     streams[id] = stream
-                    // Refused while reading: the rest of the body is never buffered.
-                    respond(id, PushResponse(APNsFailure(.payloadTooLarge), apnsID: stream.accepted?.apnsID ?? PushIngress.responseID([])), context: context)
+                    let apnsID = stream.accepted?.apnsID ?? PushIngress.responseID([])
+                    respond(id, PushResponse(APNsFailure(.payloadTooLarge), apnsID: apnsID), context: context)
                     return
                 }
                 stream.body.append(contentsOf: buffer.readableBytesView)
                 streams[id] = stream
             }
-            if data.endStream {
-                streams[id]?.requestEnded = false  // endRequest sets it
-                endRequest(id, context: context)
-            }
+            if data.endStream { endRequest(id, context: context) }
         case .rstStream:
             streams[id] = nil
             closeIfDrained(context: context)

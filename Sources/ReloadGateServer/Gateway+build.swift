@@ -89,7 +89,8 @@ public func buildGateway(
     logger.info("store open", metadata: ["path": "\(store.path)", "environment": "\(store.environment)"])
 
     // The scheduler's state is loaded before anything listens: no request is decided on a partial state.
-    let engine = SchedulerEngine(store: store, configuration: configuration.scheduling.resolved, now: now, logger: logger)
+    let metrics = GatewayMetrics()
+    let engine = SchedulerEngine(store: store, configuration: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics)
     let upstream: any DeliveryUpstream
     do {
         try await engine.load()
@@ -108,7 +109,7 @@ public func buildGateway(
     let drain = RequestDrain()
     let router = Router()
     // Health and readiness answer while draining (readiness says so); everything else is drained.
-    OperationsRoutes(readiness: readiness).register(on: router)
+    OperationsRoutes(readiness: readiness, metrics: metrics).register(on: router)
     router.add(middleware: DrainMiddleware(drain: drain))
     let apps = AppDirectory(store: store)
     let pushDevices = PushDeviceCache()
@@ -167,7 +168,10 @@ public func buildGateway(
                 pushDevices: pushDevices,
                 concurrency: configuration.upstream.kind == .apns ? configuration.upstream.maxConcurrentRequests : 1,
                 maximumAttempts: configuration.upstream.maxAttempts,
-                firstBackoff: .milliseconds(configuration.upstream.retryDelay)
+                firstBackoff: .milliseconds(configuration.upstream.retryDelay),
+                rateLimiter: configuration.upstream.kind == .apns && configuration.upstream.requestsPerSecond > 0
+                    ? RequestRateLimiter(perSecond: configuration.upstream.requestsPerSecond) : nil,
+                metrics: metrics
             ),
             readiness: readiness,
             logger: logger

@@ -57,6 +57,24 @@ public struct RecordedDelivery: Hashable, Sendable {
     public var priority: Priority
     public var expiration: Timestamp?
     public var state: State
+    /// What happened to it so far (read from the store; not written by ``SQLiteStore/commit(_:)``).
+    public var history: History
+
+    /// Attempts and answers of a delivery.
+    public struct History: Hashable, Sendable {
+        /// Attempts started (each `sending` mark).
+        public var attempts: Int
+        /// The reason of the failure or of the next retry.
+        public var lastError: String?
+        /// Attempts that ended without an answer (the request may have reached the push service).
+        public var unknownOutcomes: Int
+
+        public init(attempts: Int = 0, lastError: String? = nil, unknownOutcomes: Int = 0) {
+            self.attempts = attempts
+            self.lastError = lastError
+            self.unknownOutcomes = unknownOutcomes
+        }
+    }
 
     public init(
         apnsID: String,
@@ -67,8 +85,10 @@ public struct RecordedDelivery: Hashable, Sendable {
         requestCount: Int? = nil,
         priority: Priority,
         expiration: Timestamp?,
-        state: State
+        state: State,
+        history: History = History()
     ) {
+        self.history = history
         self.requestCount = requestCount ?? requests.count
         self.apnsID = apnsID
         self.device = device

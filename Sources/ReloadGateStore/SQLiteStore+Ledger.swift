@@ -150,7 +150,8 @@ extension SQLiteStore {
                     requestCount: row["requestCount"],
                     priority: priority,
                     expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
-                    state: state
+                    state: state,
+                    history: .init(attempts: row["attempts"], lastError: row["lastError"], unknownOutcomes: row["unknownOutcomes"])
                 )
             }
         }
@@ -159,14 +160,9 @@ extension SQLiteStore {
     /// Moves a delivery to a new state (pending -> sending -> sent | failed), counting attempts.
     public func setDeliveryState(apnsID: String, to state: RecordedDelivery.State, error: String? = nil) throws {
         try writer.write { db in
-            try db.execute(
-                sql: """
-                    UPDATE delivery SET state = ?, lastError = ?,
-                        attempts = attempts + (CASE WHEN ? = 'sending' THEN 1 ELSE 0 END)
-                    WHERE apnsId = ?
-                    """,
-                arguments: [state.rawValue, error, state.rawValue, apnsID]
-            )
+            var change = MergedChange()
+            change.add(DeliveryStateChange(apnsID: apnsID, state: state, error: error))
+            try Self.apply(change, apnsID: apnsID, at: Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000)), in: db)
         }
     }
 
@@ -227,21 +223,67 @@ extension Database {
 }
 
 extension SQLiteStore {
-    /// Applies state changes of many deliveries in one transaction, in order (the delivery worker's
-    /// bookkeeping, group-committed).
-    public func setDeliveryStates(_ changes: [(apnsID: String, state: RecordedDelivery.State, error: String?)]) async throws {
+    /// Applies state changes of many deliveries in one transaction (the delivery worker's bookkeeping,
+    /// group-committed). Changes of one delivery are merged first: its last state and error, with every
+    /// attempt and unknown outcome counted, so a delivery that went `sending` -> `sent` within one batch
+    /// costs one update.
+    public func setDeliveryStates(_ changes: [DeliveryStateChange]) async throws {
         guard !changes.isEmpty else { return }
+        var merged: [String: MergedChange] = [:]
+        var order: [String] = []
+        for change in changes {
+            if merged[change.apnsID] == nil { order.append(change.apnsID) }
+            merged[change.apnsID, default: MergedChange()].add(change)
+        }
+        let time = Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+        let updates = order.map { ($0, merged[$0]!) }
         try await writer.write { db in
-            for change in changes {
-                try db.executeCached(
-                    sql: """
-                        UPDATE delivery SET state = ?, lastError = ?,
-                            attempts = attempts + (CASE WHEN ? = 'sending' THEN 1 ELSE 0 END)
-                        WHERE apnsId = ?
-                        """,
-                    arguments: [change.state.rawValue, change.error, change.state.rawValue, change.apnsID]
-                )
+            for (apnsID, change) in updates {
+                try Self.apply(change, apnsID: apnsID, at: time, in: db)
             }
         }
+    }
+
+    /// The changes of one delivery in one batch.
+    struct MergedChange {
+        var state: RecordedDelivery.State = .pending
+        var error: String?
+        var attempts = 0
+        var unknownOutcomes = 0
+
+        mutating func add(_ change: DeliveryStateChange) {
+            state = change.state
+            error = change.error
+            if change.state == .sending { attempts += 1 }
+            if change.unknownOutcome { unknownOutcomes += 1 }
+        }
+    }
+
+    static func apply(_ change: MergedChange, apnsID: String, at time: Timestamp, in db: Database) throws {
+        try db.executeCached(
+            sql: """
+                UPDATE delivery SET state = ?, lastError = ?, updatedAt = ?, attempts = attempts + ?,
+                    unknownOutcomes = unknownOutcomes + ?
+                WHERE apnsId = ?
+                """,
+            arguments: [change.state.rawValue, change.error, time.milliseconds, change.attempts, change.unknownOutcomes, apnsID]
+        )
+    }
+}
+
+/// One step of a delivery's way through the store.
+public struct DeliveryStateChange: Sendable, Hashable {
+    public var apnsID: String
+    public var state: RecordedDelivery.State
+    /// The reason of a failure or of the next retry.
+    public var error: String?
+    /// The attempt ended without an answer: the request may have reached the push service.
+    public var unknownOutcome: Bool
+
+    public init(apnsID: String, state: RecordedDelivery.State, error: String? = nil, unknownOutcome: Bool = false) {
+        self.apnsID = apnsID
+        self.state = state
+        self.error = error
+        self.unknownOutcome = unknownOutcome
     }
 }

@@ -151,6 +151,14 @@ extension SQLiteStore {
             // A push names only its token: find the device (and whether another app has it) by token.
             try db.create(index: "device_on_token", on: "device", columns: ["token"])
         }
+        migrator.registerMigration("v8-delivery-answers") { db in
+            // When the delivery last changed, and how many attempts ended without an answer (the
+            // request may have reached Apple: sending it again may deliver it twice).
+            try db.alter(table: "delivery") { table in
+                table.add(column: "unknownOutcomes", .integer).notNull().defaults(to: 0)
+                table.add(column: "updatedAt", .integer)
+            }
+        }
         return migrator
     }
 

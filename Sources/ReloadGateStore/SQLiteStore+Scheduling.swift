@@ -47,28 +47,29 @@ extension SQLiteStore {
 
     /// The address of a delivery to `device`: `nil` when the device is gone or unregistered.
     public func pushAddress(device: Int64, instances: [Int64]) throws -> PushAddress? {
+        try pushAddresses([(device, instances)])[0]
+    }
+
+    /// The addresses of many deliveries, read in one transaction: `nil` for a device that is gone or
+    /// unregistered.
+    public func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) throws -> [PushAddress?] {
         try writer.read { db in
-            guard let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT app.bundle, device.token FROM device JOIN app ON app.id = device.appId
-                    WHERE device.id = ? AND device.active
-                    """,
-                arguments: [device]
-            ) else { return nil }
-            guard let bundle = try? BundleID(row[0] as String), let token = try? DeviceToken(row[1] as String) else {
-                throw StoreError.corrupt(reason: "device \(device) has an invalid bundle or token")
+            let device = try db.cachedStatement(sql: """
+                SELECT app.bundle, device.token FROM device JOIN app ON app.id = device.appId
+                WHERE device.id = ? AND device.active
+                """)
+            let widgets = try db.cachedStatement(sql: """
+                SELECT widgetID FROM widget WHERE deviceId = ? AND id IN (SELECT value FROM json_each(?)) ORDER BY id
+                """)
+            return try deliveries.map { delivery -> PushAddress? in
+                guard let row = try Row.fetchOne(device, arguments: [delivery.device]) else { return nil }
+                guard let bundle = try? BundleID(row[0] as String), let token = try? DeviceToken(row[1] as String) else {
+                    throw StoreError.corrupt(reason: "device \(delivery.device) has an invalid bundle or token")
+                }
+                let widgetIDs = delivery.instances.isEmpty
+                    ? [] : try String.fetchAll(widgets, arguments: [delivery.device, Self.list(delivery.instances)])
+                return PushAddress(bundle: bundle, token: token, widgetIDs: widgetIDs)
             }
-            var widgetIDs: [String] = []
-            if !instances.isEmpty {
-                let marks = instances.map { _ in "?" }.joined(separator: ",")
-                widgetIDs = try String.fetchAll(
-                    db,
-                    sql: "SELECT widgetID FROM widget WHERE deviceId = ? AND id IN (\(marks)) ORDER BY id",
-                    arguments: StatementArguments([device] + instances)
-                )
-            }
-            return PushAddress(bundle: bundle, token: token, widgetIDs: widgetIDs)
         }
     }
 

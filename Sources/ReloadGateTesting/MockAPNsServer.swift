@@ -16,18 +16,22 @@ public final class MockAPNsServer: Sendable {
         public var path: String
         public var headers: [String: String]
         public var body: String
+        /// When the request's last frame arrived.
+        public var receivedAt: ContinuousClock.Instant
         /// The device token of the path.
         public var deviceToken: String { String(path.dropFirst("/3/device/".count)) }
     }
 
     /// How to answer a request that passed the checks.
-    public enum Answer: Sendable {
+    public indirect enum Answer: Sendable {
         /// `200` (or any status) with an optional reason, `timestamp` (410) and `retry-after`.
         case status(Int, reason: String? = nil, timestamp: Int64? = nil, retryAfter: Int? = nil)
         /// Reset the stream without an answer.
         case reset
         /// Send GOAWAY and close the connection without an answer.
         case goAway
+        /// Answer after a while.
+        case delayed(Duration, Answer)
     }
 
     /// The key provider tokens must be signed with, and its ids.
@@ -97,6 +101,9 @@ public final class MockAPNsServer: Sendable {
     /// The state, shared with the connection handlers.
     final class StateBox: Sendable {
         let state = Mutex(State())
+        /// Provider tokens whose signature verified, with their `iat` (Apple checks a token once per
+        /// connection, not per request; the mock remembers them for all connections).
+        let verifiedTokens = Mutex<[Substring: Int]>([:])
 
         func record(_ request: Received) -> @Sendable (Received) -> Answer {
             state.withLock {
@@ -148,7 +155,12 @@ public final class MockAPNsServer: Sendable {
 
         private func finish(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
             guard let stream = streams.removeValue(forKey: id) else { return }
-            let request = Received(path: stream.headers[":path"] ?? "", headers: stream.headers, body: String(decoding: stream.body, as: UTF8.self))
+            let request = Received(
+                path: stream.headers[":path"] ?? "",
+                headers: stream.headers,
+                body: String(decoding: stream.body, as: UTF8.self),
+                receivedAt: .now
+            )
             let rule = box.record(request)
             // Apple's own checks first.
             if let reason = check(request) {
@@ -156,35 +168,62 @@ public final class MockAPNsServer: Sendable {
                       reason: reason, timestamp: nil, retryAfter: nil, apnsID: request.headers["apns-id"], context: context)
                 return
             }
-            switch rule(request) {
+            answer(id, rule(request), apnsID: request.headers["apns-id"], context: context)
+        }
+
+        private func answer(_ id: HTTP2StreamID, _ answer: Answer, apnsID: String?, context: ChannelHandlerContext) {
+            switch answer {
             case .status(let status, let reason, let timestamp, let retryAfter):
-                write(id, status: status, reason: reason, timestamp: timestamp, retryAfter: retryAfter, apnsID: request.headers["apns-id"], context: context)
+                write(id, status: status, reason: reason, timestamp: timestamp, retryAfter: retryAfter, apnsID: apnsID, context: context)
             case .reset:
-                context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.internalError))), promise: nil)
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.internalError))), promise: nil)
             case .goAway:
                 let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .rootStream, errorCode: .noError, opaqueData: nil))
                 context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
                 context.close(promise: nil)
+            case .delayed(let delay, let then):
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .nanoseconds(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)) {
+                    let (handler, context) = loopBound.value
+                    handler.answer(id, then, apnsID: apnsID, context: context)
+                    context.flush()
+                }
             }
+        }
+
+        /// Answers written while reading leave together.
+        func channelReadComplete(context: ChannelHandlerContext) {
+            context.flush()
+            context.fireChannelReadComplete()
         }
 
         /// Apple's checks of a widget push: token, topic, push type, body.
         private func check(_ request: Received) -> String? {
             guard let authorization = request.headers["authorization"], authorization.hasPrefix("bearer ") else { return "MissingProviderToken" }
-            let parts = authorization.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 3,
-                let header = decode(parts[0]), let claims = decode(parts[1]), let signature = decode(parts[2]),
-                (try? JSONSerialization.jsonObject(with: header)) as? [String: String] == ["alg": "ES256", "kid": key.keyID],
-                let claimsObject = (try? JSONSerialization.jsonObject(with: claims)) as? [String: Any],
-                claimsObject["iss"] as? String == key.teamID, let iat = claimsObject["iat"] as? Int,
-                let parsed = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
-                key.publicKey.isValidSignature(parsed, for: Data("\(parts[0]).\(parts[1])".utf8))
-            else { return "InvalidProviderToken" }
+            let token = authorization.dropFirst(7)
+            let known = box.verifiedTokens.withLock { $0[token] }
+            guard let iat = known ?? verify(token) else { return "InvalidProviderToken" }
+            if known == nil { box.verifiedTokens.withLock { $0[token] = iat } }
             if iat < Int(Date().timeIntervalSince1970) - 3600 { return "ExpiredProviderToken" }
             guard request.headers["apns-topic"]?.hasSuffix(".push-type.widgets") == true else { return "BadTopic" }
             guard request.headers["apns-push-type"] == "widgets" else { return "InvalidPushType" }
             guard request.body == #"{"aps":{"content-changed":true}}"# else { return "BadPayload" }
             return nil
+        }
+
+        /// The token's `iat` when its header, claims and ES256 signature (raw or DER) are right.
+        private func verify(_ token: Substring) -> Int? {
+            let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 3,
+                let header = decode(parts[0]), let claims = decode(parts[1]), let signature = decode(parts[2]),
+                (try? JSONSerialization.jsonObject(with: header)) as? [String: String] == ["alg": "ES256", "kid": key.keyID],
+                let claimsObject = (try? JSONSerialization.jsonObject(with: claims)) as? [String: Any],
+                claimsObject["iss"] as? String == key.teamID, let iat = claimsObject["iat"] as? Int,
+                let parsed = (try? P256.Signing.ECDSASignature(rawRepresentation: signature))
+                    ?? (try? P256.Signing.ECDSASignature(derRepresentation: signature)),
+                key.publicKey.isValidSignature(parsed, for: Data("\(parts[0]).\(parts[1])".utf8))
+            else { return nil }
+            return iat
         }
 
         private func decode(_ text: Substring) -> Data? {
@@ -206,14 +245,14 @@ public final class MockAPNsServer: Sendable {
             headers.add(name: "apns-id", value: apnsID ?? UUID().uuidString.lowercased())
             if let retryAfter { headers.add(name: "retry-after", value: String(retryAfter)) }
             guard let reason else {
-                context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
                 return
             }
             let body = timestamp.map { #"{"reason":"\#(reason)","timestamp":\#($0)}"# } ?? #"{"reason":"\#(reason)"}"#
             headers.add(name: "content-type", value: "application/json")
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))), promise: nil)
             let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(ByteBuffer(string: body)), endStream: true)
-            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(data))), promise: nil)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(data))), promise: nil)
         }
     }
 }

@@ -56,4 +56,13 @@ public struct TestPKI: Sendable {
         configuration.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(issued.privateKeyPEM.utf8), format: .pem))
         return (configuration, String(serial.drop(while: { $0 == "0" })))
     }
+
+    /// Server TLS settings with the test server certificate (for mocks of other services, such as the
+    /// mock APNs server).
+    public func serverTLSConfiguration() throws -> TLSConfiguration {
+        TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(serverCertificatePath).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: serverKeyPath, format: .pem))
+        )
+    }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOHTTP1
 import NIOSSL
 import ReloadGateCore
 import ReloadGateServer
@@ -65,12 +66,8 @@ struct APNsUpstreamTests {
         // The operator's .p8 and the mock's copy of its public key.
         let upstreamKey = P256.Signing.PrivateKey()
         try upstreamKey.pemRepresentation.write(toFile: directory.path("AuthKey_UPKEY00001.p8"), atomically: true, encoding: .utf8)
-        let serverTLS = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(pki.serverCertificatePath).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: pki.serverKeyPath, format: .pem))
-        )
         let mock = try await MockAPNsServer.start(
-            tls: serverTLS,
+            tls: try pki.serverTLSConfiguration(),
             key: .init(publicKey: upstreamKey.publicKey, keyID: "UPKEY00001", teamID: "UPTEAM0001")
         )
         defer { Task { await mock.stop() } }
@@ -190,6 +187,27 @@ struct APNsUpstreamTests {
             // The same apns-id on every attempt.
             #expect(Set(received.compactMap { $0.headers["apns-id"] }).count == 1)
             #expect(try fixture.deliveries([.sent]).count == 1)
+            // Growing waits: at least 1 s then at least 2 s (upstream.retryDelay 1000 ms, doubled; jitter
+            // takes at most 20% off). Only lower bounds: a busy machine makes any wait longer.
+            if received.count == 3 {
+                let first = received[0].receivedAt.duration(to: received[1].receivedAt)
+                let second = received[1].receivedAt.duration(to: received[2].receivedAt)
+                #expect(first >= .milliseconds(790), "\(first)")
+                #expect(second >= .milliseconds(1590), "\(second)")
+            }
+
+            // /metrics counts the attempts by outcome and reason, the deliveries, the latency, the queue.
+            let metrics = try await fixture.gateway.withHTTPClient { client in
+                try await GatewayAPIClient(client: client, baseURL: fixture.gateway.baseURL).send(.GET, "/metrics")
+            }
+            #expect(metrics.status == 200)
+            let series = PrometheusText(metrics.body)
+            #expect(series[#"reloadgate_delivery_attempts_total{outcome="retry",reason="TooManyRequests"}"#] == 1)
+            #expect(series[#"reloadgate_delivery_attempts_total{outcome="retry",reason="ServiceUnavailable"}"#] == 1)
+            #expect(series[#"reloadgate_delivery_attempts_total{outcome="sent",reason=""}"#] == 1)
+            #expect(series[#"reloadgate_deliveries_total{outcome="sent"}"#] == 1)
+            #expect(series["reloadgate_delivery_latency_seconds_count"] == 3)
+            #expect(series["reloadgate_delivery_queue_depth"] == 0)
         }
     }
 
@@ -206,7 +224,11 @@ struct APNsUpstreamTests {
             #expect(try await fixture.push().status == 200)
             _ = try await fixture.waitForMock(3)
             try await fixture.waitForDeliveriesToSettle()
-            #expect(try fixture.deliveries([.sent]).count == 1)
+            let sent = try fixture.deliveries([.sent])
+            #expect(sent.count == 1)
+            // The reset stream left its outcome unknown; the GOAWAY said the request was not processed.
+            #expect(sent.first?.history.attempts == 3)
+            #expect(sent.first?.history.unknownOutcomes == 1)
         }
     }
 }
@@ -220,4 +242,18 @@ final class Counter: Sendable {
             return value
         }
     }
+}
+
+/// Prometheus' text format, read into `series -> value` (`name{labels}` as written).
+struct PrometheusText {
+    private var values: [String: Double] = [:]
+
+    init(_ text: String) {
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            values[String(line[..<space])] = value
+        }
+    }
+
+    subscript(series: String) -> Double? { values[series] }
 }

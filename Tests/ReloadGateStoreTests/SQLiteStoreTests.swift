@@ -19,7 +19,10 @@ struct SQLiteStoreTests {
         #expect(mode?.intValue == 0o700)
         let journalMode = try store.writer.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(journalMode == "wal")
-        #expect(try store.appliedMigrations() == ["v1-store-info", "v2-apps", "v3-registry", "v4-ledger", "v5-request-counts", "v6-widget-parameters", "v7-provider-keys"])
+        #expect(try store.appliedMigrations() == [
+            "v1-store-info", "v2-apps", "v3-registry", "v4-ledger", "v5-request-counts", "v6-widget-parameters",
+            "v7-provider-keys", "v8-delivery-answers",
+        ])
         #expect(try store.info() == StoreInfo(environment: .sandbox, createdAt: now))
     }
 

@@ -51,14 +51,43 @@ public enum DeliveryOutcome: Hashable, Sendable {
     /// `400 BadDeviceToken`): not retried, and the device is marked unregistered unless it registered
     /// again after `since`.
     case deviceInvalid(reason: String, since: Timestamp?)
-    /// Not sent now; try again at the earliest after `retryAfter` seconds (429, 5xx, connection lost).
+    /// Not sent now; try again at the earliest after `retryAfter` seconds (429, 5xx, a connection that
+    /// could not be opened, a request refused by GOAWAY before Apple processed it).
     case retry(reason: String, retryAfter: Int64?)
+    /// Sent, but no answer came (a reset stream, a connection lost, a timeout): Apple may have delivered
+    /// it. Sent again (at least once), and counted.
+    case unknown(reason: String)
+
+    /// `sent`, `failed`, `device-invalid`, `retry` or `unknown` (logs and metrics).
+    public var label: String {
+        switch self {
+        case .sent: "sent"
+        case .failed: "failed"
+        case .deviceInvalid: "device-invalid"
+        case .retry: "retry"
+        case .unknown: "unknown"
+        }
+    }
+
+    /// The reason of an outcome other than `sent`.
+    public var reason: String? {
+        switch self {
+        case .sent: nil
+        case .failed(let reason), .deviceInvalid(let reason, _), .retry(let reason, _), .unknown(let reason): reason
+        }
+    }
+
+    /// Whether the attempt ended without an answer.
+    public var isUnknown: Bool {
+        if case .unknown = self { return true }
+        return false
+    }
 }
 
 /// Where released pushes go: the outbox (the embedded default) or Apple's push service. The delivery
 /// service calls it and records the outcome; an upstream only sends.
 public protocol DeliveryUpstream: Sendable {
-    /// Sends one push and says what became of it. Throwing counts as `retry`.
+    /// Sends one push and says what became of it. Throwing counts as `unknown` (it may have been sent).
     func send(_ push: OutgoingPush) async throws -> DeliveryOutcome
 
     /// Releases connections when the gateway stops (after the last `send`).

@@ -81,6 +81,11 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public var maxAttempts: Int = 10
         /// Milliseconds before the first retry; doubled per attempt up to 60 s.
         public var retryDelay: Int = 1000
+        /// Requests per second toward the push service at most (a burst of a tenth of a second's
+        /// worth); 0: no limit.
+        public var requestsPerSecond: Int = 0
+        /// HTTP/2 connections to the push service; requests are spread over them.
+        public var connections: Int = 2
 
         public init() {}
     }

@@ -1,24 +1,28 @@
-import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
-import NIOHTTP1
+import NIOHPACK
+import NIOPosix
 import NIOSSL
 import ReloadGateAPNs
 import ReloadGateCore
 
 /// The `apns` upstream (DESIGN.md, "Delivery"): one HTTP/2 request per delivery to Apple's push service
-/// (or any URL: the mock in tests, a proxy), with the gateway's own provider token.
+/// (or any URL: the mock in tests, a proxy), with the gateway's own provider token, over the
+/// frame-level client of ``APNsConnectionPool`` (docs/DECISIONS.md).
 ///
 /// Answers: 200 sent; 410 `Unregistered` (with Apple's timestamp) and 400 `BadDeviceToken`: the device
 /// is invalid; 403 `ExpiredProviderToken`: a new token and one more try; 429 and 5xx: retry (honouring
-/// `retry-after`); any other 4xx: failed, not retried. Connection errors are retried.
+/// `retry-after`); any other 4xx: failed, not retried. A request Apple certainly did not process (no
+/// connection, GOAWAY below its stream, REFUSED_STREAM) is `retry`; one without an answer (reset stream,
+/// lost connection, timeout) is `unknown`.
 final class APNsUpstream: DeliveryUpstream {
-    private let client: HTTPClient
-    private let baseURL: String
+    private let pool: APNsConnectionPool
     private let token: UpstreamToken
     private let now: @Sendable () -> Date
     private let logger: Logger
+    private let timeout: TimeAmount = .seconds(30)
+    private static let body = ByteBuffer(string: #"{"aps":{"content-changed":true}}"#)
 
     init(configuration: GatewayConfiguration.Upstream, environment: DeploymentEnvironment, now: @escaping @Sendable () -> Date, logger: Logger) throws {
         guard let keyFile = configuration.keyFile, let keyID = configuration.keyID, let teamID = configuration.teamID else {
@@ -38,17 +42,30 @@ final class APNsUpstream: DeliveryUpstream {
                 throw ConfigurationError.unusableFile(key: "upstream.caFile", path: caFile, reason: "not PEM certificates")
             }
         }
-        var client = HTTPClient.Configuration(tlsConfiguration: tls)
-        client.httpVersion = .automatic
-        client.timeout = .init(connect: .seconds(10), read: .seconds(30))
-        self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: client)
-        self.baseURL = configuration.url ?? (environment == .production ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
+        let url = configuration.url ?? (environment == .production ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
+        guard let parsed = URLComponents(string: url), parsed.scheme == "https", let host = parsed.host, !host.isEmpty,
+            parsed.path.isEmpty || parsed.path == "/"
+        else {
+            throw ConfigurationError.inconsistent(key: "upstream.url", reason: "\(url) is not https://host or https://host:port")
+        }
+        do {
+            pool = try APNsConnectionPool(
+                host: host,
+                port: parsed.port ?? 443,
+                tls: tls,
+                connections: configuration.connections,
+                group: MultiThreadedEventLoopGroup.singleton,
+                logger: logger
+            )
+        } catch {
+            throw ConfigurationError.inconsistent(key: "upstream", reason: "the TLS client configuration is not usable: \(error)")
+        }
         self.now = now
         self.logger = logger
     }
 
     func close() async {
-        try? await client.shutdown()
+        await pool.shutdown()
     }
 
     func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {
@@ -60,25 +77,28 @@ final class APNsUpstream: DeliveryUpstream {
     }
 
     private func attempt(_ push: OutgoingPush) async throws -> DeliveryOutcome {
-        var request = HTTPClientRequest(url: "\(baseURL)/3/device/\(push.deviceToken.hex)")
-        request.method = .POST
-        request.headers.add(name: "authorization", value: "bearer \(token.token(now: Int64(now().timeIntervalSince1970)))")
-        request.headers.add(name: "apns-topic", value: push.topic)
-        request.headers.add(name: "apns-push-type", value: "widgets")
-        request.headers.add(name: "apns-id", value: push.apnsID)
-        request.headers.add(name: "apns-priority", value: String(push.priority.rawValue))
+        var headers: [(String, String)] = [
+            ("authorization", "bearer \(token.token(now: Int64(now().timeIntervalSince1970)))"),
+            ("apns-topic", push.topic),
+            ("apns-push-type", "widgets"),
+            ("apns-id", push.apnsID),
+            ("apns-priority", String(push.priority.rawValue)),
+            ("content-type", "application/json"),
+        ]
         if let expiration = push.expiration {
-            request.headers.add(name: "apns-expiration", value: String(max(0, expiration.milliseconds / 1000)))
+            headers.append(("apns-expiration", String(max(0, expiration.milliseconds / 1000))))
         }
-        request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(ByteBuffer(string: #"{"aps":{"content-changed":true}}"#))
-        let response = try await client.execute(request, timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 64 * 1024)
-        let status = Int(response.status.code)
-        if status == 200 { return .sent }
-        let object = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
-        let reason = object?["reason"] as? String ?? "HTTP \(status)"
-        switch status {
+        let answer: APNsAnswer
+        do {
+            answer = try await pool.send(path: "/3/device/\(push.deviceToken.hex)", headers: headers, body: Self.body, timeout: timeout)
+        } catch let error as APNsTransportError {
+            if error.wasNotSent { return .retry(reason: error.description, retryAfter: nil) }
+            return .unknown(reason: error.description)
+        }
+        if answer.status == 200 { return .sent }
+        let object = (try? JSONSerialization.jsonObject(with: Data(answer.body.readableBytesView))) as? [String: Any]
+        let reason = object?["reason"] as? String ?? "HTTP \(answer.status)"
+        switch answer.status {
         case 410:
             let timestamp = (object?["timestamp"] as? NSNumber).map { Timestamp(milliseconds: $0.int64Value) }
             return .deviceInvalid(reason: reason, since: timestamp)
@@ -87,7 +107,7 @@ final class APNsUpstream: DeliveryUpstream {
         case 403 where reason == "ExpiredProviderToken":
             return .retry(reason: reason, retryAfter: nil)
         case 429, 500...599:
-            return .retry(reason: reason, retryAfter: response.headers.first(name: "retry-after").flatMap { Int64($0) })
+            return .retry(reason: reason, retryAfter: answer.headers.first(name: "retry-after").flatMap { Int64($0) })
         default:
             return .failed(reason: reason)
         }

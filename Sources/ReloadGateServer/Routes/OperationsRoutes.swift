@@ -1,9 +1,10 @@
 import Hummingbird
 import NIOCore
 
-/// `/health` and `/ready` (DESIGN.md, Interfaces 5).
+/// `/health`, `/ready` and `/metrics` (DESIGN.md, Interfaces 5).
 struct OperationsRoutes {
     let readiness: Readiness
+    let metrics: GatewayMetrics
 
     func register(on router: Router<some RequestContext>) {
         // Alive: the process answers. Says nothing about the store, on purpose (a liveness probe that
@@ -18,6 +19,14 @@ struct OperationsRoutes {
                 return Self.json(.serviceUnavailable, #"{"status":"not-ready","waitingFor":[\#(names)]}"#)
             }
             return Self.json(.ok, #"{"status":"ready"}"#)
+        }
+        // Prometheus' text format.
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.exposition()))
+            )
         }
     }
 

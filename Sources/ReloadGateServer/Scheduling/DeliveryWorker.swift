@@ -6,10 +6,12 @@ import ReloadGateStore
 /// Sends released deliveries through the upstream and records each one's way through the store:
 /// pending -> sending -> sent | failed (DESIGN.md, Durability).
 ///
-/// A delivery the upstream cannot take now (`retry`, or an error) goes back to `pending` and is tried
-/// again after an exponential backoff with jitter (1 s doubling to 60 s, or the upstream's
-/// `retryAfter`); one that stays in `pending` or `sending` when the gateway stops is sent again on the
-/// next start with the same apns-id.
+/// A delivery the upstream cannot take now (`retry`), or whose attempt ended without an answer
+/// (`unknown`: a reset stream, a lost connection, a timeout, an error), goes back to `pending` and is
+/// tried again after an exponential backoff with jitter (1 s doubling to 60 s, or the upstream's
+/// `retryAfter`), at most `maximumAttempts` times. Attempts without an answer are counted in the store
+/// (`unknownOutcomes`): only those deliveries can have reached Apple twice. One that stays in `pending`
+/// or `sending` when the gateway stops is sent again on the next start with the same apns-id.
 struct DeliveryWorker: Sendable {
     let store: SQLiteStore
     let upstream: any DeliveryUpstream
@@ -27,34 +29,77 @@ struct DeliveryWorker: Sendable {
     var firstBackoff: Duration = .seconds(1)
     /// Longest wait between two attempts of one delivery.
     var maximumBackoff: Duration = .seconds(60)
+    /// Spaces requests to the push service (`upstream.requestsPerSecond`); `nil`: no limit.
+    var rateLimiter: RequestRateLimiter?
+    var metrics = GatewayMetrics()
 
-    /// Sends the deliveries of `deliveries`, at most ``concurrency`` at once, until the stream ends or
-    /// `isStopping` says so.
-    func run(_ deliveries: AsyncStream<RecordedDelivery>, isStopping: @escaping @Sendable () async -> Bool) async {
+    /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most
+    /// ``concurrency`` at once, until the stream ends or `isStopping` says so. The addresses of a batch
+    /// are read from the store together.
+    func run(
+        unfinished: [RecordedDelivery] = [],
+        _ batches: AsyncStream<[RecordedDelivery]>,
+        isStopping: @escaping @Sendable () async -> Bool
+    ) async {
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
-            for await delivery in deliveries {
-                if await isStopping() { break }
-                if inFlight >= concurrency {
-                    await group.next()
-                    inFlight -= 1
+            func add(_ deliveries: [RecordedDelivery]) async -> Bool {
+                for chunk in deliveries.chunks(of: 256) {
+                    if await isStopping() { return false }
+                    let addresses = try? store.pushAddresses(chunk.map { ($0.device, $0.instances) })
+                    for (index, delivery) in chunk.enumerated() {
+                        if inFlight >= concurrency {
+                            await group.next()
+                            inFlight -= 1
+                        }
+                        inFlight += 1
+                        let address = addresses.map { Lookup.found($0[index]) } ?? .unknown
+                        group.addTask { await send(delivery, address: address, isStopping: isStopping) }
+                    }
                 }
-                inFlight += 1
-                group.addTask { await send(delivery, isStopping: isStopping) }
+                return true
+            }
+            for delivery in unfinished where delivery.state == .sending {
+                // It was being sent when the last run stopped: Apple may have it already.
+                states.record(DeliveryStateChange(
+                    apnsID: delivery.apnsID, state: .pending, error: "the gateway stopped while sending it", unknownOutcome: true
+                ))
+            }
+            guard await add(unfinished) else { return }
+            for await batch in batches {
+                guard await add(batch) else { return }
             }
         }
     }
 
+    /// A delivery's address as read with its batch (`found(nil)`: the device is gone), or `unknown`
+    /// (not read yet, or the read failed).
+    enum Lookup: Sendable {
+        case found(PushAddress?)
+        case unknown
+    }
+
     /// Sends one delivery, retrying while the upstream says so and the gateway runs.
-    func send(_ delivery: RecordedDelivery, isStopping: @Sendable () async -> Bool) async {
+    func send(_ delivery: RecordedDelivery, address: Lookup = .unknown, isStopping: @Sendable () async -> Bool) async {
         var attempt = 0
+        var lookup = address
         while true {
-            let outcome = await attemptOnce(delivery)
-            guard case .retry(let reason, let retryAfter) = outcome else { return }
+            let outcome = await attemptOnce(delivery, address: lookup)
+            lookup = .unknown
+            let reason: String
+            let retryAfter: Int64?
+            switch outcome {
+            case .retry(let why, let after):
+                (reason, retryAfter) = (why, after)
+            case .unknown(let why):
+                (reason, retryAfter) = (why, nil)
+            case .sent, .failed, .deviceInvalid:
+                return
+            }
             attempt += 1
             if attempt >= maximumAttempts {
                 logger.warning("delivery failed after retries", metadata: ["apns-id": "\(delivery.apnsID)", "reason": "\(reason)"])
-                record(delivery, .failed, error: "\(reason) (after \(attempt) attempts)")
+                finish(delivery, .failed, error: "\(reason) (after \(attempt) attempts)", outcome: outcome)
                 return
             }
             let backoff = backoff(attempt: attempt, retryAfter: retryAfter)
@@ -62,7 +107,7 @@ struct DeliveryWorker: Sendable {
                 "delivery will be retried",
                 metadata: ["apns-id": "\(delivery.apnsID)", "reason": "\(reason)", "in": "\(backoff)"]
             )
-            record(delivery, .pending, error: reason)
+            states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, error: reason, unknownOutcome: outcome.isUnknown))
             // Sleeps in short steps so that a graceful shutdown does not wait for a long backoff; a
             // delivery left pending is sent on the next start.
             let deadline = ContinuousClock.now.advanced(by: backoff)
@@ -77,22 +122,37 @@ struct DeliveryWorker: Sendable {
         }
     }
 
-    private func attemptOnce(_ delivery: RecordedDelivery) async -> DeliveryOutcome {
+    private func attemptOnce(_ delivery: RecordedDelivery, address lookup: Lookup) async -> DeliveryOutcome {
         let address: PushAddress?
-        do {
-            address = try store.pushAddress(device: delivery.device, instances: delivery.instances)
-        } catch {
-            return .retry(reason: "store: \(error)", retryAfter: nil)
+        switch lookup {
+        case .found(let found):
+            address = found
+        case .unknown:
+            do {
+                address = try store.pushAddress(device: delivery.device, instances: delivery.instances)
+            } catch {
+                return .retry(reason: "store: \(error)", retryAfter: nil)
+            }
         }
         guard let address else {
-            record(delivery, .failed, error: "the device is no longer registered")
-            return .failed(reason: "device gone")
+            let outcome = DeliveryOutcome.failed(reason: "device gone")
+            finish(delivery, .failed, error: "the device is no longer registered", outcome: outcome)
+            return outcome
         }
         if let expiration = delivery.expiration, expiration < Timestamp(now()) {
-            record(delivery, .failed, error: "expired before it could be sent")
-            return .failed(reason: "expired")
+            let outcome = DeliveryOutcome.failed(reason: "expired")
+            finish(delivery, .failed, error: "expired before it could be sent", outcome: outcome)
+            return outcome
         }
-        record(delivery, .sending, error: nil)
+        if let rateLimiter {
+            do { try await rateLimiter.waitForSlot() } catch { return .retry(reason: "stopping", retryAfter: nil) }
+        }
+        do {
+            // Committed before the request leaves: after a crash, `sending` means it may have reached Apple.
+            try await states.recordDurably(DeliveryStateChange(apnsID: delivery.apnsID, state: .sending))
+        } catch {
+            return .retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
+        }
         let push = OutgoingPush(
             apnsID: delivery.apnsID,
             bundle: address.bundle,
@@ -104,18 +164,23 @@ struct DeliveryWorker: Sendable {
             expiration: delivery.expiration,
             releasedAt: delivery.released
         )
+        let started = ContinuousClock.now
         let outcome: DeliveryOutcome
         do {
             outcome = try await upstream.send(push)
         } catch {
-            return .retry(reason: "\(error)", retryAfter: nil)
+            // The request may have reached the push service: sent again, and counted as unknown.
+            let outcome = DeliveryOutcome.unknown(reason: "\(error)")
+            metrics.deliveryAttempt(outcome: outcome.label, reason: outcome.reason, latency: nil)
+            return outcome
         }
+        metrics.deliveryAttempt(outcome: outcome.label, reason: outcome.reason, latency: started.duration(to: .now))
         switch outcome {
         case .sent:
-            record(delivery, .sent, error: nil)
+            finish(delivery, .sent, error: nil, outcome: outcome)
         case .failed(let reason):
             logger.warning("delivery failed", metadata: ["apns-id": "\(delivery.apnsID)", "reason": "\(reason)"])
-            record(delivery, .failed, error: reason)
+            finish(delivery, .failed, error: reason, outcome: outcome)
         case .deviceInvalid(let reason, let since):
             let time = since.map { Date(timeIntervalSince1970: Double($0.milliseconds) / 1000) } ?? now()
             do {
@@ -126,15 +191,17 @@ struct DeliveryWorker: Sendable {
             } catch {
                 logger.error("cannot mark a device unregistered", metadata: ["error": "\(error)"])
             }
-            record(delivery, .failed, error: reason)
-        case .retry:
+            finish(delivery, .failed, error: reason, outcome: outcome)
+        case .retry, .unknown:
             break
         }
         return outcome
     }
 
-    private func record(_ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?) {
-        states.record(delivery.apnsID, state, error: error)
+    /// The delivery's last state: recorded, counted, and (when Apple refused it) logged.
+    private func finish(_ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome) {
+        states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown))
+        metrics.deliveryFinished(outcome: state.rawValue)
     }
 
     /// The first backoff (1 s), doubled per attempt up to the maximum, each with up to 20% jitter; at
@@ -145,5 +212,12 @@ struct DeliveryWorker: Sendable {
         let base = min(first * Double(1 << min(attempt - 1, 16)), maximum)
         let jittered = base * Double.random(in: 0.8...1.0)
         return .milliseconds(Int64(max(jittered, Double(retryAfter ?? 0) * 1000)))
+    }
+}
+
+extension Array {
+    /// The array in consecutive slices of at most `size` elements.
+    func chunks(of size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }

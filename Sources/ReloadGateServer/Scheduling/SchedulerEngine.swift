@@ -76,7 +76,7 @@ actor SchedulerEngine {
     private let configuration: SchedulerConfiguration
     private let now: @Sendable () -> Date
     private let logger: Logger
-    private let deliveries: AsyncStream<RecordedDelivery>.Continuation
+    private let deliveries: AsyncStream<[RecordedDelivery]>.Continuation
     private let commitSignal: AsyncStream<Void>.Continuation
 
     private var scheduler: ReloadScheduler
@@ -90,18 +90,29 @@ actor SchedulerEngine {
     private var batchKeys: [KeyName] = []
     private(set) var isStopping = false
 
-    /// Deliveries ready to send, in release order (the delivery worker reads them).
-    nonisolated let releasedDeliveries: AsyncStream<RecordedDelivery>
+    /// Deliveries ready to send, in release order, one element per committed batch (the delivery
+    /// worker reads them).
+    nonisolated let releasedDeliveries: AsyncStream<[RecordedDelivery]>
     /// One element whenever there is something to commit (the commit loop reads it).
     nonisolated let commitRequests: AsyncStream<Void>
 
-    init(store: SQLiteStore, configuration: SchedulerConfiguration, now: @escaping @Sendable () -> Date, logger: Logger) {
+    /// Counts released deliveries (the delivery queue's depth).
+    private nonisolated let metrics: GatewayMetrics
+
+    init(
+        store: SQLiteStore,
+        configuration: SchedulerConfiguration,
+        now: @escaping @Sendable () -> Date,
+        logger: Logger,
+        metrics: GatewayMetrics = GatewayMetrics()
+    ) {
+        self.metrics = metrics
         self.store = store
         self.configuration = configuration
         self.now = now
         self.logger = logger
         self.scheduler = ReloadScheduler(configuration: configuration)
-        (releasedDeliveries, deliveries) = AsyncStream.makeStream(of: RecordedDelivery.self)
+        (releasedDeliveries, deliveries) = AsyncStream.makeStream(of: [RecordedDelivery].self)
         (commitRequests, commitSignal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -352,7 +363,10 @@ actor SchedulerEngine {
                     for waiter in inFlight.waiters { waiter(.success(.replay(status: answer.status, body: answer.response))) }
                 }
             }
-            for delivery in sealedDeliveries { deliveries.yield(delivery) }
+            if !sealedDeliveries.isEmpty {
+                metrics.deliveriesQueued(sealedDeliveries.count)
+                deliveries.yield(sealedDeliveries)
+            }
         }
     }
 

@@ -24,6 +24,7 @@ struct SchedulerService: Service {
         if !unfinished.isEmpty {
             logger.info("sending deliveries left by the last run", metadata: ["count": "\(unfinished.count)"])
         }
+        worker.metrics.deliveriesQueued(unfinished.count)
         readiness.markReady(.scheduler)
         let states = worker.states
         let stateWriter = Task { await states.run() }
@@ -37,11 +38,7 @@ struct SchedulerService: Service {
                 await engine.finishDeliveries()
             }
             group.addTask { [worker] in
-                for delivery in unfinished {
-                    if await engine.isStopping { return }
-                    await worker.send(delivery, isStopping: { await engine.isStopping })
-                }
-                await worker.run(engine.releasedDeliveries, isStopping: { await engine.isStopping })
+                await worker.run(unfinished: unfinished, engine.releasedDeliveries, isStopping: { await engine.isStopping })
             }
             group.addTask { [timerResolution] in
                 while await !engine.isStopping {

@@ -17,6 +17,8 @@ public struct ListenerInfo: Sendable {
         case api
         /// The APNs provider API (`POST /3/device/<token>`).
         case apns
+        /// The admin API on its Unix socket (`host` is the socket's path).
+        case admin
     }
 
     public let kind: Kind
@@ -34,6 +36,9 @@ public struct ListenerInfo: Sendable {
 
     /// The one start-up line `reloadgate serve` prints per listener.
     public var startupLine: String {
+        if kind == .admin {
+            return "reloadgate: admin API on \(host) (reloadgate pending, explain, budget, cancel, flush, stats)"
+        }
         if kind == .apns {
             return "reloadgate: APNs pushes to \(url)/3/device/<token> (TLS, ALPN h2 and http/1.1)"
         }
@@ -108,7 +113,9 @@ public func buildGateway(
     let readiness = Readiness()
     let drain = RequestDrain()
     let router = Router()
-    // Health and readiness answer while draining (readiness says so); everything else is drained.
+    // Every answer is counted; health and readiness answer while draining (readiness says so); everything
+    // else is drained.
+    router.add(middleware: HTTPMetricsMiddleware(metrics: metrics))
     OperationsRoutes(readiness: readiness, metrics: metrics).register(on: router)
     router.add(middleware: DrainMiddleware(drain: drain))
     let apps = AppDirectory(store: store)
@@ -128,7 +135,8 @@ public func buildGateway(
         devices: pushDevices,
         configuration: configuration.ingress,
         now: now,
-        logger: logger
+        logger: logger,
+        metrics: metrics
     )
     var ingressTLS = tls.configuration
     ingressTLS.applicationProtocols = ["h2", "http/1.1"]
@@ -143,6 +151,28 @@ public func buildGateway(
         .register(on: router)
     WebhookRoutes(store: store, apps: apps, engine: engine, now: now).register(on: router)
     customizeRouter(router)
+
+    // The admin API: its own router and HTTP/1.1 server on a Unix socket (mode 0600), never on the
+    // public listener.
+    let adminPath = configuration.adminSocketPath
+    do {
+        try AdminSocket.removeStale(at: adminPath)
+    } catch {
+        try? store.close()
+        throw error
+    }
+    let adminRouter = Router()
+    AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, now: now, logger: logger).register(on: adminRouter)
+    let admin = Application(
+        router: adminRouter,
+        server: .http1(),
+        configuration: .init(address: .unixDomainSocket(path: adminPath), serverName: nil),
+        onServerRunning: { _ in
+            AdminSocket.restrict(adminPath)
+            await onListening(ListenerInfo(kind: .admin, host: adminPath, port: 0, trustedCAPath: nil))
+        },
+        logger: logger
+    )
 
     let host = configuration.listen.host
     let application = Application(
@@ -177,6 +207,7 @@ public func buildGateway(
             logger: logger
         ),
         application,
+        admin,
         IngressService(
             configuration: configuration.ingress,
             idleTimeout: configuration.listen.idleTimeout,

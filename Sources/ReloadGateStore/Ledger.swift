@@ -16,6 +16,8 @@ public struct RecordedRequest: Hashable, Sendable {
     public var exempt: Bool
     /// What the request asked for, as the caller sent it (JSON text), for `explain`.
     public var summary: String
+    /// The push's `apns-id` (pushes only), so that `explain` finds a push by the id its sender saw.
+    public var apnsID: String?
 
     public init(
         id: RequestID,
@@ -26,8 +28,10 @@ public struct RecordedRequest: Hashable, Sendable {
         expiration: Timestamp?,
         collapseID: String?,
         exempt: Bool,
-        summary: String
+        summary: String,
+        apnsID: String? = nil
     ) {
+        self.apnsID = apnsID
         self.id = id
         self.app = app
         self.source = source

@@ -92,3 +92,24 @@ extension SQLiteStore {
             .replacingOccurrences(of: "=", with: "")
     }
 }
+
+extension SQLiteStore {
+    /// Replaces the app's API key (and, when `webhookSecret`, its webhook secret), returning the new
+    /// ones in the clear once; the old ones stop working. A running gateway must forget what it kept of
+    /// the app (the admin API does so).
+    /// - Returns: the credentials; `webhookSecret` is empty when it was kept.
+    public func rotateCredentials(bundle: BundleID, webhookSecret rotateSecret: Bool) throws -> AppCredentials? {
+        let apiKey = "rgk_" + Self.randomToken()
+        let secret = rotateSecret ? "rgs_" + Self.randomToken() : ""
+        let sealed = rotateSecret ? try sealer.seal(secret) : nil
+        return try writer.write { db -> AppCredentials? in
+            guard let app = try Row.fetchOne(db, sql: "SELECT * FROM app WHERE bundle = ?", arguments: [bundle.rawValue]).flatMap(Self.app)
+            else { return nil }
+            try db.execute(sql: "UPDATE app SET apiKeyHash = ? WHERE id = ?", arguments: [Self.hash(apiKey), app.id])
+            if let sealed {
+                try db.execute(sql: "UPDATE app SET webhookSecret = ? WHERE id = ?", arguments: [sealed, app.id])
+            }
+            return AppCredentials(app: app, apiKey: apiKey, webhookSecret: secret)
+        }
+    }
+}

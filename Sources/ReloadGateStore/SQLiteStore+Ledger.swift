@@ -27,13 +27,13 @@ extension SQLiteStore {
         for request in batch.requests {
             try db.executeCached(
                 sql: """
-                    INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     Int64(bitPattern: request.id), request.app, request.source.rawValue, request.received.milliseconds,
                     request.priority.rawValue, request.expiration?.milliseconds, request.collapseID, request.exempt,
-                    request.summary,
+                    request.summary, request.apnsID,
                 ]
             )
         }
@@ -138,23 +138,26 @@ extension SQLiteStore {
                 db,
                 sql: "SELECT * FROM delivery WHERE state IN (\(marks)) ORDER BY releasedAt, apnsId",
                 arguments: StatementArguments(states.map(\.rawValue))
-            ).compactMap { row in
-                guard let priority = Priority(rawValue: row["priority"]), let state = RecordedDelivery.State(rawValue: row["state"])
-                else { return nil }
-                return RecordedDelivery(
-                    apnsID: row["apnsId"],
-                    device: row["deviceId"],
-                    released: Timestamp(milliseconds: row["releasedAt"]),
-                    instances: Self.integers(row["instances"]),
-                    requests: Self.integers(row["requests"]).map { RequestID(bitPattern: $0) },
-                    requestCount: row["requestCount"],
-                    priority: priority,
-                    expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
-                    state: state,
-                    history: .init(attempts: row["attempts"], lastError: row["lastError"], unknownOutcomes: row["unknownOutcomes"])
-                )
-            }
+            ).compactMap(Self.recordedDelivery)
         }
+    }
+
+    /// A `delivery` row as a value; `nil` for a row with an unknown priority or state.
+    static func recordedDelivery(_ row: Row) -> RecordedDelivery? {
+        guard let priority = Priority(rawValue: row["priority"]), let state = RecordedDelivery.State(rawValue: row["state"])
+        else { return nil }
+        return RecordedDelivery(
+            apnsID: row["apnsId"],
+            device: row["deviceId"],
+            released: Timestamp(milliseconds: row["releasedAt"]),
+            instances: Self.integers(row["instances"]),
+            requests: Self.integers(row["requests"]).map { RequestID(bitPattern: $0) },
+            requestCount: row["requestCount"],
+            priority: priority,
+            expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
+            state: state,
+            history: .init(attempts: row["attempts"], lastError: row["lastError"], unknownOutcomes: row["unknownOutcomes"])
+        )
     }
 
     /// Moves a delivery to a new state (pending -> sending -> sent | failed), counting attempts.

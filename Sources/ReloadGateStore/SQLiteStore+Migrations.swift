@@ -159,6 +159,11 @@ extension SQLiteStore {
                 table.add(column: "updatedAt", .integer)
             }
         }
+        migrator.registerMigration("v9-request-apns-id") { db in
+            // A push's apns-id: `reloadgate explain <apns-id>` finds the push its sender saw answered.
+            try db.alter(table: "request") { table in table.add(column: "apnsId", .text) }
+            try db.create(index: "request_on_apns_id", on: "request", columns: ["apnsId"])
+        }
         return migrator
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NIOHTTP1
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
@@ -11,6 +12,11 @@ struct StoreOptions: ParsableArguments {
 
     /// Opens the store the configuration names (the current folder's `data/` by default).
     func openStore() throws -> SQLiteStore {
+        try Self.openStore(config: config)
+    }
+
+    /// Opens the store the configuration file `config` names (the current folder's `data/` by default).
+    static func openStore(config: String?) throws -> SQLiteStore {
         let configuration: GatewayConfiguration
         do {
             configuration = try GatewayConfiguration.load(file: config, environment: ProcessInfo.processInfo.environment)
@@ -32,8 +38,8 @@ struct StoreOptions: ParsableArguments {
 /// `reloadgate apps`: the apps whose devices and widgets the gateway knows.
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Register and list apps.",
-        subcommands: [Add.self, List.self]
+        abstract: "Register, list and rotate the credentials of apps.",
+        subcommands: [Add.self, List.self, RotateKey.self]
     )
 
     /// `reloadgate apps add BUNDLE`.
@@ -63,12 +69,7 @@ struct Apps: AsyncParsableCommand {
         @OptionGroup var storeOptions: StoreOptions
 
         func run() async throws {
-            let bundleID: BundleID
-            do {
-                bundleID = try BundleID(bundle)
-            } catch {
-                throw CommandFailure.exit("\(bundle): \(error)", status: 2)
-            }
+            let bundleID = try Apps.bundleID(bundle)
             let store = try storeOptions.openStore()
             defer { try? store.close() }
             if let environment, environment != store.environment.rawValue {
@@ -142,6 +143,56 @@ struct Apps: AsyncParsableCommand {
                         + ISO8601DateFormatter().string(from: app.createdAt)
                 )
             }
+        }
+    }
+
+    /// The bundle id of an argument; exits 2 when it is not one.
+    static func bundleID(_ text: String) throws -> BundleID {
+        do {
+            return try BundleID(text)
+        } catch {
+            throw CommandFailure.exit("\(text): \(error)", status: 2)
+        }
+    }
+
+    /// `reloadgate apps rotate-key BUNDLE`.
+    struct RotateKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-key",
+            abstract: "Replace an app's API key (and with --webhook-secret its webhook secret); print the new ones once.",
+            discussion: """
+                The old key stops working at once. With a gateway running, this goes through its admin \
+                socket (so the gateway forgets the old key); without one, it changes the data directory.
+                """
+        )
+
+        @Argument(help: "The app's bundle id.")
+        var bundle: String
+
+        @Flag(name: .customLong("webhook-secret"), help: "Replace the webhook secret too.")
+        var webhookSecret = false
+
+        @OptionGroup var admin: AdminOptions
+
+        func run() async throws {
+            let bundleID = try Apps.bundleID(bundle)
+            let answer: [String: Any]
+            if FileManager.default.fileExists(atPath: try admin.socketPath()) {
+                answer = try await admin.call(.POST, "/v1/apps/\(bundle)/rotate-key", body: ["webhookSecret": webhookSecret])
+            } else {
+                let store = try StoreOptions.openStore(config: admin.config)
+                defer { try? store.close() }
+                guard let credentials = try store.rotateCredentials(bundle: bundleID, webhookSecret: webhookSecret) else {
+                    throw CommandFailure.exit("no app \(bundle)", status: 1)
+                }
+                var object: [String: Any] = ["bundle": bundle, "apiKey": credentials.apiKey]
+                if webhookSecret { object["webhookSecret"] = credentials.webhookSecret }
+                answer = object
+            }
+            if admin.json { return try printJSON(answer) }
+            printLine("app \(bundle): new credentials (shown only now; the old ones no longer work)")
+            printLine("API key:        \(answer["apiKey"] as? String ?? "?")")
+            if let secret = answer["webhookSecret"] as? String { printLine("webhook secret: \(secret)") }
         }
     }
 }

@@ -11,7 +11,10 @@ struct ReloadGateCommand: AsyncParsableCommand {
         discussion: """
             Exit status: 0 success, 1 failure while running, 2 bad arguments or configuration.
             """,
-        subcommands: [Serve.self, Apps.self, Keys.self, Certs.self, MockAPNs.self]
+        subcommands: [
+            Serve.self, Pending.self, Explain.self, Budget.self, Cancel.self, Flush.self, Stats.self, Devices.self, Apps.self, Keys.self,
+            Certs.self, MockAPNs.self,
+        ]
     )
 
     /// Parses and runs the command, exiting with status 2 (not argument-parser's 64) on bad arguments,

@@ -72,10 +72,19 @@ struct ServeCommandTests {
         let second = try await ReloadGateProcess.run(
             ["serve"],
             in: directory.url,
-            environment: ["RELOADGATE_LISTEN_PORT": String(portMatch.1), "RELOADGATE_INGRESS_PORT": "0"]
+            environment: [
+                "RELOADGATE_LISTEN_PORT": String(portMatch.1), "RELOADGATE_INGRESS_PORT": "0",
+                "RELOADGATE_ADMIN_SOCKET": directory.path("second.sock"),
+            ]
         )
         #expect(second.status == 1)
         #expect(second.stderr.contains("reloadgate: error: cannot listen on 127.0.0.1:\(portMatch.1): the address is in use"))
+        // The admin socket of a running gateway is not taken over either.
+        let third = try await ReloadGateProcess.run(
+            ["serve"], in: directory.url, environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"]
+        )
+        #expect(third.status == 1)
+        #expect(third.stderr.contains("reloadgate: error: another gateway answers on the admin socket data/admin.sock"))
         first.send(SIGTERM)
         #expect(try await first.waitForExit() == 0)
     }

@@ -247,6 +247,8 @@ final class Counter: Sendable {
 /// Prometheus' text format, read into `series -> value` (`name{labels}` as written).
 struct PrometheusText {
     private var values: [String: Double] = [:]
+    /// The series as written, for messages.
+    var lines: [String] { values.keys.sorted() }
 
     init(_ text: String) {
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {

@@ -43,10 +43,11 @@ extension ReloadScheduler {
     }
 
     /// Rule 8: the first pending reload of a device fell due; every other pending reload of the device due
-    /// within the coalescing window (or of priority 1) that is allowed now rides along.
-    private mutating func deliver(from trigger: Int32, _ reload: PendingReload, at time: Int64) {
+    /// within the coalescing window (or of priority 1) that is allowed now rides along. `overriding`: the
+    /// operator's `flush --ignore-budget`, which goes now whatever the interval and budget say.
+    mutating func deliver(from trigger: Int32, _ reload: PendingReload, at time: Int64, overriding: Bool = false) {
         // A timeline reload since scheduling may have moved the earliest time (rules 2 and 4).
-        let earliest = earliest(trigger, at: time, exempt: reload.exempt).time
+        let earliest = overriding ? time : earliest(trigger, at: time, exempt: reload.exempt).time
         if earliest > time {
             markChanged(trigger)
             if let expiration = reload.expiration, earliest > expiration {

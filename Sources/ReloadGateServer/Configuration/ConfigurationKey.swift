@@ -95,6 +95,7 @@ public struct ConfigurationKey: Sendable {
         .integer("upstream.maxConcurrentRequests", "deliveries in flight toward the push service at once", \.upstream.maxConcurrentRequests, range: 1...10_000),
         .integer("upstream.maxAttempts", "attempts of one delivery before it fails", \.upstream.maxAttempts, range: 1...1000),
         .integer("upstream.retryDelay", "milliseconds before the first retry (doubled per attempt, up to 60 s)", \.upstream.retryDelay, range: 1...60_000),
+        .path("admin.socket", "the admin API's Unix socket (mode 0600); unset: admin.sock in the data directory", \.admin.socket),
         .integer("upstream.requestsPerSecond", "requests per second toward the push service at most; 0: no limit", \.upstream.requestsPerSecond, range: 0...1_000_000),
         .integer("upstream.connections", "HTTP/2 connections to the push service", \.upstream.connections, range: 1...64),
         .path("tls.certificate", "server certificate chain (PEM); unset: development certificate", \.tls.certificate),

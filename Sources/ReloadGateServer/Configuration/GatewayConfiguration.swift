@@ -90,6 +90,15 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public init() {}
     }
 
+    /// The admin API (pending reloads, explain, budget, cancel, flush, stats): HTTP on a Unix domain
+    /// socket with mode 0600, never on the public listener.
+    public struct Admin: Sendable, Equatable {
+        /// The socket's path; unset: `admin.sock` in the data directory.
+        public var socket: String?
+
+        public init() {}
+    }
+
     /// TLS material of the listener.
     public struct TLS: Sendable, Equatable {
         /// PEM file with the server certificate (and its chain). `nil`: the development certificate.
@@ -154,6 +163,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// Where deliveries go.
     public var upstream = Upstream()
     public var tls = TLS()
+    /// The admin API for the operator's CLI.
+    public var admin = Admin()
     /// The data directory: the SQLite store and (later) the outbox. Created with mode 0700.
     public var dataDirectory: String = "data"
     /// The APNs environment of this gateway.
@@ -164,4 +175,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
 
     /// The embedded default.
     public init() {}
+
+    /// Where the admin socket is: `admin.socket`, or `admin.sock` in the data directory.
+    public var adminSocketPath: String {
+        admin.socket ?? (dataDirectory.hasSuffix("/") ? dataDirectory : dataDirectory + "/") + "admin.sock"
+    }
 }

@@ -74,6 +74,7 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
 
     private func respond(_ response: PushResponse, context: ChannelHandlerContext, requestEnded: Bool) {
         guard !responded else { return }
+        ingress.metrics.apnsAnswer(status: response.status, reason: response.reason)
         responded = true
         var headers = HTTPHeaders([("apns-id", response.apnsID)])
         for (name, value) in response.extraHeaders { headers.add(name: name, value: value) }

@@ -137,6 +137,7 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     /// Writes the answer.
     private func respond(_ id: HTTP2StreamID, _ response: PushResponse, context: ChannelHandlerContext) {
         guard var stream = streams[id], !stream.responded else { return }
+        ingress.metrics.apnsAnswer(status: response.status, reason: response.reason)
         var headers = HPACKHeaders()
         headers.reserveCapacity(4 + response.extraHeaders.count)
         headers.add(name: ":status", value: String(response.status))

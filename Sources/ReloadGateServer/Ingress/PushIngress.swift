@@ -13,6 +13,8 @@ struct PushResponse: Error, Sendable {
     var extraHeaders: [(String, String)] = []
     /// JSON error body, or `nil` for a success (empty body).
     var body: String?
+    /// APNs' reason of a refusal (metrics).
+    var reason: String?
 
     init(status: Int, apnsID: String, extraHeaders: [(String, String)] = [], body: String? = nil) {
         self.status = status
@@ -23,6 +25,7 @@ struct PushResponse: Error, Sendable {
 
     init(_ failure: APNsFailure, apnsID: String) {
         self.init(status: failure.reason.status, apnsID: apnsID, body: failure.body)
+        self.reason = failure.reason.rawValue
     }
 }
 
@@ -53,6 +56,8 @@ final class PushIngress: Sendable {
     let devices: PushDeviceCache
     private let now: @Sendable () -> Date
     let logger: Logger
+    /// Counts the listener's answers by status and reason.
+    let metrics: GatewayMetrics
 
     init(
         store: SQLiteStore,
@@ -62,8 +67,10 @@ final class PushIngress: Sendable {
         devices: PushDeviceCache,
         configuration: GatewayConfiguration.Ingress,
         now: @escaping @Sendable () -> Date,
-        logger: Logger
+        logger: Logger,
+        metrics: GatewayMetrics = GatewayMetrics()
     ) {
+        self.metrics = metrics
         self.store = store
         self.apps = apps
         self.engine = engine
@@ -192,6 +199,7 @@ final class PushIngress: Sendable {
                 team: head.team,
                 exempt: false,
                 summary: summary,
+                apnsID: head.apnsID.lowercased(),
                 received: Timestamp(received),
                 idempotency: nil
             )

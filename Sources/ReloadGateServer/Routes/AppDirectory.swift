@@ -8,9 +8,9 @@ import Synchronization
 /// unsealed once) for the webhook, by API key for the registry API.
 ///
 /// Apps found are kept in memory; a lookup that finds nothing asks the store again next time, so an app
-/// added by `reloadgate apps add` while the server runs is seen at once. Apps are never changed or
-/// removed while the server runs (there is no command for it), so a kept entry cannot go stale. API keys
-/// are kept only as their SHA-256, as in the store.
+/// added by `reloadgate apps add` while the server runs is seen at once. The only change to an app,
+/// `reloadgate apps rotate-key`, goes through the admin API, which calls ``forget(_:)``. API keys are kept
+/// only as their SHA-256, as in the store.
 final class AppDirectory: Sendable {
     private struct Entry: Sendable {
         var app: App
@@ -34,6 +34,12 @@ final class AppDirectory: Sendable {
         }
         byBundle.withLock { $0[bundle.rawValue] = Entry(app: app, webhookSecret: secret) }
         return (app, secret)
+    }
+
+    /// Drops what is kept of the app (its credentials changed): the old API key and secret stop working.
+    func forget(_ bundle: BundleID) {
+        byBundle.withLock { $0[bundle.rawValue] = nil }
+        byKeyHash.withLock { entries in entries = entries.filter { $0.value.bundle != bundle } }
     }
 
     /// The app whose API key this is, or `nil`.

@@ -25,6 +25,8 @@ actor SchedulerEngine {
         var exempt: Bool
         /// The request as sent, for `explain`.
         var summary: String
+        /// A push's apns-id, for `explain`.
+        var apnsID: String? = nil
         var received: Timestamp
         var idempotency: Idempotency?
     }
@@ -253,7 +255,8 @@ actor SchedulerEngine {
                 expiration: submission.expiration,
                 collapseID: submission.collapseID,
                 exempt: submission.exempt,
-                summary: submission.summary
+                summary: submission.summary,
+                apnsID: submission.apnsID
             )
         )
         if let idempotency = submission.idempotency {
@@ -310,6 +313,55 @@ actor SchedulerEngine {
         try await waitForCommit()
     }
 
+    // MARK: Operator
+
+    /// Why each of `instances` waits now (those without a pending reload are left out).
+    func pendingWaits(_ instances: [Int64]) -> [Int64: PendingWait] {
+        let time = Timestamp(now())
+        var waits: [Int64: PendingWait] = [:]
+        for id in instances {
+            if let handle = Self.handle(id), let wait = scheduler.pendingWait(of: handle, at: time) { waits[id] = wait }
+        }
+        return waits
+    }
+
+    /// The budgets of `instances` now (unregistered ones are left out).
+    func budgets(_ instances: [Int64]) -> [Int64: BudgetView] {
+        let time = Timestamp(now())
+        var budgets: [Int64: BudgetView] = [:]
+        for id in instances {
+            if let handle = Self.handle(id), let budget = scheduler.budget(of: handle, at: time) { budgets[id] = budget }
+        }
+        return budgets
+    }
+
+    /// Drops the pending reloads of `instances` whose listed requests include `request` (every one of
+    /// `instances` when `request` is nil), and returns once that is committed: instance -> the requests
+    /// dropped with it.
+    func cancel(instances: [Int64], listing request: RequestID?) async throws -> [Int64: [RequestID]] {
+        guard !isStopping else { throw SchedulerUnavailable() }
+        var dropped: [Int64: [RequestID]] = [:]
+        for id in instances {
+            guard let handle = Self.handle(id) else { continue }
+            if let request, scheduler.pendingReload(of: handle)?.requests.contains(request) != true { continue }
+            if let requests = scheduler.cancelPending(handle) { dropped[id] = requests }
+        }
+        if !dropped.isEmpty { try await waitForCommit() }
+        return dropped
+    }
+
+    /// Makes the pending reloads of `instances` due now (exempt from the budget when `ignoringBudget`)
+    /// and returns once that is committed: the instances that had one.
+    func flush(instances: [Int64], ignoringBudget: Bool) async throws -> [Int64] {
+        guard !isStopping else { throw SchedulerUnavailable() }
+        let time = Timestamp(now())
+        let flushed = instances.filter { id in
+            Self.handle(id).map { scheduler.flushPending($0, at: time, ignoringBudget: ignoringBudget) } ?? false
+        }
+        if !flushed.isEmpty { try await waitForCommit() }
+        return flushed
+    }
+
     // MARK: Commit
 
     private func waitForCommit() async throws {
@@ -348,12 +400,15 @@ actor SchedulerEngine {
             waiters = []
             batchKeys = []
             batchDeliveries = []
+            let started = ContinuousClock.now
             do {
                 try await store.commit(sealed)
             } catch {
                 fail(waiters: sealedWaiters, keys: sealedKeys, error: error)
                 return
             }
+            metrics.committed(in: started.duration(to: .now), pending: scheduler.pendingCount)
+            metrics.decisionsCommitted(sealed.decisions)
             for waiter in sealedWaiters { waiter(.success(())) }
             for name in sealedKeys {
                 guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }

@@ -1,0 +1,112 @@
+/// Why a pending reload has not gone yet (`reloadgate pending`).
+public enum PendingWait: String, Sendable, CaseIterable {
+    /// Due now: it leaves with the next tick.
+    case due
+    /// No budget token until then (rule 1).
+    case budget
+    /// The minimum interval since the last reload (rule 2).
+    case interval
+    /// Priority 5 waits (rule 5).
+    case lowPriority = "low-priority"
+    /// Priority 1 waits for another delivery to the device (rule 5).
+    case background
+    /// Held to leave with the device's other pending reloads, or planned for later when it was decided.
+    case coalescing
+}
+
+/// One instance's budget as the operator sees it (`reloadgate budget`).
+public struct BudgetView: Hashable, Sendable {
+    /// Whole tokens in the bucket now.
+    public var tokens: Int
+    /// The bucket's capacity and daily refill (the instance's policy).
+    public var burst: Int
+    public var dailyBudget: Int
+    /// When the next token arrives (`nil`: the bucket is full).
+    public var nextToken: Timestamp?
+    /// The last reload (delivery or timeline).
+    public var lastReload: Timestamp?
+    /// The timeline's planned reload.
+    public var plannedReload: Timestamp?
+    /// The earliest time it may reload now (interval and budget), for a request that is not exempt.
+    public var earliestReload: Timestamp
+    /// The pending reload, if any.
+    public var pending: PendingSnapshot?
+}
+
+extension ReloadScheduler {
+    /// Why the pending reload of `instance` waits at `now`; `nil` when it has none.
+    public func pendingWait(of instance: InstanceHandle, at now: Timestamp) -> PendingWait? {
+        let i = instance.rawValue
+        guard isRegistered(i), let reload = pending[i] else { return nil }
+        if reload.due <= now.milliseconds { return .due }
+        switch earliest(i, at: now.milliseconds, exempt: reload.exempt).bound {
+        case .budget: return .budget
+        case .interval: return .interval
+        case .now: break
+        }
+        switch reload.priority {
+        case .low: return .lowPriority
+        case .background: return .background
+        case .high: return .coalescing
+        }
+    }
+
+    /// The budget of `instance` at `now`; `nil` when it is not registered.
+    public func budget(of instance: InstanceHandle, at now: Timestamp) -> BudgetView? {
+        let i = instance.rawValue
+        guard isRegistered(i), let snapshot = snapshot(of: instance) else { return nil }
+        let policy = policy(of: i)
+        let tokens = tokens(of: instance, at: now)
+        var nextToken: Timestamp?
+        if tokens < policy.burst {
+            // The bucket is full at `bucketFullAt`; each token before that comes one emission interval earlier.
+            let missing = Int64(policy.burst - tokens)
+            nextToken = Timestamp(milliseconds: instances[Int(i)].bucketFullAt - (missing - 1) * policy.emissionInterval)
+        }
+        return BudgetView(
+            tokens: tokens,
+            burst: policy.burst,
+            dailyBudget: policy.dailyBudget,
+            nextToken: nextToken,
+            lastReload: snapshot.lastReload,
+            plannedReload: snapshot.plannedReload,
+            earliestReload: Timestamp(milliseconds: earliest(i, at: now.milliseconds, exempt: false).time),
+            pending: snapshot.pending
+        )
+    }
+
+    /// The operator drops the pending reload of `instance` (`reloadgate cancel`).
+    /// - Returns: the requests it served (listed ones), or `nil` when there was none.
+    public mutating func cancelPending(_ instance: InstanceHandle) -> [RequestID]? {
+        let i = instance.rawValue
+        guard isRegistered(i), let reload = pending.removeValue(forKey: i) else { return nil }
+        markChanged(i)
+        return reload.requests.array
+    }
+
+    /// The operator asks for the pending reload of `instance` to go now (`reloadgate flush`).
+    ///
+    /// Without `ignoringBudget` it becomes due at once and the next tick applies the rules as usual: it
+    /// still waits for the minimum interval and a budget token. With `ignoringBudget` (operator override)
+    /// it is released at once, whatever the interval and budget say, marked exempt and not charged; the
+    /// device's other pending reloads that are allowed now ride along (rule 8). The delivery comes out of
+    /// the next ``tick(now:)``.
+    /// - Returns: whether the instance had a pending reload.
+    @discardableResult
+    public mutating func flushPending(_ instance: InstanceHandle, at now: Timestamp, ignoringBudget: Bool) -> Bool {
+        let i = instance.rawValue
+        guard isRegistered(i), var reload = pending[i] else { return false }
+        let time = max(now.milliseconds, clock)
+        if ignoringBudget {
+            reload.exempt = true
+            pending[i] = reload
+            deliver(from: i, reload, at: time, overriding: true)
+            return true
+        }
+        reload.due = min(reload.due, time)
+        pending[i] = reload
+        markChanged(i)
+        timers.insert(.init(time: reload.due, instance: i, kind: .pendingReload))
+        return true
+    }
+}

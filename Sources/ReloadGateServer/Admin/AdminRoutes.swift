@@ -1,0 +1,361 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import ReloadGateCore
+import ReloadGateStore
+
+/// The admin API (DESIGN.md, Interfaces 4) for the operator's CLI: pending reloads, explain, budget,
+/// cancel, flush, stats. Served on the admin socket only (``AdminService``), never on the public
+/// listener. Answers are JSON objects with sorted keys; times are RFC 3339 in UTC.
+struct AdminRoutes {
+    let store: SQLiteStore
+    let engine: SchedulerEngine
+    let apps: AppDirectory
+    let pushDevices: PushDeviceCache
+    let now: @Sendable () -> Date
+    let logger: Logger
+
+    func register(on router: Router<some RequestContext>) {
+        router.get("/v1/pending") { request, _ in try await pending(request) }
+        router.get("/v1/explain/{id}") { _, context in try await explain(try context.parameters.require("id")) }
+        router.get("/v1/budget/{token}") { request, context in try await budget(try context.parameters.require("token"), request) }
+        router.post("/v1/cancel/{id}") { _, context in try await cancel(try context.parameters.require("id")) }
+        router.post("/v1/flush") { request, _ in try await flush(request) }
+        router.get("/v1/stats") { _, _ in try stats() }
+        router.get("/v1/devices") { request, _ in try devices(request) }
+        router.get("/v1/devices/{token}") { request, context in try device(try context.parameters.require("token"), request) }
+        router.delete("/v1/devices/{token}") { request, context in try await removeDevice(try context.parameters.require("token"), request) }
+        router.post("/v1/apps/{bundle}/rotate-key") { request, context in
+            try await rotateKey(try context.parameters.require("bundle"), request)
+        }
+    }
+
+    // MARK: Devices and apps
+
+    private func devices(_ request: Request) throws -> Response {
+        let query = request.uri.queryParameters
+        var limit = 1000
+        if let text = query["limit"] {
+            guard let value = Int(text), (1...100_000).contains(value) else { throw APIError.invalidField("limit must be 1 to 100000") }
+            limit = value
+        }
+        let devices = try store.devices(bundle: query["bundle"].map(String.init), limit: limit)
+        return try Self.json(["devices": devices.map(Self.device)])
+    }
+
+    private func device(_ token: String, _ request: Request) throws -> Response {
+        let token = try Self.deviceToken(token)
+        let bundle = request.uri.queryParameters["bundle"].map(String.init)
+        let devices = try store.devices(bundle: bundle, token: token, limit: 100)
+        guard !devices.isEmpty else { throw APIError.notFound("no device \(token)") }
+        let instances = try store.instances(ofDevice: token, bundle: bundle)
+        return try Self.json([
+            "devices": devices.map { device -> [String: Any] in
+                var object = Self.device(device)
+                object["widgets"] = instances.filter { $0.bundle == device.bundle }.map { entry -> [String: Any] in
+                    [
+                        "id": entry.instance.widgetID,
+                        "kind": entry.instance.kind,
+                        "family": entry.instance.family,
+                        "configuration": Self.object(entry.instance.configuration),
+                        "timelinePolicy": Self.nullable(entry.instance.timelinePolicy),
+                    ]
+                }
+                return object
+            },
+        ])
+    }
+
+    private func removeDevice(_ token: String, _ request: Request) async throws -> Response {
+        let token = try Self.deviceToken(token)
+        let bundle = request.uri.queryParameters["bundle"].map(String.init)
+        let found = try store.devices(bundle: bundle, token: token, limit: 100)
+        guard let device = found.first else { throw APIError.notFound("no device \(token)") }
+        guard found.count == 1 else {
+            throw APIError.invalidField("device \(token) is registered for \(found.map(\.bundle).joined(separator: ", ")): give the bundle")
+        }
+        guard let bundleID = try? BundleID(device.bundle), let app = try store.app(bundle: bundleID) else {
+            throw APIError.notFound("no app \(device.bundle)")
+        }
+        let removed = try store.deleteDevice(app: app, token: try DeviceToken(token))
+        pushDevices.invalidate()
+        await engine.remove(instances: removed.instances)
+        logger.notice("device removed by the operator", metadata: ["bundle": "\(device.bundle)", "device": "\(token.prefix(8))…"])
+        return try Self.json(["removed": ["bundle": device.bundle, "device": token, "widgets": removed.instances.count]])
+    }
+
+    private func rotateKey(_ bundle: String, _ request: Request) async throws -> Response {
+        guard let bundleID = try? BundleID(bundle) else { throw APIError.invalidField("\(bundle) is not a bundle id") }
+        let body = request.head.headerFields[.contentLength] == nil && request.head.headerFields[.transferEncoding] == nil
+            ? nil : try await JSONBody.read(request, limit: 4096)
+        let rotateSecret = try JSONBody.bool(body?.object["webhookSecret"], "webhookSecret", default: false)
+        guard let credentials = try store.rotateCredentials(bundle: bundleID, webhookSecret: rotateSecret) else {
+            throw APIError.notFound("no app \(bundle)")
+        }
+        apps.forget(bundleID)
+        logger.notice("app credentials rotated by the operator", metadata: ["bundle": "\(bundle)", "webhook-secret": "\(rotateSecret)"])
+        var answer: [String: Any] = ["bundle": bundle, "apiKey": credentials.apiKey]
+        if rotateSecret { answer["webhookSecret"] = credentials.webhookSecret }
+        return try Self.json(answer)
+    }
+
+    static func device(_ device: DeviceRecord) -> [String: Any] {
+        [
+            "bundle": device.bundle,
+            "device": device.token,
+            "active": device.active,
+            "registeredAt": Timestamp(device.registeredAt).rfc3339,
+            "unregisteredAt": nullable(device.unregisteredAt.map { Timestamp($0).rfc3339 }),
+            "widgets": device.widgets,
+            "pendingReloads": device.pendingReloads,
+        ]
+    }
+
+    // MARK: Pending
+
+    private func pending(_ request: Request) async throws -> Response {
+        let query = request.uri.queryParameters
+        var filter = PendingFilter()
+        filter.bundle = query["bundle"].map(String.init)
+        filter.kind = query["kind"].map(String.init)
+        if let device = query["device"] { filter.deviceToken = try Self.deviceToken(String(device)) }
+        if let text = query["dueBefore"] {
+            guard let time = Self.time(String(text)) else {
+                throw APIError.invalidField("dueBefore must be an RFC 3339 time, such as 2026-11-22T10:00:00Z")
+            }
+            filter.dueBefore = time
+        }
+        if let text = query["limit"] {
+            guard let limit = Int(text), (1...10_000).contains(limit) else { throw APIError.invalidField("limit must be 1 to 10000") }
+            filter.limit = limit
+        }
+        let rows = try store.pendingReloads(filter)
+        let waits = await engine.pendingWaits(rows.map(\.instance))
+        let time = Timestamp(now())
+        return try Self.json([
+            "now": time.rfc3339,
+            "pending": rows.map { row in
+                [
+                    "instance": row.instance,
+                    "bundle": row.bundle,
+                    "device": row.deviceToken,
+                    "widget": row.widgetID,
+                    "kind": row.kind,
+                    "family": row.family,
+                    "configuration": Self.object(row.configuration),
+                    "due": row.due.rfc3339,
+                    "dueInSeconds": Double(row.due.milliseconds - time.milliseconds) / 1000,
+                    "priority": row.priority,
+                    "expiration": Self.nullable(row.expiration.map(\.rfc3339)),
+                    "requestCount": row.requestCount,
+                    "requests": row.requests,
+                    "exempt": row.exempt,
+                    // Committed but not yet in the scheduler's view (a moment after a commit): due.
+                    "waitsFor": (waits[row.instance] ?? .due).rawValue,
+                ] as [String: Any]
+            },
+        ])
+    }
+
+    // MARK: Explain
+
+    private func explain(_ id: String) async throws -> Response {
+        // A push's apns-id names its request (the last one, if the sender reused the id).
+        if Int64(id) == nil, try store.delivery(apnsID: id) == nil, let pushed = try store.requests(apnsID: id).last {
+            return try await explain(String(pushed))
+        }
+        if let requestID = Int64(id) {
+            guard let record = try store.requestRecord(requestID) else { throw APIError.notFound("no request \(requestID)") }
+            let pending = try store.pendingReloads(PendingFilter(limit: 10_000)).filter { $0.requests.contains(requestID) }
+            return try Self.json([
+                "request": Self.request(record),
+                "pending": pending.map { ["instance": $0.instance, "widget": $0.widgetID, "device": $0.deviceToken, "due": $0.due.rfc3339] },
+                "deliveries": try store.deliveries(serving: requestID).map(Self.delivery),
+            ])
+        }
+        guard let delivery = try store.delivery(apnsID: id) else {
+            throw APIError.notFound("no request, push or delivery \(id) (a request id is a number, an apns-id a UUID)")
+        }
+        let requests = try delivery.delivery.requests.compactMap { try store.requestRecord(Int64(bitPattern: $0)) }
+        return try Self.json([
+            "delivery": Self.delivery(delivery),
+            "requests": requests.map(Self.request),
+        ])
+    }
+
+    // MARK: Budget
+
+    private func budget(_ token: String, _ request: Request) async throws -> Response {
+        let token = try Self.deviceToken(token)
+        let query = request.uri.queryParameters
+        var instances = try store.instances(ofDevice: token, bundle: query["bundle"].map(String.init))
+        guard !instances.isEmpty else { throw APIError.notFound("no registered device \(token)") }
+        if let widget = query["widget"] {
+            instances = instances.filter { $0.instance.widgetID == widget }
+            guard !instances.isEmpty else { throw APIError.notFound("device \(token) has no widget \(widget)") }
+        }
+        let budgets = await engine.budgets(instances.map(\.instance.instance))
+        let bundles = Set(instances.map(\.bundle)).sorted()
+        let recent = try bundles.flatMap { try store.recentDeliveries(bundle: $0, deviceToken: token, limit: 5) }
+        return try Self.json([
+            "device": token,
+            "now": Timestamp(now()).rfc3339,
+            "instances": instances.map { entry -> [String: Any] in
+                let budget = budgets[entry.instance.instance]
+                return [
+                    "bundle": entry.bundle,
+                    "widget": entry.instance.widgetID,
+                    "kind": entry.instance.kind,
+                    "family": entry.instance.family,
+                    "timelinePolicy": Self.nullable(entry.instance.timelinePolicy),
+                    "tokens": budget?.tokens ?? 0,
+                    "burst": budget?.burst ?? 0,
+                    "dailyBudget": budget?.dailyBudget ?? 0,
+                    "nextToken": Self.nullable(budget?.nextToken.map(\.rfc3339)),
+                    "lastReload": Self.nullable(budget?.lastReload.map(\.rfc3339)),
+                    "plannedReload": Self.nullable(budget?.plannedReload.map(\.rfc3339)),
+                    "earliestReload": Self.nullable(budget.map(\.earliestReload.rfc3339)),
+                    "pending": Self.nullable(budget?.pending.map { pending -> [String: Any] in
+                        ["due": pending.due.rfc3339, "priority": pending.priority.rawValue, "requestCount": pending.requestCount]
+                    }),
+                ]
+            },
+            "recentDeliveries": recent.map(Self.delivery),
+        ])
+    }
+
+    // MARK: Cancel and flush
+
+    private func cancel(_ id: String) async throws -> Response {
+        guard let requestID = Int64(id) else {
+            if try store.delivery(apnsID: id) != nil {
+                throw APIError(
+                    status: .conflict,
+                    code: "already-released",
+                    message: "delivery \(id) has been released to the push service and cannot be cancelled; cancel a request id instead"
+                )
+            }
+            throw APIError.notFound("no request or delivery \(id)")
+        }
+        guard try store.requestRecord(requestID) != nil else { throw APIError.notFound("no request \(requestID)") }
+        let dropped = try await engine.cancel(instances: try store.pendingInstances(listing: requestID), listing: RequestID(bitPattern: requestID))
+        guard !dropped.isEmpty else {
+            throw APIError(status: .conflict, code: "not-pending", message: "request \(requestID) has no pending reload (explain it to see what happened)")
+        }
+        logger.notice("pending reloads cancelled by the operator", metadata: ["request": "\(requestID)", "instances": "\(dropped.keys.sorted())"])
+        return try Self.json([
+            "cancelled": dropped.keys.sorted().map { ["instance": $0, "requests": dropped[$0]!.map { Int64(bitPattern: $0) }] },
+        ])
+    }
+
+    private func flush(_ request: Request) async throws -> Response {
+        let body = try await JSONBody.read(request, limit: 4096)
+        let device = try JSONBody.optionalString(body.object["device"], "device").map(Self.deviceToken)
+        let bundle = try JSONBody.optionalString(body.object["bundle"], "bundle")
+        let ignoreBudget = try JSONBody.bool(body.object["ignoreBudget"], "ignoreBudget", default: false)
+        if device != nil, bundle != nil { throw APIError.invalidField("give device or bundle, not both") }
+        let instances = try store.pendingInstances(deviceToken: device, bundle: bundle)
+        let flushed = try await engine.flush(instances: instances, ignoringBudget: ignoreBudget)
+        logger.notice(
+            "pending reloads flushed by the operator",
+            metadata: ["count": "\(flushed.count)", "ignore-budget": "\(ignoreBudget)", "device": "\(device ?? "-")", "bundle": "\(bundle ?? "-")"]
+        )
+        return try Self.json(["flushed": flushed.count, "instances": flushed, "ignoreBudget": ignoreBudget])
+    }
+
+    // MARK: Stats
+
+    private func stats() throws -> Response {
+        let statistics = try store.statistics()
+        var decisions: [String: Int] = [:]
+        for kind in DecisionKind.allCases { decisions[kind.rawValue] = statistics.decisionsByKind[kind.rawValue] ?? 0 }
+        var deliveries: [String: Int] = [:]
+        for state in ["pending", "sending", "sent", "failed"] { deliveries[state] = statistics.deliveriesByState[state] ?? 0 }
+        return try Self.json([
+            "decisions": decisions,
+            "deliveries": deliveries,
+            "failures": statistics.failuresByReason,
+            "pendingReloads": statistics.pendingReloads,
+            "oldestPendingDue": Self.nullable(statistics.oldestPendingDue.map(\.rfc3339)),
+            "deliveryQueue": deliveries["pending", default: 0] + deliveries["sending", default: 0],
+            "oldestOpenDelivery": Self.nullable(statistics.oldestOpenDelivery.map(\.rfc3339)),
+            "unknownOutcomes": statistics.unknownOutcomes,
+        ])
+    }
+
+    // MARK: Encoding
+
+    static func request(_ record: RequestRecord) -> [String: Any] {
+        [
+            "id": record.id,
+            "bundle": record.bundle,
+            "source": record.source,
+            "receivedAt": record.receivedAt.rfc3339,
+            "priority": record.priority,
+            "expiration": Self.nullable(record.expiration.map(\.rfc3339)),
+            "collapseId": Self.nullable(record.collapseID),
+            "exempt": record.exempt,
+            "target": object(record.summary),
+            "apnsId": nullable(record.apnsID),
+            "decisions": record.decisions.map { decision -> [String: Any] in
+                [
+                    "instance": Self.nullable(decision.instance),
+                    "widget": Self.nullable(decision.widgetID),
+                    "kind": Self.nullable(decision.kind),
+                    "device": Self.nullable(decision.deviceToken),
+                    "decision": decision.decision,
+                    "due": Self.nullable(decision.due.map(\.rfc3339)),
+                    "reason": decision.reason,
+                ]
+            },
+        ]
+    }
+
+    static func delivery(_ record: DeliveryRecord) -> [String: Any] {
+        let delivery = record.delivery
+        return [
+            "apnsId": delivery.apnsID,
+            "bundle": Self.nullable(record.bundle),
+            "device": Self.nullable(record.deviceToken),
+            "releasedAt": delivery.released.rfc3339,
+            "instances": delivery.instances,
+            "requests": delivery.requests.map { Int64(bitPattern: $0) },
+            "requestCount": delivery.requestCount,
+            "priority": delivery.priority.rawValue,
+            "state": delivery.state.rawValue,
+            "attempts": delivery.history.attempts,
+            "unknownOutcomes": delivery.history.unknownOutcomes,
+            // Apple's reason (or the error) of the last failed or retried attempt.
+            "lastError": Self.nullable(delivery.history.lastError),
+            "updatedAt": Self.nullable(record.updatedAt.map(\.rfc3339)),
+        ]
+    }
+
+    /// `value`, or JSON null.
+    static func nullable(_ value: Any?) -> Any { value ?? NSNull() }
+
+    /// Parsed JSON text (configurations, request targets), or the text itself when it is not JSON.
+    static func object(_ text: String) -> Any {
+        (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) ?? text
+    }
+
+    /// An RFC 3339 time, with or without fractional seconds.
+    static func time(_ text: String) -> Timestamp? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return Timestamp(date) }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text).map { Timestamp($0) }
+    }
+
+    static func deviceToken(_ text: String) throws -> String {
+        guard let token = try? DeviceToken(text) else { throw APIError.invalidField("\(text) is not a device token (64 hex digits)") }
+        return token.hex
+    }
+
+    static func json(_ object: [String: Any]) throws -> Response {
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

@@ -1,0 +1,352 @@
+public import Foundation
+import GRDB
+public import ReloadGateCore
+
+/// A pending reload as the operator sees it (`reloadgate pending`).
+public struct PendingReloadRow: Sendable, Hashable {
+    public var instance: Int64
+    public var bundle: String
+    public var deviceToken: String
+    public var widgetID: String
+    public var kind: String
+    public var family: String
+    /// The widget's configuration (JSON text).
+    public var configuration: String
+    public var due: Timestamp
+    public var priority: Int
+    public var expiration: Timestamp?
+    /// Requests merged into it.
+    public var requestCount: Int
+    /// The first 100 of them.
+    public var requests: [Int64]
+    /// Exempt from the budget (exemption or operator override).
+    public var exempt: Bool
+}
+
+/// What `reloadgate pending` filters on.
+public struct PendingFilter: Sendable, Hashable {
+    public var bundle: String?
+    public var kind: String?
+    public var deviceToken: String?
+    public var dueBefore: Timestamp?
+    public var limit: Int
+
+    public init(bundle: String? = nil, kind: String? = nil, deviceToken: String? = nil, dueBefore: Timestamp? = nil, limit: Int = 100) {
+        self.bundle = bundle
+        self.kind = kind
+        self.deviceToken = deviceToken
+        self.dueBefore = dueBefore
+        self.limit = limit
+    }
+}
+
+/// Everything the store knows about one request (`reloadgate explain`).
+public struct RequestRecord: Sendable, Hashable {
+    public struct DecisionRow: Sendable, Hashable {
+        public var instance: Int64?
+        public var widgetID: String?
+        public var kind: String?
+        public var deviceToken: String?
+        public var decision: String
+        public var due: Timestamp?
+        public var reason: String
+    }
+
+    public var id: Int64
+    public var bundle: String
+    /// `webhook` or `apns`.
+    public var source: String
+    public var receivedAt: Timestamp
+    public var priority: Int
+    public var expiration: Timestamp?
+    public var collapseID: String?
+    public var exempt: Bool
+    /// What the request targeted (JSON text, as recorded).
+    public var summary: String
+    /// A push's apns-id.
+    public var apnsID: String?
+    public var decisions: [DecisionRow]
+}
+
+/// One delivery with its device and history (`reloadgate explain`, `reloadgate budget`).
+public struct DeliveryRecord: Sendable, Hashable {
+    public var delivery: RecordedDelivery
+    public var bundle: String?
+    public var deviceToken: String?
+    public var updatedAt: Timestamp?
+}
+
+/// One widget instance of a device with its timeline (`reloadgate budget`).
+public struct InstanceRecord: Sendable, Hashable {
+    public var instance: Int64
+    public var widgetID: String
+    public var kind: String
+    public var family: String
+    public var configuration: String
+    /// The timeline policy last reported (`atEnd`, `after`, `never`), if any.
+    public var timelinePolicy: String?
+    public var timelineReportedAt: Date?
+}
+
+/// Counts for `reloadgate stats`.
+public struct LedgerStatistics: Sendable, Hashable {
+    public var decisionsByKind: [String: Int]
+    public var deliveriesByState: [String: Int]
+    /// Deliveries that failed, by their last reason.
+    public var failuresByReason: [String: Int]
+    public var pendingReloads: Int
+    public var oldestPendingDue: Timestamp?
+    /// The release time of the oldest delivery not yet sent or failed.
+    public var oldestOpenDelivery: Timestamp?
+    public var unknownOutcomes: Int
+}
+
+extension SQLiteStore {
+    /// Pending reloads in due order, filtered.
+    public func pendingReloads(_ filter: PendingFilter) throws -> [PendingReloadRow] {
+        try writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT p.instanceId, p.due, p.priority, p.expiration, p.requests, p.requestCount, p.exempt,
+                           w.widgetID, w.kind, w.family, w.configuration, d.token, a.bundle
+                    FROM pending_reload p
+                    JOIN widget w ON w.id = p.instanceId
+                    JOIN device d ON d.id = w.deviceId
+                    JOIN app a ON a.id = d.appId
+                    WHERE (?1 IS NULL OR a.bundle = ?1) AND (?2 IS NULL OR w.kind = ?2)
+                      AND (?3 IS NULL OR d.token = ?3) AND (?4 IS NULL OR p.due <= ?4)
+                    ORDER BY p.due, p.instanceId
+                    LIMIT ?5
+                    """,
+                arguments: [filter.bundle, filter.kind, filter.deviceToken, filter.dueBefore?.milliseconds, filter.limit]
+            ).map { row in
+                let requests = Self.integers(row["requests"])
+                return PendingReloadRow(
+                    instance: row["instanceId"],
+                    bundle: row["bundle"],
+                    deviceToken: row["token"],
+                    widgetID: row["widgetID"],
+                    kind: row["kind"],
+                    family: row["family"],
+                    configuration: row["configuration"],
+                    due: Timestamp(milliseconds: row["due"]),
+                    priority: row["priority"],
+                    expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
+                    requestCount: (row["requestCount"] as Int?) ?? requests.count,
+                    requests: requests,
+                    exempt: row["exempt"]
+                )
+            }
+        }
+    }
+
+    /// The instances with a pending reload on the device `token` or of the app `bundle` (both nil: all).
+    public func pendingInstances(deviceToken: String?, bundle: String?) throws -> [Int64] {
+        try writer.read { db in
+            try Int64.fetchAll(
+                db,
+                sql: """
+                    SELECT p.instanceId FROM pending_reload p
+                    JOIN widget w ON w.id = p.instanceId JOIN device d ON d.id = w.deviceId JOIN app a ON a.id = d.appId
+                    WHERE (?1 IS NULL OR d.token = ?1) AND (?2 IS NULL OR a.bundle = ?2)
+                    ORDER BY p.due
+                    """,
+                arguments: [deviceToken, bundle]
+            )
+        }
+    }
+
+    /// The instances whose pending reload lists `request` (among its first 100 requests).
+    public func pendingInstances(listing request: Int64) throws -> [Int64] {
+        try writer.read { db in
+            try Int64.fetchAll(
+                db,
+                sql: "SELECT instanceId FROM pending_reload WHERE EXISTS (SELECT 1 FROM json_each(requests) WHERE value = ?)",
+                arguments: [request]
+            )
+        }
+    }
+
+    /// The requests of the push with this apns-id (a sender may reuse one), oldest first.
+    public func requests(apnsID: String) throws -> [Int64] {
+        try writer.read { db in
+            try Int64.fetchAll(db, sql: "SELECT id FROM request WHERE apnsId = ? ORDER BY id", arguments: [apnsID.lowercased()])
+        }
+    }
+
+    /// A request with its decisions, or nil.
+    public func requestRecord(_ id: Int64) throws -> RequestRecord? {
+        try writer.read { db in
+            guard let row = try Row.fetchOne(
+                db,
+                sql: "SELECT r.*, a.bundle FROM request r JOIN app a ON a.id = r.appId WHERE r.id = ?",
+                arguments: [id]
+            ) else { return nil }
+            let decisions = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT dc.instanceId, dc.kind AS decision, dc.due, dc.reason, w.widgetID, w.kind, d.token
+                    FROM decision dc LEFT JOIN widget w ON w.id = dc.instanceId LEFT JOIN device d ON d.id = w.deviceId
+                    WHERE dc.requestId = ? ORDER BY dc.rowid
+                    """,
+                arguments: [id]
+            ).map { row in
+                RequestRecord.DecisionRow(
+                    instance: row["instanceId"],
+                    widgetID: row["widgetID"],
+                    kind: row["kind"],
+                    deviceToken: row["token"],
+                    decision: row["decision"],
+                    due: (row["due"] as Int64?).map(Timestamp.init(milliseconds:)),
+                    reason: row["reason"]
+                )
+            }
+            return RequestRecord(
+                id: row["id"],
+                bundle: row["bundle"],
+                source: row["source"],
+                receivedAt: Timestamp(milliseconds: row["receivedAt"]),
+                priority: row["priority"],
+                expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
+                collapseID: row["collapseId"],
+                exempt: row["exempt"],
+                summary: row["summary"],
+                apnsID: row["apnsId"],
+                decisions: decisions
+            )
+        }
+    }
+
+    /// The deliveries that serve `request` (listed among their first 100 requests), oldest first.
+    public func deliveries(serving request: Int64) throws -> [DeliveryRecord] {
+        try deliveryRecords(where: "EXISTS (SELECT 1 FROM json_each(dl.requests) WHERE value = ?)", [request])
+    }
+
+    /// The delivery with this apns-id, or nil.
+    public func delivery(apnsID: String) throws -> DeliveryRecord? {
+        try deliveryRecords(where: "dl.apnsId = ?", [apnsID.lowercased()]).first
+    }
+
+    /// The last `limit` deliveries to the device `token` of `bundle`, newest first.
+    public func recentDeliveries(bundle: String, deviceToken: String, limit: Int) throws -> [DeliveryRecord] {
+        Array(try deliveryRecords(where: "a.bundle = ? AND d.token = ?", [bundle, deviceToken]).reversed().prefix(limit))
+    }
+
+    private func deliveryRecords(where condition: String, _ arguments: StatementArguments) throws -> [DeliveryRecord] {
+        try writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT dl.*, d.token, a.bundle FROM delivery dl
+                    LEFT JOIN device d ON d.id = dl.deviceId LEFT JOIN app a ON a.id = d.appId
+                    WHERE \(condition) ORDER BY dl.releasedAt, dl.apnsId
+                    """,
+                arguments: arguments
+            ).compactMap { row in
+                guard let delivery = Self.recordedDelivery(row) else { return nil }
+                return DeliveryRecord(
+                    delivery: delivery,
+                    bundle: row["bundle"],
+                    deviceToken: row["token"],
+                    updatedAt: (row["updatedAt"] as Int64?).map(Timestamp.init(milliseconds:))
+                )
+            }
+        }
+    }
+
+    /// The device `token` (of any app when `bundle` is nil): its app and widget instances with their
+    /// timelines. Empty when no active device has that token.
+    public func instances(ofDevice token: String, bundle: String?) throws -> [(bundle: String, instance: InstanceRecord)] {
+        try writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT a.bundle, w.id, w.widgetID, w.kind, w.family, w.configuration, t.policy, t.reportedAt
+                    FROM device d JOIN app a ON a.id = d.appId JOIN widget w ON w.deviceId = d.id
+                    LEFT JOIN timeline t ON t.widgetId = w.id
+                    WHERE d.token = ? AND d.active AND (?2 IS NULL OR a.bundle = ?2)
+                    ORDER BY a.bundle, w.widgetID
+                    """,
+                arguments: [token.lowercased(), bundle]
+            ).map { row in
+                (
+                    row["bundle"],
+                    InstanceRecord(
+                        instance: row["id"],
+                        widgetID: row["widgetID"],
+                        kind: row["kind"],
+                        family: row["family"],
+                        configuration: row["configuration"],
+                        timelinePolicy: row["policy"],
+                        timelineReportedAt: (row["reportedAt"] as Double?).map(Date.init(timeIntervalSince1970:))
+                    )
+                )
+            }
+        }
+    }
+
+    /// Counts of decisions, deliveries and pending reloads.
+    public func statistics() throws -> LedgerStatistics {
+        try writer.read { db in
+            func counts(_ sql: String) throws -> [String: Int] {
+                var result: [String: Int] = [:]
+                for row in try Row.fetchAll(db, sql: sql) { result[row[0] ?? "?"] = row[1] }
+                return result
+            }
+            return LedgerStatistics(
+                decisionsByKind: try counts("SELECT kind, count(*) FROM decision GROUP BY kind"),
+                deliveriesByState: try counts("SELECT state, count(*) FROM delivery GROUP BY state"),
+                failuresByReason: try counts("SELECT lastError, count(*) FROM delivery WHERE state = 'failed' GROUP BY lastError"),
+                pendingReloads: try Int.fetchOne(db, sql: "SELECT count(*) FROM pending_reload") ?? 0,
+                oldestPendingDue: try Int64.fetchOne(db, sql: "SELECT min(due) FROM pending_reload").map(Timestamp.init(milliseconds:)),
+                oldestOpenDelivery: try Int64.fetchOne(db, sql: "SELECT min(releasedAt) FROM delivery WHERE state IN ('pending', 'sending')")
+                    .map(Timestamp.init(milliseconds:)),
+                unknownOutcomes: try Int.fetchOne(db, sql: "SELECT coalesce(sum(unknownOutcomes), 0) FROM delivery") ?? 0
+            )
+        }
+    }
+}
+
+/// A device as `reloadgate devices list` shows it.
+public struct DeviceRecord: Sendable, Hashable {
+    public var bundle: String
+    public var token: String
+    public var active: Bool
+    public var registeredAt: Date
+    /// When Apple (410) or a new token retired it.
+    public var unregisteredAt: Date?
+    public var widgets: Int
+    public var pendingReloads: Int
+}
+
+extension SQLiteStore {
+    /// Devices, by app and token: of `bundle` only when given; of `token` only when given.
+    public func devices(bundle: String?, token: String? = nil, limit: Int) throws -> [DeviceRecord] {
+        try writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT a.bundle, d.token, d.active, d.registeredAt, d.unregisteredAt,
+                           (SELECT count(*) FROM widget w WHERE w.deviceId = d.id) AS widgets,
+                           (SELECT count(*) FROM widget w JOIN pending_reload p ON p.instanceId = w.id WHERE w.deviceId = d.id) AS pending
+                    FROM device d JOIN app a ON a.id = d.appId
+                    WHERE (?1 IS NULL OR a.bundle = ?1) AND (?2 IS NULL OR d.token = ?2)
+                    ORDER BY a.bundle, d.token
+                    LIMIT ?3
+                    """,
+                arguments: [bundle, token?.lowercased(), limit]
+            ).map { row in
+                DeviceRecord(
+                    bundle: row["bundle"],
+                    token: row["token"],
+                    active: row["active"],
+                    registeredAt: Date(timeIntervalSince1970: row["registeredAt"]),
+                    unregisteredAt: (row["unregisteredAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
+                    widgets: row["widgets"],
+                    pendingReloads: row["pending"]
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import NIOHTTP1
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateTesting
+import Testing
+
+/// `/metrics` after known traffic: the counters say what the test did.
+struct MetricsTests {
+    @Test func metricsCountRequestsDecisionsAnswersAndDeliveries() async throws {
+        // One budget token and no minimum interval: the second webhook call waits for budget.
+        try await WebhookEndToEndTests.withFixture(configure: { configuration in
+            configuration.scheduling.defaultPolicy.burst = 1
+            configuration.scheduling.defaultPolicy.minimumInterval = 0
+        }) { fixture in
+            for _ in 0..<3 {
+                #expect(try await fixture.reload(#"{"kind":"scores"}"#).status == 202)
+            }
+            let badSignature = try await fixture.api.reload(bundle: WebhookEndToEndTests.bundle, body: #"{"kind":"scores"}"#, secret: "wrong")
+            #expect(badSignature.status == 401)
+            #expect(try await fixture.api.send(.GET, "/v1/nothing-here").status == 404)
+            _ = try await fixture.waitForOutbox(lines: 1)
+
+            // A push with a token of an unknown key: 403 InvalidProviderToken from the APNs listener.
+            let client = try await RawHTTP2Client.connect(port: fixture.gateway.ingressPort, tls: try fixture.gateway.pki.clientTLSConfiguration())
+            let refused = try await client.send(
+                RawHTTP2Client.push(token: WebhookEndToEndTests.token, [
+                    ("authorization", "bearer \(ProviderTokenFactory(keyID: "UNKNOWN001").token())"),
+                    ("apns-topic", WebhookEndToEndTests.bundle + ".push-type.widgets"), ("apns-push-type", "widgets"),
+                ]),
+                body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+            )
+            await client.close()
+            #expect(refused.status == 403)
+
+            var series = PrometheusText("")
+            for _ in 0..<100 {
+                let scraped = try await fixture.api.send(.GET, "/metrics")
+                #expect(scraped.status == 200)
+                series = PrometheusText(scraped.body)
+                if series[#"reloadgate_deliveries_total{outcome="sent"}"#] == 1 { break }
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            let reloads = "/v1/apps/{bundle}/reloads"
+            #expect(series[#"reloadgate_http_requests_total{route="\#(reloads)",method="POST",status="202"}"#] == 3)
+            #expect(series[#"reloadgate_http_requests_total{route="\#(reloads)",method="POST",status="401"}"#] == 1)
+            #expect(series[#"reloadgate_http_requests_total{route="/v1/apps/{bundle}/devices/{token}",method="PUT",status="200"}"#] == 1)
+            #expect(series[#"reloadgate_http_requests_total{route="NotFound",method="GET",status="404"}"#] == 1)
+            #expect(series[#"reloadgate_decisions_total{kind="scheduled"}"#] == 1)
+            #expect(series[#"reloadgate_decisions_total{kind="deferred"}"#] == 1)
+            #expect(series[#"reloadgate_decisions_total{kind="merged"}"#] == 1)
+            #expect(series["reloadgate_budget_exhausted_total"] == 1)
+            #expect(series["reloadgate_pending_reloads"] == 1)
+            #expect((series["reloadgate_store_commit_seconds_count"] ?? 0) >= 1)
+            #expect(series[#"reloadgate_apns_answers_total{status="403",reason="InvalidProviderToken"}"#] == 1)
+            #expect(series[#"reloadgate_deliveries_total{outcome="sent"}"#] == 1)
+            #expect(series[#"reloadgate_delivery_attempts_total{outcome="sent",reason=""}"#] == 1)
+            #expect(series["reloadgate_delivery_queue_depth"] == 0)
+        }
+    }
+}

@@ -64,7 +64,8 @@ public struct TestGateway: Sendable {
         configure(&configuration)
 
         var logger = Logger(label: "reloadgate-test")
-        logger.logLevel = .warning
+        // Warnings and worse, or less when the test's configuration asks for less.
+        logger.logLevel = max(.warning, configuration.log.level)
         let (ports, portContinuation) = AsyncStream<ListenerInfo>.makeStream()
         let gateway = try await buildGateway(
             configuration: configuration,

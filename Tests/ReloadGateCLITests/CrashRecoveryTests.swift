@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Crypto
+import Synchronization
 import Foundation
 import NIOSSL
 import ReloadGateCore
@@ -163,8 +164,6 @@ struct DeliveryCrashTests {
             key: .init(publicKey: key.publicKey, keyID: "CRASHKEY01", teamID: "CRASHTEAM1")
         )
         defer { Task { await mock.stop() } }
-        // Slow answers: requests are in flight when the process dies.
-        mock.answer { _ in .delayed(.milliseconds(300), .status(200)) }
 
         let added = try await ReloadGateProcess.run(["apps", "add", Self.bundle, "--json"], in: directory.url)
         try #require(added.status == 0, "\(added.stderr)")
@@ -178,6 +177,13 @@ struct DeliveryCrashTests {
         ]
         let deviceCount = 120
         let (first, port) = try await CrashRecoveryTests.serve(in: directory, environment: environment)
+        // Slow answers, and the mock kills the gateway when the 24th request arrives: requests are in
+        // flight at that moment (that one at least), whatever the machine's load.
+        let arrivals = Counter()
+        mock.answer { _ in
+            if arrivals.next() == 23 { first.send(SIGKILL) }
+            return .delayed(.milliseconds(300), .status(200))
+        }
         try await CrashRecoveryTests.withClient(directory, port: port) { api in
             for index in 0..<deviceCount {
                 let answer = try await api.putDevice(
@@ -191,10 +197,6 @@ struct DeliveryCrashTests {
             let answer = try await api.reload(bundle: Self.bundle, body: #"{"kind":"news"}"#, secret: try #require(credentials["webhookSecret"]))
             try #require(answer.status == 202, "\(answer.body)")
         }
-        for _ in 0..<600 where mock.received.count < 24 {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        first.send(SIGKILL)
         _ = try await first.waitForExit()
         let receivedBeforeKill = mock.received.count
         #expect(receivedBeforeKill < deviceCount, "the kill came after every delivery; the test proved nothing")
@@ -224,5 +226,18 @@ struct DeliveryCrashTests {
         #expect(twice.allSatisfy { $0.history.unknownOutcomes > 0 })
         #expect(!twice.isEmpty, "no request was in flight at the kill; the test proved nothing")
         print("crash: \(receivedBeforeKill) requests before the kill, \(twice.count) deliveries sent twice (in flight at the kill), \(sent.count) sent")
+    }
+}
+
+/// A counter shared with the mock's answer rule.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+
+    /// 0, 1, 2, ...
+    func next() -> Int {
+        value.withLock { value in
+            defer { value += 1 }
+            return value
+        }
     }
 }

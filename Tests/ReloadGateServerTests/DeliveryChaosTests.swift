@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import GRDB
+import Logging
 import NIOSSL
 import ReloadGateCore
 import ReloadGateServer
@@ -103,6 +104,8 @@ struct DeliveryChaosTests {
             configuration.upstream.caFile = pki.caCertificatePath
             configuration.upstream.retryDelay = 20
             configuration.upstream.maxAttempts = 6
+            // Some 4,000 retries would each log a warning.
+            configuration.log.level = .error
         }) { gateway in
             let decided = try await gateway.withHTTPClient { client in
                 try await GatewayAPIClient(client: client, baseURL: gateway.baseURL)

@@ -43,7 +43,8 @@ public actor OutboxUpstream: DeliveryUpstream {
             "outbox: widget push",
             metadata: [
                 "apns-id": "\(push.apnsID)", "device": "\(push.deviceToken.shortened)", "bundle": "\(push.bundle)",
-                "widgets": "\(push.widgetIDs.count)", "requests": "\(push.requestCount)",
+                "widgets": "\(push.widgetIDs.count)", "request-count": "\(push.requestCount)",
+                "requests": "\(push.requests.prefix(10).map(String.init).joined(separator: ","))\(push.requestCount > 10 ? ",…" : "")",
             ]
         )
         return .sent

@@ -98,14 +98,14 @@ struct DeliveryWorker: Sendable {
             }
             attempt += 1
             if attempt >= maximumAttempts {
-                logger.warning("delivery failed after retries", metadata: ["apns-id": "\(delivery.apnsID)", "reason": "\(reason)"])
+                logger.warning("delivery failed after retries", metadata: Self.metadata(delivery, ["reason": "\(reason)"]))
                 finish(delivery, .failed, error: "\(reason) (after \(attempt) attempts)", outcome: outcome)
                 return
             }
             let backoff = backoff(attempt: attempt, retryAfter: retryAfter)
             logger.warning(
                 "delivery will be retried",
-                metadata: ["apns-id": "\(delivery.apnsID)", "reason": "\(reason)", "in": "\(backoff)"]
+                metadata: Self.metadata(delivery, ["reason": "\(reason)", "in": "\(backoff)"])
             )
             states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, error: reason, unknownOutcome: outcome.isUnknown))
             // Sleeps in short steps so that a graceful shutdown does not wait for a long backoff; a
@@ -179,14 +179,14 @@ struct DeliveryWorker: Sendable {
         case .sent:
             finish(delivery, .sent, error: nil, outcome: outcome)
         case .failed(let reason):
-            logger.warning("delivery failed", metadata: ["apns-id": "\(delivery.apnsID)", "reason": "\(reason)"])
+            logger.warning("delivery failed", metadata: Self.metadata(delivery, ["reason": "\(reason)"]))
             finish(delivery, .failed, error: reason, outcome: outcome)
         case .deviceInvalid(let reason, let since):
             let time = since.map { Date(timeIntervalSince1970: Double($0.milliseconds) / 1000) } ?? now()
             do {
                 if try store.markDeviceInvalid(device: delivery.device, since: time) {
                     pushDevices?.invalidate()
-                    logger.info("device unregistered by Apple", metadata: ["device": "\(address.token.shortened)", "reason": "\(reason)"])
+                    logger.info("device unregistered by Apple", metadata: Self.metadata(delivery, ["device": "\(address.token.shortened)", "reason": "\(reason)"]))
                 }
             } catch {
                 logger.error("cannot mark a device unregistered", metadata: ["error": "\(error)"])
@@ -202,6 +202,16 @@ struct DeliveryWorker: Sendable {
     private func finish(_ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome) {
         states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown))
         metrics.deliveryFinished(outcome: state.rawValue)
+    }
+
+    /// A delivery's log metadata: its apns-id and the ids of the requests it serves (the first ten), so
+    /// that a log line leads to `reloadgate explain`.
+    static func metadata(_ delivery: RecordedDelivery, _ extra: Logger.Metadata) -> Logger.Metadata {
+        var metadata = extra
+        metadata["apns-id"] = "\(delivery.apnsID)"
+        let listed = delivery.requests.prefix(10).map(String.init).joined(separator: ",")
+        metadata["requests"] = "\(listed)\(delivery.requestCount > 10 ? ",…" : "")"
+        return metadata
     }
 
     /// The first backoff (1 s), doubled per attempt up to the maximum, each with up to 20% jitter; at

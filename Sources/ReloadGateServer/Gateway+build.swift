@@ -8,6 +8,7 @@ import NIOSSL
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
+import ServiceLifecycle
 
 /// Where a listener ended up, reported once it accepts connections.
 public struct ListenerInfo: Sendable {
@@ -19,6 +20,8 @@ public struct ListenerInfo: Sendable {
         case apns
         /// The admin API on its Unix socket (`host` is the socket's path).
         case admin
+        /// The admin API on its TLS listener (`trustedCAPath` here is the token file).
+        case adminTLS
     }
 
     public let kind: Kind
@@ -38,6 +41,9 @@ public struct ListenerInfo: Sendable {
     public var startupLine: String {
         if kind == .admin {
             return "reloadgate: admin API on \(host) (reloadgate pending, explain, budget, cancel, flush, stats)"
+        }
+        if kind == .adminTLS {
+            return "reloadgate: admin API on \(url) (TLS; authorization: bearer <the token in \(trustedCAPath ?? "admin.token")>)"
         }
         if kind == .apns {
             return "reloadgate: APNs pushes to \(url)/3/device/<token> (TLS, ALPN h2 and http/1.1)"
@@ -174,6 +180,35 @@ public func buildGateway(
         logger: logger
     )
 
+    // Optionally the admin API on its own TLS listener too, behind the bearer token.
+    var adminTLS: Application<RouterResponder<BasicRequestContext>>?
+    if configuration.admin.tls {
+        let tokenPath = configuration.adminTokenPath
+        let token: String
+        let adminServer: HTTPServerBuilder
+        do {
+            token = try AdminToken.loadOrCreate(at: tokenPath)
+            adminServer = try .http2Upgrade(tlsConfiguration: tls.configuration, configuration: http2)
+        } catch {
+            try? store.close()
+            throw ConfigurationError.inconsistent(key: "admin.tokenFile", reason: "\(error)")
+        }
+        let router = Router()
+        router.add(middleware: AdminTokenMiddleware(token: token))
+        AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, now: now, logger: logger).register(on: router)
+        let adminHost = configuration.admin.host
+        adminTLS = Application(
+            router: router,
+            server: adminServer,
+            configuration: .init(address: .hostname(adminHost, port: configuration.admin.port), serverName: nil),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? configuration.admin.port
+                await onListening(ListenerInfo(kind: .adminTLS, host: adminHost, port: port, trustedCAPath: tokenPath))
+            },
+            logger: logger
+        )
+    }
+
     let host = configuration.listen.host
     let application = Application(
         router: router,
@@ -185,6 +220,7 @@ public func buildGateway(
         },
         logger: logger
     )
+    let adminServices: [any Service] = adminTLS.map { [$0] } ?? []
     return Gateway(configuration: configuration, readiness: readiness, logger: logger, services: [
         StoreService(store: store, readiness: readiness, logger: logger),
         SchedulerService(
@@ -208,6 +244,7 @@ public func buildGateway(
         ),
         application,
         admin,
+    ] + adminServices + [
         IngressService(
             configuration: configuration.ingress,
             idleTimeout: configuration.listen.idleTimeout,

@@ -92,7 +92,7 @@ public struct TestGateway: Sendable {
                 switch listener.kind {
                 case .api: port = listener.port
                 case .apns: ingressPort = listener.port
-                case .admin: break
+                case .admin, .adminTLS: break
                 }
             }
             guard let port, let ingressPort else { throw TestGatewayError.didNotStart }

@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import ReloadGateServer
 
 /// The options of commands that talk to a running gateway over its admin socket.
@@ -15,6 +16,15 @@ struct AdminOptions: ParsableArguments {
 
     @Flag(name: .long, help: "Print the answer as JSON (for scripts).")
     var json = false
+
+    @Option(name: .long, help: ArgumentHelp("The admin API's TLS listener instead of the socket, e.g. https://gateway:8444 (admin.tls).", valueName: "url"))
+    var url: String?
+
+    @Option(name: .customLong("token-file"), help: ArgumentHelp("With --url: the file with the admin token (default: admin.tokenFile, or data/admin.token).", valueName: "file"))
+    var tokenFile: String?
+
+    @Option(name: .long, help: ArgumentHelp("With --url: CA certificates (PEM) to trust (default: certs/ca.pem when it exists, else the system's).", valueName: "file"))
+    var cacert: String?
 
     /// The socket's path: `--socket`, or the configuration's.
     func socketPath() throws -> String {
@@ -29,6 +39,7 @@ struct AdminOptions: ParsableArguments {
     /// Sends one request to the admin API and returns its JSON object; exits 1 with the server's message
     /// on an error answer, and with a hint when no gateway listens.
     func call(_ method: HTTPMethod, _ path: String, body: [String: Any]? = nil) async throws -> [String: Any] {
+        if let url { return try await callTLS(url, method, path, body: body) }
         let socket = try socketPath()
         guard FileManager.default.fileExists(atPath: socket) else {
             throw CommandFailure.exit("no gateway is running here: \(socket) does not exist (start one with `reloadgate serve`, or give --socket)", status: 1)
@@ -47,9 +58,57 @@ struct AdminOptions: ParsableArguments {
         return try result.get()
     }
 
-    private func call(_ client: HTTPClient, socket: String, url: URL, _ method: HTTPMethod, body: [String: Any]?) async throws -> [String: Any] {
+    /// The same over the admin TLS listener, with the bearer token.
+    private func callTLS(_ base: String, _ method: HTTPMethod, _ path: String, body: [String: Any]?) async throws -> [String: Any] {
+        guard let parsed = URL(string: base), parsed.scheme == "https", parsed.host != nil else {
+            throw CommandFailure.exit("--url must be https://host:port, not \(base)", status: 2)
+        }
+        var tokenPath = tokenFile ?? ""
+        if tokenFile == nil {
+            do {
+                tokenPath = try GatewayConfiguration.load(file: config, environment: ProcessInfo.processInfo.environment).adminTokenPath
+            } catch {
+                throw CommandFailure.exit(error.description, status: 2)
+            }
+        }
+        guard let token = (try? String(contentsOfFile: tokenPath, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines),
+            !token.isEmpty
+        else {
+            throw CommandFailure.exit("cannot read the admin token from \(tokenPath) (give --token-file)", status: 2)
+        }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        let ca = cacert ?? (FileManager.default.fileExists(atPath: "certs/ca.pem") ? "certs/ca.pem" : nil)
+        if let ca {
+            do {
+                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(ca))
+            } catch {
+                throw CommandFailure.exit("cannot read CA certificates from \(ca)", status: 2)
+            }
+        }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        let result: Result<[String: Any], any Error>
+        do {
+            let target = base.hasSuffix("/") ? String(base.dropLast()) : base
+            guard let full = URL(string: target + path) else { throw CommandFailure.exit("bad URL \(target + path)", status: 2) }
+            result = .success(try await call(client, socket: base, url: full, method, body: body, token: token))
+        } catch {
+            result = .failure(error)
+        }
+        try? await client.shutdown()
+        return try result.get()
+    }
+
+    private func call(
+        _ client: HTTPClient,
+        socket: String,
+        url: URL,
+        _ method: HTTPMethod,
+        body: [String: Any]?,
+        token: String? = nil
+    ) async throws -> [String: Any] {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = method
+        if let token { request.headers.add(name: "authorization", value: "bearer \(token)") }
         if let body {
             request.headers.add(name: "content-type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))

@@ -265,6 +265,34 @@ struct AdminCommandTests {
         #expect(try store.app(forAPIKey: newKey) == nil)
     }
 
+    @Test func theAdminAPIOnItsTLSListenerNeedsTheToken() async throws {
+        let directory = try TemporaryDirectory("admin-tls")
+        defer { directory.remove() }
+        let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_ADMIN_TLS": "true", "RELOADGATE_ADMIN_PORT": "0"]
+        let (server, port) = try await CrashRecoveryTests.serve(in: directory, environment: environment)
+        defer { server.send(SIGKILL) }
+        let line = try await server.waitForOutputLine(containing: "admin API on https://")
+        let adminPort = try #require(line.firstMatch(of: /127\.0\.0\.1:(\d+)/)).1
+        #expect(line.contains("data/admin.token"))
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.path("data/admin.token"))[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+
+        // With the token (data/admin.token and certs/ca.pem by default): the same answers as on the socket.
+        let url = "https://localhost:\(adminPort)"
+        let stats = try await Self.json(["stats", "--url", url], in: directory)
+        #expect((stats["decisions"] as? [String: Int])?["scheduled"] == 0)
+        let pending = try await Self.json(["pending", "--url", url], in: directory)
+        #expect((pending["pending"] as? [Any])?.isEmpty == true)
+        // Without it: refused.
+        try "rga_not-the-token-at-all".write(toFile: directory.path("wrong.token"), atomically: true, encoding: .utf8)
+        let refused = try await ReloadGateProcess.run(["stats", "--url", url, "--token-file", "wrong.token"], in: directory.url)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("authorization: bearer"))
+        // The public listener still does not serve it.
+        let publicAnswer = try await CrashRecoveryTests.withClient(directory, port: port) { api in try await api.send(.GET, "/v1/stats").status }
+        #expect(publicAnswer == 404)
+    }
+
     @Test func theCommandsSaySoWhenNoGatewayRuns() async throws {
         let directory = try TemporaryDirectory("admin-cli")
         defer { directory.remove() }

@@ -95,6 +95,14 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public struct Admin: Sendable, Equatable {
         /// The socket's path; unset: `admin.sock` in the data directory.
         public var socket: String?
+        /// Also serve the admin API on its own TLS listener (HTTP/2 and HTTP/1.1), for a bearer token.
+        public var tls = false
+        /// The TLS listener's address and port (0: any free port).
+        public var host = "127.0.0.1"
+        public var port = 8444
+        /// The file with the bearer token; unset: `admin.token` in the data directory (created on first
+        /// start with mode 0600).
+        public var tokenFile: String?
 
         public init() {}
     }
@@ -175,6 +183,11 @@ public struct GatewayConfiguration: Sendable, Equatable {
 
     /// The embedded default.
     public init() {}
+
+    /// Where the admin token is: `admin.tokenFile`, or `admin.token` in the data directory.
+    public var adminTokenPath: String {
+        admin.tokenFile ?? (dataDirectory.hasSuffix("/") ? dataDirectory : dataDirectory + "/") + "admin.token"
+    }
 
     /// Where the admin socket is: `admin.socket`, or `admin.sock` in the data directory.
     public var adminSocketPath: String {

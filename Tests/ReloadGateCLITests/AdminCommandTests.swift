@@ -137,10 +137,15 @@ struct AdminCommandTests {
         #expect((stats["deliveries"] as? [String: Int])?["sent"] == 1)
         #expect(stats["pendingReloads"] as? Int == 1)
         #expect(stats["deliveryQueue"] as? Int == 0)
+        let statsText = try await ReloadGateProcess.run(["stats"], in: directory.url)
+        for part in ["decisions:", "scheduled 1", "deferred 1", "merged 1", "deliveries:", "sent 1", "pending reloads:  1", "delivery queue:   0"] {
+            #expect(statsText.stdout.contains(part), "stats lacks \(part): \(statsText.stdout)")
+        }
 
         // flush without --ignore-budget: due now, but the budget still holds it.
-        let flushed = try await Self.json(["flush", "--device", Self.token], in: directory)
-        #expect(flushed["flushed"] as? Int == 1)
+        let flushed = try await ReloadGateProcess.run(["flush", "--device", Self.token], in: directory.url)
+        #expect(flushed.status == 0)
+        #expect(flushed.stdout.contains("flushed 1 pending reload(s)"))
         #expect((try await Self.json(["pending"], in: directory)["pending"] as? [[String: Any]])?.first?["waitsFor"] as? String == "budget")
         #expect(Self.outbox(directory).count == 1)
         // flush --ignore-budget: it goes now, with requests 2 and 3.
@@ -163,6 +168,13 @@ struct AdminCommandTests {
         let again = try await ReloadGateProcess.run(["cancel", String(fourthID)], in: directory.url)
         #expect(again.status == 1)
         #expect(again.stderr.contains("has no pending reload"))
+        let fifth = try await CrashRecoveryTests.withClient(directory, port: port) { api in
+            try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: secret).json["requestId"] as? Int
+        }
+        let fifthID = try #require(fifth)
+        let cancelText = try await ReloadGateProcess.run(["cancel", String(fifthID)], in: directory.url)
+        #expect(cancelText.status == 0)
+        #expect(cancelText.stdout.contains("cancelled 1 pending reload(s)") && cancelText.stdout.contains("requests [\(fifthID)]"))
         try await Task.sleep(for: .milliseconds(300))
         #expect(Self.outbox(directory).count == 2)
 

@@ -228,7 +228,7 @@ public func buildGateway(
             worker: DeliveryWorker(
                 store: store,
                 upstream: upstream,
-                states: DeliveryStateLog(store: store, logger: logger),
+                states: DeliveryStateLog(store: store, now: now, logger: logger),
                 now: now,
                 logger: logger,
                 pushDevices: pushDevices,

@@ -160,12 +160,12 @@ extension SQLiteStore {
         )
     }
 
-    /// Moves a delivery to a new state (pending -> sending -> sent | failed), counting attempts.
-    public func setDeliveryState(apnsID: String, to state: RecordedDelivery.State, error: String? = nil) throws {
+    /// Moves a delivery to a new state (pending -> sending -> sent | failed) at `now`, counting attempts.
+    public func setDeliveryState(apnsID: String, to state: RecordedDelivery.State, error: String? = nil, at now: Date) throws {
         try writer.write { db in
             var change = MergedChange()
             change.add(DeliveryStateChange(apnsID: apnsID, state: state, error: error))
-            try Self.apply(change, apnsID: apnsID, at: Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000)), in: db)
+            try Self.apply(change, apnsID: apnsID, at: Self.timestamp(now), in: db)
         }
     }
 
@@ -230,7 +230,7 @@ extension SQLiteStore {
     /// group-committed). Changes of one delivery are merged first: its last state and error, with every
     /// attempt and unknown outcome counted, so a delivery that went `sending` -> `sent` within one batch
     /// costs one update.
-    public func setDeliveryStates(_ changes: [DeliveryStateChange]) async throws {
+    public func setDeliveryStates(_ changes: [DeliveryStateChange], at now: Date) async throws {
         guard !changes.isEmpty else { return }
         var merged: [String: MergedChange] = [:]
         var order: [String] = []
@@ -238,13 +238,17 @@ extension SQLiteStore {
             if merged[change.apnsID] == nil { order.append(change.apnsID) }
             merged[change.apnsID, default: MergedChange()].add(change)
         }
-        let time = Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+        let time = Self.timestamp(now)
         let updates = order.map { ($0, merged[$0]!) }
         try await writer.write { db in
             for (apnsID, change) in updates {
                 try Self.apply(change, apnsID: apnsID, at: time, in: db)
             }
         }
+    }
+
+    static func timestamp(_ date: Date) -> Timestamp {
+        Timestamp(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
     }
 
     /// The changes of one delivery in one batch.

@@ -56,10 +56,13 @@ public final class MockAPNsServer: Sendable {
     private let box: StateBox
     /// The port it listens on (127.0.0.1).
     public let port: Int
+    /// The key and ids it checks provider tokens against.
+    public let tokenKey: TokenKey
 
-    private init(channel: any Channel, box: StateBox) {
+    private init(channel: any Channel, box: StateBox, tokenKey: TokenKey) {
         self.channel = channel
         self.box = box
+        self.tokenKey = tokenKey
         self.port = channel.localAddress?.port ?? 0
     }
 
@@ -80,7 +83,7 @@ public final class MockAPNsServer: Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: port).get()
-        return MockAPNsServer(channel: channel, box: box)
+        return MockAPNsServer(channel: channel, box: box, tokenKey: key)
     }
 
     /// `https://localhost:<port>`.

@@ -1,6 +1,4 @@
 import AsyncHTTPClient
-import Crypto
-import Synchronization
 import Foundation
 import NIOSSL
 import ReloadGateCore
@@ -157,29 +155,21 @@ struct DeliveryCrashTests {
         let directory = try TemporaryDirectory("crash-apns")
         defer { directory.remove() }
         let pki = try TestPKI(in: directory)
-        let key = P256.Signing.PrivateKey()
-        try key.pemRepresentation.write(toFile: directory.path("AuthKey.p8"), atomically: true, encoding: .utf8)
-        let mock = try await MockAPNsServer.start(
-            tls: try pki.serverTLSConfiguration(),
-            key: .init(publicKey: key.publicKey, keyID: "CRASHKEY01", teamID: "CRASHTEAM1")
-        )
+        let keyFile = directory.path("AuthKey.p8")
+        let mock = try await MockAPNsServer.start(pki: pki, operatorKeyFile: keyFile, keyID: "CRASHKEY01", teamID: "CRASHTEAM1")
         defer { Task { await mock.stop() } }
 
         let added = try await ReloadGateProcess.run(["apps", "add", Self.bundle, "--json"], in: directory.url)
         try #require(added.status == 0, "\(added.stderr)")
         let credentials = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: String])
-        let environment = [
-            "RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0",
-            "RELOADGATE_UPSTREAM_KIND": "apns", "RELOADGATE_UPSTREAM_URL": mock.url,
-            "RELOADGATE_UPSTREAM_KEY_FILE": directory.path("AuthKey.p8"), "RELOADGATE_UPSTREAM_KEY_ID": "CRASHKEY01",
-            "RELOADGATE_UPSTREAM_TEAM_ID": "CRASHTEAM1", "RELOADGATE_UPSTREAM_CA_FILE": pki.caCertificatePath,
-            "RELOADGATE_UPSTREAM_MAX_CONCURRENT_REQUESTS": "16",
-        ]
+        let environment = mock.upstreamEnvironment(keyFile: keyFile, caFile: pki.caCertificatePath).merging([
+            "RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_UPSTREAM_MAX_CONCURRENT_REQUESTS": "16",
+        ]) { $1 }
         let deviceCount = 120
         let (first, port) = try await CrashRecoveryTests.serve(in: directory, environment: environment)
         // Slow answers, and the mock kills the gateway when the 24th request arrives: requests are in
         // flight at that moment (that one at least), whatever the machine's load.
-        let arrivals = Counter()
+        let arrivals = SharedCounter()
         mock.answer { _ in
             if arrivals.next() == 23 { first.send(SIGKILL) }
             return .delayed(.milliseconds(300), .status(200))
@@ -226,18 +216,5 @@ struct DeliveryCrashTests {
         #expect(twice.allSatisfy { $0.history.unknownOutcomes > 0 })
         #expect(!twice.isEmpty, "no request was in flight at the kill; the test proved nothing")
         print("crash: \(receivedBeforeKill) requests before the kill, \(twice.count) deliveries sent twice (in flight at the kill), \(sent.count) sent")
-    }
-}
-
-/// A counter shared with the mock's answer rule.
-final class Counter: Sendable {
-    private let value = Mutex(0)
-
-    /// 0, 1, 2, ...
-    func next() -> Int {
-        value.withLock { value in
-            defer { value += 1 }
-            return value
-        }
     }
 }

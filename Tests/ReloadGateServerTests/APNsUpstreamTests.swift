@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import NIOHTTP1
 import NIOSSL
@@ -6,7 +5,6 @@ import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
 import ReloadGateTesting
-import Synchronization
 import Testing
 
 /// Delivery to Apple, with the mock APNs server in Apple's place (HTTP/2, TLS, checking the gateway's
@@ -64,12 +62,8 @@ struct APNsUpstreamTests {
         defer { directory.remove() }
         let pki = try TestPKI(in: directory)
         // The operator's .p8 and the mock's copy of its public key.
-        let upstreamKey = P256.Signing.PrivateKey()
-        try upstreamKey.pemRepresentation.write(toFile: directory.path("AuthKey_UPKEY00001.p8"), atomically: true, encoding: .utf8)
-        let mock = try await MockAPNsServer.start(
-            tls: try pki.serverTLSConfiguration(),
-            key: .init(publicKey: upstreamKey.publicKey, keyID: "UPKEY00001", teamID: "UPTEAM0001")
-        )
+        let keyFile = directory.path("AuthKey_UPKEY00001.p8")
+        let mock = try await MockAPNsServer.start(pki: pki, operatorKeyFile: keyFile, keyID: "UPKEY00001", teamID: "UPTEAM0001")
         defer { Task { await mock.stop() } }
 
         let sender = ProviderTokenFactory(keyID: "SENDER0001", teamID: "SENDTEAM01")
@@ -90,12 +84,7 @@ struct APNsUpstreamTests {
             )
         }
         try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
-            configuration.upstream.kind = .apns
-            configuration.upstream.url = mock.url
-            configuration.upstream.keyFile = directory.path("AuthKey_UPKEY00001.p8")
-            configuration.upstream.keyID = "UPKEY00001"
-            configuration.upstream.teamID = "UPTEAM0001"
-            configuration.upstream.caFile = pki.caCertificatePath
+            configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
         }) { gateway in
             try await body(Fixture(gateway: gateway, mock: mock, sender: sender, registeredAt: registeredAt))
         }
@@ -107,6 +96,25 @@ struct APNsUpstreamTests {
             Issue.record("the gateway started without upstream.keyFile")
         } catch let error as ConfigurationError {
             #expect(error.description == "upstream.kind: apns needs upstream.keyFile, upstream.keyID and upstream.teamID")
+        }
+    }
+
+    @Test(arguments: ["http://localhost:2443", "https://", "https://localhost/3/device", "localhost:2443"])
+    func anUpstreamURLThatIsNotHTTPSHostAndPortIsAConfigurationError(url: String) async throws {
+        let directory = try TemporaryDirectory("upstream-url")
+        defer { directory.remove() }
+        let pki = try TestPKI(in: directory)
+        let keyFile = directory.path("AuthKey.p8")
+        let mock = try await MockAPNsServer.start(pki: pki, operatorKeyFile: keyFile, keyID: "URLKEY0001", teamID: "URLTEAM001")
+        defer { Task { await mock.stop() } }
+        do {
+            try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
+                configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
+                configuration.upstream.url = url
+            }) { _ in }
+            Issue.record("the gateway started with upstream.url \(url)")
+        } catch let error as ConfigurationError {
+            #expect(error.description == "upstream.url: \(url) is not https://host or https://host:port")
         }
     }
 
@@ -172,7 +180,7 @@ struct APNsUpstreamTests {
 
     @Test func tooManyRequestsAndServiceUnavailableAreRetriedUntilTheyGoThrough() async throws {
         try await Self.withFixture { fixture in
-            let calls = Counter()
+            let calls = SharedCounter()
             fixture.mock.answer { _ in
                 switch calls.next() {
                 case 0: .status(429, reason: "TooManyRequests")
@@ -213,7 +221,7 @@ struct APNsUpstreamTests {
 
     @Test func aResetStreamAndAGoAwayAreSurvived() async throws {
         try await Self.withFixture { fixture in
-            let calls = Counter()
+            let calls = SharedCounter()
             fixture.mock.answer { _ in
                 switch calls.next() {
                 case 0: .reset
@@ -229,17 +237,6 @@ struct APNsUpstreamTests {
             // The reset stream left its outcome unknown; the GOAWAY said the request was not processed.
             #expect(sent.first?.history.attempts == 3)
             #expect(sent.first?.history.unknownOutcomes == 1)
-        }
-    }
-}
-
-/// A counter shared with the mock's answer rule.
-final class Counter: Sendable {
-    private let value = Mutex(0)
-    func next() -> Int {
-        value.withLock { value in
-            defer { value += 1 }
-            return value
         }
     }
 }

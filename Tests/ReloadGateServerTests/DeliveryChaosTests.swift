@@ -1,8 +1,6 @@
-import Crypto
 import Foundation
 import GRDB
 import Logging
-import NIOSSL
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
@@ -58,12 +56,8 @@ struct DeliveryChaosTests {
         let directory = try TemporaryDirectory("chaos")
         defer { directory.remove() }
         let pki = try TestPKI(in: directory)
-        let key = P256.Signing.PrivateKey()
-        try key.pemRepresentation.write(toFile: directory.path("AuthKey.p8"), atomically: true, encoding: .utf8)
-        let mock = try await MockAPNsServer.start(
-            tls: try pki.serverTLSConfiguration(),
-            key: .init(publicKey: key.publicKey, keyID: "CHAOSKEY01", teamID: "CHAOSTEAM1")
-        )
+        let keyFile = directory.path("AuthKey.p8")
+        let mock = try await MockAPNsServer.start(pki: pki, operatorKeyFile: keyFile, keyID: "CHAOSKEY01", teamID: "CHAOSTEAM1")
         defer { Task { await mock.stop() } }
         let answers = Answers()
         mock.answer { answers.answer(for: $0) }
@@ -96,12 +90,7 @@ struct DeliveryChaosTests {
         }
 
         try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
-            configuration.upstream.kind = .apns
-            configuration.upstream.url = mock.url
-            configuration.upstream.keyFile = directory.path("AuthKey.p8")
-            configuration.upstream.keyID = "CHAOSKEY01"
-            configuration.upstream.teamID = "CHAOSTEAM1"
-            configuration.upstream.caFile = pki.caCertificatePath
+            configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
             configuration.upstream.retryDelay = 20
             configuration.upstream.maxAttempts = 6
             // Some 4,000 retries would each log a warning.

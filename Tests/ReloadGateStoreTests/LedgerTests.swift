@@ -74,9 +74,9 @@ struct LedgerTests {
 
             let waiting = try fixture.store.deliveries(in: [.pending, .sending])
             #expect(waiting == batch.deliveries)
-            try fixture.store.setDeliveryState(apnsID: waiting[0].apnsID, to: .sending)
+            try fixture.store.setDeliveryState(apnsID: waiting[0].apnsID, to: .sending, at: Date())
             #expect(try fixture.store.deliveries(in: [.sending]).count == 1)
-            try fixture.store.setDeliveryState(apnsID: waiting[0].apnsID, to: .sent)
+            try fixture.store.setDeliveryState(apnsID: waiting[0].apnsID, to: .sent, at: Date())
             #expect(try fixture.store.deliveries(in: [.pending, .sending]).isEmpty)
             #expect(try fixture.store.deliveries(in: [.sent]).map(\.history.attempts) == [1])
         }

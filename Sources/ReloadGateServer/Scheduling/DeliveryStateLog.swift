@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import ReloadGateStore
 import Synchronization
@@ -13,13 +14,15 @@ final class DeliveryStateLog: Sendable {
     private typealias Waiter = CheckedContinuation<Void, any Error>
 
     private let store: SQLiteStore
+    private let now: @Sendable () -> Date
     private let logger: Logger
     private let queue = Mutex<(changes: [DeliveryStateChange], waiters: [Waiter], finished: Bool)>(([], [], false))
     private let signal: AsyncStream<Void>.Continuation
     private let signals: AsyncStream<Void>
 
-    init(store: SQLiteStore, logger: Logger) {
+    init(store: SQLiteStore, now: @escaping @Sendable () -> Date, logger: Logger) {
         self.store = store
+        self.now = now
         self.logger = logger
         (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
@@ -71,7 +74,7 @@ final class DeliveryStateLog: Sendable {
             }
             guard !changes.isEmpty else { return }
             do {
-                try await store.setDeliveryStates(changes)
+                try await store.setDeliveryStates(changes, at: now())
                 for waiter in waiters { waiter.resume() }
             } catch {
                 // The deliveries keep their earlier state and are sent again on start (at least once);

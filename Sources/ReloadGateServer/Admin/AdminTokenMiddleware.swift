@@ -1,0 +1,21 @@
+import Crypto
+import Foundation
+import Hummingbird
+
+/// Lets through only requests with `authorization: bearer <admin token>` (compared in constant time).
+struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
+    let tokenHash: SHA256.Digest
+
+    init(token: String) {
+        tokenHash = SHA256.hash(data: Data(token.utf8))
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
+            SHA256.hash(data: Data(header.dropFirst(7).utf8)) == tokenHash
+        else {
+            throw APIError.unauthorized("the admin API needs authorization: bearer <the token in admin.tokenFile>")
+        }
+        return try await next(request, context)
+    }
+}

@@ -1,16 +1,10 @@
 public import Foundation
-import Synchronization
 
 /// The real `reloadgate` binary running as a child process, for tests of the command line: its
-/// arguments, exit status, output and signal handling.
+/// arguments, exit status, output and signal handling. A ``ChildProcess`` underneath: no pipes, no
+/// blocking waits, a deadline on every wait.
 public final class ReloadGateProcess: Sendable {
-    private let process: Process
-    private let output = CapturedOutput()
-
-    /// Output gathered by the pipes' handlers (which run on their own threads).
-    private final class CapturedOutput: Sendable {
-        let streams = Mutex((stdout: "", stderr: ""))
-    }
+    private let child: ChildProcess
 
     /// The `reloadgate` binary built beside the test bundle (`swift build` puts both in one directory).
     public static var binaryURL: URL {
@@ -21,7 +15,7 @@ public final class ReloadGateProcess: Sendable {
                 Bundle.main.bundleURL.deletingLastPathComponent(),
             ].map { $0.appendingPathComponent("reloadgate") }
             guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-                throw ProcessError.binaryNotFound(candidates.map(\.path))
+                throw BinaryNotFound(paths: candidates.map(\.path))
             }
             return found
         }
@@ -30,66 +24,31 @@ public final class ReloadGateProcess: Sendable {
     /// Starts `reloadgate ARGUMENTS` in `directory` with `environment` added to a clean environment
     /// (no `RELOADGATE_*` variable of the test process leaks into the child).
     public init(_ arguments: [String], in directory: URL, environment: [String: String] = [:]) throws {
-        process = Process()
-        process.executableURL = try Self.binaryURL
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
         var childEnvironment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RELOADGATE_") }
         childEnvironment.merge(environment) { _, new in new }
-        process.environment = childEnvironment
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        process.standardInput = FileHandle.nullDevice
-        stdout.fileHandleForReading.readabilityHandler = { [output] handle in
-            let text = String(decoding: handle.availableData, as: UTF8.self)
-            output.streams.withLock { $0.stdout += text }
-        }
-        stderr.fileHandleForReading.readabilityHandler = { [output] handle in
-            let text = String(decoding: handle.availableData, as: UTF8.self)
-            output.streams.withLock { $0.stderr += text }
-        }
-        try process.run()
+        child = try ChildProcess(try Self.binaryURL, arguments, in: directory, environment: childEnvironment)
     }
 
     /// What the process wrote to standard output so far.
-    public var standardOutput: String { output.streams.withLock { $0.stdout } }
+    public var standardOutput: String { child.standardOutput }
     /// What the process wrote to standard error so far.
-    public var standardError: String { output.streams.withLock { $0.stderr } }
+    public var standardError: String { child.standardError }
 
     /// Waits until a line of standard output contains `text` and returns that line.
-    /// - Throws: ``ProcessError/timedOut(waitingFor:output:)`` after `timeout`, or when the process exits first.
+    /// - Throws: ``ChildProcessError/timedOut(waitingFor:output:)`` after `timeout`, or when the process
+    ///   exits first.
     public func waitForOutputLine(containing text: String, timeout: Duration = .seconds(60)) async throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let line = standardOutput.split(separator: "\n").first(where: { $0.contains(text) }) {
-                return String(line)
-            }
-            if !process.isRunning { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw ProcessError.timedOut(waitingFor: text, output: standardOutput + standardError)
+        try await child.waitForOutputLine(containing: text, timeout: timeout)
     }
 
     /// Sends a signal (`SIGTERM`, `SIGINT`, `SIGKILL`).
     public func send(_ signal: Int32) {
-        kill(process.processIdentifier, signal)
+        child.send(signal)
     }
 
     /// Waits for the process to exit and returns its status; kills it after `timeout`.
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else {
-                send(SIGKILL)
-                throw ProcessError.timedOut(waitingFor: "exit", output: standardOutput + standardError)
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        // Let the pipe handlers deliver the last bytes.
-        try await Task.sleep(for: .milliseconds(100))
-        return process.terminationStatus
+        try await child.waitForExit(timeout: timeout)
     }
 
     /// Runs `reloadgate ARGUMENTS` to completion.
@@ -104,20 +63,9 @@ public final class ReloadGateProcess: Sendable {
         return (status, process.standardOutput, process.standardError)
     }
 
-    /// Failures of running the binary.
-    public enum ProcessError: Error, CustomStringConvertible {
-        case binaryNotFound([String])
-        case timedOut(waitingFor: String, output: String)
-
-        public var description: String {
-            switch self {
-            case .binaryNotFound(let paths): "no reloadgate binary at any of \(paths): run `swift build` first"
-            case .timedOut(let text, let output): "timed out waiting for \(text); output so far:\n\(output)"
-            }
-        }
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    /// No `reloadgate` binary beside the tests.
+    public struct BinaryNotFound: Error, CustomStringConvertible {
+        public let paths: [String]
+        public var description: String { "no reloadgate binary at any of \(paths): run `swift build` first" }
     }
 }

@@ -7,27 +7,15 @@ import Testing
 /// Real push senders that no one here wrote, against the real binary: aioapns (from PyPI), curl with
 /// Apple's own command-line recipe, and curl with a client certificate from `reloadgate certs client`.
 /// The provider key is registered with `reloadgate keys add` while the server runs.
-@Suite(.serialized)
+@Suite(.serialized, .timeLimit(.minutes(15)))
 struct SenderInteropTests {
     static let bundle = "com.example.scores"
     static let device = String(repeating: "9f", count: 32)
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// Runs a program to completion; returns status and standard output (standard error appended).
-    static func run(_ executable: String, _ arguments: [String], in directory: URL) throws -> (status: Int32, output: String, error: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData, as: UTF8.self))
+    /// Runs a program to completion (killed after `timeout`); returns its status and output.
+    static func run(_ executable: String, _ arguments: [String], in directory: URL, timeout: Duration = .seconds(120)) async throws -> (status: Int32, output: String, error: String) {
+        try await ChildProcess.run(executable, arguments, in: directory, timeout: timeout)
     }
 
     /// A gateway (the binary) with an app, a provider key made with openssl and registered with
@@ -46,8 +34,8 @@ struct SenderInteropTests {
         let added = try await ReloadGateProcess.run(["apps", "add", bundle, "--json"], in: directory.url)
         try #require(added.status == 0, "\(added.stderr)")
         // Apple hands out .p8 files: PKCS#8 P-256 private keys. The gateway gets the public half only.
-        try #require(try run("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "AuthKey_KEYID12345.p8"], in: directory.url).status == 0)
-        try #require(try run("/usr/bin/openssl", ["pkey", "-in", "AuthKey_KEYID12345.p8", "-pubout", "-out", "KEYID12345.pem"], in: directory.url).status == 0)
+        try #require(try await run("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "AuthKey_KEYID12345.p8"], in: directory.url).status == 0)
+        try #require(try await run("/usr/bin/openssl", ["pkey", "-in", "AuthKey_KEYID12345.p8", "-pubout", "-out", "KEYID12345.pem"], in: directory.url).status == 0)
 
         let process = try ReloadGateProcess(
             ["serve"],
@@ -75,7 +63,7 @@ struct SenderInteropTests {
     @Test func curlWithApplesOwnRecipeGets200() async throws {
         try await Self.withGateway { gateway in
             let recipe = Self.root.appendingPathComponent("Tests/Interop/apple-curl-recipe.sh").path
-            let result = try Self.run(
+            let result = try await Self.run(
                 "/bin/bash",
                 [recipe, "AuthKey_KEYID12345.p8", "KEYID12345", "TEAMID1234", "\(Self.bundle).push-type.widgets", Self.device,
                  "localhost:\(gateway.ingressPort)", "certs/ca.pem"],
@@ -95,8 +83,8 @@ struct SenderInteropTests {
                 let issued = try await ReloadGateProcess.run(["certs", "client", "--topic", topic, "--out", name], in: gateway.url)
                 try #require(issued.status == 0, "\(issued.stderr)")
             }
-            func push(_ name: String) throws -> String {
-                try Self.run(
+            func push(_ name: String) async throws -> String {
+                try await Self.run(
                     "/usr/bin/curl",
                     ["-s", "-w", " %{http_code}", "--http2", "--cacert", "certs/ca.pem", "--cert", "certs/\(name).pem", "--key", "certs/\(name)-key.pem",
                      "-H", "apns-topic: \(Self.bundle).push-type.widgets", "-d", #"{"aps":{"content-changed":true}}"#,
@@ -104,8 +92,8 @@ struct SenderInteropTests {
                     in: gateway.url
                 ).output
             }
-            #expect(try push("scores-sender") == " 200")
-            #expect(try push("other-sender") == #"{"reason":"TopicDisallowed"} 400"#)
+            #expect(try await push("scores-sender") == " 200")
+            #expect(try await push("other-sender") == #"{"reason":"TopicDisallowed"} 400"#)
         }
     }
 
@@ -114,15 +102,15 @@ struct SenderInteropTests {
         let environment = Self.root.appendingPathComponent(".build/interop-venv")
         let python = environment.appendingPathComponent("bin/python").path
         if !FileManager.default.isExecutableFile(atPath: python) {
-            let made = try Self.run("/usr/bin/env", ["python3", "-m", "venv", environment.path], in: Self.root)
+            let made = try await Self.run("/usr/bin/env", ["python3", "-m", "venv", environment.path], in: Self.root)
             try #require(made.status == 0, "python3 -m venv: \(made.error)")
         }
-        let installed = try Self.run(python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "aioapns==4.0"], in: Self.root)
+        let installed = try await Self.run(python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "aioapns==4.0"], in: Self.root, timeout: .seconds(600))
         try #require(installed.status == 0, "pip install aioapns: \(installed.output) \(installed.error)")
 
         try await Self.withGateway { gateway in
             let script = Self.root.appendingPathComponent("Tests/Interop/aioapns_send.py").path
-            let result = try Self.run(
+            let result = try await Self.run(
                 python,
                 [script, "localhost", String(gateway.ingressPort), "certs/ca.pem", "AuthKey_KEYID12345.p8", "KEYID12345", "TEAMID1234", Self.bundle, Self.device],
                 in: gateway.url
@@ -144,8 +132,8 @@ struct SenderInteropTests {
     @Test func keysCommandsListAndRemove() async throws {
         let directory = try TemporaryDirectory("keys")
         defer { directory.remove() }
-        try #require(try Self.run("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "key.p8"], in: directory.url).status == 0)
-        try #require(try Self.run("/usr/bin/openssl", ["pkey", "-in", "key.p8", "-pubout", "-out", "key.pem"], in: directory.url).status == 0)
+        try #require(try await Self.run("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "key.p8"], in: directory.url).status == 0)
+        try #require(try await Self.run("/usr/bin/openssl", ["pkey", "-in", "key.p8", "-pubout", "-out", "key.pem"], in: directory.url).status == 0)
         let privateKey = try await ReloadGateProcess.run(["keys", "add", "--kid", "K1", "--team", "T1", "--public-key", "key.p8"], in: directory.url)
         #expect(privateKey.status == 2)
         #expect(privateKey.stderr.contains("holds a private key"))

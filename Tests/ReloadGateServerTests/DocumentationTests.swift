@@ -3,6 +3,7 @@ import ReloadGateServer
 import Testing
 
 /// The documents a person reads first must match the keys the code knows.
+@Suite(.timeLimit(.minutes(5)))
 struct DocumentationTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -4,6 +4,7 @@ import ReloadGateServer
 import Synchronization
 import Testing
 
+@Suite(.timeLimit(.minutes(5)))
 struct JSONLogHandlerTests {
     @Test func writesOneParsableObjectPerLineWithMetadata() throws {
         let lines = Mutex<[String]>([])

@@ -5,6 +5,7 @@ import ReloadGateServer
 import ReloadGateTesting
 import Testing
 
+@Suite(.timeLimit(.minutes(5)))
 struct OutboxUpstreamTests {
     func push(_ index: Int, expiration: Timestamp? = nil) throws -> OutgoingPush {
         OutgoingPush(

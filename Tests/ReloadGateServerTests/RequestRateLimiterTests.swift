@@ -3,6 +3,7 @@ import Testing
 
 /// `upstream.requestsPerSecond`: requests toward Apple are spaced to the rate after a burst of a tenth
 /// of a second's worth. Only a lower bound on the time is checked (a busy machine makes it longer).
+@Suite(.timeLimit(.minutes(5)))
 struct RequestRateLimiterTests {
     @Test func requestsBeyondTheBurstAreSpacedToTheRate() async throws {
         let limiter = RequestRateLimiter(perSecond: 100)

@@ -2,6 +2,7 @@ import Foundation
 import ReloadGateServer
 import Testing
 
+@Suite(.timeLimit(.minutes(5)))
 struct WebhookSignatureTests {
     let secret = "rgs_test-secret"
     let body = Data(#"{"kind":"scores","match":{"team":"42"}}"#.utf8)

@@ -1,6 +1,6 @@
-public import Foundation
+import Foundation
 import GRDB
-public import ReloadGateCore
+import ReloadGateCore
 
 extension SQLiteStore {
     /// Pending reloads in due order, filtered.

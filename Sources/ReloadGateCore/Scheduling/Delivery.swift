@@ -12,10 +12,10 @@ public struct Delivery: Hashable, Sendable {
     public var device: DeviceHandle
     /// When the scheduler released it.
     public var at: Timestamp
-    public var reloaded: [Reloaded]
+    public var reloaded: CompactList<Reloaded>
     /// The requests the push serves, merged ones included: the first 100 of each instance's pending
     /// reload (see ``requestCount`` for all).
-    public var requests: [RequestID]
+    public var requests: CompactList<RequestID>
     /// How many requests the push serves in all.
     public var requestCount: Int = 0
     /// The highest priority of the served requests.

@@ -37,7 +37,7 @@ extension ReloadScheduler {
     /// Why the pending reload of `instance` waits at `now`; `nil` when it has none.
     public func pendingWait(of instance: InstanceHandle, at now: Timestamp) -> PendingWait? {
         let i = instance.rawValue
-        guard isRegistered(i), let reload = pending[i] else { return nil }
+        guard isRegistered(i), let reload = self[pending: i] else { return nil }
         if reload.due <= now.milliseconds { return .due }
         switch earliest(i, at: now.milliseconds, exempt: reload.exempt).bound {
         case .budget: return .budget
@@ -79,7 +79,7 @@ extension ReloadScheduler {
     /// - Returns: the requests it served (listed ones), or `nil` when there was none.
     public mutating func cancelPending(_ instance: InstanceHandle) -> [RequestID]? {
         let i = instance.rawValue
-        guard isRegistered(i), let reload = pending.removeValue(forKey: i) else { return nil }
+        guard isRegistered(i), let reload = removePending(i) else { return nil }
         markChanged(i)
         return reload.requests.array
     }
@@ -95,16 +95,16 @@ extension ReloadScheduler {
     @discardableResult
     public mutating func flushPending(_ instance: InstanceHandle, at now: Timestamp, ignoringBudget: Bool) -> Bool {
         let i = instance.rawValue
-        guard isRegistered(i), var reload = pending[i] else { return false }
+        guard isRegistered(i), var reload = self[pending: i] else { return false }
         let time = max(now.milliseconds, clock)
         if ignoringBudget {
             reload.exempt = true
-            pending[i] = reload
+            self[pending: i] = reload
             deliver(from: i, reload, at: time, overriding: true)
             return true
         }
         reload.due = min(reload.due, time)
-        pending[i] = reload
+        self[pending: i] = reload
         markChanged(i)
         timers.insert(.init(time: reload.due, instance: i, kind: .pendingReload))
         return true

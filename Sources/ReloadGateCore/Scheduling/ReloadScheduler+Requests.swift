@@ -83,7 +83,7 @@ extension ReloadScheduler {
 
         let expiration = request.expiration?.milliseconds
         // Rule 6: merge into the pending reload.
-        if var existing = pending[i] {
+        if var existing = self[pending: i] {
             var merged = existing
             if let collapseID = request.collapseID, existing.collapseID == collapseID, existing.team == request.team {
                 // The same collapse id from the same team replaces the earlier attributes.
@@ -108,7 +108,7 @@ extension ReloadScheduler {
                 timers.insert(.init(time: merged.due, instance: i, kind: .pendingReload))
             }
             existing = merged
-            pending[i] = existing
+            self[pending: i] = existing
             markChanged(i)
             return Decision(
                 request: request.id,
@@ -123,7 +123,7 @@ extension ReloadScheduler {
         if let expiration, due > expiration {
             return expired(request, instance, earliest: due, expiration: expiration)
         }
-        pending[i] = PendingReload(
+        self[pending: i] = PendingReload(
             due: due,
             priority: request.priority,
             expiration: expiration,

@@ -73,7 +73,7 @@ extension ReloadScheduler {
             bucketFullAt: state.bucketFullAt == InstanceState.never ? nil : state.bucketFullAt,
             lastReload: state.lastReload == InstanceState.never ? nil : Timestamp(milliseconds: state.lastReload),
             plannedReload: state.plannedReload == InstanceState.none ? nil : Timestamp(milliseconds: state.plannedReload),
-            pending: pending[i].map {
+            pending: self[pending: i].map {
                 PendingSnapshot(
                     due: Timestamp(milliseconds: $0.due),
                     priority: $0.priority,
@@ -100,7 +100,7 @@ extension ReloadScheduler {
             timers.insert(.init(time: planned.milliseconds, instance: i, kind: .plannedReload))
         }
         if let stored = snapshot.pending, let requests = RequestList(listed: stored.requests, count: stored.requestCount) {
-            pending[i] = PendingReload(
+            self[pending: i] = PendingReload(
                 due: stored.due.milliseconds,
                 priority: stored.priority,
                 expiration: stored.expiration?.milliseconds,
@@ -111,7 +111,7 @@ extension ReloadScheduler {
             )
             timers.insert(.init(time: stored.due.milliseconds, instance: i, kind: .pendingReload))
         } else {
-            pending[i] = nil
+            self[pending: i] = nil
         }
     }
 }

@@ -20,7 +20,7 @@ extension ReloadScheduler {
                 timelineReload(top.instance, at: top.time)
             case .pendingReload:
                 // Most popped timers of a busy instance are stale (its due time moved): check in place.
-                guard pending.summary(of: top.instance)?.due == top.time, let reload = pending[top.instance] else { continue }
+                guard pendingSummary(of: top.instance)?.due == top.time, let reload = self[pending: top.instance] else { continue }
                 deliver(from: top.instance, reload, at: top.time)
             }
         }
@@ -36,7 +36,7 @@ extension ReloadScheduler {
         instances[Int(i)].lastReload = max(instances[Int(i)].lastReload, time)
         instances[Int(i)].plannedReload = InstanceState.none
         markChanged(i)
-        let served = pending.removeValue(forKey: i)?.requests.array ?? []
+        let served = removePending(i)?.requests.array ?? []
         released.timelineReloads.append(
             TimelineReload(instance: InstanceHandle(i), at: Timestamp(milliseconds: time), charged: charged, servedRequests: served)
         )
@@ -51,7 +51,7 @@ extension ReloadScheduler {
         if earliest > time {
             markChanged(trigger)
             if let expiration = reload.expiration, earliest > expiration {
-                pending[trigger] = nil
+                self[pending: trigger] = nil
                 released.expired.append(
                     ExpiredReload(
                         instance: InstanceHandle(trigger),
@@ -60,7 +60,7 @@ extension ReloadScheduler {
                     )
                 )
             } else {
-                pending[trigger]?.due = earliest
+                self[pending: trigger]?.due = earliest
                 timers.insert(.init(time: earliest, instance: trigger, kind: .pendingReload))
             }
             return
@@ -78,13 +78,13 @@ extension ReloadScheduler {
         var latestExpiration = Int64.min
         var unlimited = false
         func add(_ i: Int32, _ member: PendingReload) {
-            pending[i] = nil
+            self[pending: i] = nil
             markChanged(i)
             let charged = !member.exempt && hasToken(i, at: time)
             if charged { charge(i, at: time) }
             instances[Int(i)].lastReload = time
             delivery.reloaded.append(.init(instance: InstanceHandle(i), charged: charged))
-            member.requests.append(to: &delivery.requests)
+            delivery.requests.append(contentsOf: member.requests.ids)
             delivery.requestCount += member.requests.count
             delivery.priority = max(delivery.priority, member.priority)
             if let expiration = member.expiration {
@@ -94,12 +94,12 @@ extension ReloadScheduler {
             }
         }
         add(trigger, reload)
-        var other = firstInstanceOfDevice[Int(instances[Int(trigger)].device)]
-        while other >= 0 {
-            if other != trigger, let rider = pending.summary(of: other),
+        var other = instances[Int(trigger)].nextInDevice
+        while other != trigger {
+            if let rider = pendingSummary(of: other),
                 rider.due <= time + window || rider.priority == .background,
                 isAllowed(other, at: time, exempt: rider.exempt),
-                let reload = pending[other]
+                let reload = self[pending: other]
             {
                 add(other, reload)
             }

@@ -6,18 +6,21 @@
 /// their reasons and the deliveries, timeline reloads and expirations that fell due. Time only moves
 /// forward: each input carries its time and the machine first processes whatever fell due before it.
 ///
-/// Per instance it keeps 44 bytes (device, budget bucket, last reload, planned reload, pending slot);
+/// Per instance it keeps 40 bytes (device, budget bucket, last reload, planned reload, pending slot);
 /// pending reloads live in a slot table and every due time in a min-heap, so a tick costs O(log n) per event that falls
 /// due and nothing for the instances that wait.
 public struct ReloadScheduler: Sendable {
     struct InstanceState: Sendable {
         /// The device, or -1 when the handle is not registered.
         var device: Int32 = -1
-        /// The next instance of the same device, or -1 (a linked list per device, without allocations).
+        /// The next instance of the same device (a ring per device, without allocations: from any of
+        /// its instances the others are found without another lookup), or -1 when not registered.
         var nextInDevice: Int32 = -1
         var policy: UInt16 = 0
         /// Whether the instance is in `changed` (so it is listed once; fits in the padding).
         var isChanged = false
+        /// The slot of its pending reload in `pending`, or -1 (fits in the padding too).
+        var pendingSlot: Int32 = -1
         /// Budget bucket in GCRA form: the time at which the bucket is full again (rule 1).
         var bucketFullAt: Int64 = Self.never
         var lastReload: Int64 = Self.never
@@ -85,8 +88,14 @@ public struct ReloadScheduler: Sendable {
         if instances[i].device != device.rawValue {
             if instances[i].device >= 0 { unlink(Int32(i)) }
             instances[i].device = device.rawValue
-            instances[i].nextInDevice = firstInstanceOfDevice[Int(device.rawValue)]
-            firstInstanceOfDevice[Int(device.rawValue)] = Int32(i)
+            let head = firstInstanceOfDevice[Int(device.rawValue)]
+            if head >= 0 {
+                instances[i].nextInDevice = instances[Int(head)].nextInDevice
+                instances[Int(head)].nextInDevice = Int32(i)
+            } else {
+                instances[i].nextInDevice = Int32(i)
+                firstInstanceOfDevice[Int(device.rawValue)] = Int32(i)
+            }
         }
         instances[i].policy = policyIndexByKind[kind] ?? 0
     }
@@ -97,10 +106,11 @@ public struct ReloadScheduler: Sendable {
     public mutating func remove(_ instance: InstanceHandle) -> [RequestID] {
         let i = instance.rawValue
         guard isRegistered(i) else { return [] }
+        let dropped = removePending(i)?.requests.array ?? []
         unlink(i)
         instances[Int(i)] = InstanceState()
         markChanged(i)
-        return pending.removeValue(forKey: i)?.requests.array ?? []
+        return dropped
     }
 
     /// Records the instance's latest timeline; its planned reload is what rule 3 compares with.
@@ -124,19 +134,12 @@ public struct ReloadScheduler: Sendable {
 
     private mutating func unlink(_ i: Int32) {
         let device = Int(instances[Int(i)].device)
-        if firstInstanceOfDevice[device] == i {
-            firstInstanceOfDevice[device] = instances[Int(i)].nextInDevice
-        } else {
-            var current = firstInstanceOfDevice[device]
-            while current >= 0 {
-                let next = instances[Int(current)].nextInDevice
-                if next == i {
-                    instances[Int(current)].nextInDevice = instances[Int(i)].nextInDevice
-                    break
-                }
-                current = next
-            }
-        }
+        let next = instances[Int(i)].nextInDevice
+        // The ring is short (the widgets of one device): walk it to the instance before `i`.
+        var previous = i
+        while instances[Int(previous)].nextInDevice != i { previous = instances[Int(previous)].nextInDevice }
+        instances[Int(previous)].nextInDevice = next
+        if firstInstanceOfDevice[device] == i { firstInstanceOfDevice[device] = next == i ? -1 : next }
         instances[Int(i)].nextInDevice = -1
     }
 
@@ -145,6 +148,43 @@ public struct ReloadScheduler: Sendable {
         guard !instances[Int(i)].isChanged else { return }
         instances[Int(i)].isChanged = true
         changed.append(i)
+    }
+
+    // MARK: Pending reloads
+
+    /// The pending reload of the registered instance `i`, in the slot its state names.
+    subscript(pending i: Int32) -> PendingReload? {
+        get {
+            let slot = instances[Int(i)].pendingSlot
+            return slot < 0 ? nil : pending[slot]
+        }
+        set {
+            let slot = instances[Int(i)].pendingSlot
+            switch (slot >= 0, newValue) {
+            case (true, let value?):
+                pending[slot] = value
+            case (true, nil):
+                pending.free(slot)
+                instances[Int(i)].pendingSlot = -1
+            case (false, let value?):
+                instances[Int(i)].pendingSlot = pending.add(value)
+            case (false, nil):
+                break
+            }
+        }
+    }
+
+    /// Due time, priority and exemption of the pending reload of `i`, without copying the record.
+    func pendingSummary(of i: Int32) -> (due: Int64, priority: Priority, exempt: Bool)? {
+        let slot = instances[Int(i)].pendingSlot
+        return slot < 0 ? nil : pending.summary(of: slot)
+    }
+
+    /// Removes and returns the pending reload of `i`.
+    mutating func removePending(_ i: Int32) -> PendingReload? {
+        let reload = self[pending: i]
+        if reload != nil { self[pending: i] = nil }
+        return reload
     }
 
     // MARK: Budget and interval (rules 1, 2, 4)
@@ -207,7 +247,8 @@ public struct ReloadScheduler: Sendable {
 
     /// The pending reload of an instance: its due time, priority and requests.
     public func pendingReload(of instance: InstanceHandle) -> (due: Timestamp, priority: Priority, requests: [RequestID])? {
-        pending[instance.rawValue].map { (Timestamp(milliseconds: $0.due), $0.priority, $0.requests.array) }
+        guard isRegistered(instance.rawValue) else { return nil }
+        return self[pending: instance.rawValue].map { (Timestamp(milliseconds: $0.due), $0.priority, $0.requests.array) }
     }
 
     /// The last reload of an instance (delivery or timeline), if any.

@@ -54,37 +54,73 @@ struct TimerHeap: Sendable {
     }
 }
 
-/// The scheduler's two timer heaps: planned timeline reloads (about one per instance, mostly hours
-/// ahead) and pending reloads (few, minutes ahead). Kept apart, the busy pending heap stays small enough
-/// for the caches while the large planned heap is touched only when a timeline reload falls due; in one
-/// heap, every pop walked a million entries' depth (docs/BENCHMARKS.md).
+/// The scheduler's timers: a heap of planned timeline reloads (about one per instance, mostly hours
+/// ahead), a heap of pending reloads (few, minutes ahead), and a queue of pending reloads that were the
+/// earliest timer when they were set (a push due now, the common case). Kept apart, the busy pending
+/// heap stays small enough for the caches while the large planned heap is touched only when a timeline
+/// reload falls due; in one heap, every pop walked a million entries' depth (docs/BENCHMARKS.md). The
+/// queue takes what would go to the top of the heap only to be popped next: appended in time order,
+/// it is a sorted list, so it costs a comparison where the heap cost a sift.
 struct Timers: Sendable {
     private var planned = TimerHeap()
     private var pending = TimerHeap()
+    private var first: [TimerHeap.Entry] = []
+    private var firstHead = 0
 
-    var count: Int { planned.count + pending.count }
+    var count: Int { planned.count + pending.count + first.count - firstHead }
 
     mutating func insert(_ entry: TimerHeap.Entry) {
         switch entry.kind {
-        case .plannedReload: planned.insert(entry)
-        case .pendingReload: pending.insert(entry)
+        case .plannedReload:
+            planned.insert(entry)
+        case .pendingReload:
+            let queued = firstHead < first.count
+            if (!queued || first[first.count - 1].time <= entry.time), top.map({ entry.time <= $0.time }) ?? true {
+                first.append(entry)
+            } else {
+                pending.insert(entry)
+            }
         }
     }
 
     /// The earliest entry; at equal times the timeline reload first (it serves the pending reload).
     var top: TimerHeap.Entry? {
-        switch (planned.top, pending.top) {
-        case (let p?, let q?): p.time <= q.time ? p : q
-        case (let p?, nil): p
-        case (nil, let q): q
+        earliest.map { source in
+            switch source {
+            case .planned: planned.top!
+            case .pending: pending.top!
+            case .first: first[firstHead]
+            }
         }
     }
 
     mutating func popTop() -> TimerHeap.Entry? {
-        switch (planned.top, pending.top) {
-        case (let p?, let q?): p.time <= q.time ? planned.popTop() : pending.popTop()
-        case (_?, nil): planned.popTop()
-        case (nil, _): pending.popTop()
+        switch earliest {
+        case .planned: return planned.popTop()
+        case .pending: return pending.popTop()
+        case .first:
+            let entry = first[firstHead]
+            firstHead += 1
+            if firstHead == first.count {
+                first.removeAll(keepingCapacity: true)
+                firstHead = 0
+            } else if firstHead >= 4096, firstHead * 2 >= first.count {
+                first.removeFirst(firstHead)
+                firstHead = 0
+            }
+            return entry
+        case nil: return nil
         }
+    }
+
+    private enum Source { case planned, pending, first }
+
+    /// Which of the three holds the earliest entry.
+    private var earliest: Source? {
+        var best: (source: Source, time: Int64)?
+        if let entry = planned.top { best = (.planned, entry.time) }
+        if let entry = pending.top, best.map({ entry.time < $0.time }) ?? true { best = (.pending, entry.time) }
+        if firstHead < first.count, best.map({ first[firstHead].time < $0.time }) ?? true { best = (.first, first[firstHead].time) }
+        return best?.source
     }
 }

@@ -453,7 +453,7 @@ actor SchedulerEngine {
                 device: Int64(delivery.device.rawValue),
                 released: delivery.at,
                 instances: delivery.reloaded.map { Int64($0.instance.rawValue) },
-                requests: delivery.requests,
+                requests: Array(delivery.requests),
                 requestCount: delivery.requestCount,
                 priority: delivery.priority,
                 expiration: delivery.expiration,

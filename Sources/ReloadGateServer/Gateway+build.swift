@@ -77,6 +77,7 @@ public func buildGateway(
     onListening: @escaping @Sendable (ListenerInfo) async -> Void = { _ in },
     customizeRouter: (Router<BasicRequestContext>) -> Void = { _ in }
 ) async throws -> Gateway {
+    try AdminSocket.checkLength(of: configuration.adminSocketPath)
     let tls = try ListenerTLS.load(configuration.tls, now: now(), logger: logger)
 
     var http2 = HTTP2UpgradeChannel.Configuration(

@@ -99,6 +99,8 @@ struct ServeCommandTests {
         var testDescription: String { name }
     }
 
+    static let longSocketPath = "/tmp/" + String(repeating: "a", count: 120) + ".sock"
+
     static let failures: [Failure] = [
         Failure(
             name: "unknown key",
@@ -127,6 +129,14 @@ struct ServeCommandTests {
             environment: [:],
             file: nil,
             message: "reloadgate: error: cannot read the configuration file absent.yaml: No such file or directory"
+        ),
+        Failure(
+            name: "an admin socket path longer than Unix sockets allow",
+            arguments: ["serve"],
+            environment: ["RELOADGATE_ADMIN_SOCKET": longSocketPath],
+            file: nil,
+            message: "reloadgate: error: admin.socket: the admin socket path \(longSocketPath) is 130 bytes long; a Unix "
+                + "socket path holds at most 107: set admin.socket (RELOADGATE_ADMIN_SOCKET) to a shorter path"
         ),
         Failure(
             name: "unknown option",

@@ -18,6 +18,21 @@ public enum AdminSocket {
         }
     }
 
+    /// The longest path a Unix socket can be bound to (`sun_path` less its terminating zero).
+    static let maximumPathLength = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+
+    /// Throws a configuration error when the OS cannot bind a socket at `path` (checked before anything
+    /// starts, like the rest of the configuration).
+    static func checkLength(of path: String) throws {
+        let length = path.utf8.count
+        guard length > maximumPathLength else { return }
+        throw ConfigurationError.inconsistent(
+            key: "admin.socket",
+            reason: "the admin socket path \(path) is \(length) bytes long; a Unix socket path holds at most "
+                + "\(maximumPathLength): set admin.socket (RELOADGATE_ADMIN_SOCKET) to a shorter path"
+        )
+    }
+
     /// Removes a stale socket file at `path`; throws ``InUse`` when something accepts connections there.
     static func removeStale(at path: String) throws {
         guard FileManager.default.fileExists(atPath: path) else { return }

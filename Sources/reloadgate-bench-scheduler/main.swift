@@ -67,6 +67,7 @@ func main() {
         case .deferred: 3
         case .expired: 4
         case .noMatch: 5
+        case .cancelled: 6
         }
     }
     var changedInstances = 0

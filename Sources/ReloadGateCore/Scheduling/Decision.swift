@@ -12,6 +12,12 @@ public enum DecisionKind: String, Sendable, CaseIterable {
     case expired
     /// The request matched no widget instance.
     case noMatch = "no-match"
+    /// Later, not when the request arrived: the operator dropped the pending reload that was to serve it
+    /// (`reloadgate cancel`).
+    case cancelled
+
+    /// The kinds a request gets when it is decided (all but ``cancelled``).
+    public static let onArrival: [DecisionKind] = allCases.filter { $0 != .cancelled }
 }
 
 /// Why, with the numbers (rule 10). The description is what the CLI and the response headers show.
@@ -25,6 +31,7 @@ public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
     case mergedIntoPending(due: Timestamp, requests: Int)
     case expired(earliest: Timestamp, expiration: Timestamp)
     case noMatchingWidget
+    case cancelledByOperator
 
     public var description: String {
         switch self {
@@ -39,6 +46,7 @@ public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
         case .mergedIntoPending(let due, let requests): "merged: pending reload due \(due) now serves \(requests) requests"
         case .expired(let earliest, let expiration): "expired: earliest \(earliest) > expiration \(expiration)"
         case .noMatchingWidget: "no-match: the device shows no widget the request targets"
+        case .cancelledByOperator: "cancelled: the operator dropped the pending reload (reloadgate cancel)"
         }
     }
 }

@@ -205,7 +205,7 @@ struct WebhookRoutes {
     /// The `202` body: the request id, the number of widget instances decided, and the count of each
     /// decision kind (all kinds listed, zeros included).
     static func render(_ id: ReloadGateCore.RequestID, _ decisions: [Decision]) -> (status: Int, body: String) {
-        var counts = Dictionary(uniqueKeysWithValues: DecisionKind.allCases.map { ($0.rawValue, 0) })
+        var counts = Dictionary(uniqueKeysWithValues: DecisionKind.onArrival.map { ($0.rawValue, 0) })
         for decision in decisions { counts[decision.kind.rawValue, default: 0] += 1 }
         let targets = decisions.filter { $0.instance != nil }.count
         let countsText = counts.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")

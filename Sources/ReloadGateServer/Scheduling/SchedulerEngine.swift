@@ -336,15 +336,24 @@ actor SchedulerEngine {
     }
 
     /// Drops the pending reloads of `instances` whose listed requests include `request` (every one of
-    /// `instances` when `request` is nil), and returns once that is committed: instance -> the requests
-    /// dropped with it.
+    /// `instances` when `request` is nil), records a `cancelled` decision for each of their listed
+    /// requests, and returns once that is committed: instance -> the requests dropped with it.
     func cancel(instances: [Int64], listing request: RequestID?) async throws -> [Int64: [RequestID]] {
         guard !isStopping else { throw SchedulerUnavailable() }
         var dropped: [Int64: [RequestID]] = [:]
         for id in instances {
             guard let handle = Self.handle(id) else { continue }
             if let request, scheduler.pendingReload(of: handle)?.requests.contains(request) != true { continue }
-            if let requests = scheduler.cancelPending(handle) { dropped[id] = requests }
+            guard let requests = scheduler.cancelPending(handle) else { continue }
+            dropped[id] = requests
+            // In the ledger beside each request's first decision, so that `explain` tells why nothing
+            // was sent. (A pending reload lists its first 100 requests; merged ones beyond keep only
+            // their `merged` decision.)
+            for request in requests {
+                batch.decisions.append(
+                    Decision(request: request, instance: handle, kind: .cancelled, due: nil, reason: .cancelledByOperator)
+                )
+            }
         }
         if !dropped.isEmpty { try await waitForCommit() }
         return dropped

@@ -133,16 +133,15 @@ struct Apps: AsyncParsableCommand {
                 printLine("no apps registered (add one with `reloadgate apps add BUNDLE`)")
                 return
             }
-            let width = max(6, apps.map(\.bundle.rawValue.count).max() ?? 0)
-            printLine("BUNDLE".padding(toLength: width, withPad: " ", startingAt: 0) + "  ENVIRONMENT  EXEMPTIONS  CREATED")
-            for app in apps {
-                printLine(
-                    app.bundle.rawValue.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
-                        + app.environment.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0) + "  "
-                        + (app.allowsExemptions ? "allowed   " : "no        ") + "  "
-                        + ISO8601DateFormatter().string(from: app.createdAt)
+            printLine(
+                AdminText.table(
+                    ["BUNDLE", "ENVIRONMENT", "EXEMPTIONS", "CREATED"],
+                    apps.map { app in
+                        [app.bundle.rawValue, app.environment.rawValue, app.allowsExemptions ? "allowed" : "no",
+                         ISO8601DateFormatter().string(from: app.createdAt)]
+                    }
                 )
-            }
+            )
         }
     }
 

@@ -122,15 +122,15 @@ struct Keys: AsyncParsableCommand {
                 printLine("no provider keys registered (add one with `reloadgate keys add`)")
                 return
             }
-            printLine("KID         TEAM        ENVIRONMENT  TOPICS")
-            for key in keys {
-                printLine(
-                    key.keyID.padding(toLength: 10, withPad: " ", startingAt: 0) + "  "
-                        + key.teamID.padding(toLength: 10, withPad: " ", startingAt: 0) + "  "
-                        + key.environments.padding(toLength: 11, withPad: " ", startingAt: 0) + "  "
-                        + (key.topics.isEmpty ? "any" : key.topics.map(\.rawValue).joined(separator: " "))
+            printLine(
+                AdminText.table(
+                    ["KID", "TEAM", "ENVIRONMENT", "TOPICS"],
+                    keys.map { key in
+                        [key.keyID, key.teamID, key.environments,
+                         key.topics.isEmpty ? "any" : key.topics.map(\.rawValue).joined(separator: " ")]
+                    }
                 )
-            }
+            )
         }
     }
 

@@ -29,7 +29,9 @@ struct AppsCommandTests {
 
         let listed = try await ReloadGateProcess.run(["apps", "list"], in: directory.url)
         #expect(listed.status == 0)
-        #expect(listed.stdout.contains("com.example.scores  sandbox"))
+        let rows = listed.stdout.split(separator: "\n").map { $0.split(separator: " ") }
+        #expect(rows.first == ["BUNDLE", "ENVIRONMENT", "EXEMPTIONS", "CREATED"], "\(listed.stdout)")
+        #expect(rows.dropFirst().first?.prefix(3) == ["com.example.scores", "sandbox", "no"], "\(listed.stdout)")
         #expect(!listed.stdout.contains(apiKey))
     }
 

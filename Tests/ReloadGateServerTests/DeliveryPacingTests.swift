@@ -1,0 +1,68 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// `upstream.requestsPerSecond` end to end: deliveries released together reach the push service no
+/// faster than the configured rate (checked as a lower bound on the time they take, never an upper one).
+@Suite(.timeLimit(.minutes(5)))
+struct DeliveryPacingTests {
+    static let bundle = "com.example.paced"
+    static let devices = 40
+    static let rate = 20
+
+    @Test func deliveriesReleasedTogetherLeaveAtTheConfiguredRate() async throws {
+        let directory = try TemporaryDirectory("pacing")
+        defer { directory.remove() }
+        let pki = try TestPKI(in: directory)
+        let keyFile = directory.path("AuthKey.p8")
+        let mock = try await MockAPNsServer.start(pki: pki, operatorKeyFile: keyFile, keyID: "PACEKEY001", teamID: "PACETEAM01")
+        defer { Task { await mock.stop() } }
+
+        let credentials: AppCredentials
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+            for index in 0..<Self.devices {
+                _ = try store.putDevice(
+                    app: credentials.app,
+                    token: try DeviceToken(String(format: "%08x", index) + String(repeating: "e", count: 56)),
+                    widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
+                    previousToken: nil,
+                    now: Date().addingTimeInterval(-60)
+                )
+            }
+        }
+
+        try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
+            configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
+            configuration.upstream.requestsPerSecond = Self.rate
+        }) { gateway in
+            let decided = try await gateway.withHTTPClient { client in
+                try await GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                    .reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: credentials.webhookSecret)
+            }
+            try #require(decided.status == 202, "\(decided.body)")
+            #expect((decided.json["decisions"] as? [String: Int])?["scheduled"] == Self.devices)
+
+            for _ in 0..<600 where mock.received.count < Self.devices {
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            let received = mock.received
+            try #require(received.count == Self.devices, "the mock received \(received.count) of \(Self.devices) requests")
+            // 40 requests at 20 a second with a burst of a tenth of a second (2 requests): the last leaves
+            // at least (40 - 2) / 20 = 1.9 s after the first. Without the limit they leave within a few
+            // milliseconds of each other.
+            let times = received.map(\.receivedAt).sorted()
+            let spread = times[times.count - 1] - times[0]
+            #expect(spread >= .milliseconds(1800), "40 requests took \(spread)")
+            // Nor do they bunch: no one-second window holds many more than the rate (the limit allows 22;
+            // the slack is for requests that a busy machine delays and then sends together).
+            let densest = times.indices.map { index in times[index...].prefix { $0 - times[index] < .seconds(1) }.count }.max() ?? 0
+            #expect(densest <= Self.rate * 3 / 2, "\(densest) requests within one second")
+        }
+    }
+}

@@ -45,6 +45,8 @@ struct AdminCommandTests {
         let environment = [
             "RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0",
             "RELOADGATE_SCHEDULING_BURST": "1", "RELOADGATE_SCHEDULING_MINIMUM_INTERVAL": "0",
+            // A line per accepted call and push, with its request id.
+            "RELOADGATE_LOG_LEVEL": "debug",
         ]
         let (server, port) = try await CrashRecoveryTests.serve(in: directory, environment: environment)
         defer { server.send(SIGKILL) }
@@ -213,6 +215,16 @@ struct AdminCommandTests {
         #expect(pushRequest["source"] as? String == "push")
         #expect(pushRequest["apnsId"] as? String == pushID.lowercased())
         #expect((pushRequest["decisions"] as? [[String: Any]])?.first?["decision"] as? String == "deferred")
+
+        // The log names each accepted call and push by its request id (and the push by its apns-id).
+        let logLines = (server.standardOutput + server.standardError).split(separator: "\n")
+        for id in requestIDs {
+            #expect(logLines.contains { $0.contains("reload webhook call accepted") && $0.contains("request=\(id) ") }, "no log line for request \(id)")
+        }
+        let pushRequestID = try #require(pushRequest["id"] as? Int)
+        #expect(logLines.contains {
+            $0.contains("push accepted") && $0.contains("request=\(pushRequestID) ") && $0.contains("apns-id=\(pushID)")
+        })
 
         // Errors: unknown ids, a bad time, the apns-id of a released delivery.
         let unknown = try await ReloadGateProcess.run(["explain", "999999"], in: directory.url)

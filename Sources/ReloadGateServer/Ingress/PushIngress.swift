@@ -205,7 +205,14 @@ final class PushIngress: Sendable {
             )
             engine.enqueue(submission, render: { _, _ in (200, "") }) { result in
                 switch result {
-                case .success(.decided(_, let decisions, _, _)):
+                case .success(.decided(let id, let decisions, _, _)):
+                    logger.debug(
+                        "push accepted",
+                        metadata: [
+                            "apns-id": "\(head.apnsID)", "request": "\(id)", "bundle": "\(head.app.bundle)",
+                            "device": "\(token.shortened)", "decisions": "\(WebhookRoutes.decisionSummary(decisions))",
+                        ]
+                    )
                     respond(PushResponse(status: 200, apnsID: head.apnsID, extraHeaders: Self.decisionHeaders(decisions)))
                 case .success:
                     respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import Logging
 import ReloadGateCore
 import ReloadGateStore
 
@@ -110,7 +111,14 @@ struct WebhookRoutes {
             idempotency: idempotency
         )
         switch try await engine.submit(submission, render: Self.render) {
-        case .decided(_, _, let status, let text):
+        case .decided(let id, let decisions, let status, let text):
+            context.logger.debug(
+                "reload webhook call accepted",
+                metadata: [
+                    "request": "\(id)", "bundle": "\(app.bundle)", "targets": "\(targets.count)",
+                    "decisions": "\(Self.decisionSummary(decisions))",
+                ]
+            )
             return Self.response(status: status, body: text, replayed: false)
         case .replay(let status, let text):
             return Self.response(status: status, body: text, replayed: true)
@@ -121,6 +129,13 @@ struct WebhookRoutes {
                 message: "this idempotency-key was used in the last 24 hours with another body"
             )
         }
+    }
+
+    /// `scheduled 2, merged 1` for a log line.
+    static func decisionSummary(_ decisions: [Decision]) -> String {
+        var counts: [String: Int] = [:]
+        for decision in decisions { counts[decision.kind.rawValue, default: 0] += 1 }
+        return counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
     }
 
     /// What a webhook call asks for.

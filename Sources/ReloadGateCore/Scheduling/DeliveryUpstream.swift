@@ -92,8 +92,13 @@ public protocol DeliveryUpstream: Sendable {
 
     /// Releases connections when the gateway stops (after the last `send`).
     func close() async
+
+    /// Returns once a `send` now would go out at once: connections that can be opened are open. The
+    /// delivery worker waits for this before taking a slot of `upstream.requestsPerSecond`.
+    func ready() async
 }
 
 extension DeliveryUpstream {
     public func close() async {}
+    public func ready() async {}
 }

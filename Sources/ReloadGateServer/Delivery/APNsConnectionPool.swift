@@ -85,10 +85,19 @@ final class APNsConnectionPool: Sendable {
         }
     }
 
+    /// Opens every connection that is not open yet and waits for them (failures are left to the next
+    /// send). Pacing waits for this first: requests paced while a connection opens would otherwise
+    /// leave together the moment it is up.
+    func ready() async {
+        for slot in slots { _ = try? await connection(of: slot).get() }
+    }
+
     /// An open connection of the next slot, opening it if needed (one opening per slot at a time).
     private func connection() -> EventLoopFuture<Connection> {
-        let index = next.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
-        let slot = slots[index]
+        connection(of: slots[next.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count])
+    }
+
+    private func connection(of slot: Slot) -> EventLoopFuture<Connection> {
         let eventLoop = group.next()
         if isShutDown.load(ordering: .sequentiallyConsistent) {
             return eventLoop.makeFailedFuture(APNsTransportError.notSent("the upstream is shut down"))

@@ -68,6 +68,10 @@ final class APNsUpstream: DeliveryUpstream {
         await pool.shutdown()
     }
 
+    func ready() async {
+        await pool.ready()
+    }
+
     func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {
         let first = try await attempt(push)
         guard case .retry(let reason, _) = first, reason == "ExpiredProviderToken" else { return first }

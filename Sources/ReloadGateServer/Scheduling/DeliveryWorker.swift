@@ -144,14 +144,19 @@ struct DeliveryWorker: Sendable {
             finish(delivery, .failed, error: "expired before it could be sent", outcome: outcome)
             return outcome
         }
-        if let rateLimiter {
-            do { try await rateLimiter.waitForSlot() } catch { return .retry(reason: "stopping", retryAfter: nil) }
-        }
         do {
             // Committed before the request leaves: after a crash, `sending` means it may have reached Apple.
             try await states.recordDurably(DeliveryStateChange(apnsID: delivery.apnsID, state: .sending))
         } catch {
             return .retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
+        }
+        if let rateLimiter {
+            // Paced as close to the wire as possible: after the commit (whose fsync could hold paced
+            // requests back and release them together) and with the connections up (requests paced
+            // while one opens would all go the moment it is up). A crash while it waits leaves it
+            // `sending`: sent again on restart, counted as an unknown outcome.
+            await upstream.ready()
+            do { try await rateLimiter.waitForSlot() } catch { return .retry(reason: "stopping", retryAfter: nil) }
         }
         let push = OutgoingPush(
             apnsID: delivery.apnsID,

@@ -1,30 +1,166 @@
 import Synchronization
 
 /// Spaces requests toward the push service to at most `perSecond` (`upstream.requestsPerSecond`), with a
-/// burst of a tenth of a second's worth: each caller reserves the next free slot and sleeps until it.
-final class RequestRateLimiter: Sendable {
-    private let interval: Duration
-    private let burst: Duration
-    private let nextSlot: Mutex<ContinuousClock.Instant>
-
-    /// `perSecond` must be positive.
-    init(perSecond: Int) {
-        precondition(perSecond > 0)
-        interval = .seconds(1) / perSecond
-        burst = .milliseconds(100)
-        nextSlot = Mutex(.now)
+/// burst of a tenth of a second's worth.
+///
+/// A request is admitted by reading the clock at the moment it goes (the generic cell rate algorithm:
+/// admitted when the clock has reached the theoretical arrival time less the burst tolerance, which then
+/// moves one interval past the later of itself and now). Callers that must wait queue in order and one
+/// task admits them as their turns come. Slots are never reserved ahead: a process stalled for a while
+/// (a busy machine, a long pause) lets at most a burst go when it resumes, not every request whose
+/// reserved time passed during the stall.
+final class RequestRateLimiter<C: Clock>: Sendable where C.Duration == Duration {
+    private enum Turn {
+        /// Queued; its task has not suspended yet.
+        case announced
+        case waiting(CheckedContinuation<Void, any Error>)
+        /// Admitted before its task suspended: it returns at once.
+        case admitted
     }
 
-    /// Returns when the caller may send (at once while under the rate).
+    private enum TurnStart {
+        case suspend(startAdmitting: Bool)
+        case admitted
+        case cancelled
+    }
+
+    private struct State {
+        var theoreticalArrival: C.Instant
+        var turns: [UInt64: Turn] = [:]
+        /// Turn ids in arrival order; ids no longer in `turns` (cancelled) are skipped.
+        var order: [UInt64] = []
+        var head = 0
+        var nextID: UInt64 = 0
+        var admitting = false
+
+        mutating func popFirst() -> (UInt64, Turn)? {
+            while head < order.count {
+                let id = order[head]
+                head += 1
+                if let turn = turns.removeValue(forKey: id) {
+                    compact()
+                    return (id, turn)
+                }
+            }
+            compact()
+            return nil
+        }
+
+        var firstLive: UInt64? {
+            order[head...].first { turns[$0] != nil }
+        }
+
+        private mutating func compact() {
+            if head == order.count {
+                order.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head > 64 && head * 2 > order.count {
+                order.removeFirst(head)
+                head = 0
+            }
+        }
+    }
+
+    private let clock: C
+    private let interval: Duration
+    private let tolerance: Duration
+    private let state: Mutex<State>
+
+    /// `perSecond` must be positive.
+    init(perSecond: Int, clock: C) {
+        precondition(perSecond > 0)
+        self.clock = clock
+        interval = .seconds(1) / perSecond
+        tolerance = .milliseconds(100)
+        state = Mutex(State(theoreticalArrival: clock.now))
+    }
+
+    /// Requests waiting for their turn (for tests).
+    var waiting: Int { state.withLock { $0.turns.count } }
+
+    /// Returns when the caller may send: at once while under the rate and nobody waits, otherwise when
+    /// its turn comes. Throws `CancellationError` if the task is cancelled while it waits.
     func waitForSlot() async throws {
-        let now = ContinuousClock.now
-        let slot = nextSlot.withLock { next in
-            let slot = max(next, now - burst)
-            next = slot.advanced(by: interval)
-            return slot
+        let now = clock.now
+        let ticket: UInt64? = state.withLock { state in
+            if state.turns.isEmpty, admits(state.theoreticalArrival, at: now) {
+                state.theoreticalArrival = max(state.theoreticalArrival, now).advanced(by: interval)
+                return nil
+            }
+            state.nextID &+= 1
+            state.turns[state.nextID] = .announced
+            state.order.append(state.nextID)
+            return state.nextID
         }
-        if slot > now {
-            try await Task.sleep(until: slot, clock: .continuous)
+        guard let ticket else { return }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let next: TurnStart = state.withLock { state in
+                    switch state.turns[ticket] {
+                    case .announced:
+                        state.turns[ticket] = .waiting(continuation)
+                        defer { state.admitting = true }
+                        return .suspend(startAdmitting: !state.admitting)
+                    case .admitted:
+                        state.turns[ticket] = nil
+                        return .admitted
+                    case .waiting, nil:
+                        return .cancelled
+                    }
+                }
+                switch next {
+                case .suspend(let startAdmitting):
+                    if startAdmitting { Task { await self.admitInTurn() } }
+                case .admitted:
+                    continuation.resume()
+                case .cancelled:
+                    continuation.resume(throwing: CancellationError())
+                }
+            }
+        } onCancel: {
+            let turn = state.withLock { state -> Turn? in
+                guard case .admitted? = state.turns[ticket] else { return state.turns.removeValue(forKey: ticket) }
+                return nil
+            }
+            if case .waiting(let continuation)? = turn { continuation.resume(throwing: CancellationError()) }
         }
+    }
+
+    private func admits(_ theoreticalArrival: C.Instant, at now: C.Instant) -> Bool {
+        theoreticalArrival.advanced(by: .zero - tolerance) <= now
+    }
+
+    /// Admits queued requests as their turns come; ends when none is left.
+    private func admitInTurn() async {
+        while true {
+            var resumed: [CheckedContinuation<Void, any Error>] = []
+            let now = clock.now
+            let wake: C.Instant? = state.withLock { state in
+                while state.firstLive != nil {
+                    guard admits(state.theoreticalArrival, at: now) else {
+                        return state.theoreticalArrival.advanced(by: .zero - tolerance)
+                    }
+                    guard let (id, turn) = state.popFirst() else { break }
+                    state.theoreticalArrival = max(state.theoreticalArrival, now).advanced(by: interval)
+                    switch turn {
+                    case .waiting(let continuation): resumed.append(continuation)
+                    case .announced: state.turns[id] = .admitted
+                    case .admitted: break
+                    }
+                }
+                state.admitting = false
+                return nil
+            }
+            for continuation in resumed { continuation.resume() }
+            guard let wake else { return }
+            try? await clock.sleep(until: wake, tolerance: nil)
+        }
+    }
+}
+
+extension RequestRateLimiter where C == ContinuousClock {
+    /// Paced by the continuous clock.
+    convenience init(perSecond: Int) {
+        self.init(perSecond: perSecond, clock: ContinuousClock())
     }
 }

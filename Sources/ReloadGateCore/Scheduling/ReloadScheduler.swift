@@ -46,7 +46,7 @@ public struct ReloadScheduler: Sendable {
     public let configuration: SchedulerConfiguration
     var policies: [SchedulingPolicy]
     var policyIndexByKind: [String: UInt16]
-    var instances: [InstanceState] = []
+    var instances = InstanceTable()
     var firstInstanceOfDevice: [Int32] = []
     var pending = PendingTable()
     var timers = Timers()
@@ -78,7 +78,7 @@ public struct ReloadScheduler: Sendable {
         let i = Int(instance.rawValue)
         precondition(i >= 0 && device.rawValue >= 0, "handles are non-negative")
         if i >= instances.count {
-            instances.append(contentsOf: repeatElement(InstanceState(), count: i - instances.count + 1))
+            instances.grow(to: i + 1)
         }
         if Int(device.rawValue) >= firstInstanceOfDevice.count {
             firstInstanceOfDevice.append(

@@ -55,8 +55,10 @@ struct CrashRecoveryTests {
         let apiKey = try #require(credentials["apiKey"])
         let secret = try #require(credentials["webhookSecret"])
 
-        // Priority 5 waits 4 s: the reloads are still pending when the process is killed.
-        let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_SCHEDULING_LOW_PRIORITY_DELAY": "4"]
+        // Priority 5 waits 15 s: the reloads are still pending when the process is killed. (With 4 s, a
+        // CI run on a loaded machine took longer than that to register and call, and every reload had
+        // left before the kill.)
+        let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_SCHEDULING_LOW_PRIORITY_DELAY": "15"]
         let (first, port) = try await Self.serve(in: directory, environment: environment)
         let tokens = (0..<8).map { String(format: "%02x", $0) + String(repeating: "e", count: 62) }
         let acknowledged = try await Self.withClient(directory, port: port) { api in
@@ -88,7 +90,7 @@ struct CrashRecoveryTests {
         // The restarted gateway finds the pending reloads and delivers them when they fall due.
         let (second, _) = try await Self.serve(in: directory, environment: environment)
         var delivered = Self.deliveredRequests(directory)
-        for _ in 0..<600 where !acknowledged.isSubset(of: delivered) {
+        for _ in 0..<1200 where !acknowledged.isSubset(of: delivered) {
             try await Task.sleep(for: .milliseconds(50))
             delivered = Self.deliveredRequests(directory)
         }

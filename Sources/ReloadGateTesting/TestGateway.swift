@@ -122,12 +122,15 @@ public struct TestGateway: Sendable {
     /// - Parameters:
     ///   - version: `.automatic` negotiates HTTP/2 over ALPN; `.http1Only` offers only HTTP/1.1.
     ///   - tls: client TLS settings; by default the test CA and no client certificate.
-    ///   - connectTimeout: how long a connection (and its TLS handshake) may take; tests that expect a
-    ///     refused handshake shorten it, since the client retries until then.
+    ///   - connectTimeout: how long a connection (and its TLS handshake) may take, and how long a request
+    ///     may wait for a connection or stream of the pool (async-http-client's
+    ///     `getConnectionFromPoolTimeout`). Generous by default: a loaded 2-core machine running the whole
+    ///     suite kept 200 queued requests waiting past 10 s. Tests that expect a refused handshake
+    ///     shorten it, since the client retries until then.
     public func withHTTPClient<Result: Sendable>(
         _ version: HTTPClient.Configuration.HTTPVersion = .automatic,
         tls: TLSConfiguration? = nil,
-        connectTimeout: TimeAmount = .seconds(10),
+        connectTimeout: TimeAmount = .seconds(60),
         _ body: (HTTPClient) async throws -> Result
     ) async throws -> Result {
         var configuration = HTTPClient.Configuration(tlsConfiguration: try tls ?? pki.clientTLSConfiguration())

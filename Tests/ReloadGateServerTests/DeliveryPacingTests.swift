@@ -11,7 +11,7 @@ import Testing
 struct DeliveryPacingTests {
     static let bundle = "com.example.paced"
     static let devices = 60
-    static let rate = 20
+    static let rate = 10
 
     @Test func deliveriesReleasedTogetherLeaveAtTheConfiguredRate() async throws {
         let directory = try TemporaryDirectory("pacing")
@@ -53,16 +53,15 @@ struct DeliveryPacingTests {
             }
             let received = mock.received
             try #require(received.count == Self.devices, "the mock received \(received.count) of \(Self.devices) requests")
-            // 60 requests at 20 a second with a burst of a tenth of a second (2 requests): the last leaves
-            // at least (60 - 2) / 20 = 2.9 s after the first is released. Checked as a lower bound with
-            // room for a busy machine that delays the first one; without the limit they all leave within
-            // a few tens of milliseconds. (The first connection to the mock opens while the deliveries
-            // wait: pacing starts once it is up, or the requests paced meanwhile would leave together.)
+            // 60 requests at 10 a second with a burst of a tenth of a second (2 requests): the last leaves
+            // at least (60 - 2) / 10 = 5.8 s after the first is released; without the limit they all
+            // leave within a few tens of milliseconds. The times are the mock's, taken when it reads each
+            // request, in this test process: a stall of the process or of the mock's event loop (the full suite
+            // beside two CPU hogs showed ~2.5 s) shifts them, so both checks leave room for one: the spread must
+            // be at least 3 s, and no one-second window may hold 40 (the limit allows 12).
             let times = received.map(\.receivedAt).sorted()
             let spread = times[times.count - 1] - times[0]
-            #expect(spread >= .seconds(2), "\(Self.devices) requests took \(spread)")
-            // Nor do most of them go at once: no one-second window holds many more than the rate (the limit
-            // allows 22; the wide slack is for requests that a busy machine delays and then sends together).
+            #expect(spread >= .seconds(3), "\(Self.devices) requests took \(spread)")
             let densest = times.indices.map { index in times[index...].prefix { $0 - times[index] < .seconds(1) }.count }.max() ?? 0
             #expect(densest <= 40, "\(densest) requests within one second")
         }

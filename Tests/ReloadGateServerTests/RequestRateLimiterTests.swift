@@ -81,7 +81,9 @@ final class Admissions: Sendable {
     var count: Int { times.withLock(\.count) }
 }
 
-/// A clock that moves only when told to; sleepers wake when it passes their deadline.
+/// A clock that moves only when told to; sleepers wake when it passes their deadline. (pointfreeco's
+/// swift-clocks has a `TestClock`, but its mirrored release 1.1.1 needs tools version 6.4 and a package
+/// the mirror does not hold, swift-issue-reporting.)
 final class ManualClock: Clock, Sendable {
     struct Instant: InstantProtocol {
         var offset: Duration

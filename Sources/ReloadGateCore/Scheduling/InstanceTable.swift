@@ -13,7 +13,6 @@ struct InstanceTable: @unchecked Sendable {
     typealias State = ReloadScheduler.InstanceState
 
     private final class Storage {
-        static let alignment = 64
         static let hugePage = 2 << 20
         let base: UnsafeMutablePointer<State>
         var count: Int
@@ -24,7 +23,9 @@ struct InstanceTable: @unchecked Sendable {
             count = 0
             let byteCount = Swift.max(1, capacity) * MemoryLayout<State>.stride
             var raw: UnsafeMutableRawPointer?
-            let alignment = byteCount >= Self.hugePage ? Self.hugePage : Self.alignment
+            // Huge pages are asked for whole 2 MiB ranges: a large table starts on one (an `Array`'s
+            // elements start 32 bytes into a block that malloc's own header already shifted).
+            let alignment = byteCount >= Self.hugePage ? Self.hugePage : MemoryLayout<UnsafeRawPointer>.alignment
             guard posix_memalign(&raw, alignment, byteCount) == 0, let raw else { fatalError("out of memory") }
             #if os(Linux)
             // Transparent huge pages where the system gives them on request (THP `madvise` or `always`);

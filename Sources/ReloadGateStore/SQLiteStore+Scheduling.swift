@@ -58,17 +58,27 @@ extension SQLiteStore {
                 SELECT app.bundle, device.token FROM device JOIN app ON app.id = device.appId
                 WHERE device.id = ? AND device.active
                 """)
-            let widgets = try db.cachedStatement(sql: """
-                SELECT widgetID FROM widget WHERE deviceId = ? AND id IN (SELECT value FROM json_each(?)) ORDER BY id
-                """)
+            // All the device's widgets (a handful), read from the (deviceId, widgetID) index alone and
+            // picked here: cheaper than matching the ids in SQL through json_each (a profile of the
+            // delivery benchmark had that at 6% of the gateway's CPU).
+            let widgets = try db.cachedStatement(sql: "SELECT id, widgetID FROM widget WHERE deviceId = ?")
+            var bundles: [String: BundleID] = [:]
             return try deliveries.map { delivery -> PushAddress? in
                 guard let row = try Row.fetchOne(device, arguments: [delivery.device]) else { return nil }
-                guard let bundle = try? BundleID(row[0] as String), let token = try? DeviceToken(row[1] as String) else {
+                let bundleText: String = row[0]
+                guard let bundle = bundles[bundleText] ?? (try? BundleID(bundleText)), let token = try? DeviceToken(row[1] as String) else {
                     throw StoreError.corrupt(reason: "device \(delivery.device) has an invalid bundle or token")
                 }
-                let widgetIDs = delivery.instances.isEmpty
-                    ? [] : try String.fetchAll(widgets, arguments: [delivery.device, Self.list(delivery.instances)])
-                return PushAddress(bundle: bundle, token: token, widgetIDs: widgetIDs)
+                bundles[bundleText] = bundle
+                guard !delivery.instances.isEmpty else { return PushAddress(bundle: bundle, token: token, widgetIDs: []) }
+                var found: [(id: Int64, widgetID: String)] = []
+                let rows = try Row.fetchCursor(widgets, arguments: [delivery.device])
+                while let widget = try rows.next() {
+                    let id: Int64 = widget[0]
+                    if delivery.instances.contains(id) { found.append((id, widget[1])) }
+                }
+                found.sort { $0.id < $1.id }
+                return PushAddress(bundle: bundle, token: token, widgetIDs: found.map(\.widgetID))
             }
         }
     }

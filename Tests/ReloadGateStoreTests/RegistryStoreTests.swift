@@ -42,6 +42,25 @@ struct RegistryStoreTests {
         }
     }
 
+    @Test func pushAddressesNameTheChosenWidgetsInInstanceOrderAndNothingForAGoneDevice() throws {
+        try withStore { store, app in
+            let a = try DeviceToken(Self.tokenA)
+            let first = try store.putDevice(app: app, token: a, widgets: [widget("w3"), widget("w1"), widget("w2")], previousToken: nil, now: now)
+            let ids = Dictionary(uniqueKeysWithValues: first.instances.map { ($0.widget.id, $0.id) })
+            let b = try store.putDevice(app: app, token: try DeviceToken(Self.tokenB), widgets: [widget("x1")], previousToken: nil, now: now)
+            _ = try store.deleteDevice(app: app, token: try DeviceToken(Self.tokenB))
+            let addresses = try store.pushAddresses([
+                (first.device, [ids["w1"]!, ids["w3"]!]),   // listed by instance (w3 was registered first), not by name
+                (first.device, []),
+                (first.device, [ids["w2"]!, b.instances[0].id]),   // another device's instance is not this device's widget
+                (b.device, [b.instances[0].id]),   // deleted
+            ])
+            #expect(addresses.map { $0?.widgetIDs } == [["w3", "w1"], [], ["w2"], nil])
+            #expect(addresses[0]?.token == a)
+            #expect(addresses[0]?.bundle == app.bundle)
+        }
+    }
+
     @Test func previousTokenRetiresTheOldDevice() throws {
         try withStore { store, app in
             let old = try DeviceToken(Self.tokenA)

@@ -131,9 +131,14 @@ final class APNsClientHandler: ChannelInboundHandler {
         fields.reserveCapacity(headers.count + 5)
         fields.add(name: ":method", value: "POST")
         fields.add(name: ":scheme", value: "https")
-        fields.add(name: ":path", value: path)
+        // Values unique to one request (the path's device token, apns-id, apns-expiration) stay out of
+        // HPACK's dynamic table: they would only push the constant ones (authorization, topic) out and
+        // make every lookup in the table longer.
+        fields.add(name: ":path", value: path, indexing: .nonIndexable)
         fields.add(name: ":authority", value: authority)
-        for (name, value) in headers { fields.add(name: name, value: value) }
+        for (name, value) in headers {
+            fields.add(name: name, value: value, indexing: name == "apns-id" || name == "apns-expiration" ? .nonIndexable : .indexable)
+        }
         fields.add(name: "content-length", value: String(body.readableBytes))
         streams[id] = Stream(promise: promise, deadline: deadline)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: fields)))), promise: nil)

@@ -89,6 +89,9 @@ public enum DeliveryOutcome: Hashable, Sendable {
 public protocol DeliveryUpstream: Sendable {
     /// Sends one push and says what became of it. Throwing counts as `unknown` (it may have been sent).
     func send(_ push: OutgoingPush) async throws -> DeliveryOutcome
+    /// Sends several pushes together and says what became of each, in their order; an error in place of
+    /// an outcome counts as `unknown`. The default sends them one by one with ``send(_:)``, at once.
+    func send(batch pushes: [OutgoingPush]) async -> [Result<DeliveryOutcome, any Error>]
 
     /// Releases connections when the gateway stops (after the last `send`).
     func close() async
@@ -99,6 +102,19 @@ public protocol DeliveryUpstream: Sendable {
 }
 
 extension DeliveryUpstream {
+    public func send(batch pushes: [OutgoingPush]) async -> [Result<DeliveryOutcome, any Error>] {
+        await withTaskGroup(of: (Int, Result<DeliveryOutcome, any Error>).self) { group in
+            for (index, push) in pushes.enumerated() {
+                group.addTask {
+                    do { return (index, .success(try await send(push))) } catch { return (index, .failure(error)) }
+                }
+            }
+            var outcomes = [Result<DeliveryOutcome, any Error>](repeating: .failure(CancellationError()), count: pushes.count)
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+    }
+
     public func close() async {}
     public func ready() async {}
 }

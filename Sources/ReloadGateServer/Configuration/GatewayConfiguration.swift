@@ -76,7 +76,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
         /// CA certificates (PEM) to trust instead of the system's: for a mock or a proxy.
         public var caFile: String?
         /// Deliveries in flight toward the push service at once.
-        public var maxConcurrentRequests: Int = 64
+        public var maxConcurrentRequests: Int = 256
         /// Attempts of one delivery before it is `failed` with the last reason.
         public var maxAttempts: Int = 10
         /// Milliseconds before the first retry; doubled per attempt up to 60 s.

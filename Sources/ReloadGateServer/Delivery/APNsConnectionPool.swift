@@ -6,6 +6,12 @@ import NIOSSL
 import NIOTLS
 import Synchronization
 
+/// One request of a batch: its path and headers (without the pseudo-headers and content-length).
+struct APNsRequest: Sendable {
+    var path: String
+    var headers: [(String, String)]
+}
+
 /// The HTTP/2 connections to the push service: `count` connections, opened when first needed and again
 /// when one closes or receives GOAWAY; requests go round-robin to the open ones. Apple's advice is to
 /// keep connections open and send many streams on each.
@@ -70,6 +76,36 @@ final class APNsConnectionPool: Sendable {
             connection.handler.value.send(path: path, authority: authority, headers: headers, body: body, deadline: deadline, promise: promise)
         }
         return try await promise.futureResult.get()
+    }
+
+    /// Sends requests on one connection, all written in one event-loop turn (and flushed together), and
+    /// returns their answers in order: an ``APNsTransportError`` (or a connection error, which means
+    /// not sent) in place of a missing one.
+    func send(batch requests: [APNsRequest], body: ByteBuffer, timeout: TimeAmount) async -> [Result<APNsAnswer, any Error>] {
+        let connection: Connection
+        do {
+            connection = try await self.connection().get()
+        } catch {
+            return Array(repeating: .failure(APNsTransportError.notSent("cannot connect to \(host):\(port): \(error)")), count: requests.count)
+        }
+        let eventLoop = connection.channel.eventLoop
+        let answers = eventLoop.makePromise(of: [Result<APNsAnswer, any Error>].self)
+        let deadline = NIODeadline.now() + timeout
+        let authority = authority
+        eventLoop.execute {
+            let handler = connection.handler.value
+            let futures = requests.map { request in
+                let promise = eventLoop.makePromise(of: APNsAnswer.self)
+                handler.send(path: request.path, authority: authority, headers: request.headers, body: body, deadline: deadline, promise: promise)
+                return promise.futureResult
+            }
+            EventLoopFuture.whenAllComplete(futures, on: eventLoop).cascade(to: answers)
+        }
+        do {
+            return try await answers.futureResult.get()
+        } catch {
+            return Array(repeating: .failure(error), count: requests.count)
+        }
     }
 
     /// Closes every connection; later sends fail.

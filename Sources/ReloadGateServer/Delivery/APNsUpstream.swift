@@ -80,9 +80,44 @@ final class APNsUpstream: DeliveryUpstream {
         return try await attempt(push)
     }
 
+    /// Sends the pushes on one connection, written in one event-loop turn. Pushes Apple refuses with
+    /// `ExpiredProviderToken` get a new token and one more try each, as in ``send(_:)``.
+    func send(batch pushes: [OutgoingPush]) async -> [Result<DeliveryOutcome, any Error>] {
+        let authorization = "bearer \(token.token(now: Int64(now().timeIntervalSince1970)))"
+        let requests = pushes.map { APNsRequest(path: Self.path(of: $0), headers: Self.headers(of: $0, authorization: authorization)) }
+        let answers = await pool.send(batch: requests, body: Self.body, timeout: timeout)
+        var outcomes: [Result<DeliveryOutcome, any Error>] = []
+        outcomes.reserveCapacity(pushes.count)
+        for (push, answer) in zip(pushes, answers) {
+            let outcome = Self.outcome(of: answer)
+            if case .success(.retry(let reason, _)) = outcome, reason == "ExpiredProviderToken" {
+                token.refresh(now: Int64(now().timeIntervalSince1970))
+                do { outcomes.append(.success(try await attempt(push))) } catch { outcomes.append(.failure(error)) }
+            } else {
+                outcomes.append(outcome)
+            }
+        }
+        return outcomes
+    }
+
     private func attempt(_ push: OutgoingPush) async throws -> DeliveryOutcome {
+        let authorization = "bearer \(token.token(now: Int64(now().timeIntervalSince1970)))"
+        let answer: Result<APNsAnswer, any Error>
+        do {
+            answer = .success(try await pool.send(path: Self.path(of: push), headers: Self.headers(of: push, authorization: authorization), body: Self.body, timeout: timeout))
+        } catch {
+            answer = .failure(error)
+        }
+        return try Self.outcome(of: answer).get()
+    }
+
+    private static func path(of push: OutgoingPush) -> String {
+        "/3/device/\(push.deviceToken.hex)"
+    }
+
+    private static func headers(of push: OutgoingPush, authorization: String) -> [(String, String)] {
         var headers: [(String, String)] = [
-            ("authorization", "bearer \(token.token(now: Int64(now().timeIntervalSince1970)))"),
+            ("authorization", authorization),
             ("apns-topic", push.topic),
             ("apns-push-type", "widgets"),
             ("apns-id", push.apnsID),
@@ -92,28 +127,36 @@ final class APNsUpstream: DeliveryUpstream {
         if let expiration = push.expiration {
             headers.append(("apns-expiration", String(max(0, expiration.milliseconds / 1000))))
         }
+        return headers
+    }
+
+    /// What an answer (or the transport's error) means for the delivery; errors other than
+    /// ``APNsTransportError`` stay errors (the worker counts them as `unknown`).
+    private static func outcome(of result: Result<APNsAnswer, any Error>) -> Result<DeliveryOutcome, any Error> {
         let answer: APNsAnswer
-        do {
-            answer = try await pool.send(path: "/3/device/\(push.deviceToken.hex)", headers: headers, body: Self.body, timeout: timeout)
-        } catch let error as APNsTransportError {
-            if error.wasNotSent { return .retry(reason: error.description, retryAfter: nil) }
-            return .unknown(reason: error.description)
+        switch result {
+        case .success(let received):
+            answer = received
+        case .failure(let error as APNsTransportError):
+            return .success(error.wasNotSent ? .retry(reason: error.description, retryAfter: nil) : .unknown(reason: error.description))
+        case .failure(let error):
+            return .failure(error)
         }
-        if answer.status == 200 { return .sent }
+        if answer.status == 200 { return .success(.sent) }
         let object = (try? JSONSerialization.jsonObject(with: Data(answer.body.readableBytesView))) as? [String: Any]
         let reason = object?["reason"] as? String ?? "HTTP \(answer.status)"
         switch answer.status {
         case 410:
             let timestamp = (object?["timestamp"] as? NSNumber).map { Timestamp(milliseconds: $0.int64Value) }
-            return .deviceInvalid(reason: reason, since: timestamp)
+            return .success(.deviceInvalid(reason: reason, since: timestamp))
         case 400 where reason == "BadDeviceToken":
-            return .deviceInvalid(reason: reason, since: nil)
+            return .success(.deviceInvalid(reason: reason, since: nil))
         case 403 where reason == "ExpiredProviderToken":
-            return .retry(reason: reason, retryAfter: nil)
+            return .success(.retry(reason: reason, retryAfter: nil))
         case 429, 500...599:
-            return .retry(reason: reason, retryAfter: answer.headers.first(name: "retry-after").flatMap { Int64($0) })
+            return .success(.retry(reason: reason, retryAfter: answer.headers.first(name: "retry-after").flatMap { Int64($0) }))
         default:
-            return .failed(reason: reason)
+            return .success(.failed(reason: reason))
         }
     }
 }

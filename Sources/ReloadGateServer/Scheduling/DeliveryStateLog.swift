@@ -36,10 +36,15 @@ final class DeliveryStateLog: Sendable {
     /// Queues a change and returns once the batch holding it is committed; throws when it could not be
     /// written (or the log has finished).
     func recordDurably(_ change: DeliveryStateChange) async throws {
+        try await recordDurably(CollectionOfOne(change))
+    }
+
+    /// Queues changes and returns once the batch holding them is committed.
+    func recordDurably(_ changes: some Collection<DeliveryStateChange> & Sendable) async throws {
         try await withCheckedThrowingContinuation { (waiter: Waiter) in
             let accepted = queue.withLock { queue -> Bool in
                 guard !queue.finished else { return false }
-                queue.changes.append(change)
+                queue.changes.append(contentsOf: changes)
                 queue.waiters.append(waiter)
                 return true
             }

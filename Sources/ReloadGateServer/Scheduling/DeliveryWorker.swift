@@ -23,6 +23,10 @@ struct DeliveryWorker: Sendable {
     var pushDevices: PushDeviceCache?
     /// Deliveries in flight at once (toward Apple: bounded concurrency).
     var concurrency = 1
+    /// First attempts sent together (one commit of their marks, one hand-over to the upstream) when
+    /// requests are not paced: a quarter of ``concurrency``, at most 64, so that several groups are in
+    /// flight while the next one's marks commit.
+    var batchSize: Int { max(1, min(64, concurrency / 4)) }
     /// Attempts of one delivery before it is `failed` with the last reason.
     var maximumAttempts = 10
     /// The first wait before a retry; it doubles with each attempt.
@@ -41,20 +45,40 @@ struct DeliveryWorker: Sendable {
         _ batches: AsyncStream<[RecordedDelivery]>,
         isStopping: @escaping @Sendable () async -> Bool
     ) async {
-        await withTaskGroup(of: Void.self) { group in
+        // Each child task holds some deliveries in flight and returns how many.
+        await withTaskGroup(of: Int.self) { group in
             var inFlight = 0
+            func waitForRoom(_ count: Int) async {
+                while inFlight > 0, inFlight + count > concurrency, let done = await group.next() {
+                    inFlight -= done
+                }
+                inFlight += count
+            }
             func add(_ deliveries: [RecordedDelivery]) async -> Bool {
                 for chunk in deliveries.chunks(of: 256) {
                     if await isStopping() { return false }
                     let addresses = try? store.pushAddresses(chunk.map { ($0.device, $0.instances) })
-                    for (index, delivery) in chunk.enumerated() {
-                        if inFlight >= concurrency {
-                            await group.next()
-                            inFlight -= 1
+                    let lookups = chunk.indices.map { index in addresses.map { Lookup.found($0[index - chunk.startIndex]) } ?? .unknown }
+                    if rateLimiter == nil {
+                        // First attempts go out in groups: one commit of their `sending` marks and one
+                        // hand-over to the connection's event loop per group.
+                        for part in Array(zip(chunk, lookups)).chunks(of: batchSize) {
+                            let items = Array(part)
+                            await waitForRoom(items.count)
+                            group.addTask {
+                                await sendTogether(items, isStopping: isStopping)
+                                return items.count
+                            }
                         }
-                        inFlight += 1
-                        let address = addresses.map { Lookup.found($0[index]) } ?? .unknown
-                        group.addTask { await send(delivery, address: address, isStopping: isStopping) }
+                    } else {
+                        // Paced: each request takes its own turn.
+                        for (delivery, lookup) in zip(chunk, lookups) {
+                            await waitForRoom(1)
+                            group.addTask {
+                                await send(delivery, address: lookup, isStopping: isStopping)
+                                return 1
+                            }
+                        }
                     }
                 }
                 return true
@@ -81,11 +105,64 @@ struct DeliveryWorker: Sendable {
 
     /// Sends one delivery, retrying while the upstream says so and the gateway runs.
     func send(_ delivery: RecordedDelivery, address: Lookup = .unknown, isStopping: @Sendable () async -> Bool) async {
+        let outcome = await attemptOnce(delivery, address: address)
+        await retry(delivery, after: outcome, isStopping: isStopping)
+    }
+
+    /// Sends the first attempts of several deliveries together: their `sending` marks in one commit,
+    /// their requests through ``DeliveryUpstream/send(batch:)``; each one that is to be tried again
+    /// goes on alone (``retry(_:after:isStopping:)``).
+    func sendTogether(_ items: [(RecordedDelivery, Lookup)], isStopping: @escaping @Sendable () async -> Bool) async {
+        var ready: [(delivery: RecordedDelivery, push: OutgoingPush)] = []
+        var alone: [(RecordedDelivery, DeliveryOutcome?)] = []
+        for (delivery, lookup) in items {
+            guard case .found(let address) = lookup else {
+                alone.append((delivery, nil))   // its address could not be read with the others
+                continue
+            }
+            switch prepare(delivery, address: address) {
+            case .push(let push): ready.append((delivery, push))
+            case .finished: break
+            }
+        }
+        if !ready.isEmpty {
+            do {
+                // Committed before the requests leave: after a crash, `sending` means they may have reached Apple.
+                try await states.recordDurably(ready.map { DeliveryStateChange(apnsID: $0.delivery.apnsID, state: .sending) })
+                let started = ContinuousClock.now
+                let outcomes = await upstream.send(batch: ready.map(\.push))
+                let latency = started.duration(to: .now)   // the group's: until its last answer
+                for ((delivery, push), result) in zip(ready, outcomes) {
+                    let outcome = conclude(delivery, push: push, result: result, latency: latency)
+                    switch outcome {
+                    case .retry, .unknown: alone.append((delivery, outcome))
+                    case .sent, .failed, .deviceInvalid: break
+                    }
+                }
+            } catch {
+                let outcome = DeliveryOutcome.retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
+                alone += ready.map { ($0.delivery, outcome) }
+            }
+        }
+        guard !alone.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for (delivery, outcome) in alone {
+                group.addTask {
+                    if let outcome {
+                        await retry(delivery, after: outcome, isStopping: isStopping)
+                    } else {
+                        await send(delivery, isStopping: isStopping)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Tries a delivery again, after a backoff, while its last outcome says so and the gateway runs.
+    private func retry(_ delivery: RecordedDelivery, after first: DeliveryOutcome, isStopping: @Sendable () async -> Bool) async {
+        var outcome = first
         var attempt = 0
-        var lookup = address
         while true {
-            let outcome = await attemptOnce(delivery, address: lookup)
-            lookup = .unknown
             let reason: String
             let retryAfter: Int64?
             switch outcome {
@@ -119,7 +196,39 @@ struct DeliveryWorker: Sendable {
                     return
                 }
             }
+            outcome = await attemptOnce(delivery, address: .unknown)
         }
+    }
+
+    /// What a delivery is before its attempt: a push to send, or finished (device gone, expired).
+    private enum Prepared {
+        case push(OutgoingPush)
+        case finished(DeliveryOutcome)
+    }
+
+    /// The push of a delivery to `address`, or its end when the device is gone or it expired.
+    private func prepare(_ delivery: RecordedDelivery, address: PushAddress?) -> Prepared {
+        guard let address else {
+            let outcome = DeliveryOutcome.failed(reason: "device gone")
+            finish(delivery, .failed, error: "the device is no longer registered", outcome: outcome)
+            return .finished(outcome)
+        }
+        if let expiration = delivery.expiration, expiration < Timestamp(now()) {
+            let outcome = DeliveryOutcome.failed(reason: "expired")
+            finish(delivery, .failed, error: "expired before it could be sent", outcome: outcome)
+            return .finished(outcome)
+        }
+        return .push(OutgoingPush(
+            apnsID: delivery.apnsID,
+            bundle: address.bundle,
+            deviceToken: address.token,
+            widgetIDs: address.widgetIDs,
+            requests: delivery.requests,
+            requestCount: delivery.requestCount,
+            priority: delivery.priority,
+            expiration: delivery.expiration,
+            releasedAt: delivery.released
+        ))
     }
 
     private func attemptOnce(_ delivery: RecordedDelivery, address lookup: Lookup) async -> DeliveryOutcome {
@@ -134,15 +243,10 @@ struct DeliveryWorker: Sendable {
                 return .retry(reason: "store: \(error)", retryAfter: nil)
             }
         }
-        guard let address else {
-            let outcome = DeliveryOutcome.failed(reason: "device gone")
-            finish(delivery, .failed, error: "the device is no longer registered", outcome: outcome)
-            return outcome
-        }
-        if let expiration = delivery.expiration, expiration < Timestamp(now()) {
-            let outcome = DeliveryOutcome.failed(reason: "expired")
-            finish(delivery, .failed, error: "expired before it could be sent", outcome: outcome)
-            return outcome
+        let push: OutgoingPush
+        switch prepare(delivery, address: address) {
+        case .push(let prepared): push = prepared
+        case .finished(let outcome): return outcome
         }
         do {
             // Committed before the request leaves: after a crash, `sending` means it may have reached Apple.
@@ -158,28 +262,29 @@ struct DeliveryWorker: Sendable {
             await upstream.ready()
             do { try await rateLimiter.waitForSlot() } catch { return .retry(reason: "stopping", retryAfter: nil) }
         }
-        let push = OutgoingPush(
-            apnsID: delivery.apnsID,
-            bundle: address.bundle,
-            deviceToken: address.token,
-            widgetIDs: address.widgetIDs,
-            requests: delivery.requests,
-            requestCount: delivery.requestCount,
-            priority: delivery.priority,
-            expiration: delivery.expiration,
-            releasedAt: delivery.released
-        )
         let started = ContinuousClock.now
-        let outcome: DeliveryOutcome
+        let result: Result<DeliveryOutcome, any Error>
         do {
-            outcome = try await upstream.send(push)
+            result = .success(try await upstream.send(push))
         } catch {
-            // The request may have reached the push service: sent again, and counted as unknown.
-            let outcome = DeliveryOutcome.unknown(reason: "\(error)")
+            result = .failure(error)
+        }
+        return conclude(delivery, push: push, result: result, latency: started.duration(to: .now))
+    }
+
+    /// Counts an attempt's outcome and records what it ends (sent, failed, the device invalid). An
+    /// error means the request may have reached the push service: `unknown`, sent again.
+    private func conclude(_ delivery: RecordedDelivery, push: OutgoingPush, result: Result<DeliveryOutcome, any Error>, latency: Duration) -> DeliveryOutcome {
+        let outcome: DeliveryOutcome
+        switch result {
+        case .success(let answered):
+            outcome = answered
+            metrics.deliveryAttempt(outcome: outcome.label, reason: outcome.reason, latency: latency)
+        case .failure(let error):
+            outcome = .unknown(reason: "\(error)")
             metrics.deliveryAttempt(outcome: outcome.label, reason: outcome.reason, latency: nil)
             return outcome
         }
-        metrics.deliveryAttempt(outcome: outcome.label, reason: outcome.reason, latency: started.duration(to: .now))
         switch outcome {
         case .sent:
             finish(delivery, .sent, error: nil, outcome: outcome)
@@ -191,7 +296,7 @@ struct DeliveryWorker: Sendable {
             do {
                 if try store.markDeviceInvalid(device: delivery.device, since: time) {
                     pushDevices?.invalidate()
-                    logger.info("device unregistered by Apple", metadata: Self.metadata(delivery, ["device": "\(address.token.shortened)", "reason": "\(reason)"]))
+                    logger.info("device unregistered by Apple", metadata: Self.metadata(delivery, ["device": "\(push.deviceToken.shortened)", "reason": "\(reason)"]))
                 }
             } catch {
                 logger.error("cannot mark a device unregistered", metadata: ["error": "\(error)"])

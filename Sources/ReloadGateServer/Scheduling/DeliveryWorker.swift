@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ReloadGateCore
 import ReloadGateStore
+import Synchronization
 
 /// Sends released deliveries through the upstream and records each one's way through the store:
 /// pending -> sending -> sent | failed (DESIGN.md, Durability).
@@ -45,15 +46,11 @@ struct DeliveryWorker: Sendable {
         _ batches: AsyncStream<[RecordedDelivery]>,
         isStopping: @escaping @Sendable () async -> Bool
     ) async {
-        // Each child task holds some deliveries in flight and returns how many.
-        await withTaskGroup(of: Int.self) { group in
-            var inFlight = 0
-            func waitForRoom(_ count: Int) async {
-                while inFlight > 0, inFlight + count > concurrency, let done = await group.next() {
-                    inFlight -= done
-                }
-                inFlight += count
-            }
+        // A delivery holds a slot from before its first attempt until it ends. A group gives back the
+        // slots of the deliveries its first attempts ended, and each delivery it tries again keeps one
+        // (a delivery waiting a minute for its retry must not hold its whole group's slots).
+        let slots = DeliverySlots(concurrency)
+        await withDiscardingTaskGroup { group in
             func add(_ deliveries: [RecordedDelivery]) async -> Bool {
                 for chunk in deliveries.chunks(of: 256) {
                     if await isStopping() { return false }
@@ -64,19 +61,27 @@ struct DeliveryWorker: Sendable {
                         // hand-over to the connection's event loop per group.
                         for part in Array(zip(chunk, lookups)).chunks(of: batchSize) {
                             let items = Array(part)
-                            await waitForRoom(items.count)
+                            await slots.acquire(items.count)
                             group.addTask {
-                                await sendTogether(items, isStopping: isStopping)
-                                return items.count
+                                let retries = await sendTogether(items)
+                                slots.release(items.count - retries.count)
+                                await withDiscardingTaskGroup { group in
+                                    for retry in retries {
+                                        group.addTask {
+                                            await self.retry(retry, isStopping: isStopping)
+                                            slots.release(1)
+                                        }
+                                    }
+                                }
                             }
                         }
                     } else {
                         // Paced: each request takes its own turn.
                         for (delivery, lookup) in zip(chunk, lookups) {
-                            await waitForRoom(1)
+                            await slots.acquire(1)
                             group.addTask {
                                 await send(delivery, address: lookup, isStopping: isStopping)
-                                return 1
+                                slots.release(1)
                             }
                         }
                     }
@@ -96,6 +101,21 @@ struct DeliveryWorker: Sendable {
         }
     }
 
+    /// A delivery handed back by a group to be tried again alone: after its first attempt's outcome,
+    /// or from the start when its address could not be read with the group's.
+    struct Retry: Sendable {
+        var delivery: RecordedDelivery
+        var outcome: DeliveryOutcome?
+    }
+
+    private func retry(_ retry: Retry, isStopping: @Sendable () async -> Bool) async {
+        if let outcome = retry.outcome {
+            await self.retry(retry.delivery, after: outcome, isStopping: isStopping)
+        } else {
+            await send(retry.delivery, isStopping: isStopping)
+        }
+    }
+
     /// A delivery's address as read with its batch (`found(nil)`: the device is gone), or `unknown`
     /// (not read yet, or the read failed).
     enum Lookup: Sendable {
@@ -110,14 +130,14 @@ struct DeliveryWorker: Sendable {
     }
 
     /// Sends the first attempts of several deliveries together: their `sending` marks in one commit,
-    /// their requests through ``DeliveryUpstream/send(batch:)``; each one that is to be tried again
-    /// goes on alone (``retry(_:after:isStopping:)``).
-    func sendTogether(_ items: [(RecordedDelivery, Lookup)], isStopping: @escaping @Sendable () async -> Bool) async {
+    /// their requests through ``DeliveryUpstream/send(batch:)``. Returns the ones to be tried again
+    /// (429, 5xx, no answer; or their address could not be read), each to go on alone.
+    func sendTogether(_ items: [(RecordedDelivery, Lookup)]) async -> [Retry] {
         var ready: [(delivery: RecordedDelivery, push: OutgoingPush)] = []
-        var alone: [(RecordedDelivery, DeliveryOutcome?)] = []
+        var retries: [Retry] = []
         for (delivery, lookup) in items {
             guard case .found(let address) = lookup else {
-                alone.append((delivery, nil))   // its address could not be read with the others
+                retries.append(Retry(delivery: delivery, outcome: nil))   // its address could not be read with the others
                 continue
             }
             switch prepare(delivery, address: address) {
@@ -125,37 +145,25 @@ struct DeliveryWorker: Sendable {
             case .finished: break
             }
         }
-        if !ready.isEmpty {
-            do {
-                // Committed before the requests leave: after a crash, `sending` means they may have reached Apple.
-                try await states.recordDurably(ready.map { DeliveryStateChange(apnsID: $0.delivery.apnsID, state: .sending) })
-                let started = ContinuousClock.now
-                let outcomes = await upstream.send(batch: ready.map(\.push))
-                let latency = started.duration(to: .now)   // the group's: until its last answer
-                for ((delivery, push), result) in zip(ready, outcomes) {
-                    let outcome = conclude(delivery, push: push, result: result, latency: latency)
-                    switch outcome {
-                    case .retry, .unknown: alone.append((delivery, outcome))
-                    case .sent, .failed, .deviceInvalid: break
-                    }
-                }
-            } catch {
-                let outcome = DeliveryOutcome.retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
-                alone += ready.map { ($0.delivery, outcome) }
+        guard !ready.isEmpty else { return retries }
+        do {
+            // Committed before the requests leave: after a crash, `sending` means they may have reached Apple.
+            try await states.recordDurably(ready.map { DeliveryStateChange(apnsID: $0.delivery.apnsID, state: .sending) })
+        } catch {
+            let outcome = DeliveryOutcome.retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
+            return retries + ready.map { Retry(delivery: $0.delivery, outcome: outcome) }
+        }
+        let started = ContinuousClock.now
+        let outcomes = await upstream.send(batch: ready.map(\.push))
+        let latency = started.duration(to: .now)   // the group's: until its last answer
+        for ((delivery, push), result) in zip(ready, outcomes) {
+            let outcome = conclude(delivery, push: push, result: result, latency: latency)
+            switch outcome {
+            case .retry, .unknown: retries.append(Retry(delivery: delivery, outcome: outcome))
+            case .sent, .failed, .deviceInvalid: break
             }
         }
-        guard !alone.isEmpty else { return }
-        await withTaskGroup(of: Void.self) { group in
-            for (delivery, outcome) in alone {
-                group.addTask {
-                    if let outcome {
-                        await retry(delivery, after: outcome, isStopping: isStopping)
-                    } else {
-                        await send(delivery, isStopping: isStopping)
-                    }
-                }
-            }
-        }
+        return retries
     }
 
     /// Tries a delivery again, after a backoff, while its last outcome says so and the gateway runs.
@@ -339,5 +347,49 @@ extension Array {
     /// The array in consecutive slices of at most `size` elements.
     func chunks(of size: Int) -> [ArraySlice<Element>] {
         stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
+
+/// The delivery worker's slots (`upstream.maxConcurrentRequests`): taken in order of asking, given back
+/// from any task.
+final class DeliverySlots: Sendable {
+    private let state: Mutex<(free: Int, waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)])>
+    private let capacity: Int
+
+    init(_ capacity: Int) {
+        self.capacity = max(1, capacity)
+        state = Mutex((self.capacity, []))
+    }
+
+    /// Waits until `count` slots are free (and every earlier caller has had its own), then takes them.
+    func acquire(_ count: Int) async {
+        let count = min(count, capacity)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.waiters.isEmpty, state.free >= count {
+                    state.free -= count
+                    return true
+                }
+                state.waiters.append((count, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Gives back `count` slots and lets the waiters whose turn it is go.
+    func release(_ count: Int) {
+        guard count > 0 else { return }
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.free += count
+            var ready: [CheckedContinuation<Void, Never>] = []
+            while let first = state.waiters.first, state.free >= first.count {
+                state.free -= first.count
+                state.waiters.removeFirst()
+                ready.append(first.continuation)
+            }
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
     }
 }

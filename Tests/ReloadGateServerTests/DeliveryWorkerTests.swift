@@ -1,0 +1,127 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Synchronization
+import Testing
+
+@testable import ReloadGateServer
+
+/// The delivery worker's slots: first attempts leave in groups, and a delivery that waits for its retry
+/// keeps one slot, never its whole group's.
+@Suite(.timeLimit(.minutes(2)))
+struct DeliveryWorkerTests {
+    /// Answers 429 to the devices in `slow` (every time) and 200 to the others; counts what it sends.
+    final class Upstream: DeliveryUpstream {
+        let slow: Set<String>
+        let sent = Mutex<[String]>([])
+        let refused = Mutex<[String]>([])
+
+        init(slow: Set<String>) {
+            self.slow = slow
+        }
+
+        func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {
+            if slow.contains(push.deviceToken.hex) {
+                refused.withLock { $0.append(push.deviceToken.hex) }
+                return .retry(reason: "TooManyRequests", retryAfter: nil)
+            }
+            sent.withLock { $0.append(push.deviceToken.hex) }
+            return .sent
+        }
+    }
+
+    @Test func aDeliveryWaitingForItsRetryHoldsOneSlotNotItsGroups() async throws {
+        let directory = try TemporaryDirectory("worker")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        let app = try store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
+        var deliveries: [RecordedDelivery] = []
+        var tokens: [String] = []
+        for index in 0..<40 {
+            let token = String(format: "%08x", index) + String(repeating: "a", count: 56)
+            let registered = try store.putDevice(
+                app: app,
+                token: try DeviceToken(token),
+                widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
+                previousToken: nil,
+                now: Date()
+            )
+            tokens.append(token)
+            deliveries.append(RecordedDelivery(
+                apnsID: UUID().uuidString.lowercased(),
+                device: registered.device,
+                released: Timestamp(Date()),
+                instances: [registered.instances[0].id],
+                requests: [],
+                priority: .high,
+                expiration: nil,
+                state: .pending
+            ))
+        }
+        // 8 slots in groups of 2: one slow device in each of the first four groups. If a group kept its
+        // slots while its slow delivery waited a minute for the retry, those four groups would hold all
+        // eight and nothing else would leave; with one slot per waiting delivery, four stay free.
+        let slow = Set([0, 2, 4, 6].map { tokens[$0] })
+        let upstream = Upstream(slow: slow)
+        let logger = Logger(label: "test")
+        let states = DeliveryStateLog(store: store, now: { Date() }, logger: logger)
+        var worker = DeliveryWorker(store: store, upstream: upstream, states: states, now: { Date() }, logger: logger)
+        worker.concurrency = 8
+        worker.firstBackoff = .seconds(60)
+        #expect(worker.batchSize == 2)
+        let stopping = Atomic<Bool>(false)
+        let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
+        let statesTask = Task { await states.run() }
+        let running = Task { [worker] in
+            await worker.run(batches, isStopping: { stopping.load(ordering: .relaxed) })
+        }
+        feed.yield(deliveries)
+
+        for _ in 0..<400 where upstream.sent.withLock({ $0.count }) < 36 {
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(upstream.sent.withLock { Set($0) } == Set(tokens).subtracting(slow))
+        #expect(upstream.refused.withLock { Set($0) } == slow)
+
+        stopping.store(true, ordering: .relaxed)
+        feed.finish()
+        await running.value
+        states.finish()
+        await statesTask.value
+    }
+
+    /// Names in the order they were added, from any task.
+    final class Order: Sendable {
+        let names = Mutex<[String]>([])
+        func add(_ name: String) { names.withLock { $0.append(name) } }
+        var all: [String] { names.withLock { $0 } }
+    }
+
+    @Test func slotsAreTakenInOrderOfAsking() async throws {
+        let slots = DeliverySlots(4)
+        await slots.acquire(3)
+        let order = Order()
+        let two = Task {
+            await slots.acquire(2)
+            order.add("two")
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        // One slot is free, but the caller asking for two came first: the one asking for one waits too.
+        let one = Task {
+            await slots.acquire(1)
+            order.add("one")
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(order.all.isEmpty)
+        slots.release(1)   // two free: the first caller's turn
+        await two.value
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(order.all == ["two"])
+        slots.release(1)
+        await one.value
+        #expect(order.all == ["two", "one"])
+    }
+}

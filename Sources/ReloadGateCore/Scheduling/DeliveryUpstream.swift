@@ -106,7 +106,13 @@ extension DeliveryUpstream {
         await withTaskGroup(of: (Int, Result<DeliveryOutcome, any Error>).self) { group in
             for (index, push) in pushes.enumerated() {
                 group.addTask {
-                    do { return (index, .success(try await send(push))) } catch { return (index, .failure(error)) }
+                    // The outcome is awaited before the tuple is formed: Swift 6.3's optimizer can lose the
+                    // part of a task's tuple result written before a suspension (swiftlang/swift#91911);
+                    // `return (index, .success(try await send(push)))` came back with a garbage index in
+                    // release builds.
+                    let outcome: Result<DeliveryOutcome, any Error>
+                    do { outcome = .success(try await send(push)) } catch { outcome = .failure(error) }
+                    return (index, outcome)
                 }
             }
             var outcomes = [Result<DeliveryOutcome, any Error>](repeating: .failure(CancellationError()), count: pushes.count)

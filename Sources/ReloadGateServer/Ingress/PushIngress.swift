@@ -88,7 +88,7 @@ final class PushIngress: Sendable {
         if let sent = headers.first(where: { $0.name == "apns-id" })?.value, PushHeaders.isCanonicalUUID(sent) {
             return sent
         }
-        return UUID().uuidString.lowercased()
+        return MessageID.random()
     }
 
     /// Method and path, headers, authentication (the client certificate when the connection has one,

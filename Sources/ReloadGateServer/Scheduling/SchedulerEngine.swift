@@ -458,7 +458,7 @@ actor SchedulerEngine {
     private func record(_ output: TickOutput) {
         for delivery in output.deliveries {
             let recorded = RecordedDelivery(
-                apnsID: UUID().uuidString.lowercased(),
+                apnsID: MessageID.random(),
                 device: Int64(delivery.device.rawValue),
                 released: delivery.at,
                 instances: delivery.reloaded.map { Int64($0.instance.rawValue) },

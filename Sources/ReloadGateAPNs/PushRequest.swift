@@ -100,7 +100,7 @@ public struct PushHeaders: Sendable {
             throw APNsFailure(.invalidPushType)
         }
         guard let topic else { throw APNsFailure(.missingTopic) }
-        guard topic.hasSuffix(Self.widgetsSuffix), let bundle = try? BundleID(String(topic.dropLast(Self.widgetsSuffix.count)))
+        guard topic.hasSuffix(Self.widgetsSuffix), let bundle = try? BundleID(String(decoding: topic.utf8.dropLast(Self.widgetsSuffix.utf8.count), as: UTF8.self))
         else { throw APNsFailure(.badTopic) }
 
         self.apnsID = apnsID

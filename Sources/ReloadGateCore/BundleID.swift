@@ -15,18 +15,24 @@ public struct BundleID: Hashable, Sendable, Comparable, CustomStringConvertible 
     public init(_ text: String) throws(ParseError) {
         guard !text.isEmpty else { throw .empty }
         guard text.utf8.count <= Self.maximumLength else { throw .tooLong(text.utf8.count) }
+        // One pass over the bytes (every push's topic is parsed): a character error wins over an empty
+        // part wherever they are.
+        let dot = UInt8(ascii: ".")
+        var previous = dot  // a leading dot makes an empty first part
+        var emptyComponent = false
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."):
-                continue
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"):
+                break
+            case dot:
+                if previous == dot { emptyComponent = true }
             default:
                 throw .invalidCharacter(Character(Unicode.Scalar(byte)))
             }
+            previous = byte
         }
-        guard !text.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) else {
-            throw .emptyComponent
-        }
+        guard !emptyComponent, previous != dot else { throw .emptyComponent }
         self.rawValue = text
     }
 

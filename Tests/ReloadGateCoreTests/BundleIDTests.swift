@@ -13,6 +13,8 @@ struct BundleIDTests {
         ("com.example..scores", .emptyComponent),
         (".com.example", .emptyComponent),
         ("com.example.", .emptyComponent),
+        (".", .emptyComponent),
+        ("com..exa mple", .invalidCharacter(" ")),  // a character error wins over an empty part before it
         ("com.exa mple", .invalidCharacter(" ")),
         ("com.example/scores", .invalidCharacter("/")),
         ("com.exämple", .invalidCharacter("\u{C3}")),

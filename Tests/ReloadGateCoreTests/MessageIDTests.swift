@@ -25,3 +25,13 @@ import Testing
         #expect(seen.count == 10_000)
     }
 }
+
+extension MessageIDTests {
+    @Test func randomBitsAreFilledAndDiffer() {
+        let first = MessageID.randomBits(128), second = MessageID.randomBits(128)
+        #expect(first.count == 128)
+        // 128 zero words, or the same 8 KiB twice, would mean nothing was read.
+        #expect(first.filter { $0 == 0 }.count < 2)
+        #expect(first != second)
+    }
+}

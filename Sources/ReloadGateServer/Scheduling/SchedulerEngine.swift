@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
 import Synchronization

@@ -1,0 +1,55 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// New `apns-id` values: random (version 4) UUIDs in the lowercase canonical form APNs uses.
+///
+/// Every push answered without a sender's `apns-id`, and every delivery, needs one.
+/// `UUID().uuidString.lowercased()` made an uppercase string and then a lowercase copy, and read the
+/// system's random source twice; this reads 16 bytes once and writes the 36 characters once.
+public enum MessageID {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    /// A new random UUID, for example `0f8e4a2c-9b1d-4c3e-8a7f-2d6b5e4c3a21`.
+    public static func random() -> String {
+        var bits: (high: UInt64, low: UInt64) = (0, 0)
+        let read = withUnsafeMutableBytes(of: &bits) { getentropy($0.baseAddress!, $0.count) }
+        if read != 0 {
+            var generator = SystemRandomNumberGenerator()
+            bits = (generator.next(), generator.next())
+        }
+        return format(high: bits.high, low: bits.low)
+    }
+
+    /// The UUID of these 128 bits (big-endian: `high` first) with the version (4) and variant (RFC 9562)
+    /// bits set.
+    static func format(high: UInt64, low: UInt64) -> String {
+        let high = (high & ~0xF000) | 0x4000  // version 4: the 13th hex digit
+        let low = (low & ~(0xC << 60)) | (0x8 << 60)  // variant 10xx: the 17th hex digit
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            var position = 0
+            func put(_ value: UInt64, digits count: Int) {
+                for shift in stride(from: (count - 1) * 4, through: 0, by: -4) {
+                    buffer[position] = digits[Int((value >> UInt64(shift)) & 0xF)]
+                    position += 1
+                }
+            }
+            func dash() {
+                buffer[position] = UInt8(ascii: "-")
+                position += 1
+            }
+            put(high >> 32, digits: 8)
+            dash()
+            put((high >> 16) & 0xFFFF, digits: 4)
+            dash()
+            put(high & 0xFFFF, digits: 4)
+            dash()
+            put(low >> 48, digits: 4)
+            dash()
+            put(low & 0xFFFF_FFFF_FFFF, digits: 12)
+            return position
+        }
+    }
+}

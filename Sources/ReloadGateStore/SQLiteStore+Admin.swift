@@ -72,9 +72,22 @@ extension SQLiteStore {
     /// The requests of the push with this apns-id (a sender may reuse one), oldest first.
     public func requests(apnsID: String) throws -> [Int64] {
         try writer.read { db in
-            try Int64.fetchAll(db, sql: "SELECT id FROM request WHERE apnsId = ? ORDER BY id", arguments: [apnsID.lowercased()])
+            let last = try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM request") ?? 0
+            return try Int64.fetchAll(
+                db,
+                sql: Self.requestsByAPNsIDSQL,
+                arguments: [last >> Self.apnsIDBlockBits, apnsID.lowercased()]
+            )
         }
     }
+
+    /// The requests of an apns-id (arguments: the newest block number, the lowercase apns-id): one seek
+    /// of `request_on_block_apns_id` per block of request ids, from the newest block down to 0.
+    static let requestsByAPNsIDSQL = """
+        WITH RECURSIVE block(number) AS (SELECT ? UNION ALL SELECT number - 1 FROM block WHERE number > 0)
+        SELECT r.id FROM block JOIN request r ON (r.id >> \(apnsIDBlockBits)) = block.number AND r.apnsId = ?
+        ORDER BY r.id
+        """
 
     /// A request with its decisions, or nil.
     public func requestRecord(_ id: Int64) throws -> RequestRecord? {

@@ -1,0 +1,55 @@
+import Foundation
+import GRDB
+import ReloadGateCore
+@testable import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// `explain <apns-id>` finds pushes through an index keyed by block of request ids, then apns-id
+/// (migration v10): the lookup must visit every block, old and new, and use that index.
+struct APNsIDLookupTests {
+    let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    func push(_ id: RequestID, app: App, apnsID: String) -> RecordedRequest {
+        RecordedRequest(
+            id: id, app: app.id, source: .push, received: Timestamp(seconds: 1_790_000_000), priority: .high,
+            expiration: nil, collapseID: nil, exempt: false, summary: "{}", apnsID: apnsID
+        )
+    }
+
+    @Test func anAPNsIDIsFoundInEveryBlockOldestFirst() throws {
+        let directory = try TemporaryDirectory("apns-id")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+
+        let reused = "0f8e4a2c-9b1d-4c3e-8a7f-2d6b5e4c3a21"
+        // Ids in the first block, on both sides of a block boundary, and far beyond (blocks in between empty).
+        let reusedIDs: [RequestID] = [1, 1023, 1024, 5_000, 3_000_000]
+        var batch = LedgerBatch()
+        for id in reusedIDs { batch.requests.append(push(id, app: app, apnsID: reused)) }
+        for id: RequestID in [2, 1025, 3_000_001] {
+            batch.requests.append(push(id, app: app, apnsID: String(format: "00000000-0000-4000-8000-%012d", id)))
+        }
+        try store.commit(batch)
+
+        #expect(try store.requests(apnsID: reused) == reusedIDs.map { Int64($0) })
+        #expect(try store.requests(apnsID: reused.uppercased()) == reusedIDs.map { Int64($0) })
+        #expect(try store.requests(apnsID: "00000000-0000-4000-8000-000000001025") == [1025])
+        #expect(try store.requests(apnsID: "00000000-0000-4000-8000-000000000099").isEmpty)
+    }
+
+    @Test func theLookupSeeksTheBlockIndex() throws {
+        let directory = try TemporaryDirectory("apns-id")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let plan = try store.writer.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + SQLiteStore.requestsByAPNsIDSQL, arguments: [3, "x"])
+                .map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.contains("USING COVERING INDEX request_on_block_apns_id") }, "\(plan)")
+        #expect(!plan.contains { $0.hasPrefix("SCAN r") }, "\(plan)")
+    }
+}

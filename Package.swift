@@ -53,6 +53,8 @@ let package = Package(
             dependencies: [
                 "ReloadGateCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for the group commit's directly bound statements (BoundStatement).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

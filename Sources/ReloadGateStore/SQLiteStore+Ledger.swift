@@ -24,72 +24,98 @@ extension SQLiteStore {
                 arguments: [answer.app, answer.key, Data(answer.bodyHash), answer.status, answer.response, answer.createdAt.milliseconds]
             )
         }
-        for request in batch.requests {
-            try db.executeCached(
-                sql: """
-                    INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    Int64(bitPattern: request.id), request.app, request.source.rawValue, request.received.milliseconds,
-                    request.priority.rawValue, request.expiration?.milliseconds, request.collapseID, request.exempt,
-                    request.summary, request.apnsID,
-                ]
-            )
-        }
-        for decision in batch.decisions {
-            try db.executeCached(
-                sql: "INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES (?, ?, ?, ?, ?)",
-                arguments: [
-                    Int64(bitPattern: decision.request), decision.instance.map { Int64($0.rawValue) },
-                    decision.kind.rawValue, decision.due?.milliseconds, decision.reason.description,
-                ]
-            )
-        }
-        for (instance, snapshot) in batch.instanceStates {
-            guard let snapshot else {
-                try db.executeCached(sql: "DELETE FROM instance_state WHERE instanceId = ?", arguments: [instance])
-                try db.executeCached(sql: "DELETE FROM pending_reload WHERE instanceId = ?", arguments: [instance])
-                continue
-            }
-            try db.executeCached(
-                sql: """
-                    INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload) VALUES (?, ?, ?, ?)
-                    ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
-                        lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
-                    """,
-                arguments: [instance, snapshot.bucketFullAt, snapshot.lastReload?.milliseconds, snapshot.plannedReload?.milliseconds]
-            )
-            if let pending = snapshot.pending {
-                try db.executeCached(
-                    sql: """
-                        INSERT OR REPLACE INTO pending_reload
-                            (instanceId, due, priority, expiration, requests, requestCount, collapseId, team, exempt)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        instance, pending.due.milliseconds, pending.priority.rawValue, pending.expiration?.milliseconds,
-                        Self.list(pending.requests.map { Int64(bitPattern: $0) }), pending.requestCount, pending.collapseID,
-                        pending.team,
-                        pending.exempt,
-                    ]
-                )
-            } else {
-                try db.executeCached(sql: "DELETE FROM pending_reload WHERE instanceId = ?", arguments: [instance])
+        // The statements below run for every request, decision and changed instance: bound directly
+        // (BoundStatement), each prepared once per batch.
+        if !batch.requests.isEmpty {
+            var insert = try BoundStatement(db, sql: """
+                INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            for request in batch.requests {
+                insert.bind(Int64(bitPattern: request.id))
+                insert.bind(request.app)
+                insert.bind(request.source.rawValue)
+                insert.bind(request.received.milliseconds)
+                insert.bind(request.priority.rawValue)
+                insert.bind(request.expiration?.milliseconds)
+                insert.bind(request.collapseID)
+                insert.bind(request.exempt)
+                insert.bind(request.summary)
+                insert.bind(request.apnsID)
+                try insert.run()
             }
         }
-        for delivery in batch.deliveries {
-            try db.executeCached(
-                sql: """
-                    INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority, expiration, state)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    delivery.apnsID, delivery.device, delivery.released.milliseconds, Self.list(delivery.instances),
-                    Self.list(delivery.requests.map { Int64(bitPattern: $0) }), delivery.requestCount, delivery.priority.rawValue,
-                    delivery.expiration?.milliseconds, delivery.state.rawValue,
-                ]
-            )
+        if !batch.decisions.isEmpty {
+            var insert = try BoundStatement(db, sql: "INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES (?, ?, ?, ?, ?)")
+            for decision in batch.decisions {
+                insert.bind(Int64(bitPattern: decision.request))
+                insert.bind(decision.instance.map { Int64($0.rawValue) })
+                insert.bind(decision.kind.rawValue)
+                insert.bind(decision.due?.milliseconds)
+                insert.bind(decision.reason.description)
+                try insert.run()
+            }
+        }
+        if !batch.instanceStates.isEmpty {
+            var upsertState = try BoundStatement(db, sql: """
+                INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload) VALUES (?, ?, ?, ?)
+                ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
+                    lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
+                """)
+            var replacePending = try BoundStatement(db, sql: """
+                INSERT OR REPLACE INTO pending_reload
+                    (instanceId, due, priority, expiration, requests, requestCount, collapseId, team, exempt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            var deleteState = try BoundStatement(db, sql: "DELETE FROM instance_state WHERE instanceId = ?")
+            var deletePending = try BoundStatement(db, sql: "DELETE FROM pending_reload WHERE instanceId = ?")
+            for (instance, snapshot) in batch.instanceStates {
+                guard let snapshot else {
+                    deleteState.bind(instance)
+                    try deleteState.run()
+                    deletePending.bind(instance)
+                    try deletePending.run()
+                    continue
+                }
+                upsertState.bind(instance)
+                upsertState.bind(snapshot.bucketFullAt)
+                upsertState.bind(snapshot.lastReload?.milliseconds)
+                upsertState.bind(snapshot.plannedReload?.milliseconds)
+                try upsertState.run()
+                if let pending = snapshot.pending {
+                    replacePending.bind(instance)
+                    replacePending.bind(pending.due.milliseconds)
+                    replacePending.bind(pending.priority.rawValue)
+                    replacePending.bind(pending.expiration?.milliseconds)
+                    replacePending.bind(Self.list(pending.requests.map { Int64(bitPattern: $0) }))
+                    replacePending.bind(pending.requestCount)
+                    replacePending.bind(pending.collapseID)
+                    replacePending.bind(pending.team)
+                    replacePending.bind(pending.exempt)
+                    try replacePending.run()
+                } else {
+                    deletePending.bind(instance)
+                    try deletePending.run()
+                }
+            }
+        }
+        if !batch.deliveries.isEmpty {
+            var insert = try BoundStatement(db, sql: """
+                INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority, expiration, state)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            for delivery in batch.deliveries {
+                insert.bind(delivery.apnsID)
+                insert.bind(delivery.device)
+                insert.bind(delivery.released.milliseconds)
+                insert.bind(Self.list(delivery.instances))
+                insert.bind(Self.list(delivery.requests.map { Int64(bitPattern: $0) }))
+                insert.bind(delivery.requestCount)
+                insert.bind(delivery.priority.rawValue)
+                insert.bind(delivery.expiration?.milliseconds)
+                insert.bind(delivery.state.rawValue)
+                try insert.run()
+            }
         }
     }
 

@@ -1,0 +1,69 @@
+import GRDB
+import GRDBSQLite
+
+/// One of the group commit's cached INSERT/UPDATE statements, with its arguments bound through SQLite's
+/// own `sqlite3_bind_*` functions.
+///
+/// The group commit runs the same few statements for every push it records. GRDB's `StatementArguments`
+/// boxes each value as an existential and converts it to a `DatabaseValue` before binding; for these
+/// statements that was about a quarter of the commit's CPU (docs/BENCHMARKS.md). The statement is
+/// still GRDB's (prepared and cached by the `Database`, inside GRDB's transaction); only the binding
+/// and stepping are done here. Use it on the writer's queue only, like any GRDB statement.
+struct BoundStatement {
+    private let statement: Statement
+    private var handle: SQLiteStatement { statement.sqliteStatement }
+    private var index: CInt = 0
+
+    init(_ db: Database, sql: String) throws {
+        statement = try db.cachedStatement(sql: sql)
+    }
+
+    /// Binds the next argument.
+    mutating func bind(_ value: Int64) {
+        index += 1
+        sqlite3_bind_int64(handle, index, value)
+    }
+
+    mutating func bind(_ value: Int) { bind(Int64(value)) }
+
+    mutating func bind(_ value: Bool) { bind(Int64(value ? 1 : 0)) }
+
+    mutating func bind(_ value: Int64?) {
+        guard let value else { return bindNull() }
+        bind(value)
+    }
+
+    /// Binds text (SQLite copies it).
+    mutating func bind(_ value: String?) {
+        guard var value else { return bindNull() }
+        index += 1
+        let index = index
+        value.withUTF8 { bytes in
+            _ = sqlite3_bind_text(handle, index, bytes.baseAddress, CInt(bytes.count), Self.transient)
+        }
+    }
+
+    mutating func bindNull() {
+        index += 1
+        sqlite3_bind_null(handle, index)
+    }
+
+    /// Runs the statement with the arguments bound since the last run, then makes it ready for the next.
+    /// - Throws: `DatabaseError` when SQLite refuses it (a constraint, a full disk).
+    mutating func run() throws {
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+            index = 0
+        }
+        precondition(index == sqlite3_bind_parameter_count(handle), "\(statement.sql): \(index) arguments bound")
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE else {
+            let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
+        }
+    }
+
+    /// SQLite's `SQLITE_TRANSIENT`: copy the bytes before the call returns.
+    private static let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+}

@@ -52,11 +52,39 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
         let day = dayOfYear - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let text = String(value)
-            return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+        guard (0...9999).contains(year) else {
+            // Outside four-digit years (never a due time): the same fields, padded as far as they go.
+            func pad(_ value: Int64, _ width: Int) -> String {
+                let text = String(value)
+                return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+            }
+            return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondsOfDay / 3600, 2)):"
+                + "\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2)).\(pad(millis, 3))Z"
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay / 60 % 60, 2)):"
-            + "\(pad(secondsOfDay % 60, 2)).\(pad(millis, 3))Z"
+        // Written byte by byte into one string: this runs for every push answered with `reloadgate-due`.
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            func put(_ value: Int64, _ width: Int, at offset: Int) {
+                var value = value
+                for position in stride(from: offset + width - 1, through: offset, by: -1) {
+                    buffer[position] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+            }
+            put(year, 4, at: 0)
+            buffer[4] = UInt8(ascii: "-")
+            put(month, 2, at: 5)
+            buffer[7] = UInt8(ascii: "-")
+            put(day, 2, at: 8)
+            buffer[10] = UInt8(ascii: "T")
+            put(secondsOfDay / 3600, 2, at: 11)
+            buffer[13] = UInt8(ascii: ":")
+            put(secondsOfDay / 60 % 60, 2, at: 14)
+            buffer[16] = UInt8(ascii: ":")
+            put(secondsOfDay % 60, 2, at: 17)
+            buffer[19] = UInt8(ascii: ".")
+            put(millis, 3, at: 20)
+            buffer[23] = UInt8(ascii: "Z")
+            return 24
+        }
     }
 }

@@ -1,0 +1,40 @@
+import Foundation
+import ReloadGateCore
+import Testing
+
+struct TimestampTests {
+    /// The calendar-free RFC 3339 text against Foundation's formatter (whole seconds, so that no
+    /// floating-point rounding is involved; the milliseconds are appended), over random times from 1583
+    /// to 9999 (Foundation switches to the Julian calendar before the Gregorian reform; RFC 3339 does
+    /// not) and the edges around the epoch and a leap day.
+    @Test func rfc3339MatchesFoundationsFormatter() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        var generator = SystemRandomNumberGenerator()
+        let first: Int64 = -12_212_553_600  // 1583-01-01T00:00:00Z
+        let last: Int64 = 253_402_300_799  // 9999-12-31T23:59:59Z
+        var samples: [(seconds: Int64, millis: Int64)] = [
+            (0, 0), (-1, 999), (0, 1), (951_782_400, 0), (951_868_799, 999), (first, 0), (last, 999),
+        ]
+        for _ in 0..<5_000 {
+            samples.append((Int64.random(in: first...last, using: &generator), Int64.random(in: 0...999, using: &generator)))
+        }
+        for (seconds, millis) in samples {
+            let whole = formatter.string(from: Date(timeIntervalSince1970: Double(seconds)))  // ...:SSZ
+            let fraction = String(millis + 1000).dropFirst()
+            let expected = whole.dropLast() + "." + fraction + "Z"
+            #expect(Timestamp(milliseconds: seconds * 1000 + millis).rfc3339 == expected, "\(seconds) s \(millis) ms")
+        }
+    }
+
+    // Literal expectations: Foundation's formatter rounds milliseconds through a Double (….122Z for .123).
+    @Test(arguments: [
+        (0, "1970-01-01T00:00:00.000Z"), (1_790_172_000_123, "2026-09-23T14:00:00.123Z"),
+        (951_782_400_000, "2000-02-29T00:00:00.000Z"), (4_102_444_799_999, "2099-12-31T23:59:59.999Z"),
+        (-1, "1969-12-31T23:59:59.999Z"), (1_709_164_800_500, "2024-02-29T00:00:00.500Z"),
+    ] as [(Int64, String)])
+    func rfc3339InUTCWithMilliseconds(_ milliseconds: Int64, _ expected: String) {
+        #expect(Timestamp(milliseconds: milliseconds).rfc3339 == expected)
+    }
+}

@@ -198,6 +198,7 @@ let package = Package(
             name: "ReloadGateServerTests",
             dependencies: [
                 "ReloadGateServer",
+                "ReloadGateAPNs",
                 "ReloadGateTesting",
                 "ReloadGateCertificates",
                 "ReloadGateCore",

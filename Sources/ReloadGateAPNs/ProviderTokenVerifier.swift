@@ -82,6 +82,15 @@ public final class ProviderTokenVerifier: Sendable {
         }
     }
 
+    /// Checks again, at `now`, a token this verifier accepted before (a connection keeps its last one, so
+    /// that a sender reusing its token on that connection costs neither the cache's hash of the token nor
+    /// its lock): the same age and key checks as a cached token gets.
+    /// - Returns: `nil` when the cache is turned off or the key is gone: verify the token anew.
+    public func recheck(_ verified: VerifiedToken, now: Int64) throws(APNsFailure) -> VerifiedToken? {
+        guard cacheEnabled, let key = keys.key(id: verified.key.keyID), key.teamID == verified.teamID else { return nil }
+        return try check(issuedAt: verified.issuedAt, key: key, now: now)
+    }
+
     private func remember(_ token: Substring, _ outcome: Remembered) {
         guard cacheEnabled else { return }
         cache.withLock { cache in

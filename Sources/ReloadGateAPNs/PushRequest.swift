@@ -1,5 +1,11 @@
 public import ReloadGateCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A push as it arrives: method, path and headers (names in lower case), before any check.
 public struct PushRequestHead: Sendable {
     public var method: String
@@ -142,6 +148,8 @@ public struct PushHeaders: Sendable {
 public struct ConnectionAuthentication: Sendable {
     public private(set) var boundTeam: String?
     private var lastToken: String?
+    /// What `lastToken` verified as (rechecked, not verified again, while the connection reuses it).
+    private var lastVerified: VerifiedToken?
     private var lastTokenChange: Int64 = 0
     /// Seconds before a connection may switch to a new token (Apple: 20 minutes); 0 turns the check off.
     public var tokenUpdateInterval: Int64
@@ -158,9 +166,19 @@ public struct ConnectionAuthentication: Sendable {
     ) throws(APNsFailure) -> VerifiedToken {
         guard let token else { throw APNsFailure(.missingProviderToken) }
         guard !token.isEmpty else { throw APNsFailure(.invalidProviderToken) }
-        let verified = try verifier.verify(token, now: now)
-        if let boundTeam, boundTeam != verified.teamID { throw APNsFailure(.invalidProviderToken) }
-        if let lastToken, !token.utf8.elementsEqual(lastToken.utf8) {
+        let sameToken = lastToken.map { Self.sameBytes(token, $0) } ?? false
+        var rechecked: VerifiedToken?
+        if sameToken, let lastVerified {
+            rechecked = try verifier.recheck(lastVerified, now: now)
+        }
+        let accepted: VerifiedToken
+        if let rechecked {
+            accepted = rechecked
+        } else {
+            accepted = try verifier.verify(token, now: now)
+        }
+        if let boundTeam, boundTeam != accepted.teamID { throw APNsFailure(.invalidProviderToken) }
+        if lastToken != nil, !sameToken {
             if tokenUpdateInterval > 0, now - lastTokenChange < tokenUpdateInterval {
                 throw APNsFailure(.tooManyProviderTokenUpdates)
             }
@@ -170,7 +188,19 @@ public struct ConnectionAuthentication: Sendable {
             lastToken = String(token)
             lastTokenChange = now
         }
-        boundTeam = verified.teamID
-        return verified
+        boundTeam = accepted.teamID
+        lastVerified = accepted
+        return accepted
+    }
+
+    /// Byte equality (memcmp when both are contiguous UTF-8, as tokens from the wire are).
+    static func sameBytes(_ token: Substring, _ other: String) -> Bool {
+        guard token.utf8.count == other.utf8.count else { return false }
+        let compared = token.utf8.withContiguousStorageIfAvailable { left in
+            other.utf8.withContiguousStorageIfAvailable { right in
+                left.count == 0 || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0
+            }
+        }
+        return (compared ?? nil) ?? token.utf8.elementsEqual(other.utf8)
     }
 }

@@ -24,5 +24,18 @@ import Testing
         }
         #expect(seen.count == 10_000)
     }
-}
 
+    @Test func aGeneratorsIDsAreCanonicalAndUniqueAcrossRefills() {
+        var generator = MessageID.Generator()
+        var seen = Set<String>()
+        for _ in 0..<10_000 {  // 625 refills of 16 ids
+            let id = generator.next()
+            #expect(UUID(uuidString: id)?.uuidString.lowercased() == id)
+            #expect(Array(id.utf8)[14] == UInt8(ascii: "4"))
+            seen.insert(id)
+        }
+        #expect(seen.count == 10_000)
+        var other = MessageID.Generator()
+        #expect(!seen.contains(other.next()))
+    }
+}

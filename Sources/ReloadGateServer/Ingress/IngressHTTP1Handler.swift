@@ -12,6 +12,8 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
 
     private let ingress: PushIngress
     private var authentication: ConnectionAuthentication
+    /// The apns-ids of answers to pushes that came without one.
+    private var ids = MessageID.Generator()
     private var certificate: ClientCertificate??
     private var accepted: PushIngress.AcceptedHead?
     private var body: [UInt8] = []
@@ -38,7 +40,8 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
             switch ingress.checkHead(
                 PushRequestHead(method: head.method.rawValue, path: head.uri, headers: headers),
                 certificate: certificate ?? nil,
-                authentication: &authentication
+                authentication: &authentication,
+                ids: &ids
             ) {
             case .success(let head): accepted = head
             case .failure(let response): respond(response, context: context, requestEnded: false)
@@ -47,7 +50,7 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
             guard !responded else { return }
             if body.count + buffer.readableBytes > PushPayload.limit {
                 keepAlive = false
-                respond(PushResponse(APNsFailure(.payloadTooLarge), apnsID: accepted?.apnsID ?? PushIngress.responseID([])), context: context, requestEnded: false)
+                respond(PushResponse(APNsFailure(.payloadTooLarge), apnsID: accepted?.apnsID ?? PushIngress.responseID([], ids: &ids)), context: context, requestEnded: false)
                 return
             }
             body.append(contentsOf: buffer.readableBytesView)

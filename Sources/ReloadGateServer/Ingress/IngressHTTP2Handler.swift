@@ -26,6 +26,8 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
 
     private let ingress: PushIngress
     private var authentication: ConnectionAuthentication
+    /// The apns-ids of answers to pushes that came without one.
+    private var ids = MessageID.Generator()
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var certificate: ClientCertificate??
     private var lastStreamID = HTTP2StreamID.rootStream
@@ -69,7 +71,7 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
                     // not ended yet is reset after the answer.
                     stream.requestEnded = data.endStream
                     streams[id] = stream
-                    let apnsID = stream.accepted?.apnsID ?? PushIngress.responseID([])
+                    let apnsID = stream.accepted?.apnsID ?? PushIngress.responseID([], ids: &ids)
                     respond(id, PushResponse(APNsFailure(.payloadTooLarge), apnsID: apnsID), context: context)
                     return
                 }
@@ -102,7 +104,8 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         switch ingress.checkHead(
             PushRequestHead(method: method, path: path, headers: regular),
             certificate: certificate ?? nil,
-            authentication: &authentication
+            authentication: &authentication,
+            ids: &ids
         ) {
         case .success(let accepted): streams[id]?.accepted = accepted
         case .failure(let response): respond(id, response, context: context)

@@ -30,7 +30,7 @@ struct PushResponse: Error, Sendable {
 }
 
 /// The push endpoint's logic (APNS.md) between the transport and the scheduler, in two steps that
-/// follow APNS.md's order of checks: ``checkHead(_:certificateTopics:authentication:)`` (method and path,
+/// follow APNS.md's order of checks: ``checkHead(_:certificate:authentication:ids:)`` (method and path,
 /// headers, authentication), as soon as the headers arrive, and ``process(_:body:respond:)`` (payload,
 /// device token, then the scheduler) once the body is complete. The transports (HTTP/2 frames, HTTP/1.1)
 /// call both on their event loop; nothing here blocks on a commit: the answer comes through `respond`.
@@ -84,11 +84,11 @@ final class PushIngress: Sendable {
     }
 
     /// The `apns-id` answers carry: the request's own when it is a canonical UUID, else a new one.
-    static func responseID(_ headers: [(name: String, value: String)]) -> String {
+    static func responseID(_ headers: [(name: String, value: String)], ids: inout MessageID.Generator) -> String {
         if let sent = headers.first(where: { $0.name == "apns-id" })?.value, PushHeaders.isCanonicalUUID(sent) {
             return sent
         }
-        return MessageID.random()
+        return ids.next()
     }
 
     /// Method and path, headers, authentication (the client certificate when the connection has one,
@@ -96,9 +96,10 @@ final class PushIngress: Sendable {
     func checkHead(
         _ head: PushRequestHead,
         certificate: ClientCertificate?,
-        authentication: inout ConnectionAuthentication
+        authentication: inout ConnectionAuthentication,
+        ids: inout MessageID.Generator
     ) -> Result<AcceptedHead, PushResponse> {
-        let apnsID = Self.responseID(head.headers)
+        let apnsID = Self.responseID(head.headers, ids: &ids)
         do throws(APNsFailure) {
             let token = try PushHeaders.deviceTokenText(method: head.method, path: head.path)
             let headers = try PushHeaders(head.headers, certificateTopics: certificate?.topics)

@@ -1,0 +1,73 @@
+import Crypto
+import ReloadGateAPNs
+import ReloadGateCore
+import ReloadGateTesting
+import Synchronization
+import Testing
+
+/// A connection keeps its last verified token and rechecks it instead of verifying it again: the
+/// recheck must still refuse an expired token and a token whose key was removed.
+struct ConnectionAuthenticationTests {
+    final class Keys: ProviderKeySource {
+        let keys = Mutex<[String: ProviderKey]>([:])
+        func key(id: String) -> ProviderKey? { keys.withLock { $0[id] } }
+        func add(_ factory: ProviderTokenFactory) {
+            let key = ProviderKey(keyID: factory.keyID, teamID: factory.teamID, publicKey: factory.privateKey.publicKey, topics: [], environments: .both)
+            keys.withLock { $0[factory.keyID] = key }
+        }
+        func remove(_ id: String) { _ = keys.withLock { $0.removeValue(forKey: id) } }
+    }
+
+    static let issued: Int64 = 1_790_000_000
+
+    @Test(arguments: [true, false])
+    func aReusedTokenStillExpiresAfterAnHour(cache: Bool) throws {
+        let sender = ProviderTokenFactory(keyID: "KEY0000001", teamID: "TEAM000001")
+        let keys = Keys()
+        keys.add(sender)
+        let verifier = ProviderTokenVerifier(keys: keys, environment: .sandbox, cacheEnabled: cache)
+        var connection = ConnectionAuthentication()
+        let token = Substring(sender.token(iat: Self.issued))
+        for now in [Self.issued, Self.issued + 60, Self.issued + 3600] {
+            #expect(try connection.authenticate(bearer: token, verifier: verifier, now: now).teamID == "TEAM000001")
+        }
+        #expect(throws: APNsFailure(.expiredProviderToken)) {
+            try connection.authenticate(bearer: token, verifier: verifier, now: Self.issued + 3601)
+        }
+    }
+
+    @Test func aReusedTokenStopsWorkingWhenItsKeyIsRemoved() throws {
+        let sender = ProviderTokenFactory(keyID: "KEY0000001", teamID: "TEAM000001")
+        let keys = Keys()
+        keys.add(sender)
+        let verifier = ProviderTokenVerifier(keys: keys, environment: .sandbox)
+        var connection = ConnectionAuthentication()
+        let token = Substring(sender.token(iat: Self.issued))
+        _ = try connection.authenticate(bearer: token, verifier: verifier, now: Self.issued)
+        keys.remove(sender.keyID)
+        #expect(throws: APNsFailure(.invalidProviderToken)) {
+            try connection.authenticate(bearer: token, verifier: verifier, now: Self.issued + 1)
+        }
+        // Another connection with the same token: refused as well.
+        var other = ConnectionAuthentication()
+        #expect(throws: APNsFailure(.invalidProviderToken)) {
+            try other.authenticate(bearer: token, verifier: verifier, now: Self.issued + 1)
+        }
+    }
+
+    @Test func aReusedTokenDoesNotLetAnotherTokenThrough() throws {
+        let sender = ProviderTokenFactory(keyID: "KEY0000001", teamID: "TEAM000001")
+        let keys = Keys()
+        keys.add(sender)
+        let verifier = ProviderTokenVerifier(keys: keys, environment: .sandbox)
+        var connection = ConnectionAuthentication()
+        let token = sender.token(iat: Self.issued)
+        _ = try connection.authenticate(bearer: Substring(token), verifier: verifier, now: Self.issued)
+        // Same length, one character of the signature changed: not the remembered token, verified and refused.
+        var tampered = Array(token.utf8)
+        tampered[tampered.count - 2] = tampered[tampered.count - 2] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        #expect(throws: APNsFailure(.invalidProviderToken)) {
+            try connection.authenticate(bearer: Substring(String(decoding: tampered, as: UTF8.self)), verifier: verifier, now: Self.issued + 1)
+        }
+    }
+}

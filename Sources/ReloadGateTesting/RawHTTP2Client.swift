@@ -1,6 +1,6 @@
 public import NIOCore
 import NIOHPACK
-import NIOHTTP2
+public import NIOHTTP2
 import NIOPosix
 public import NIOSSL
 import Synchronization
@@ -15,6 +15,8 @@ public final class RawHTTP2Client: Sendable {
         public var status: Int
         public var headers: [(String, String)]
         public var body: String
+        /// The error code of the server's RST_STREAM, when it reset the stream instead of answering.
+        public var reset: HTTP2ErrorCode?
 
         public func header(_ name: String) -> String? { headers.first { $0.0 == name }?.1 }
         /// The `reason` of an error body.
@@ -32,7 +34,14 @@ public final class RawHTTP2Client: Sendable {
     }
 
     /// Connects to `host:port` with `tls` (ALPN `h2` is added).
-    public static func connect(host: String = "localhost", port: Int, tls: TLSConfiguration) async throws -> RawHTTP2Client {
+    /// - Parameter validating: `false` lets the client send malformed header blocks and bodies that do not
+    ///   match their `content-length` (NIOHTTP2Handler refuses to send them otherwise).
+    public static func connect(
+        host: String = "localhost",
+        port: Int,
+        tls: TLSConfiguration,
+        validating: Bool = true
+    ) async throws -> RawHTTP2Client {
         var tls = tls
         tls.applicationProtocols = ["h2"]
         let context = try NIOSSLContext(configuration: tls)
@@ -40,7 +49,10 @@ public final class RawHTTP2Client: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: host))
-                    try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .client))
+                    let validation: NIOHTTP2Handler.ValidationState = validating ? .enabled : .disabled
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOHTTP2Handler(mode: .client, headerBlockValidation: validation, contentLengthValidation: validation)
+                    )
                     try channel.pipeline.syncOperations.addHandler(ResponseHandler())
                 }
             }
@@ -83,6 +95,7 @@ public final class RawHTTP2Client: Sendable {
             var status = 0
             var headers: [(String, String)] = []
             var body: [UInt8] = []
+            var reset: HTTP2ErrorCode?
         }
 
         private var nextStreamID = HTTP2StreamID(1)
@@ -114,7 +127,8 @@ public final class RawHTTP2Client: Sendable {
             case .data(let data):
                 if case .byteBuffer(let buffer) = data.data { entry.body.append(contentsOf: buffer.readableBytesView) }
                 ended = data.endStream
-            case .rstStream:
+            case .rstStream(let code):
+                entry.reset = code
                 ended = true
             default:
                 break
@@ -122,7 +136,9 @@ public final class RawHTTP2Client: Sendable {
             pending[frame.streamID] = entry
             if ended {
                 pending[frame.streamID] = nil
-                entry.promise.succeed(Answer(status: entry.status, headers: entry.headers, body: String(decoding: entry.body, as: UTF8.self)))
+                entry.promise.succeed(
+                    Answer(status: entry.status, headers: entry.headers, body: String(decoding: entry.body, as: UTF8.self), reset: entry.reset)
+                )
             }
         }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import NIOHTTP2
 import NIOSSL
 import ReloadGateCore
 import ReloadGateServer
@@ -343,6 +344,47 @@ struct APNsConformanceTests {
             let headers = RawHTTP2Client.push(token: Self.token, authority: nil, [("host", "localhost")] + fixture.fields())
             let answer = try await client.send(headers, body: Self.body)
             #expect(answer.status == 200, "\(answer.body)")
+        }
+    }
+
+    /// RFC 9113 8.2-8.3: a malformed request is reset with PROTOCOL_ERROR, stores nothing, and leaves
+    /// the connection open (the listener checks header blocks itself: HTTP2RequestFields).
+    @Test func malformedRequestsAreResetWithProtocolErrorAndTheConnectionStays() async throws {
+        try await Self.withFixture { fixture in
+            let client = try await RawHTTP2Client.connect(
+                port: fixture.gateway.ingressPort,
+                tls: try fixture.gateway.pki.clientTLSConfiguration(),
+                validating: false
+            )
+            defer { Task { await client.close() } }
+            let path = "/3/device/\(Self.token)"
+            let pseudo = [(":method", "POST"), (":scheme", "https"), (":path", path), (":authority", "localhost")]
+            let fields = fixture.fields()
+            let cases: [(String, [(String, String)])] = [
+                ("an upper-case name", pseudo + fields + [("Apns-Priority", "10")]),
+                ("a pseudo-header after a regular field", [(":method", "POST"), (":scheme", "https")] + fields + [(":path", path)]),
+                ("an unknown pseudo-header", pseudo + [(":protocol", "websocket")] + fields),
+                ("a repeated pseudo-header", pseudo + [(":path", path)] + fields),
+                ("no :scheme", [(":method", "POST"), (":path", path)] + fields),
+                ("an empty :path", [(":method", "POST"), (":scheme", "https"), (":path", "")] + fields),
+                ("a space in :path", [(":method", "POST"), (":scheme", "https"), (":path", path + " x")] + fields),
+                ("a connection-specific field", pseudo + fields + [("connection", "keep-alive")]),
+                ("te other than trailers", pseudo + fields + [("te", "gzip")]),
+                ("a line feed in a value", pseudo + fields + [("user-agent", "a\nb")]),
+                ("a content-length that is no number", pseudo + fields + [("content-length", "many")]),
+                ("a body shorter than its content-length", pseudo + fields + [("content-length", "40")]),
+                ("a body longer than its content-length", pseudo + fields + [("content-length", "5")]),
+            ]
+            for (name, headers) in cases {
+                let answer = try await client.send(headers, body: Self.body)
+                #expect(answer.reset == .protocolError, "\(name): status \(answer.status) \(answer.body)")
+                #expect(answer.status == 0, "\(name)")
+            }
+            let valid = try await client.send(pseudo + fields + [("content-length", "\(Self.body.count)")], body: Self.body)
+            #expect(valid.status == 200, "\(valid.body)")
+            let store = try fixture.store()
+            defer { try? store.close() }
+            #expect(try store.ledgerCounts().requests == 1)
         }
     }
 

@@ -18,6 +18,8 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     private struct Stream {
         var accepted: PushIngress.AcceptedHead?
         var body: [UInt8] = []
+        /// The request's `content-length`, which the body must match.
+        var contentLength: Int?
         /// The answer was written (a refusal may go before the request's end).
         var responded = false
         /// The client ended its side.
@@ -65,6 +67,9 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
             if headers.endStream { endRequest(id, context: context) }
         case .data(let data):
             guard var stream = streams[id] else { return }
+            if !stream.responded, let declared = stream.contentLength, stream.body.count + data.data.readableBytes > declared {
+                return reset(id, context: context)  // more than `content-length` says: malformed
+            }
             if !stream.responded, case .byteBuffer(let buffer) = data.data {
                 if stream.body.count + buffer.readableBytes > PushPayload.limit {
                     // Refused while reading: the rest of the body is never buffered. A stream that has
@@ -92,15 +97,18 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         var path = ""
         var regular: [(name: String, value: String)] = []
         regular.reserveCapacity(headers.count)
+        var fields = HTTP2RequestFields()
         for (name, value, _) in headers {
+            guard fields.accept(name: name, value: value) else { return reset(id, context: context) }
             switch name {
             case ":method": method = value
             case ":path": path = value
             default: if !name.hasPrefix(":") { regular.append((name, value)) }
             }
         }
+        guard fields.isComplete else { return reset(id, context: context) }
         if certificate == nil { certificate = .some(IngressConnection.clientCertificate(context.pipeline)) }
-        streams[id] = Stream()
+        streams[id] = Stream(contentLength: fields.contentLength)
         switch ingress.checkHead(
             PushRequestHead(method: method, path: path, headers: regular),
             certificate: certificate ?? nil,
@@ -114,6 +122,9 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
 
     private func endRequest(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
         guard var stream = streams[id] else { return }
+        if let declared = stream.contentLength, !stream.responded, stream.body.count != declared {
+            return reset(id, context: context)  // less than `content-length` says: malformed
+        }
         stream.requestEnded = true
         if stream.responded {
             streams[id] = nil
@@ -181,6 +192,15 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
             stream.body = []
             streams[id] = stream
         }
+        scheduleFlush(context: context)
+        closeIfDrained(context: context)
+    }
+
+    /// Resets a malformed request's stream (RFC 9113 8.1.1: PROTOCOL_ERROR) and forgets it.
+    private func reset(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
+        streams[id] = nil
+        ingress.logger.debug("malformed request: stream reset", metadata: ["stream": "\(id)"])
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.protocolError))), promise: nil)
         scheduleFlush(context: context)
         closeIfDrained(context: context)
     }

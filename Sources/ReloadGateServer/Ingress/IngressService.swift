@@ -92,7 +92,14 @@ struct IngressService: Service {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                 }.flatMap {
                     @Sendable func http2(_ channel: any Channel) throws {
-                        try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: settings))
+                        // Header blocks and content lengths are checked by IngressHTTP2Handler (HTTP2RequestFields).
+                        let handler = NIOHTTP2Handler(
+                            mode: .server,
+                            initialSettings: settings,
+                            headerBlockValidation: .disabled,
+                            contentLengthValidation: .disabled
+                        )
+                        try channel.pipeline.syncOperations.addHandler(handler)
                         try channel.pipeline.syncOperations.addHandler(IngressHTTP2Handler(ingress: ingress, tokenUpdateInterval: tokenUpdateInterval))
                     }
                     @Sendable func http1(_ channel: any Channel) -> EventLoopFuture<Void> {

@@ -158,6 +158,16 @@ let package = Package(
             dependencies: ["ReloadGateCore"],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "reloadgate-bench-store",
+            dependencies: [
+                "ReloadGateCore",
+                "ReloadGateStore",
+                "ReloadGateAPNs",
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
 
         .testTarget(
             name: "ReloadGateCoreTests",

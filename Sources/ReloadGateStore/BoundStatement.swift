@@ -1,8 +1,8 @@
 import GRDB
 import GRDBSQLite
 
-/// One of the group commit's cached INSERT/UPDATE statements, with its arguments bound through SQLite's
-/// own `sqlite3_bind_*` functions.
+/// One of the group commit's cached statements (inserts and updates, and a point query), with its
+/// arguments bound through SQLite's own `sqlite3_bind_*` functions.
 ///
 /// The group commit runs the same few statements for every push it records. GRDB's `StatementArguments`
 /// boxes each value as an existential and converts it to a `DatabaseValue` before binding; for these
@@ -59,6 +59,25 @@ struct BoundStatement {
         precondition(index == sqlite3_bind_parameter_count(handle), "\(statement.sql): \(index) arguments bound")
         let code = sqlite3_step(handle)
         guard code == SQLITE_DONE else {
+            let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
+        }
+    }
+
+    /// Runs a query with the arguments bound since the last run and reads the first `columns` columns of
+    /// its first row as integers (`nil`: no row), then makes it ready for the next.
+    mutating func firstRow(integers columns: CInt) throws -> [Int64]? {
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+            index = 0
+        }
+        precondition(index == sqlite3_bind_parameter_count(handle), "\(statement.sql): \(index) arguments bound")
+        precondition(columns <= sqlite3_column_count(handle), "\(statement.sql): fewer than \(columns) columns")
+        switch sqlite3_step(handle) {
+        case SQLITE_ROW: return (0..<columns).map { sqlite3_column_int64(handle, $0) }
+        case SQLITE_DONE: return nil
+        case let code:
             let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
         }

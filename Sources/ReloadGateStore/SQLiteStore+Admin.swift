@@ -9,9 +9,10 @@ extension SQLiteStore {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT p.instanceId, p.due, p.priority, p.expiration, p.requests, p.requestCount, p.exempt,
+                    SELECT p.instanceId, p.due, p.priority, p.expiration, l.requests, p.requestCount, p.exempt,
                            w.widgetID, w.kind, w.family, w.configuration, d.token, a.bundle
                     FROM pending_reload p
+                    LEFT JOIN pending_list l ON l.instanceId = p.instanceId
                     JOIN widget w ON w.id = p.instanceId
                     JOIN device d ON d.id = w.deviceId
                     JOIN app a ON a.id = d.appId
@@ -22,7 +23,7 @@ extension SQLiteStore {
                     """,
                 arguments: [filter.bundle, filter.kind, filter.deviceToken, filter.dueBefore?.milliseconds, filter.limit]
             ).map { row in
-                let requests = Self.integers(row["requests"])
+                let requests = Self.integers((row["requests"] as String?) ?? "[]")
                 return PendingReloadRow(
                     instance: row["instanceId"],
                     bundle: row["bundle"],
@@ -63,7 +64,10 @@ extension SQLiteStore {
         try writer.read { db in
             try Int64.fetchAll(
                 db,
-                sql: "SELECT instanceId FROM pending_reload WHERE EXISTS (SELECT 1 FROM json_each(requests) WHERE value = ?)",
+                sql: """
+                    SELECT l.instanceId FROM pending_list l JOIN pending_reload p ON p.instanceId = l.instanceId
+                    WHERE EXISTS (SELECT 1 FROM json_each(l.requests) WHERE value = ?)
+                    """,
                 arguments: [request]
             )
         }

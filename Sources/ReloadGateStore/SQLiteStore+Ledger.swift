@@ -62,19 +62,31 @@ extension SQLiteStore {
                 ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
                     lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
                 """)
-            var replacePending = try BoundStatement(db, sql: """
-                INSERT OR REPLACE INTO pending_reload
-                    (instanceId, due, priority, expiration, requests, requestCount, collapseId, team, exempt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            var upsertPending = try BoundStatement(db, sql: """
+                INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(instanceId) DO UPDATE SET due = excluded.due, priority = excluded.priority,
+                    expiration = excluded.expiration, requestCount = excluded.requestCount,
+                    collapseId = excluded.collapseId, team = excluded.team, exempt = excluded.exempt
+                """)
+            var storedList = try BoundStatement(db, sql: "SELECT firstRequest, listed FROM pending_list WHERE instanceId = ?")
+            var replaceList = try BoundStatement(db, sql: """
+                INSERT OR REPLACE INTO pending_list (instanceId, firstRequest, listed, requests) VALUES (?, ?, ?, ?)
                 """)
             var deleteState = try BoundStatement(db, sql: "DELETE FROM instance_state WHERE instanceId = ?")
             var deletePending = try BoundStatement(db, sql: "DELETE FROM pending_reload WHERE instanceId = ?")
+            var deleteList = try BoundStatement(db, sql: "DELETE FROM pending_list WHERE instanceId = ?")
+            func removePending(_ instance: Int64) throws {
+                deletePending.bind(instance)
+                try deletePending.run()
+                deleteList.bind(instance)
+                try deleteList.run()
+            }
             for (instance, snapshot) in batch.instanceStates {
                 guard let snapshot else {
                     deleteState.bind(instance)
                     try deleteState.run()
-                    deletePending.bind(instance)
-                    try deletePending.run()
+                    try removePending(instance)
                     continue
                 }
                 upsertState.bind(instance)
@@ -82,20 +94,31 @@ extension SQLiteStore {
                 upsertState.bind(snapshot.lastReload?.milliseconds)
                 upsertState.bind(snapshot.plannedReload?.milliseconds)
                 try upsertState.run()
-                if let pending = snapshot.pending {
-                    replacePending.bind(instance)
-                    replacePending.bind(pending.due.milliseconds)
-                    replacePending.bind(pending.priority.rawValue)
-                    replacePending.bind(pending.expiration?.milliseconds)
-                    replacePending.bind(Self.list(pending.requests.map { Int64(bitPattern: $0) }))
-                    replacePending.bind(pending.requestCount)
-                    replacePending.bind(pending.collapseID)
-                    replacePending.bind(pending.team)
-                    replacePending.bind(pending.exempt)
-                    try replacePending.run()
-                } else {
-                    deletePending.bind(instance)
-                    try deletePending.run()
+                guard let pending = snapshot.pending else {
+                    try removePending(instance)
+                    continue
+                }
+                upsertPending.bind(instance)
+                upsertPending.bind(pending.due.milliseconds)
+                upsertPending.bind(pending.priority.rawValue)
+                upsertPending.bind(pending.expiration?.milliseconds)
+                upsertPending.bind(pending.requestCount)
+                upsertPending.bind(pending.collapseID)
+                upsertPending.bind(pending.team)
+                upsertPending.bind(pending.exempt)
+                try upsertPending.run()
+                // A pending reload's list only grows, from its first request (a new id for every new
+                // pending reload), up to 100: its first id and length say whether the stored list is this
+                // one. Most merges leave it as it is (docs/DECISIONS.md, "Pending reloads keep their
+                // request lists apart").
+                let first = pending.requests.first.map { Int64(bitPattern: $0) } ?? 0
+                storedList.bind(instance)
+                if try storedList.firstRow(integers: 2) != [first, Int64(pending.requests.count)] {
+                    replaceList.bind(instance)
+                    replaceList.bind(first)
+                    replaceList.bind(pending.requests.count)
+                    replaceList.bind(Self.list(pending.requests.map { Int64(bitPattern: $0) }))
+                    try replaceList.run()
                 }
             }
         }
@@ -123,13 +146,18 @@ extension SQLiteStore {
     public func instanceSnapshots() throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
         try writer.read { db in
             var pending: [Int64: PendingSnapshot] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT * FROM pending_reload") {
+            let sql = """
+                SELECT p.instanceId, p.due, p.priority, p.expiration, p.requestCount, p.collapseId, p.team, p.exempt,
+                       l.requests
+                FROM pending_reload p LEFT JOIN pending_list l ON l.instanceId = p.instanceId
+                """
+            for row in try Row.fetchAll(db, sql: sql) {
                 guard let priority = Priority(rawValue: row["priority"]) else { continue }
                 pending[row["instanceId"]] = PendingSnapshot(
                     due: Timestamp(milliseconds: row["due"]),
                     priority: priority,
                     expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
-                    requests: Self.integers(row["requests"]).map { RequestID(bitPattern: $0) },
+                    requests: Self.integers((row["requests"] as String?) ?? "[]").map { RequestID(bitPattern: $0) },
                     requestCount: row["requestCount"],
                     collapseID: row["collapseId"],
                     team: row["team"],

@@ -172,6 +172,25 @@ extension SQLiteStore {
             // 10: SQLiteStore.apnsIDBlockBits, written out because a migration never changes.
             try db.execute(sql: "CREATE INDEX request_on_block_apns_id ON request(id >> 10, apnsId)")
         }
+        migrator.registerMigration("v11-pending-lists") { db in
+            // A pending reload's list of request ids (up to 100, as JSON) moves to a table of its own, so
+            // that a merge, which usually leaves the list as it is, rewrites a small row instead of one
+            // with ~1 KB of ids (docs/DECISIONS.md, "Pending reloads keep their request lists apart").
+            // `firstRequest` and `listed` identify the list: it only grows, from a request id that is new
+            // for every pending reload.
+            try db.create(table: "pending_list") { table in
+                table.primaryKey("instanceId", .integer).references("widget", onDelete: .cascade)
+                table.column("firstRequest", .integer).notNull()
+                table.column("listed", .integer).notNull()
+                table.column("requests", .text).notNull()
+            }
+            try db.execute(sql: """
+                INSERT INTO pending_list (instanceId, firstRequest, listed, requests)
+                    SELECT instanceId, COALESCE(json_extract(requests, '$[0]'), 0), json_array_length(requests), requests
+                    FROM pending_reload;
+                ALTER TABLE pending_reload DROP COLUMN requests;
+                """)
+        }
         return migrator
     }
 

@@ -1,0 +1,151 @@
+import Foundation
+import GRDB
+import ReloadGateCore
+@testable import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// A pending reload's request list lives in `pending_list` (migration v11) and is written only when it
+/// is not the stored one: same first request and length.
+struct PendingListTests {
+    let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    func withStore(_ body: (SQLiteStore, Int64) throws -> Void) throws {
+        let directory = try TemporaryDirectory("pending-list")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+        let registration = try store.putDevice(
+            app: app,
+            token: try DeviceToken(String(repeating: "ab", count: 32)),
+            widgets: [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
+            previousToken: nil,
+            now: now
+        )
+        try body(store, registration.instances[0].id)
+    }
+
+    func commit(_ store: SQLiteStore, _ instance: Int64, requests: [RequestID], count: Int? = nil) throws {
+        var batch = LedgerBatch()
+        batch.instanceStates = [(
+            instance,
+            InstanceSnapshot(
+                bucketFullAt: nil, lastReload: nil, plannedReload: nil,
+                pending: PendingSnapshot(
+                    due: Timestamp(seconds: 1_790_000_300), priority: .high, expiration: nil, requests: requests,
+                    requestCount: count, collapseID: nil, team: nil, exempt: false
+                )
+            )
+        )]
+        try store.commit(batch)
+    }
+
+    func storedList(_ store: SQLiteStore, _ instance: Int64) throws -> [RequestID]? {
+        try store.instanceSnapshots().first { $0.instance == instance }?.snapshot.pending?.requests
+    }
+
+    @Test func aFullListStaysWhileMergesOnlyCountAndTheCountIsWritten() throws {
+        try withStore { store, instance in
+            let listed = (1...100).map { RequestID($0) }
+            try commit(store, instance, requests: listed, count: 100)
+            try commit(store, instance, requests: listed, count: 150)
+            let snapshot = try store.instanceSnapshots().first { $0.instance == instance }?.snapshot.pending
+            #expect(snapshot?.requests == listed)
+            #expect(snapshot?.requestCount == 150)
+            #expect(try store.pendingReloads(PendingFilter()).first?.requestCount == 150)
+            #expect(try store.pendingInstances(listing: 100) == [instance])
+        }
+    }
+
+    @Test func anUnchangedListIsNotRewritten() throws {
+        try withStore { store, instance in
+            let listed = (1...100).map { RequestID($0) }
+            try commit(store, instance, requests: listed, count: 100)
+            // Mark the stored text: a rewrite would replace the mark.
+            try store.writer.write { db in try db.execute(sql: "UPDATE pending_list SET requests = '[1]'") }
+            try commit(store, instance, requests: listed, count: 101)
+            #expect(try storedList(store, instance) == [1])
+            try commit(store, instance, requests: [200], count: 1)
+            #expect(try storedList(store, instance) == [200])
+        }
+    }
+
+    @Test func aGrowingListIsWrittenAgain() throws {
+        try withStore { store, instance in
+            try commit(store, instance, requests: [1, 2])
+            try commit(store, instance, requests: [1, 2, 3])
+            #expect(try storedList(store, instance) == [1, 2, 3])
+            #expect(try store.pendingInstances(listing: 3) == [instance])
+        }
+    }
+
+    @Test func aNewPendingReloadOfTheSameLengthReplacesTheList() throws {
+        try withStore { store, instance in
+            try commit(store, instance, requests: [1, 2, 3])
+            // Delivered, then three new requests in the same batch: the same length, another list.
+            try commit(store, instance, requests: [7, 8, 9])
+            #expect(try storedList(store, instance) == [7, 8, 9])
+            #expect(try store.pendingReloads(PendingFilter()).first?.requests == [7, 8, 9])
+            #expect(try store.pendingInstances(listing: 2).isEmpty)
+        }
+    }
+
+    @Test func aPendingReloadThatEndsTakesItsListWithIt() throws {
+        try withStore { store, instance in
+            try commit(store, instance, requests: [1, 2])
+            var batch = LedgerBatch()
+            batch.instanceStates = [(instance, InstanceSnapshot(bucketFullAt: 5, lastReload: nil, plannedReload: nil, pending: nil))]
+            try store.commit(batch)
+            #expect(try store.pendingInstances(listing: 1).isEmpty)
+            #expect(try store.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM pending_list") } == 0)
+            // A new pending reload that starts like the old one (same first id cannot recur; the list
+            // row must be written again all the same, since none is stored).
+            try commit(store, instance, requests: [1, 2])
+            #expect(try storedList(store, instance) == [1, 2])
+        }
+    }
+
+    @Test func migrationV11MovesStoredListsIntoTheirTable() throws {
+        let directory = try TemporaryDirectory("pending-list-migration")
+        defer { directory.remove() }
+        try FileManager.default.createDirectory(atPath: directory.path("data"), withIntermediateDirectories: true)
+        // A store as v10 left it, with a pending reload and its list in `pending_reload.requests`.
+        let queue = try DatabaseQueue(path: directory.path("data/reloadgate.sqlite"))
+        try SQLiteStore.migrator.migrate(queue, upTo: "v10-apns-id-by-block")
+        try queue.write { db in
+            try db.execute(sql: """
+                INSERT INTO app (id, bundle, environment, apiKeyHash, webhookSecret, createdAt)
+                    VALUES (1, 'com.example.scores', 'sandbox', x'01', x'02', 0);
+                INSERT INTO device (id, appId, token, active, registeredAt) VALUES (1, 1, 'abab', 1, 0);
+                INSERT INTO widget (id, deviceId, widgetID, kind, family, configuration, pushEnabled)
+                    VALUES (1, 1, 'w1', 'scores', 'systemSmall', '{}', 1), (2, 1, 'w2', 'news', 'systemSmall', '{}', 1);
+                INSERT INTO pending_reload (instanceId, due, priority, expiration, requests, requestCount, collapseId, team, exempt)
+                    VALUES (1, 1790000300000, 10, NULL, '[4,5,6]', 9, NULL, 'TEAM', 0),
+                           (2, 1790000400000, 5, NULL, '[7]', NULL, NULL, NULL, 0);
+                INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload) VALUES (1, NULL, NULL, NULL), (2, NULL, NULL, NULL);
+                """)
+        }
+        try queue.close()
+
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        #expect(try store.appliedMigrations().last == "v11-pending-lists")
+        let pending = try store.instanceSnapshots().map(\.snapshot.pending)
+        #expect(pending.map { $0?.requests } == [[4, 5, 6], [7]])
+        #expect(pending.map { $0?.requestCount } == [9, 1])
+        let rows = try store.pendingReloads(PendingFilter())
+        #expect(rows.map(\.instance) == [1, 2])
+        #expect(rows.map(\.requests) == [[4, 5, 6], [7]])
+        #expect(try store.pendingInstances(listing: 5) == [1])
+        let lists = try store.writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT instanceId, firstRequest, listed FROM pending_list ORDER BY instanceId")
+                .map { [$0["instanceId"], $0["firstRequest"], $0["listed"]] as [Int64] }
+        }
+        #expect(lists == [[1, 4, 3], [2, 7, 1]])
+        // The next commit of instance 1's unchanged list (more merges) keeps it.
+        try commit(store, 1, requests: [4, 5, 6], count: 12)
+        #expect(try store.pendingReloads(PendingFilter()).first?.requests == [4, 5, 6])
+        #expect(try store.pendingReloads(PendingFilter()).first?.requestCount == 12)
+    }
+}

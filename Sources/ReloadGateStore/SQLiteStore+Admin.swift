@@ -98,10 +98,30 @@ extension SQLiteStore {
         try writer.read { db in
             guard let row = try Row.fetchOne(
                 db,
-                sql: "SELECT r.*, a.bundle FROM request r JOIN app a ON a.id = r.appId WHERE r.id = ?",
+                sql: """
+                    SELECT r.*, a.bundle, w.widgetID AS decisionWidgetID, w.kind AS decisionWidgetKind, d.token AS decisionToken
+                    FROM request r JOIN app a ON a.id = r.appId
+                    LEFT JOIN widget w ON w.id = r.decisionInstanceId LEFT JOIN device d ON d.id = w.deviceId
+                    WHERE r.id = ?
+                    """,
                 arguments: [id]
             ) else { return nil }
-            let decisions = try Row.fetchAll(
+            // The first decision is in the request's row (since v12), the others in `decision`.
+            var decisions: [RequestRecord.DecisionRow] = []
+            if let kind: String = row["decisionKind"] {
+                decisions.append(
+                    RequestRecord.DecisionRow(
+                        instance: row["decisionInstanceId"],
+                        widgetID: row["decisionWidgetID"],
+                        kind: row["decisionWidgetKind"],
+                        deviceToken: row["decisionToken"],
+                        decision: kind,
+                        due: (row["decisionDue"] as Int64?).map(Timestamp.init(milliseconds:)),
+                        reason: row["decisionReason"] ?? ""
+                    )
+                )
+            }
+            decisions += try Row.fetchAll(
                 db,
                 sql: """
                     SELECT dc.instanceId, dc.kind AS decision, dc.due, dc.reason, w.widgetID, w.kind, d.token
@@ -213,7 +233,12 @@ extension SQLiteStore {
                 return result
             }
             return LedgerStatistics(
-                decisionsByKind: try counts("SELECT kind, count(*) FROM decision GROUP BY kind"),
+                decisionsByKind: try counts("""
+                    SELECT kind, count(*) FROM (
+                        SELECT decisionKind AS kind FROM request WHERE decisionKind IS NOT NULL
+                        UNION ALL SELECT kind FROM decision
+                    ) GROUP BY kind
+                    """),
                 deliveriesByState: try counts("SELECT state, count(*) FROM delivery GROUP BY state"),
                 failuresByReason: try counts("SELECT lastError, count(*) FROM delivery WHERE state = 'failed' GROUP BY lastError"),
                 pendingReloads: try Int.fetchOne(db, sql: "SELECT count(*) FROM pending_reload") ?? 0,

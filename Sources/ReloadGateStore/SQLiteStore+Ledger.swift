@@ -26,12 +26,26 @@ extension SQLiteStore {
         }
         // The statements below run for every request, decision and changed instance: bound directly
         // (BoundStatement), each prepared once per batch.
+        // A request's first decision is written in the request's row; its other decisions (more targets,
+        // and later ones such as `cancelled`) go to `decision` (docs/DECISIONS.md, "A request's first
+        // decision is in its row").
+        var inlined = [Bool](repeating: false, count: batch.decisions.count)
         if !batch.requests.isEmpty {
+            var position: [RequestID: Int] = [:]
+            position.reserveCapacity(batch.requests.count)
+            for (index, request) in batch.requests.enumerated() { position[request.id] = index }
+            var first = [Int](repeating: -1, count: batch.requests.count)
+            for (index, decision) in batch.decisions.enumerated() {
+                guard let request = position[decision.request], first[request] < 0 else { continue }
+                first[request] = index
+                inlined[index] = true
+            }
             var insert = try BoundStatement(db, sql: """
-                INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId,
+                    decisionInstanceId, decisionKind, decisionDue, decisionReason)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-            for request in batch.requests {
+            for (index, request) in batch.requests.enumerated() {
                 insert.bind(Int64(bitPattern: request.id))
                 insert.bind(request.app)
                 insert.bind(request.source.rawValue)
@@ -42,12 +56,21 @@ extension SQLiteStore {
                 insert.bind(request.exempt)
                 insert.bind(request.summary)
                 insert.bind(request.apnsID)
+                if first[index] >= 0 {
+                    let decision = batch.decisions[first[index]]
+                    insert.bind(decision.instance.map { Int64($0.rawValue) })
+                    insert.bind(decision.kind.rawValue)
+                    insert.bind(decision.due?.milliseconds)
+                    insert.bind(decision.reason.description)
+                } else {
+                    for _ in 0..<4 { insert.bindNull() }
+                }
                 try insert.run()
             }
         }
-        if !batch.decisions.isEmpty {
+        if inlined.contains(false) {
             var insert = try BoundStatement(db, sql: "INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES (?, ?, ?, ?, ?)")
-            for decision in batch.decisions {
+            for (index, decision) in batch.decisions.enumerated() where !inlined[index] {
                 insert.bind(Int64(bitPattern: decision.request))
                 insert.bind(decision.instance.map { Int64($0.rawValue) })
                 insert.bind(decision.kind.rawValue)

@@ -191,6 +191,17 @@ extension SQLiteStore {
                 ALTER TABLE pending_reload DROP COLUMN requests;
                 """)
         }
+        migrator.registerMigration("v12-request-first-decision") { db in
+            // A request's first decision (for most requests, the only one) is kept in the request's row:
+            // one row and one index entry fewer per request in the group commit (docs/DECISIONS.md, "A
+            // request's first decision is in its row"). Older requests keep theirs in `decision`.
+            try db.alter(table: "request") { table in
+                table.add(column: "decisionInstanceId", .integer)
+                table.add(column: "decisionKind", .text)
+                table.add(column: "decisionDue", .integer)
+                table.add(column: "decisionReason", .text)
+            }
+        }
         return migrator
     }
 

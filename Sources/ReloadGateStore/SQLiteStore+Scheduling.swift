@@ -117,7 +117,8 @@ extension SQLiteStore {
             func count(_ table: String) throws -> Int { try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0 }
             return LedgerCounts(
                 requests: try count("request"),
-                decisions: try count("decision"),
+                decisions: try count("decision")
+                    + (Int.fetchOne(db, sql: "SELECT count(*) FROM request WHERE decisionKind IS NOT NULL") ?? 0),
                 pendingReloads: try count("pending_reload"),
                 deliveries: try count("delivery"),
                 idempotencyKeys: try count("idempotency")

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 public import ReloadGateCore
+import Synchronization
 
 /// The embedded store: one SQLite file in WAL mode under the data directory, opened with GRDB.
 ///
@@ -18,6 +19,8 @@ public final class SQLiteStore: Sendable {
     public let environment: DeploymentEnvironment
     let writer: DatabasePool
     let sealer: SecretSealer
+    /// The connection of ``checkpointWAL()``, opened on its first call.
+    let checkpointer = Mutex<DatabaseQueue?>(nil)
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
     /// - Parameters:
@@ -46,6 +49,9 @@ public final class SQLiteStore: Sendable {
         // WAL mode is FULL on Debian too; set here so that a build option cannot weaken it).
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // The writer copies the WAL into the database file itself only past this many pages; the
+            // server does it in the background (checkpointWAL), off the commit path.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.writerCheckpointPages)")
         }
         let pool: DatabasePool
         do {
@@ -89,6 +95,11 @@ public final class SQLiteStore: Sendable {
         // GRDB closes the writer before the read-only connections, and a read-only connection that
         // closes last cannot checkpoint and remove the WAL; closing the readers first leaves the writer
         // last (GRDB issue 739).
+        // The checkpoint connection first, so that the writer closes last and removes the WAL.
+        try checkpointer.withLock { connection in
+            try connection?.close()
+            connection = nil
+        }
         writer.releaseMemory()
         try writer.close()
     }

@@ -5,15 +5,36 @@ import ServiceLifecycle
 /// Owns the open store for the life of the service group: marks it ready when the group runs, and on
 /// graceful shutdown, after the listener has stopped (services stop in reverse order), marks it not
 /// ready and closes it.
+///
+/// While it runs it also copies the WAL into the database file every `checkpointInterval`
+/// (``SQLiteStore/checkpointWAL()``), so that group commits never wait for a checkpoint.
 struct StoreService: Service {
     let store: SQLiteStore
     let readiness: Readiness
     let logger: Logger
+    var checkpointInterval: Duration = .milliseconds(100)
 
     func run() async throws {
         readiness.markReady(.store)
-        // Returns on graceful shutdown or cancellation; either way the store is closed below.
-        try? await gracefulShutdown()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [store, logger, checkpointInterval] in
+                var failing = false
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: checkpointInterval)
+                    do {
+                        try store.checkpointWAL()
+                        failing = false
+                    } catch {
+                        // Not fatal: the writer checkpoints past its own limit. Logged once per failing run.
+                        if !failing { logger.warning("WAL checkpoint failed", metadata: ["error": "\(error)"]) }
+                        failing = true
+                    }
+                }
+            }
+            // Returns on graceful shutdown or cancellation; either way the store is closed below.
+            try? await gracefulShutdown()
+            group.cancelAll()
+        }
         readiness.markNotReady(.store)
         do {
             try store.close()

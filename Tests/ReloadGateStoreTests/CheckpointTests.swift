@@ -1,0 +1,39 @@
+import Foundation
+import GRDB
+import ReloadGateCore
+@testable import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// WAL checkpoints happen off the commit path: the writer checkpoints only past a large WAL, and
+/// `checkpointWAL()` copies the WAL into the database file from a connection of its own.
+struct CheckpointTests {
+    let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    /// Whether the database file itself (not its WAL) holds `text`.
+    func databaseFileHolds(_ text: String, in directory: TemporaryDirectory) throws -> Bool {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: directory.path("data/reloadgate.sqlite")))
+        return bytes.range(of: Data(text.utf8)) != nil
+    }
+
+    @Test func commitsStayInTheWALUntilACheckpointCopiesThem() throws {
+        let directory = try TemporaryDirectory("checkpoint")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        #expect(try store.writer.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") } == SQLiteStore.writerCheckpointPages)
+        _ = try store.createApp(bundle: try BundleID("com.example.walonly"), now: now)
+        #expect(try !databaseFileHolds("com.example.walonly", in: directory))
+
+        let result = try store.checkpointWAL()
+        #expect(result.walFrames > 0)
+        #expect(result.checkpointed == result.walFrames)
+        #expect(try databaseFileHolds("com.example.walonly", in: directory))
+
+        // Closing still leaves one file and no WAL, with the checkpoint connection open before.
+        try store.close()
+        #expect(!FileManager.default.fileExists(atPath: directory.path("data/reloadgate.sqlite-wal")))
+        let reopened = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? reopened.close() }
+        #expect(try reopened.app(bundle: try BundleID("com.example.walonly")) != nil)
+    }
+}

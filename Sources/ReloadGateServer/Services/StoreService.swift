@@ -1,3 +1,4 @@
+import Dispatch
 import Logging
 import ReloadGateStore
 import ServiceLifecycle
@@ -18,13 +19,19 @@ struct StoreService: Service {
         readiness.markReady(.store)
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [store, logger, checkpointInterval] in
+                // A checkpoint copies megabytes: it runs on a queue of its own, never on a thread of the
+                // concurrency pool (two on a 2-core machine).
+                let queue = DispatchQueue(label: "reloadgate.checkpoint")
                 var failing = false
                 while !Task.isCancelled {
                     try? await Task.sleep(for: checkpointInterval)
-                    do {
-                        try store.checkpointWAL()
+                    let result = await withCheckedContinuation { continuation in
+                        queue.async { continuation.resume(returning: Result { try store.checkpointWAL() }) }
+                    }
+                    switch result {
+                    case .success:
                         failing = false
-                    } catch {
+                    case .failure(let error):
                         // Not fatal: the writer checkpoints past its own limit. Logged once per failing run.
                         if !failing { logger.warning("WAL checkpoint failed", metadata: ["error": "\(error)"]) }
                         failing = true

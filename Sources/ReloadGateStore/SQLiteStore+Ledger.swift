@@ -57,11 +57,7 @@ extension SQLiteStore {
                 insert.bind(request.summary)
                 insert.bind(request.apnsID)
                 if first[index] >= 0 {
-                    let decision = batch.decisions[first[index]]
-                    insert.bind(decision.instance.map { Int64($0.rawValue) })
-                    insert.bind(decision.kind.rawValue)
-                    insert.bind(decision.due?.milliseconds)
-                    insert.bind(decision.reason.description)
+                    insert.bindOutcome(of: batch.decisions[first[index]])
                 } else {
                     for _ in 0..<4 { insert.bindNull() }
                 }
@@ -72,10 +68,7 @@ extension SQLiteStore {
             var insert = try BoundStatement(db, sql: "INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES (?, ?, ?, ?, ?)")
             for (index, decision) in batch.decisions.enumerated() where !inlined[index] {
                 insert.bind(Int64(bitPattern: decision.request))
-                insert.bind(decision.instance.map { Int64($0.rawValue) })
-                insert.bind(decision.kind.rawValue)
-                insert.bind(decision.due?.milliseconds)
-                insert.bind(decision.reason.description)
+                insert.bindOutcome(of: decision)
                 try insert.run()
             }
         }
@@ -369,5 +362,16 @@ public struct DeliveryStateChange: Sendable, Hashable {
         self.state = state
         self.error = error
         self.unknownOutcome = unknownOutcome
+    }
+}
+
+extension BoundStatement {
+    /// Binds a decision's instance, kind, due time and reason (the columns of `decision`, and of a
+    /// request's first decision in its row), in that order.
+    mutating func bindOutcome(of decision: Decision) {
+        bind(decision.instance.map { Int64($0.rawValue) })
+        bind(decision.kind.rawValue)
+        bind(decision.due?.milliseconds)
+        bind(decision.reason.description)
     }
 }

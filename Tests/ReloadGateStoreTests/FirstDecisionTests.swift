@@ -10,13 +10,6 @@ import Testing
 struct FirstDecisionTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
-    func request(_ id: RequestID, app: App) -> RecordedRequest {
-        RecordedRequest(
-            id: id, app: app.id, source: .webhook, received: Timestamp(seconds: 1_790_000_000), priority: .high,
-            expiration: nil, collapseID: nil, exempt: false, summary: #"{"kind":"scores"}"#
-        )
-    }
-
     func decisionTableRows(_ store: SQLiteStore) throws -> [[String?]] {
         try store.writer.read { db in
             try Row.fetchAll(db, sql: "SELECT requestId, kind FROM decision ORDER BY rowid").map {
@@ -26,77 +19,58 @@ struct FirstDecisionTests {
     }
 
     @Test func firstDecisionsAreInTheRequestRowAndEveryDecisionIsReadBackInOrder() throws {
-        let directory = try TemporaryDirectory("first-decision")
-        defer { directory.remove() }
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
-        defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
-        let registration = try store.putDevice(
-            app: app,
-            token: try DeviceToken(String(repeating: "ab", count: 32)),
-            widgets: [
-                WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration()),
-                WidgetRegistration(id: "w2", kind: "news", family: .systemSmall, configuration: WidgetConfiguration()),
-            ],
-            previousToken: nil,
-            now: now
-        )
-        let w1 = InstanceHandle(Int32(registration.instances[0].id))
-        let w2 = InstanceHandle(Int32(registration.instances[1].id))
-        let due = Timestamp(seconds: 1_790_000_300)
+        try StoreFixture.with("first-decision", now: now) { fixture in
+            let store = fixture.store
+            let app = fixture.app
+            let registration = fixture.registration
+            let w1 = InstanceHandle(Int32(registration.instances[0].id))
+            let w2 = InstanceHandle(Int32(registration.instances[1].id))
+            let due = Timestamp(seconds: 1_790_000_300)
 
-        var batch = LedgerBatch()
-        // Decisions in the order the engine makes them: request 1 targets two instances, request 2 none;
-        // request 3 is recorded without a decision.
-        batch.decisions = [
-            Decision(request: 1, instance: w1, kind: .deferred, due: due, reason: .lowPriority(until: due, delay: 300)),
-            Decision(request: 1, instance: w2, kind: .merged, due: due, reason: .mergedIntoPending(due: due, requests: 2)),
-            Decision(request: 2, instance: nil, kind: .noMatch, due: nil, reason: .noMatchingWidget),
-        ]
-        batch.requests = [request(1, app: app), request(2, app: app), request(3, app: app)]
-        try store.commit(batch)
-        // Only request 1's second decision needed a row of its own.
-        #expect(try decisionTableRows(store) == [["1", "merged"]])
+            var batch = LedgerBatch()
+            // Decisions in the order the engine makes them: request 1 targets two instances, request 2 none;
+            // request 3 is recorded without a decision.
+            batch.decisions = [
+                Decision(request: 1, instance: w1, kind: .deferred, due: due, reason: .lowPriority(until: due, delay: 300)),
+                Decision(request: 1, instance: w2, kind: .merged, due: due, reason: .mergedIntoPending(due: due, requests: 2)),
+                Decision(request: 2, instance: nil, kind: .noMatch, due: nil, reason: .noMatchingWidget),
+            ]
+            batch.requests = [StoreFixture.request(1, app: app), StoreFixture.request(2, app: app), StoreFixture.request(3, app: app)]
+            try store.commit(batch)
+            // Only request 1's second decision needed a row of its own.
+            #expect(try decisionTableRows(store) == [["1", "merged"]])
 
-        // Later: the operator cancels request 1's pending reload of w1.
-        var later = LedgerBatch()
-        later.decisions = [Decision(request: 1, instance: w1, kind: .cancelled, due: nil, reason: .cancelledByOperator)]
-        try store.commit(later)
+            // Later: the operator cancels request 1's pending reload of w1.
+            var later = LedgerBatch()
+            later.decisions = [Decision(request: 1, instance: w1, kind: .cancelled, due: nil, reason: .cancelledByOperator)]
+            try store.commit(later)
 
-        let first = try #require(try store.requestRecord(1))
-        #expect(first.decisions.map(\.decision) == ["deferred", "merged", "cancelled"])
-        #expect(first.decisions.map(\.widgetID) == ["w1", "w2", "w1"])
-        #expect(first.decisions.map(\.kind) == ["scores", "news", "scores"])
-        #expect(first.decisions[0].deviceToken == String(repeating: "ab", count: 32))
-        #expect(first.decisions[0].due == due)
-        #expect(first.decisions[0].reason == DecisionReason.lowPriority(until: due, delay: 300).description)
-        let second = try #require(try store.requestRecord(2))
-        #expect(second.decisions.map(\.decision) == ["no-match"])
-        #expect(second.decisions[0].instance == nil)
-        #expect(try store.requestRecord(3)?.decisions.isEmpty == true)
+            let first = try #require(try store.requestRecord(1))
+            #expect(first.decisions.map(\.decision) == ["deferred", "merged", "cancelled"])
+            #expect(first.decisions.map(\.widgetID) == ["w1", "w2", "w1"])
+            #expect(first.decisions.map(\.kind) == ["scores", "news", "scores"])
+            #expect(first.decisions[0].deviceToken == String(repeating: "ab", count: 32))
+            #expect(first.decisions[0].due == due)
+            #expect(first.decisions[0].reason == DecisionReason.lowPriority(until: due, delay: 300).description)
+            let second = try #require(try store.requestRecord(2))
+            #expect(second.decisions.map(\.decision) == ["no-match"])
+            #expect(second.decisions[0].instance == nil)
+            #expect(try store.requestRecord(3)?.decisions.isEmpty == true)
 
-        #expect(try store.ledgerCounts().decisions == 4)
-        #expect(try store.statistics().decisionsByKind == ["deferred": 1, "merged": 1, "no-match": 1, "cancelled": 1])
+            #expect(try store.ledgerCounts().decisions == 4)
+            #expect(try store.statistics().decisionsByKind == ["deferred": 1, "merged": 1, "no-match": 1, "cancelled": 1])
+        }
     }
 
     @Test func decisionsRecordedBeforeV12AreStillRead() throws {
         let directory = try TemporaryDirectory("first-decision-migration")
         defer { directory.remove() }
-        try FileManager.default.createDirectory(atPath: directory.path("data"), withIntermediateDirectories: true)
-        let queue = try DatabaseQueue(path: directory.path("data/reloadgate.sqlite"))
-        try SQLiteStore.migrator.migrate(queue, upTo: "v11-pending-lists")
-        try queue.write { db in
-            try db.execute(sql: """
-                INSERT INTO app (id, bundle, environment, apiKeyHash, webhookSecret, createdAt)
-                    VALUES (1, 'com.example.scores', 'sandbox', x'01', x'02', 0);
-                INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId)
-                    VALUES (1, 1, 'webhook', 1790000000000, 10, NULL, NULL, 0, '{}', NULL);
-                INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES
-                    (1, NULL, 'no-match', NULL, 'no-match: the device shows no widget the request targets');
-                """)
-        }
-        try queue.close()
-
+        try StoreFixture.writeOlderStore(in: directory, upTo: "v11-pending-lists", sql: """
+            INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId)
+                VALUES (1, 1, 'webhook', 1790000000000, 10, NULL, NULL, 0, '{}', NULL);
+            INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES
+                (1, NULL, 'no-match', NULL, 'no-match: the device shows no widget the request targets');
+            """)
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
         #expect(try store.requestRecord(1)?.decisions.map(\.decision) == ["no-match"])

@@ -7,36 +7,8 @@ import Testing
 struct LedgerTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
-    struct Fixture {
-        let store: SQLiteStore
-        let app: App
-        let registration: DeviceRegistration
-    }
-
-    func withFixture(_ body: (Fixture) throws -> Void) throws {
-        let directory = try TemporaryDirectory("ledger")
-        defer { directory.remove() }
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
-        defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
-        let registration = try store.putDevice(
-            app: app,
-            token: try DeviceToken(String(repeating: "ab", count: 32)),
-            widgets: [
-                WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration()),
-                WidgetRegistration(id: "w2", kind: "news", family: .systemSmall, configuration: WidgetConfiguration()),
-            ],
-            previousToken: nil,
-            now: now
-        )
-        try body(Fixture(store: store, app: app, registration: registration))
-    }
-
-    func request(_ id: RequestID, app: App) -> RecordedRequest {
-        RecordedRequest(
-            id: id, app: app.id, source: .webhook, received: Timestamp(seconds: 1_790_000_000), priority: .high,
-            expiration: nil, collapseID: nil, exempt: false, summary: #"{"kind":"scores"}"#
-        )
+    func withFixture(_ body: (StoreFixture) throws -> Void) throws {
+        try StoreFixture.with("ledger", now: now, body)
     }
 
     @Test func aCommittedBatchIsReadBackWholeAndDeliveriesMoveThroughTheirStates() throws {
@@ -48,7 +20,7 @@ struct LedgerTests {
                 requests: [7, 8], collapseID: "c", team: "TEAM", exempt: true
             )
             var batch = LedgerBatch()
-            batch.requests = [request(7, app: fixture.app), request(8, app: fixture.app)]
+            batch.requests = [StoreFixture.request(7, app: fixture.app), StoreFixture.request(8, app: fixture.app)]
             batch.decisions = [
                 Decision(request: 7, instance: InstanceHandle(Int32(w1)), kind: .deferred, due: pending.due, reason: .lowPriority(until: pending.due, delay: 300)),
                 Decision(request: 8, instance: nil, kind: .noMatch, due: nil, reason: .noMatchingWidget),
@@ -85,11 +57,11 @@ struct LedgerTests {
     @Test func aBatchThatFailsLeavesNothingBehind() throws {
         try withFixture { fixture in
             var first = LedgerBatch()
-            first.requests = [request(1, app: fixture.app)]
+            first.requests = [StoreFixture.request(1, app: fixture.app)]
             try fixture.store.commit(first)
 
             var failing = LedgerBatch()
-            failing.requests = [request(2, app: fixture.app), request(1, app: fixture.app)]  // 1 exists: the insert fails
+            failing.requests = [StoreFixture.request(2, app: fixture.app), StoreFixture.request(1, app: fixture.app)]  // 1 exists: the insert fails
             failing.instanceStates = [(fixture.registration.instances[0].id, InstanceSnapshot(bucketFullAt: 5, lastReload: nil, plannedReload: nil, pending: nil))]
             #expect(throws: (any Error).self) { try fixture.store.commit(failing) }
             #expect(try fixture.store.lastRequestID() == 1)
@@ -101,7 +73,7 @@ struct LedgerTests {
         try withFixture { fixture in
             let w1 = fixture.registration.instances[0].id
             var batch = LedgerBatch()
-            batch.requests = [request(1, app: fixture.app)]
+            batch.requests = [StoreFixture.request(1, app: fixture.app)]
             batch.instanceStates = [(
                 w1,
                 InstanceSnapshot(

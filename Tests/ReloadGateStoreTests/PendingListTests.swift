@@ -11,19 +11,9 @@ struct PendingListTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
     func withStore(_ body: (SQLiteStore, Int64) throws -> Void) throws {
-        let directory = try TemporaryDirectory("pending-list")
-        defer { directory.remove() }
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
-        defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
-        let registration = try store.putDevice(
-            app: app,
-            token: try DeviceToken(String(repeating: "ab", count: 32)),
-            widgets: [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
-            previousToken: nil,
-            now: now
-        )
-        try body(store, registration.instances[0].id)
+        try StoreFixture.with("pending-list", widgets: [StoreFixture.scores], now: now) { fixture in
+            try body(fixture.store, fixture.instances[0])
+        }
     }
 
     func commit(_ store: SQLiteStore, _ instance: Int64, requests: [RequestID], count: Int? = nil) throws {
@@ -109,24 +99,16 @@ struct PendingListTests {
     @Test func migrationV11MovesStoredListsIntoTheirTable() throws {
         let directory = try TemporaryDirectory("pending-list-migration")
         defer { directory.remove() }
-        try FileManager.default.createDirectory(atPath: directory.path("data"), withIntermediateDirectories: true)
         // A store as v10 left it, with a pending reload and its list in `pending_reload.requests`.
-        let queue = try DatabaseQueue(path: directory.path("data/reloadgate.sqlite"))
-        try SQLiteStore.migrator.migrate(queue, upTo: "v10-apns-id-by-block")
-        try queue.write { db in
-            try db.execute(sql: """
-                INSERT INTO app (id, bundle, environment, apiKeyHash, webhookSecret, createdAt)
-                    VALUES (1, 'com.example.scores', 'sandbox', x'01', x'02', 0);
-                INSERT INTO device (id, appId, token, active, registeredAt) VALUES (1, 1, 'abab', 1, 0);
-                INSERT INTO widget (id, deviceId, widgetID, kind, family, configuration, pushEnabled)
-                    VALUES (1, 1, 'w1', 'scores', 'systemSmall', '{}', 1), (2, 1, 'w2', 'news', 'systemSmall', '{}', 1);
-                INSERT INTO pending_reload (instanceId, due, priority, expiration, requests, requestCount, collapseId, team, exempt)
-                    VALUES (1, 1790000300000, 10, NULL, '[4,5,6]', 9, NULL, 'TEAM', 0),
-                           (2, 1790000400000, 5, NULL, '[7]', NULL, NULL, NULL, 0);
-                INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload) VALUES (1, NULL, NULL, NULL), (2, NULL, NULL, NULL);
-                """)
-        }
-        try queue.close()
+        try StoreFixture.writeOlderStore(in: directory, upTo: "v10-apns-id-by-block", sql: """
+            INSERT INTO device (id, appId, token, active, registeredAt) VALUES (1, 1, 'abab', 1, 0);
+            INSERT INTO widget (id, deviceId, widgetID, kind, family, configuration, pushEnabled)
+                VALUES (1, 1, 'w1', 'scores', 'systemSmall', '{}', 1), (2, 1, 'w2', 'news', 'systemSmall', '{}', 1);
+            INSERT INTO pending_reload (instanceId, due, priority, expiration, requests, requestCount, collapseId, team, exempt)
+                VALUES (1, 1790000300000, 10, NULL, '[4,5,6]', 9, NULL, 'TEAM', 0),
+                       (2, 1790000400000, 5, NULL, '[7]', NULL, NULL, NULL, 0);
+            INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload) VALUES (1, NULL, NULL, NULL), (2, NULL, NULL, NULL);
+            """)
 
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }

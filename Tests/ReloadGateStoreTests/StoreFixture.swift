@@ -1,0 +1,62 @@
+import Foundation
+import GRDB
+import ReloadGateCore
+@testable import ReloadGateStore
+import ReloadGateTesting
+
+/// A store in a temporary directory with one app (`com.example.scores`) and one device
+/// (token `abab…`) showing `widgets`: the start of most ledger tests.
+struct StoreFixture {
+    static let token = String(repeating: "ab", count: 32)
+    static let scores = WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())
+    static let news = WidgetRegistration(id: "w2", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())
+
+    let store: SQLiteStore
+    let app: App
+    let registration: DeviceRegistration
+
+    /// A webhook request of `app` (received at 1,790,000,000 s, priority 10) for a batch.
+    static func request(_ id: RequestID, app: App) -> RecordedRequest {
+        RecordedRequest(
+            id: id, app: app.id, source: .webhook, received: Timestamp(seconds: 1_790_000_000), priority: .high,
+            expiration: nil, collapseID: nil, exempt: false, summary: #"{"kind":"scores"}"#
+        )
+    }
+
+    /// The instance ids of the device's widgets, in the order given.
+    var instances: [Int64] { registration.instances.map(\.id) }
+
+    static func with(
+        _ name: String,
+        widgets: [WidgetRegistration] = [scores, news],
+        now: Date,
+        _ body: (StoreFixture) throws -> Void
+    ) throws {
+        let directory = try TemporaryDirectory(name)
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+        let registration = try store.putDevice(
+            app: app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: now
+        )
+        try body(StoreFixture(store: store, app: app, registration: registration))
+    }
+
+    /// Writes the data directory an older ReloadGate would have left: the store's migrations up to and
+    /// including `migration`, then `sql` (rows in that older layout). App 1 (`com.example.scores`) is
+    /// there already.
+    static func writeOlderStore(in directory: TemporaryDirectory, upTo migration: String, sql: String) throws {
+        try FileManager.default.createDirectory(atPath: directory.path("data"), withIntermediateDirectories: true)
+        let queue = try DatabaseQueue(path: directory.path("data/" + SQLiteStore.fileName))
+        try SQLiteStore.migrator.migrate(queue, upTo: migration)
+        try queue.write { db in
+            try db.execute(sql: """
+                INSERT INTO app (id, bundle, environment, apiKeyHash, webhookSecret, createdAt)
+                    VALUES (1, 'com.example.scores', 'sandbox', x'01', x'02', 0);
+                """)
+            try db.execute(sql: sql)
+        }
+        try queue.close()
+    }
+}

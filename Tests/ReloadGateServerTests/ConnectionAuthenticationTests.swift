@@ -20,12 +20,22 @@ struct ConnectionAuthenticationTests {
 
     static let issued: Int64 = 1_790_000_000
 
-    @Test(arguments: [true, false])
-    func aReusedTokenStillExpiresAfterAnHour(cache: Bool) throws {
+    /// One sender's key, registered, and a verifier over it.
+    struct Setup {
         let sender = ProviderTokenFactory(keyID: "KEY0000001", teamID: "TEAM000001")
         let keys = Keys()
-        keys.add(sender)
-        let verifier = ProviderTokenVerifier(keys: keys, environment: .sandbox, cacheEnabled: cache)
+        let verifier: ProviderTokenVerifier
+
+        init(cache: Bool = true) {
+            keys.add(sender)
+            verifier = ProviderTokenVerifier(keys: keys, environment: .sandbox, cacheEnabled: cache)
+        }
+    }
+
+    @Test(arguments: [true, false])
+    func aReusedTokenStillExpiresAfterAnHour(cache: Bool) throws {
+        let setup = Setup(cache: cache)
+        let (sender, verifier) = (setup.sender, setup.verifier)
         var connection = ConnectionAuthentication()
         let token = Substring(sender.token(iat: Self.issued))
         for now in [Self.issued, Self.issued + 60, Self.issued + 3600] {
@@ -37,10 +47,8 @@ struct ConnectionAuthenticationTests {
     }
 
     @Test func aReusedTokenStopsWorkingWhenItsKeyIsRemoved() throws {
-        let sender = ProviderTokenFactory(keyID: "KEY0000001", teamID: "TEAM000001")
-        let keys = Keys()
-        keys.add(sender)
-        let verifier = ProviderTokenVerifier(keys: keys, environment: .sandbox)
+        let setup = Setup()
+        let (sender, keys, verifier) = (setup.sender, setup.keys, setup.verifier)
         var connection = ConnectionAuthentication()
         let token = Substring(sender.token(iat: Self.issued))
         _ = try connection.authenticate(bearer: token, verifier: verifier, now: Self.issued)
@@ -56,10 +64,8 @@ struct ConnectionAuthenticationTests {
     }
 
     @Test func aReusedTokenDoesNotLetAnotherTokenThrough() throws {
-        let sender = ProviderTokenFactory(keyID: "KEY0000001", teamID: "TEAM000001")
-        let keys = Keys()
-        keys.add(sender)
-        let verifier = ProviderTokenVerifier(keys: keys, environment: .sandbox)
+        let setup = Setup()
+        let (sender, verifier) = (setup.sender, setup.verifier)
         var connection = ConnectionAuthentication()
         let token = sender.token(iat: Self.issued)
         _ = try connection.authenticate(bearer: Substring(token), verifier: verifier, now: Self.issued)

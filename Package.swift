@@ -4,7 +4,7 @@
 //
 // Dependency direction (see ../shared/DESIGN.md, "Suggested layout"):
 //
-//   ReloadGateCore  <-  ReloadGateStore, ReloadGateAPNs  <-  ReloadGateCertificates
+//   ReloadGateCore  <-  ReloadGateStore, ReloadGateAPNs, ReloadGateAPI  <-  ReloadGateCertificates
 //                   <-  ReloadGateServer  <-  reloadgate (executable)
 //   ReloadGateTesting depends on the server and is used by tests only.
 //
@@ -40,6 +40,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Tests only: property-based checks of every number the gateway takes from outside.
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
         // Domain values and (later) the scheduling state machine. Pure: no I/O, time injected.
@@ -70,6 +72,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The HTTP APIs' request bodies (registry, webhook) and the webhook signature, parsed and checked.
+        // No HTTP server here: the fuzz targets build it with the sanitizers in minutes.
+        .target(
+            name: "ReloadGateAPI",
+            dependencies: [
+                "ReloadGateCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Spellings of hostile numbers, for the property tests and the fuzz targets' seeds. No dependencies.
+        .target(
+            name: "ReloadGateHostileInput",
+            swiftSettings: swiftSettings
+        ),
         // The development PKI: a local CA, server certificates, client certificates with APNs topics.
         .target(
             name: "ReloadGateCertificates",
@@ -89,6 +106,7 @@ let package = Package(
                 "ReloadGateCore",
                 "ReloadGateStore",
                 "ReloadGateAPNs",
+                "ReloadGateAPI",
                 "ReloadGateCertificates",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -118,6 +136,7 @@ let package = Package(
             name: "ReloadGateTesting",
             dependencies: [
                 "ReloadGateServer",
+                "ReloadGateAPI",
                 "ReloadGateCertificates",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -181,6 +200,16 @@ let package = Package(
                 "ReloadGateTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReloadGateAPITests",
+            dependencies: [
+                "ReloadGateAPI",
+                "ReloadGateCore",
+                "ReloadGateHostileInput",
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: swiftSettings
         ),

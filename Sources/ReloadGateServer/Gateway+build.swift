@@ -5,6 +5,7 @@ import HummingbirdHTTP2
 public import Logging
 import NIOCore
 import NIOSSL
+import ReloadGateAPI
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
@@ -125,6 +126,7 @@ public func buildGateway(
     router.add(middleware: HTTPMetricsMiddleware(metrics: metrics))
     OperationsRoutes(readiness: readiness, metrics: metrics).register(on: router)
     router.add(middleware: DrainMiddleware(drain: drain))
+    router.add(middleware: APIErrorMiddleware())
     let apps = AppDirectory(store: store)
     let pushDevices = PushDeviceCache()
     let keys = ProviderKeyDirectory(store: store, logger: logger)
@@ -169,6 +171,7 @@ public func buildGateway(
         throw error
     }
     let adminRouter = Router()
+    adminRouter.add(middleware: APIErrorMiddleware())
     AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, now: now, logger: logger).register(on: adminRouter)
     let admin = Application(
         router: adminRouter,
@@ -196,6 +199,7 @@ public func buildGateway(
         }
         let router = Router()
         router.add(middleware: AdminTokenMiddleware(token: token))
+        router.add(middleware: APIErrorMiddleware())
         AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, now: now, logger: logger).register(on: router)
         let adminHost = configuration.admin.host
         adminTLS = Application(

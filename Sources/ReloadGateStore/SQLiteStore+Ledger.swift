@@ -318,7 +318,7 @@ extension SQLiteStore {
     }
 
     static func timestamp(_ date: Date) -> Timestamp {
-        Timestamp(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+        Timestamp(clampingUnixSeconds: date.timeIntervalSince1970)
     }
 
     /// The changes of one delivery in one batch.

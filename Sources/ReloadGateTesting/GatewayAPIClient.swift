@@ -2,6 +2,7 @@ public import AsyncHTTPClient
 public import Foundation
 import NIOCore
 import NIOHTTP1
+import ReloadGateAPI
 import ReloadGateServer
 
 /// The registry API and reload webhook as a backend calls them, for end-to-end tests and benchmarks.

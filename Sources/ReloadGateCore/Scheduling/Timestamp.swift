@@ -2,26 +2,86 @@
 ///
 /// The scheduler works on plain integers so that its per-instance state stays small and its arithmetic
 /// cheap; the wall clock is injected by the caller, never read here.
+///
+/// Times from outside (headers, JSON, stored rows, the clock) come in through the checked initializers,
+/// which accept only ``acceptedRange`` (1970 to 9999), so that no later arithmetic on them can overflow;
+/// the arithmetic here saturates anyway (DESIGN.md, Security: an extreme value is a 4xx, never a trap).
 public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Milliseconds since 1970-01-01T00:00:00Z.
     public var milliseconds: Int64
+
+    /// The times accepted from outside, in milliseconds: 1970-01-01T00:00:00.000Z to
+    /// 9999-12-31T23:59:59.999Z (four-digit years, as RFC 3339 writes them).
+    public static let acceptedRange: ClosedRange<Int64> = 0...253_402_300_799_999
+
+    /// The earliest and latest accepted times.
+    public static let earliest = Timestamp(milliseconds: acceptedRange.lowerBound)
+    public static let latest = Timestamp(milliseconds: acceptedRange.upperBound)
 
     public init(milliseconds: Int64) {
         self.milliseconds = milliseconds
     }
 
+    /// Whole seconds; saturates at the ends of `Int64` instead of trapping.
     public init(seconds: Int64) {
+        self.milliseconds = Self.saturating(seconds, times: 1000)
+    }
+
+    /// UNIX seconds from outside, or `nil` when the time is not in ``acceptedRange``.
+    public init?(unixSeconds seconds: Int64) {
+        guard seconds >= 0, seconds <= Self.acceptedRange.upperBound / 1000 else { return nil }
         self.milliseconds = seconds * 1000
     }
 
-    /// This time plus `seconds` seconds.
-    public func adding(seconds: Int64) -> Timestamp {
-        Timestamp(milliseconds: milliseconds + seconds * 1000)
+    /// UNIX seconds with a fraction from outside (JSON numbers, `Date`), floored to the millisecond, or
+    /// `nil` when not finite or not in ``acceptedRange``.
+    public init?(unixSeconds seconds: Double) {
+        var milliseconds = seconds * 1000
+        guard milliseconds.isFinite else { return nil }
+        // 1795538615.42 s is 1795538615419.9998 ms in binary: within a few units of the last place of a
+        // whole millisecond, take it; otherwise floor.
+        let nearest = milliseconds.rounded()
+        milliseconds = abs(milliseconds - nearest) <= 4 * milliseconds.ulp ? nearest : milliseconds.rounded(.down)
+        guard milliseconds >= Double(Self.acceptedRange.lowerBound), milliseconds <= Double(Self.acceptedRange.upperBound)
+        else { return nil }
+        self.milliseconds = Int64(milliseconds)
     }
 
-    /// This time plus `milliseconds` milliseconds.
+    /// UNIX seconds from a trusted source (the wall clock, a stored time), floored to the millisecond and
+    /// clamped into ``acceptedRange`` (NaN: the epoch). The one conversion from `Date` and `Double`.
+    public init(clampingUnixSeconds seconds: Double) {
+        if let exact = Timestamp(unixSeconds: seconds) {
+            self = exact
+        } else {
+            self = seconds > 0 ? .latest : .earliest
+        }
+    }
+
+    /// Seconds since the epoch as a `Double` (for `Date`).
+    public var unixSeconds: Double { Double(milliseconds) / 1000 }
+
+    /// This time plus `seconds` seconds (saturating).
+    public func adding(seconds: Int64) -> Timestamp {
+        Timestamp(milliseconds: Self.saturating(milliseconds, plus: Self.saturating(seconds, times: 1000)))
+    }
+
+    /// This time plus `milliseconds` milliseconds (saturating).
     public func adding(milliseconds delta: Int64) -> Timestamp {
-        Timestamp(milliseconds: milliseconds + delta)
+        Timestamp(milliseconds: Self.saturating(milliseconds, plus: delta))
+    }
+
+    /// `value * factor`, or the nearest end of `Int64`.
+    public static func saturating(_ value: Int64, times factor: Int64) -> Int64 {
+        let (product, overflow) = value.multipliedReportingOverflow(by: factor)
+        guard overflow else { return product }
+        return (value < 0) == (factor < 0) ? .max : .min
+    }
+
+    /// `value + delta`, or the nearest end of `Int64`.
+    public static func saturating(_ value: Int64, plus delta: Int64) -> Int64 {
+        let (sum, overflow) = value.addingReportingOverflow(delta)
+        guard overflow else { return sum }
+        return delta > 0 ? .max : .min
     }
 
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.milliseconds < rhs.milliseconds }
@@ -38,9 +98,12 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
     /// RFC 3339 in UTC with milliseconds, `2026-11-22T14:00:00.000Z`, computed without a calendar
     /// (it is written into every push's answer).
     public var rfc3339: String {
-        let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        // Floor divisions written so that no intermediate overflows, whatever the value.
+        var seconds = milliseconds / 1000
+        if milliseconds % 1000 < 0 { seconds -= 1 }
         let millis = milliseconds - seconds * 1000
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        var days = seconds / 86_400
+        if seconds % 86_400 < 0 { days -= 1 }
         let secondsOfDay = seconds - days * 86_400
         // Days to civil date (Howard Hinnant's algorithm).
         let z = days + 719_468

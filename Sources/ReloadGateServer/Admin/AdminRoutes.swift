@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import ReloadGateAPI
 import ReloadGateCore
 import ReloadGateStore
 
@@ -88,8 +89,8 @@ struct AdminRoutes {
     private func rotateKey(_ bundle: String, _ request: Request) async throws -> Response {
         guard let bundleID = try? BundleID(bundle) else { throw APIError.invalidField("\(bundle) is not a bundle id") }
         let body = request.head.headerFields[.contentLength] == nil && request.head.headerFields[.transferEncoding] == nil
-            ? nil : try await JSONBody.read(request, limit: 4096)
-        let rotateSecret = try JSONBody.bool(body?.object["webhookSecret"], "webhookSecret", default: false)
+            ? nil : try await JSONBody.object(request, limit: 4096)
+        let rotateSecret = try JSONFields.bool(body?["webhookSecret"], "webhookSecret", default: false)
         guard let credentials = try store.rotateCredentials(bundle: bundleID, webhookSecret: rotateSecret) else {
             throw APIError.notFound("no app \(bundle)")
         }
@@ -250,10 +251,10 @@ struct AdminRoutes {
     }
 
     private func flush(_ request: Request) async throws -> Response {
-        let body = try await JSONBody.read(request, limit: 4096)
-        let device = try JSONBody.optionalString(body.object["device"], "device").map(Self.deviceToken)
-        let bundle = try JSONBody.optionalString(body.object["bundle"], "bundle")
-        let ignoreBudget = try JSONBody.bool(body.object["ignoreBudget"], "ignoreBudget", default: false)
+        let body = try await JSONBody.object(request, limit: 4096)
+        let device = try JSONFields.optionalString(body["device"], "device").map(Self.deviceToken)
+        let bundle = try JSONFields.optionalString(body["bundle"], "bundle")
+        let ignoreBudget = try JSONFields.bool(body["ignoreBudget"], "ignoreBudget", default: false)
         if device != nil, bundle != nil { throw APIError.invalidField("give device or bundle, not both") }
         let instances = try store.pendingInstances(deviceToken: device, bundle: bundle)
         let flushed = try await engine.flush(instances: instances, ignoringBudget: ignoreBudget)

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Hummingbird
+import ReloadGateAPI
 
 /// Lets through only requests with `authorization: bearer <admin token>` (compared in constant time).
 struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -14,7 +15,7 @@ struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
             SHA256.hash(data: Data(header.dropFirst(7).utf8)) == tokenHash
         else {
-            throw APIError.unauthorized("the admin API needs authorization: bearer <the token in admin.tokenFile>")
+            return APIError.unauthorized("the admin API needs authorization: bearer <the token in admin.tokenFile>").response
         }
         return try await next(request, context)
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import ReloadGateAPI
 import ReloadGateCore
 import ReloadGateStore
 
@@ -43,7 +44,7 @@ struct RegistryRoutes {
         do {
             return try await handler()
         } catch let error as APIError {
-            return try error.response(from: request, context: context)
+            return error.response
         } catch let error as RegistryError {
             let status: HTTPResponse.Status =
                 switch error {
@@ -55,10 +56,9 @@ struct RegistryRoutes {
                 case .deviceNotFound, .widgetNotFound: "not-found"
                 case .deviceUnregistered: "unregistered"
                 }
-            return try APIError(status: status, code: code, message: error.description).response(from: request, context: context)
+            return APIError(status: status, code: code, message: error.description).response
         } catch is SchedulerUnavailable {
-            return try APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry")
-                .response(from: request, context: context)
+            return APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry").response
         }
     }
 
@@ -88,38 +88,11 @@ struct RegistryRoutes {
     private func putDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let app = try authenticate(request, context)
         let token = try token(context)
-        let body = try await JSONBody.read(request, limit: Self.bodyLimit)
-        if let environment = try JSONBody.optionalString(body.object["environment"], "environment"),
-            environment != app.environment.rawValue
-        {
+        let body = try DeviceRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
+        if let environment = body.environment, environment != app.environment.rawValue {
             throw APIError.invalidField("environment is \(environment) but \(app.bundle) is registered for \(app.environment)")
         }
-        var widgets: [WidgetRegistration] = []
-        for (index, item) in try JSONBody.array(body.object["widgets"], "widgets").enumerated() {
-            let path = "widgets[\(index)]"
-            let fields = try JSONBody.object(item, path)
-            let familyText = try JSONBody.string(fields["family"], "\(path).family")
-            guard let family = WidgetFamily(rawValue: familyText) else {
-                throw APIError.invalidField(
-                    "\(path).family must be one of \(WidgetFamily.allCases.map(\.rawValue).joined(separator: ", "))"
-                )
-            }
-            widgets.append(
-                WidgetRegistration(
-                    id: try JSONBody.string(fields["id"], "\(path).id"),
-                    kind: try JSONBody.string(fields["kind"], "\(path).kind"),
-                    family: family,
-                    configuration: try JSONBody.configuration(fields["configuration"], "\(path).configuration"),
-                    pushEnabled: try JSONBody.bool(fields["pushEnabled"], "\(path).pushEnabled", default: true)
-                )
-            )
-        }
-        if let problem = limits.problem(with: widgets) { throw APIError.invalidField(problem) }
-        var previous: DeviceToken?
-        if let text = try JSONBody.optionalString(body.object["previousToken"], "previousToken") {
-            do { previous = try DeviceToken(text) } catch { throw APIError.invalidField("previousToken: \(error)") }
-        }
-        let registration = try store.putDevice(app: app, token: token, widgets: widgets, previousToken: previous, now: now())
+        let registration = try store.putDevice(app: app, token: token, widgets: body.widgets, previousToken: body.previousToken, now: now())
         pushDevices.invalidate()
         await engine.apply(registration)
         return try json(
@@ -145,31 +118,12 @@ struct RegistryRoutes {
         let app = try authenticate(request, context)
         let token = try token(context)
         let widgetID = context.parameters.get("widget") ?? ""
-        let body = try await JSONBody.read(request, limit: Self.bodyLimit)
-        let entries = try JSONBody.array(body.object["entries"], "entries")
-        guard entries.count <= limits.timelineEntries else {
-            throw APIError.invalidField("a timeline has at most \(limits.timelineEntries) entries, not \(entries.count)")
-        }
-        let dates = try entries.enumerated().map { index, entry in
-            try JSONBody.date(JSONBody.object(entry, "entries[\(index)]")["date"], "entries[\(index)].date")
-        }
-        let policy: Timeline.Policy
-        switch body.object["policy"] {
-        case let text as String where text == "atEnd": policy = .atEnd
-        case let text as String where text == "never": policy = .never
-        case let object as [String: Any] where object.keys.count == 1 && object["after"] != nil:
-            policy = .after(try JSONBody.date(object["after"], "policy.after"))
-        default:
-            throw APIError.invalidField(#"policy must be "atEnd", "never" or {"after": date}"#)
-        }
-        let timeline = Timeline(entries: dates, policy: policy)
+        let timeline = try TimelineBody.timeline(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
         let instance = try store.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: now())
         // Answered once the planned reload is written through to the scheduler's state.
         try await engine.setTimeline(instance: instance, timeline)
         let planned: Any =
-            timeline.plannedReload.map {
-                Date(timeIntervalSince1970: Double($0.milliseconds) / 1000).formatted(.iso8601)
-            } ?? NSNull()
+            timeline.plannedReload.map { Date(timeIntervalSince1970: $0.unixSeconds).formatted(.iso8601) } ?? NSNull()
         return try json(.ok, ["plannedReload": planned])
     }
 

@@ -2,8 +2,9 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
-import NIOCore
 import Logging
+import NIOCore
+import ReloadGateAPI
 import ReloadGateCore
 import ReloadGateStore
 
@@ -23,24 +24,19 @@ struct WebhookRoutes {
     static let bodyLimit = 64 * 1024
     /// Longest accepted `idempotency-key`.
     static let idempotencyKeyLength = 255
-    /// Most device tokens one call may name.
-    static let deviceLimit = 1000
-    /// Longest `collapseId` (APNs' limit).
-    static let collapseIDLength = 64
 
     func register(on router: Router<some RequestContext>) {
         router.post("v1/apps/:bundle/reloads") { request, context in
             do {
                 return try await reload(request, context)
             } catch let error as APIError {
-                return try error.response(from: request, context: context)
+                return error.response
             } catch is SchedulerUnavailable {
-                return try APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry")
-                    .response(from: request, context: context)
+                return APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry").response
             } catch {
                 // The commit failed: nothing of the request was accepted, and the caller may retry.
-                return try APIError(status: .internalServerError, code: "storage", message: "the request could not be stored; nothing was accepted")
-                    .response(from: request, context: context)
+                return APIError(status: .internalServerError, code: "storage", message: "the request could not be stored; nothing was accepted")
+                    .response
             }
         }
     }
@@ -51,13 +47,7 @@ struct WebhookRoutes {
         guard let bundle = try? BundleID(bundleText), let (app, secret) = try apps.appWithSecret(bundle: bundle) else {
             throw APIError.notFound("no app \(bundleText) is registered (reloadgate apps add \(bundleText))")
         }
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: Self.bodyLimit)
-        } catch is NIOTooManyBytesError {
-            throw APIError.tooLarge(Self.bodyLimit)
-        }
-        let body = Data(buffer.readableBytesView)
+        let body = try await JSONBody.bytes(request, limit: Self.bodyLimit)
 
         do throws(WebhookSignature.Failure) {
             let signature = try WebhookSignature(header: request.headers[.reloadgateSignature])
@@ -87,9 +77,8 @@ struct WebhookRoutes {
             idempotency = .init(key: key, bodyHash: Array(SHA256.hash(data: body)))
         }
 
-        let fields = try JSONBody.parse(body).object
-        let parsed = try Self.parse(fields, received: Timestamp(received))
-        if parsed.exempt, !app.allowsExemptions {
+        let parsed = try WebhookBody(json: body, received: Timestamp(received))
+        if parsed.exemption != nil, !app.allowsExemptions {
             throw APIError(
                 status: .forbidden,
                 code: "exemption-not-allowed",
@@ -105,7 +94,7 @@ struct WebhookRoutes {
             expiration: parsed.expiration,
             collapseID: parsed.collapseID,
             team: "app:\(app.id)",
-            exempt: parsed.exempt,
+            exempt: parsed.exemption != nil,
             summary: String(decoding: body, as: UTF8.self),
             received: Timestamp(received),
             idempotency: idempotency
@@ -136,85 +125,6 @@ struct WebhookRoutes {
         var counts: [String: Int] = [:]
         for decision in decisions { counts[decision.kind.rawValue, default: 0] += 1 }
         return counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-    }
-
-    /// What a webhook call asks for.
-    struct Parsed {
-        var target: ReloadTarget
-        var priority: Priority
-        var expiration: Timestamp?
-        var collapseID: String?
-        var exempt: Bool
-    }
-
-    static let fieldNames: Set<String> = ["kind", "match", "devices", "priority", "expiration", "collapseId", "exempt"]
-
-    static func parse(_ object: [String: Any], received: Timestamp) throws -> Parsed {
-        if let unknown = object.keys.sorted().first(where: { !fieldNames.contains($0) }) {
-            throw APIError.invalidField(
-                "unknown field '\(unknown)'; the fields are \(fieldNames.sorted().joined(separator: ", "))"
-            )
-        }
-        var target = ReloadTarget()
-        if let kind = try JSONBody.optionalString(object["kind"], "kind") {
-            guard !kind.isEmpty, kind.count <= RegistryLimits().identifierLength else {
-                throw APIError.invalidField("kind must be 1 to \(RegistryLimits().identifierLength) characters")
-            }
-            target.kind = kind
-        }
-        if let match = object["match"], !(match is NSNull) {
-            for (key, value) in try JSONBody.object(match, "match") {
-                target.match[key] = try JSONBody.configurationValue(value, "match.\(key)")
-            }
-        }
-        if let devices = object["devices"], !(devices is NSNull) {
-            let list = try JSONBody.array(devices, "devices")
-            guard list.count <= deviceLimit else {
-                throw APIError.invalidField("devices names at most \(deviceLimit) tokens, not \(list.count)")
-            }
-            target.devices = try list.enumerated().map { index, item in
-                do {
-                    return try DeviceToken(JSONBody.string(item, "devices[\(index)]"))
-                } catch let error as DeviceToken.ParseError {
-                    throw APIError.invalidField("devices[\(index)]: \(error)")
-                }
-            }
-        }
-
-        var priority = Priority.high
-        if let value = object["priority"], !(value is NSNull) {
-            guard let number = value as? NSNumber, !JSONBody.isBoolean(number),
-                let level = Priority(rawValue: number.intValue), Double(level.rawValue) == number.doubleValue
-            else { throw APIError.invalidField("priority must be 10, 5 or 1") }
-            priority = level
-        }
-
-        var expiration: Timestamp?
-        if let value = object["expiration"], !(value is NSNull) {
-            if let number = value as? NSNumber, !JSONBody.isBoolean(number), number.doubleValue == 0 {
-                expiration = received  // 0: only if it can go now (rule 7)
-            } else {
-                let date = try JSONBody.date(value, "expiration")
-                guard date.milliseconds >= 0 else { throw APIError.invalidField("expiration must not be negative") }
-                expiration = date
-            }
-        }
-
-        let collapseID = try JSONBody.optionalString(object["collapseId"], "collapseId")
-        if let collapseID, collapseID.utf8.count > collapseIDLength || collapseID.isEmpty {
-            throw APIError.invalidField("collapseId must be 1 to \(collapseIDLength) bytes")
-        }
-
-        var exempt = false
-        if let text = try JSONBody.optionalString(object["exempt"], "exempt") {
-            guard Exemption(rawValue: text) != nil else {
-                throw APIError.invalidField(
-                    "exempt must be one of \(Exemption.allCases.map(\.rawValue).joined(separator: ", "))"
-                )
-            }
-            exempt = true
-        }
-        return Parsed(target: target, priority: priority, expiration: expiration, collapseID: collapseID, exempt: exempt)
     }
 
     /// The `202` body: the request id, the number of widget instances decided, and the count of each

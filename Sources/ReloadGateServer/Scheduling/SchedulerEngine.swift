@@ -508,8 +508,9 @@ struct SchedulerUnavailable: Error, CustomStringConvertible {
 }
 
 extension Timestamp {
-    /// The wall-clock time in milliseconds.
+    /// A `Date` (the wall clock, a stored time) in milliseconds, by ``Timestamp/init(clampingUnixSeconds:)``'s
+    /// rule: floored, and clamped to the years 1970 to 9999.
     init(_ date: Date) {
-        self.init(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+        self.init(clampingUnixSeconds: date.timeIntervalSince1970)
     }
 }

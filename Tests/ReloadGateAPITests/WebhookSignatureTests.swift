@@ -1,5 +1,5 @@
 import Foundation
-import ReloadGateServer
+import ReloadGateAPI
 import Testing
 
 @Suite(.timeLimit(.minutes(5)))

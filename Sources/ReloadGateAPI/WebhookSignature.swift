@@ -1,12 +1,15 @@
 public import Crypto
 public import Foundation
+import ReloadGateCore
 
 /// The reload webhook's signature (DESIGN.md, Interfaces 3): the header
 /// `reloadgate-signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`, checked against the
 /// app's webhook secret and refused outside a 5-minute window around the gateway's clock.
 ///
 /// Several `v1=` values may be sent (while a secret is being rotated); one matching is enough. The
-/// comparison is constant-time.
+/// comparison is constant-time. `t` is any decimal `Int64` (a longer or non-numeric value is malformed);
+/// the window is checked without arithmetic that can overflow, so `t=-9223372036854775808` is stale, not
+/// a trap.
 public struct WebhookSignature: Sendable, Equatable {
     /// The signed time, UNIX seconds.
     public var timestamp: Int64
@@ -58,10 +61,10 @@ public struct WebhookSignature: Sendable, Equatable {
         self.signatures = signatures
     }
 
-    /// Checks the signature of `body` with `secret` at `now`.
+    /// Checks the signature of `body` with `secret` at `now`: the time first (cheap), then the HMAC.
     public func verify(body: some DataProtocol, secret: String, now: Date) throws(Failure) {
-        let nowSeconds = Int64(now.timeIntervalSince1970)
-        guard abs(nowSeconds - timestamp) <= Int64(Self.window) else {
+        let nowSeconds = Timestamp(clampingUnixSeconds: now.timeIntervalSince1970).milliseconds / 1000
+        guard Self.isWithinWindow(timestamp, of: nowSeconds) else {
             throw .outsideWindow(signedAt: timestamp, now: nowSeconds)
         }
         let key = SymmetricKey(data: Data(secret.utf8))
@@ -69,6 +72,12 @@ public struct WebhookSignature: Sendable, Equatable {
         message.append(contentsOf: body)
         guard signatures.contains(where: { HMAC<SHA256>.isValidAuthenticationCode($0, authenticating: message, using: key) })
         else { throw .mismatch }
+    }
+
+    /// Whether `signed` is at most ``window`` seconds from `now`, for any two `Int64`s.
+    static func isWithinWindow(_ signed: Int64, of now: Int64) -> Bool {
+        let (difference, overflow) = now.subtractingReportingOverflow(signed)
+        return !overflow && difference.magnitude <= UInt64(window)
     }
 
     /// The header value for `body` signed at `timestamp` (for clients and tests).

@@ -1,0 +1,52 @@
+import Foundation
+import ReloadGateAPI
+import ReloadGateCore
+import Testing
+
+/// The bodies of the registry API and the webhook, parsed without a server: limits and field errors.
+struct BodyParsingTests {
+    @Test func aDeviceBodyWithTooManyWidgetsNamesTheirCount() {
+        let widget = #"{"id":"w","kind":"k","family":"systemSmall"}"#
+        let body = #"{"widgets":[\#(Array(repeating: widget, count: 500).joined(separator: ","))]}"#
+        #expect(throws: APIError.invalidField("a device has at most 64 widgets, not 500")) {
+            try DeviceRegistrationBody(json: Data(body.utf8), limits: RegistryLimits())
+        }
+    }
+
+    @Test func deeplyNestedJSONIsRefusedAsInvalidJSON() {
+        let body = "{\"widgets\":" + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "}"
+        #expect(throws: APIError.invalidJSON("the body is not JSON")) {
+            try DeviceRegistrationBody(json: Data(body.utf8), limits: RegistryLimits())
+        }
+    }
+
+    @Test func aWebhookBodyWithEveryFieldParses() throws {
+        let token = String(repeating: "ab", count: 32)
+        let body = #"{"kind":"scores","match":{"team":"42","live":true,"n":3},"devices":["\#(token)"],"priority":5,"expiration":"2026-11-22T14:00:00Z","collapseId":"c","exempt":"appIntent"}"#
+        let parsed = try WebhookBody(json: Data(body.utf8), received: Timestamp(seconds: 0))
+        #expect(parsed.target.kind == "scores")
+        #expect(parsed.target.match == ["team": .string("42"), "live": .bool(true), "n": .number(3)])
+        #expect(parsed.target.devices?.map(\.hex) == [token])
+        #expect(parsed.priority == .low)
+        #expect(parsed.expiration == Timestamp(seconds: 1_795_356_000))
+        #expect(parsed.collapseID == "c")
+        #expect(parsed.exemption == .appIntent)
+    }
+
+    @Test(arguments: [
+        (#"{"priority":true}"#, "priority must be 10, 5 or 1"),
+        (#"{"priority":7}"#, "priority must be 10, 5 or 1"),
+        (#"{"collapseId":""}"#, "collapseId must be 1 to 64 bytes"),
+        (#"{"exempt":"always"}"#, "exempt must be one of appForeground, audioSession, navigationSession, appIntent, animation, localeChange, accessibilityChange"),
+        (#"{"kinds":"x"}"#, "unknown field 'kinds'; the fields are collapseId, devices, exempt, expiration, kind, match, priority"),
+    ])
+    func webhookFieldErrorsNameTheField(_ body: String, _ message: String) {
+        #expect(throws: APIError.invalidField(message)) { try WebhookBody(json: Data(body.utf8), received: Timestamp(seconds: 0)) }
+    }
+
+    @Test func expirationZeroMeansNowOrNever() throws {
+        let received = Timestamp(seconds: 1_790_000_000)
+        #expect(try WebhookBody(json: Data(#"{"expiration":0}"#.utf8), received: received).expiration == received)
+        #expect(try WebhookBody(json: Data(#"{"expiration":-0.0}"#.utf8), received: received).expiration == received)
+    }
+}

@@ -160,6 +160,7 @@ let package = Package(
                 // The mock APNs server (`reloadgate mock-apns`) lives in the testing-support module.
                 "ReloadGateTesting",
                 "ReloadGateCertificates",
+                "ReloadGateAPNs",
                 "ReloadGateCore",
                 "ReloadGateStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -55,14 +55,30 @@ public enum APNsReason: String, Error, Sendable, CaseIterable, CustomStringConve
 }
 
 /// A refusal: the reason and, for `Unregistered`, the time the token stopped being valid.
+///
+/// `detail` says why in words for the gateway's debug log ("key ABC123DEFG belongs to team X, not Y");
+/// it never reaches the sender (Apple's answers carry only the reason) and is not part of the identity:
+/// two failures with the same reason and timestamp are equal.
 public struct APNsFailure: Error, Hashable, Sendable {
     public var reason: APNsReason
     /// Milliseconds since the epoch (only for `410 Unregistered`).
     public var timestamp: Int64?
+    /// Why, for the log; never sent.
+    public var detail: String?
 
-    public init(_ reason: APNsReason, timestamp: Int64? = nil) {
+    public init(_ reason: APNsReason, timestamp: Int64? = nil, detail: String? = nil) {
         self.reason = reason
         self.timestamp = timestamp
+        self.detail = detail
+    }
+
+    public static func == (lhs: APNsFailure, rhs: APNsFailure) -> Bool {
+        lhs.reason == rhs.reason && lhs.timestamp == rhs.timestamp
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(reason)
+        hasher.combine(timestamp)
     }
 
     /// The JSON body: `{"reason":"..."}`, with `"timestamp"` for a 410.

@@ -35,3 +35,11 @@ public struct ProviderKey: Sendable {
         topics.isEmpty || topics.contains(bundle)
     }
 }
+
+extension ProviderKey {
+    /// Whether `text` can be a key id or team id: 1 to 64 ASCII letters or digits (Apple's have 10).
+    public static func isValidIdentifier(_ text: String) -> Bool {
+        (1...64).contains(text.utf8.count)
+            && text.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+}

@@ -6,6 +6,9 @@ import Synchronization
 public protocol ProviderKeySource: Sendable {
     /// The key with this id, or `nil`.
     func key(id: String) -> ProviderKey?
+    /// Changes whenever a key is added, removed or changed: refusals remembered in an older generation
+    /// are not trusted.
+    var generation: UInt64 { get }
 }
 
 /// A provider token that verified: who sent it and with which key.
@@ -21,15 +24,16 @@ public struct VerifiedToken: Sendable {
 ///
 /// A remembered token is still checked on every use for its age (`ExpiredProviderToken` after an hour)
 /// and for its key still being registered (a removed key stops working at once). Bad tokens are
-/// remembered too, so repeating one is cheap. The memory is bounded: when it holds ``capacity`` tokens it
-/// starts over.
+/// remembered too, so repeating one is cheap, but only while the keys stay as they were: after any change
+/// of keys a refused token is verified anew (a key added takes effect for the very next push). The
+/// memory is bounded: when it holds ``capacity`` tokens it starts over.
 public final class ProviderTokenVerifier: Sendable {
     /// Seconds a token is valid after its `iat` (Apple: one hour).
     public static let lifetime: Int64 = 3600
 
     private enum Remembered {
         case verified(teamID: String, keyID: String, issuedAt: Int64)
-        case refused(APNsFailure)
+        case refused(APNsFailure, generation: UInt64)
     }
 
     private let keys: any ProviderKeySource
@@ -62,13 +66,15 @@ public final class ProviderTokenVerifier: Sendable {
     public func verify(_ token: Substring, now: Int64) throws(APNsFailure) -> VerifiedToken {
         if cacheEnabled, let remembered = cache.withLock({ $0[token] }) {
             switch remembered {
-            case .refused(let failure):
-                throw failure
+            case .refused(let failure, let generation):
+                if generation == keys.generation { throw failure }
             case .verified(let teamID, let keyID, let issuedAt):
                 guard let key = keys.key(id: keyID), key.teamID == teamID else { break }  // key removed: verify anew
                 return try check(issuedAt: issuedAt, key: key, now: now)
             }
         }
+        // Read before verifying: a key added while this token is checked makes the refusal stale.
+        let generation = keys.generation
         do {
             let verified = try verifyWithoutCache(token, now: now)
             remember(token, .verified(teamID: verified.teamID, keyID: verified.key.keyID, issuedAt: verified.issuedAt))
@@ -76,7 +82,7 @@ public final class ProviderTokenVerifier: Sendable {
         } catch {
             // Time-dependent refusals are not remembered: the same token may become valid (or expire).
             if error.reason == .invalidProviderToken || error.reason == .badEnvironmentKeyIdInToken {
-                remember(token, .refused(error))
+                remember(token, .refused(error, generation: generation))
             }
             throw error
         }
@@ -102,17 +108,32 @@ public final class ProviderTokenVerifier: Sendable {
 
     private func verifyWithoutCache(_ token: Substring, now: Int64) throws(APNsFailure) -> VerifiedToken {
         let parsed = try ProviderToken(token)
-        guard let key = keys.key(id: parsed.keyID), key.teamID == parsed.teamID, parsed.isSigned(by: key.publicKey) else {
-            throw APNsFailure(.invalidProviderToken)
+        guard let key = keys.key(id: parsed.keyID) else {
+            throw APNsFailure(.invalidProviderToken, detail: "no key \(parsed.keyID) is registered (reloadgate keys add)")
         }
-        guard key.environments.allows(environment) else { throw APNsFailure(.badEnvironmentKeyIdInToken) }
+        guard key.teamID == parsed.teamID else {
+            throw APNsFailure(.invalidProviderToken, detail: "key \(key.keyID) belongs to team \(key.teamID), not \(parsed.teamID)")
+        }
+        guard parsed.isSigned(by: key.publicKey) else {
+            throw APNsFailure(.invalidProviderToken, detail: "the signature does not verify with the public key of \(key.keyID)")
+        }
         return try check(issuedAt: parsed.issuedAt, key: key, now: now)
     }
 
     private func check(issuedAt: Int64, key: ProviderKey, now: Int64) throws(APNsFailure) -> VerifiedToken {
-        guard key.environments.allows(environment) else { throw APNsFailure(.badEnvironmentKeyIdInToken) }
-        if issuedAt > now + clockSkew { throw APNsFailure(.invalidProviderToken) }
-        if issuedAt < now - Self.lifetime { throw APNsFailure(.expiredProviderToken) }
+        guard key.environments.allows(environment) else {
+            throw APNsFailure(
+                .badEnvironmentKeyIdInToken,
+                detail: "key \(key.keyID) is registered for \(key.environments.rawValue), this gateway is \(environment)"
+            )
+        }
+        // `issuedAt` is 1970 to 9999 (ProviderToken) and `now` the clock: no overflow here.
+        if issuedAt > now + clockSkew {
+            throw APNsFailure(.invalidProviderToken, detail: "iat \(issuedAt) is \(issuedAt - now) s in the future (ingress.clockSkew \(clockSkew) s)")
+        }
+        if issuedAt < now - Self.lifetime {
+            throw APNsFailure(.expiredProviderToken, detail: "iat \(issuedAt) is \(now - issuedAt) s old (tokens live \(Self.lifetime) s)")
+        }
         return VerifiedToken(teamID: key.teamID, key: key, issuedAt: issuedAt)
     }
 }

@@ -24,7 +24,7 @@ public struct PushRequestHead: Sendable {
 public struct PushHeaders: Sendable {
     /// `apns-id` as sent, or `nil` (the gateway then makes one).
     public var apnsID: String?
-    /// `apns-expiration`, UNIX seconds (`0`: now or never).
+    /// `apns-expiration`, UNIX seconds from 0 to 9999-12-31 (`0`: now or never).
     public var expiration: Int64?
     public var priority: Priority
     public var collapseID: String?
@@ -86,7 +86,11 @@ public struct PushHeaders: Sendable {
         if let apnsID, !Self.isCanonicalUUID(apnsID) { throw APNsFailure(.badMessageId) }
         var expirationSeconds: Int64?
         if let expiration {
-            guard let value = Int64(expiration), value >= 0 else { throw APNsFailure(.badExpirationDate) }
+            // UNIX seconds from 0 to 9999-12-31: anything else (a fraction, 20 digits, Int64.max, whose
+            // milliseconds overflow) is refused here, before any arithmetic.
+            guard let value = Int64(expiration), Timestamp(unixSeconds: value) != nil else {
+                throw APNsFailure(.badExpirationDate, detail: "apns-expiration must be UNIX seconds from 0 to 253402300799")
+            }
             expirationSeconds = value
         }
         var level = Priority.high
@@ -164,8 +168,8 @@ public struct ConnectionAuthentication: Sendable {
         verifier: ProviderTokenVerifier,
         now: Int64
     ) throws(APNsFailure) -> VerifiedToken {
-        guard let token else { throw APNsFailure(.missingProviderToken) }
-        guard !token.isEmpty else { throw APNsFailure(.invalidProviderToken) }
+        guard let token else { throw APNsFailure(.missingProviderToken, detail: "no authorization header and no client certificate") }
+        guard !token.isEmpty else { throw APNsFailure(.invalidProviderToken, detail: "authorization is not `bearer <token>`") }
         let sameToken = lastToken.map { Self.sameBytes(token, $0) } ?? false
         var rechecked: VerifiedToken?
         if sameToken, let lastVerified {
@@ -177,10 +181,15 @@ public struct ConnectionAuthentication: Sendable {
         } else {
             accepted = try verifier.verify(token, now: now)
         }
-        if let boundTeam, boundTeam != accepted.teamID { throw APNsFailure(.invalidProviderToken) }
+        if let boundTeam, boundTeam != accepted.teamID {
+            throw APNsFailure(.invalidProviderToken, detail: "the connection is bound to team \(boundTeam); this token is of team \(accepted.teamID)")
+        }
         if lastToken != nil, !sameToken {
             if tokenUpdateInterval > 0, now - lastTokenChange < tokenUpdateInterval {
-                throw APNsFailure(.tooManyProviderTokenUpdates)
+                throw APNsFailure(
+                    .tooManyProviderTokenUpdates,
+                    detail: "a new token \(now - lastTokenChange) s after the connection's last one (ingress.tokenUpdateInterval \(tokenUpdateInterval) s)"
+                )
             }
             self.lastToken = String(token)
             lastTokenChange = now

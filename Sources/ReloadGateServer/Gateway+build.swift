@@ -86,9 +86,11 @@ public func buildGateway(
         streamConfiguration: .init(idleTimeout: .seconds(Int64(configuration.listen.idleTimeout)))
     )
     http2.gracefulCloseTimeout = .seconds(configuration.listen.shutdownGracePeriod)
+    // Hummingbird closes idle connections; the handshake, header and body deadlines are the gateway's.
+    let timeouts = ConnectionTimeouts(configuration.listen, keepsIdle: false)
     let server: HTTPServerBuilder
     do {
-        server = try .http2Upgrade(tlsConfiguration: tls.configuration, configuration: http2)
+        server = try .timedHTTP2Upgrade(tlsConfiguration: tls.configuration, configuration: http2, timeouts: timeouts, logger: logger)
     } catch {
         throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
     }
@@ -172,10 +174,15 @@ public func buildGateway(
     }
     let adminRouter = Router()
     adminRouter.add(middleware: APIErrorMiddleware())
-    AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, now: now, logger: logger).register(on: adminRouter)
+    AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, keys: keys, now: now, logger: logger).register(on: adminRouter)
     let admin = Application(
         router: adminRouter,
-        server: .http1(),
+        server: .http1(
+            configuration: .init(
+                additionalChannelHandlers: [RequestTimeoutHandler<HTTPTypesParts>(timeouts: timeouts, logger: logger)],
+                idleTimeout: .seconds(Int64(configuration.listen.idleTimeout))
+            )
+        ),
         configuration: .init(address: .unixDomainSocket(path: adminPath), serverName: nil),
         onServerRunning: { _ in
             AdminSocket.restrict(adminPath)
@@ -192,7 +199,7 @@ public func buildGateway(
         let adminServer: HTTPServerBuilder
         do {
             token = try AdminToken.loadOrCreate(at: tokenPath)
-            adminServer = try .http2Upgrade(tlsConfiguration: tls.configuration, configuration: http2)
+            adminServer = try .timedHTTP2Upgrade(tlsConfiguration: tls.configuration, configuration: http2, timeouts: timeouts, logger: logger)
         } catch {
             try? store.close()
             throw ConfigurationError.inconsistent(key: "admin.tokenFile", reason: "\(error)")
@@ -200,7 +207,7 @@ public func buildGateway(
         let router = Router()
         router.add(middleware: AdminTokenMiddleware(token: token))
         router.add(middleware: APIErrorMiddleware())
-        AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, now: now, logger: logger).register(on: router)
+        AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, keys: keys, now: now, logger: logger).register(on: router)
         let adminHost = configuration.admin.host
         adminTLS = Application(
             router: router,
@@ -252,7 +259,7 @@ public func buildGateway(
     ] + adminServices + [
         IngressService(
             configuration: configuration.ingress,
-            idleTimeout: configuration.listen.idleTimeout,
+            timeouts: ConnectionTimeouts(configuration.listen, keepsIdle: true),
             gracePeriod: .seconds(configuration.listen.shutdownGracePeriod),
             tls: ingressContext,
             ingress: ingress,

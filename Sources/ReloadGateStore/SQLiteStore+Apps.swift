@@ -9,28 +9,30 @@ extension SQLiteStore {
     /// The API key is stored as its SHA-256 (it is a random 256-bit value, so a plain hash is enough to
     /// make a copy of the database useless for authenticating); the webhook secret is sealed with the
     /// data directory's key, because verifying a signature needs it back.
-    /// - Throws: ``StoreError/appExists(_:)`` when the bundle is registered already.
-    public func createApp(bundle: BundleID, allowsExemptions: Bool = false, now: Date) throws -> AppCredentials {
+    /// - Parameter teamID: the Apple team the app belongs to (its provider keys' team); `nil`: no provider
+    ///   token may push to it until one is set.
+    /// - Throws: ``StoreError/appExists(_:)`` when the bundle is registered already, in any case.
+    public func createApp(bundle: BundleID, teamID: String? = nil, allowsExemptions: Bool = false, now: Date) throws -> AppCredentials {
         let apiKey = "rgk_" + Self.randomToken()
         let webhookSecret = "rgs_" + Self.randomToken()
         let sealedSecret = try sealer.seal(webhookSecret)
         let id: Int64 = try writer.write { db in
-            if try Row.fetchOne(db, sql: "SELECT 1 FROM app WHERE bundle = ?", arguments: [bundle.rawValue]) != nil {
-                throw StoreError.appExists(bundle)
+            if let existing = try String.fetchOne(db, sql: "SELECT bundle FROM app WHERE bundle = ? COLLATE NOCASE", arguments: [bundle.rawValue]) {
+                throw StoreError.appExists((try? BundleID(existing)) ?? bundle)
             }
             try db.execute(
                 sql: """
-                    INSERT INTO app (bundle, environment, apiKeyHash, webhookSecret, allowsExemptions, createdAt)
-                    VALUES (?, ?, ?, ?, ?, ?)
+                    INSERT INTO app (bundle, environment, teamId, apiKeyHash, webhookSecret, allowsExemptions, createdAt)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    bundle.rawValue, environment.rawValue, Self.hash(apiKey), sealedSecret, allowsExemptions,
+                    bundle.rawValue, environment.rawValue, teamID, Self.hash(apiKey), sealedSecret, allowsExemptions,
                     now.timeIntervalSince1970,
                 ]
             )
             return db.lastInsertedRowID
         }
-        let app = App(id: id, bundle: bundle, environment: environment, allowsExemptions: allowsExemptions, createdAt: now)
+        let app = App(id: id, bundle: bundle, environment: environment, teamID: teamID, allowsExemptions: allowsExemptions, createdAt: now)
         return AppCredentials(app: app, apiKey: apiKey, webhookSecret: webhookSecret)
     }
 
@@ -73,6 +75,7 @@ extension SQLiteStore {
             id: row["id"],
             bundle: bundle,
             environment: environment,
+            teamID: row["teamId"],
             allowsExemptions: row["allowsExemptions"],
             createdAt: Date(timeIntervalSince1970: row["createdAt"])
         )
@@ -94,6 +97,17 @@ extension SQLiteStore {
 }
 
 extension SQLiteStore {
+    /// Binds the app to a team (`reloadgate apps set-team`): from then on only that team's provider keys
+    /// may push to it. A running gateway must forget what it kept of the app (the admin API does so).
+    /// - Returns: the app as it is now, or `nil` when no app has this bundle.
+    public func setTeam(bundle: BundleID, teamID: String) throws -> App? {
+        try writer.write { db -> App? in
+            try db.execute(sql: "UPDATE app SET teamId = ? WHERE bundle = ?", arguments: [teamID, bundle.rawValue])
+            guard db.changesCount > 0 else { return nil }
+            return try Row.fetchOne(db, sql: "SELECT * FROM app WHERE bundle = ?", arguments: [bundle.rawValue]).flatMap(Self.app)
+        }
+    }
+
     /// Replaces the app's API key (and, when `webhookSecret`, its webhook secret), returning the new
     /// ones in the clear once; the old ones stop working. A running gateway must forget what it kept of
     /// the app (the admin API does so).

@@ -202,6 +202,25 @@ extension SQLiteStore {
                 table.add(column: "decisionReason", .text)
             }
         }
+        migrator.registerMigration("v13-app-team") { db in
+            // Apps belong to a team, as Apple's do: a provider key of team T may push only to team T's apps
+            // (docs/DECISIONS.md, "Apps belong to a team"). Apps registered before get a team by this rule:
+            // the team of the keys that name the app in their topics, when they are all of one team; else,
+            // when every key in the store is of one team, that team; else none (provider tokens cannot push
+            // to it until `reloadgate apps set-team`; client certificates still can).
+            try db.alter(table: "app") { table in table.add(column: "teamId", .text) }
+            try db.execute(sql: """
+                UPDATE app SET teamId = (
+                    SELECT MIN(teamId) FROM provider_key WHERE instr(' ' || topics || ' ', ' ' || app.bundle || ' ') > 0
+                ) WHERE (
+                    SELECT COUNT(DISTINCT teamId) FROM provider_key WHERE instr(' ' || topics || ' ', ' ' || app.bundle || ' ') > 0
+                ) = 1;
+                UPDATE app SET teamId = (SELECT MIN(teamId) FROM provider_key)
+                    WHERE teamId IS NULL AND (SELECT COUNT(DISTINCT teamId) FROM provider_key) = 1;
+                """)
+            // Bundle ids are unique regardless of case (`apps add` checks with this index).
+            try db.execute(sql: "CREATE INDEX app_on_bundle_nocase ON app(bundle COLLATE NOCASE)")
+        }
         return migrator
     }
 

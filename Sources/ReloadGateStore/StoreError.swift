@@ -8,7 +8,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case environmentMismatch(path: String, stored: DeploymentEnvironment, configured: DeploymentEnvironment)
     /// The store's contents break an invariant the gateway relies on.
     case corrupt(reason: String)
-    /// An app with this bundle id is registered already.
+    /// An app with this bundle id, in any case, is registered already (the registered spelling).
     case appExists(BundleID)
     /// A provider key with this key id is registered already.
     case keyExists(String)
@@ -31,7 +31,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
             "the store \(path) holds \(stored) devices but this gateway runs in \(configured): "
                 + "use another data directory (data.directory) for the \(configured) environment"
         case .corrupt(let reason): "the store is corrupt: \(reason)"
-        case .appExists(let bundle): "the app \(bundle) is registered already"
+        case .appExists(let bundle): "the app \(bundle) is registered already (bundle ids are compared regardless of case)"
         case .keyExists(let keyID): "a provider key with the id \(keyID) is registered already"
         }
     }

@@ -39,10 +39,33 @@ struct AdminOptions: ParsableArguments {
     /// Sends one request to the admin API and returns its JSON object; exits 1 with the server's message
     /// on an error answer, and with a hint when no gateway listens.
     func call(_ method: HTTPMethod, _ path: String, body: [String: Any]? = nil) async throws -> [String: Any] {
+        do {
+            return try await send(method, path, body: body)
+        } catch let error as NoGateway {
+            throw CommandFailure.exit(error.description, status: 1)
+        }
+    }
+
+    /// Like ``call(_:_:body:)``, for commands that also work without a gateway: `nil` when no gateway
+    /// answers on the socket (the command then changes the data directory itself).
+    func callIfRunning(_ method: HTTPMethod, _ path: String, body: [String: Any]? = nil) async throws -> [String: Any]? {
+        do {
+            return try await send(method, path, body: body)
+        } catch is NoGateway where url == nil {
+            return nil
+        }
+    }
+
+    /// No gateway answers where the command looked.
+    struct NoGateway: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private func send(_ method: HTTPMethod, _ path: String, body: [String: Any]?) async throws -> [String: Any] {
         if let url { return try await callTLS(url, method, path, body: body) }
         let socket = try socketPath()
         guard FileManager.default.fileExists(atPath: socket) else {
-            throw CommandFailure.exit("no gateway is running here: \(socket) does not exist (start one with `reloadgate serve`, or give --socket)", status: 1)
+            throw NoGateway(description: "no gateway is running here: \(socket) does not exist (start one with `reloadgate serve`, or give --socket)")
         }
         guard let url = URL(httpURLWithSocketPath: socket, uri: path) else {
             throw CommandFailure.exit("\(socket) cannot be used as a socket path", status: 2)
@@ -119,7 +142,7 @@ struct AdminOptions: ParsableArguments {
             response = try await client.execute(request, timeout: .seconds(30))
             data = try await response.body.collect(upTo: 64 << 20)
         } catch {
-            throw CommandFailure.exit("no gateway answers on \(socket) (\(error)); is `reloadgate serve` running?", status: 1)
+            throw NoGateway(description: "no gateway answers on \(socket) (\(error)); is `reloadgate serve` running?")
         }
         let object = (try? JSONSerialization.jsonObject(with: Data(data.readableBytesView))) as? [String: Any]
         guard response.status == .ok, let object else {

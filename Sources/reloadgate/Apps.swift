@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import NIOHTTP1
+import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
@@ -39,7 +40,7 @@ struct StoreOptions: ParsableArguments {
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Register, list and rotate the credentials of apps.",
-        subcommands: [Add.self, List.self, RotateKey.self]
+        subcommands: [Add.self, List.self, SetTeam.self, RotateKey.self]
     )
 
     /// `reloadgate apps add BUNDLE`.
@@ -49,8 +50,11 @@ struct Apps: AsyncParsableCommand {
             discussion: """
                 The API key authenticates the app's calls to the registry API (authorization: bearer KEY); \
                 the webhook secret signs its reload webhook calls. Neither is stored in the clear: keep them \
-                now. Works on the data directory of the configuration (data/ in the current folder by \
-                default), also while the server runs, which sees the new app at once.
+                now. --team binds the app to its Apple developer team: provider keys of that team may push to \
+                it, keys of other teams may not; without a team no provider token can push to it (client \
+                certificates and the APIs still work; add one later with `reloadgate apps set-team`). Bundle \
+                ids are unique regardless of case. Works on the data directory of the configuration (data/ in \
+                the current folder by default), also while the server runs, which sees the new app at once.
                 """
         )
 
@@ -59,6 +63,9 @@ struct Apps: AsyncParsableCommand {
 
         @Option(name: .long, help: "The app's environment; must be the gateway's (sandbox or production).")
         var environment: String?
+
+        @Option(name: .long, help: "The app's Apple developer team id (its provider keys' team).")
+        var team: String?
 
         @Flag(name: .long, help: "Allow the app's credentials to claim budget exemptions (rule 9).")
         var allowExemptions = false
@@ -70,6 +77,7 @@ struct Apps: AsyncParsableCommand {
 
         func run() async throws {
             let bundleID = try Apps.bundleID(bundle)
+            if let team { try Apps.checkTeam(team) }
             let store = try storeOptions.openStore()
             defer { try? store.close() }
             if let environment, environment != store.environment.rawValue {
@@ -84,20 +92,22 @@ struct Apps: AsyncParsableCommand {
             }
             let credentials: AppCredentials
             do {
-                credentials = try store.createApp(bundle: bundleID, allowsExemptions: allowExemptions, now: Date())
+                credentials = try store.createApp(bundle: bundleID, teamID: team, allowsExemptions: allowExemptions, now: Date())
             } catch let error as StoreError {
                 throw CommandFailure.exit(error.description, status: 1)
             }
             if json {
-                let object: [String: String] = [
+                var object: [String: String] = [
                     "bundle": credentials.app.bundle.rawValue,
                     "environment": credentials.app.environment.rawValue,
                     "apiKey": credentials.apiKey,
                     "webhookSecret": credentials.webhookSecret,
                 ]
+                object["team"] = credentials.app.teamID  // left out when the app has none: all strings
                 try printJSON(object)
             } else {
-                printLine("app \(credentials.app.bundle) (\(credentials.app.environment)) registered")
+                let teamText = credentials.app.teamID.map { "team \($0)" } ?? "no team: provider tokens cannot push to it (--team)"
+                printLine("app \(credentials.app.bundle) (\(credentials.app.environment), \(teamText)) registered")
                 printLine("API key:        \(credentials.apiKey)")
                 printLine("webhook secret: \(credentials.webhookSecret)")
                 printLine("Both are shown only now: the gateway keeps a hash of the key and the secret sealed.")
@@ -122,6 +132,7 @@ struct Apps: AsyncParsableCommand {
                 let objects: [[String: Any]] = apps.map {
                     [
                         "bundle": $0.bundle.rawValue, "environment": $0.environment.rawValue,
+                        "team": $0.teamID ?? NSNull(),
                         "allowsExemptions": $0.allowsExemptions,
                         "createdAt": ISO8601DateFormatter().string(from: $0.createdAt),
                     ]
@@ -135,9 +146,9 @@ struct Apps: AsyncParsableCommand {
             }
             printLine(
                 AdminText.table(
-                    ["BUNDLE", "ENVIRONMENT", "EXEMPTIONS", "CREATED"],
+                    ["BUNDLE", "ENVIRONMENT", "TEAM", "EXEMPTIONS", "CREATED"],
                     apps.map { app in
-                        [app.bundle.rawValue, app.environment.rawValue, app.allowsExemptions ? "allowed" : "no",
+                        [app.bundle.rawValue, app.environment.rawValue, app.teamID ?? "-", app.allowsExemptions ? "allowed" : "no",
                          ISO8601DateFormatter().string(from: app.createdAt)]
                     }
                 )
@@ -151,6 +162,48 @@ struct Apps: AsyncParsableCommand {
             return try BundleID(text)
         } catch {
             throw CommandFailure.exit("\(text): \(error)", status: 2)
+        }
+    }
+
+    /// Exits 2 unless `team` can be an Apple team id.
+    static func checkTeam(_ team: String) throws {
+        guard ProviderKey.isValidIdentifier(team) else {
+            throw CommandFailure.exit("--team must be 1 to 64 letters or digits, not '\(team)'", status: 2)
+        }
+    }
+
+    /// `reloadgate apps set-team BUNDLE --team T`.
+    struct SetTeam: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-team",
+            abstract: "Bind an app to its Apple developer team: only that team's provider keys may push to it.",
+            discussion: """
+                For apps registered without --team, or by a version before teams (docs/DECISIONS.md, "Apps \
+                belong to a team", says which team such apps were given). With a gateway running, this goes \
+                through its admin socket and takes effect for the next push; without one, it changes the \
+                data directory.
+                """
+        )
+
+        @Argument(help: "The app's bundle id.")
+        var bundle: String
+
+        @Option(name: .long, help: "The team id.")
+        var team: String
+
+        @OptionGroup var admin: AdminOptions
+
+        func run() async throws {
+            let bundleID = try Apps.bundleID(bundle)
+            try Apps.checkTeam(team)
+            if try await admin.callIfRunning(.POST, "/v1/apps/\(bundle)/team", body: ["team": team]) == nil {
+                let store = try StoreOptions.openStore(config: admin.config)
+                defer { try? store.close() }
+                guard try store.setTeam(bundle: bundleID, teamID: team) != nil else {
+                    throw CommandFailure.exit("no app \(bundle)", status: 1)
+                }
+            }
+            printLine("app \(bundle) belongs to team \(team): its provider keys may push to it")
         }
     }
 

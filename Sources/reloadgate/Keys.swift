@@ -1,6 +1,8 @@
 import ArgumentParser
 import Crypto
 import Foundation
+import NIOHTTP1
+import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
 
@@ -17,8 +19,10 @@ struct Keys: AsyncParsableCommand {
             abstract: "Register a provider key's public key.",
             discussion: """
                 The sender keeps its .p8 private key; the gateway needs only the public key, for example \
-                `openssl ec -in AuthKey_ABC123DEFG.p8 -pubout -out ABC123DEFG.pem`. Works while the server \
-                runs; the server uses the key within a second.
+                `openssl ec -in AuthKey_ABC123DEFG.p8 -pubout -out ABC123DEFG.pem`. With a gateway running, \
+                this goes through its admin socket and the very next push can use the key; without one, it \
+                changes the data directory. The key may push to the apps of its team (apps add --team) only, \
+                and with --topic to those bundles only.
                 """
         )
 
@@ -37,13 +41,13 @@ struct Keys: AsyncParsableCommand {
         @Option(name: .long, help: "sandbox, production or both.")
         var environment: String = "both"
 
-        @OptionGroup var storeOptions: StoreOptions
+        @OptionGroup var admin: AdminOptions
 
         func run() async throws {
-            guard !kid.isEmpty, kid.count <= 64, kid.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+            guard ProviderKey.isValidIdentifier(kid) else {
                 throw CommandFailure.exit("--kid must be 1 to 64 letters or digits, not '\(kid)'", status: 2)
             }
-            guard !team.isEmpty, team.count <= 64, team.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+            guard ProviderKey.isValidIdentifier(team) else {
                 throw CommandFailure.exit("--team must be 1 to 64 letters or digits, not '\(team)'", status: 2)
             }
             guard ["sandbox", "production", "both"].contains(environment) else {
@@ -74,7 +78,16 @@ struct Keys: AsyncParsableCommand {
             } catch {
                 throw CommandFailure.exit("--public-key: \(publicKey) is not a P-256 public key in PEM", status: 2)
             }
-            let store = try storeOptions.openStore()
+            let scope = bundles.isEmpty ? "any bundle of team \(team)" : bundles.map(\.rawValue).joined(separator: ", ")
+            let body: [String: Any] = [
+                "kid": kid, "team": team, "publicKey": parsed.pemRepresentation, "topics": bundles.map(\.rawValue),
+                "environment": environment,
+            ]
+            if try await admin.callIfRunning(.POST, "/v1/keys", body: body) != nil {
+                printLine("key \(kid) of team \(team) registered for \(scope) (\(environment)); the running gateway uses it now")
+                return
+            }
+            let store = try StoreOptions.openStore(config: admin.config)
             defer { try? store.close() }
             do {
                 try store.addProviderKey(
@@ -90,7 +103,6 @@ struct Keys: AsyncParsableCommand {
             } catch let error as StoreError {
                 throw CommandFailure.exit(error.description, status: 1)
             }
-            let scope = bundles.isEmpty ? "any bundle" : bundles.map(\.rawValue).joined(separator: ", ")
             printLine("key \(kid) of team \(team) registered for \(scope) (\(environment))")
         }
     }
@@ -137,16 +149,24 @@ struct Keys: AsyncParsableCommand {
     /// `reloadgate keys remove KID`.
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Remove a provider key; tokens signed with it are refused within a second."
+            abstract: "Remove a provider key; the next push signed with it is refused.",
+            discussion: """
+                With a gateway running, this goes through its admin socket and takes effect for the next \
+                push; without one, it changes the data directory.
+                """
         )
 
         @Argument(help: "The key id.")
         var kid: String
 
-        @OptionGroup var storeOptions: StoreOptions
+        @OptionGroup var admin: AdminOptions
 
         func run() async throws {
-            let store = try storeOptions.openStore()
+            if try await admin.callIfRunning(.DELETE, "/v1/keys/\(kid.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? kid)") != nil {
+                printLine("key \(kid) removed; the running gateway refuses it now")
+                return
+            }
+            let store = try StoreOptions.openStore(config: admin.config)
             defer { try? store.close() }
             guard try store.removeProviderKey(keyID: kid) else {
                 throw CommandFailure.exit("no provider key \(kid) is registered", status: 1)

@@ -195,7 +195,11 @@ struct AdminCommandTests {
             ["keys", "add", "--kid", sender.keyID, "--team", sender.teamID, "--public-key", "sender.pem"], in: directory.url
         )
         try #require(key.status == 0, "\(key.stderr)")
-        try await Task.sleep(for: .milliseconds(1100))  // the gateway reads new keys within a second
+        #expect(key.stdout.contains("the running gateway uses it now"), "\(key.stdout)")
+        // The app was added without a team: bind it to the key's, through the running gateway. No wait:
+        // both take effect for the next push.
+        let team = try await ReloadGateProcess.run(["apps", "set-team", Self.bundle, "--team", sender.teamID], in: directory.url)
+        try #require(team.status == 0, "\(team.stderr)")
         let ingress = try #require(server.standardOutput.firstMatch(of: /APNs pushes to https:\/\/127\.0\.0\.1:(\d+)/))
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(directory.path("certs/ca.pem")))

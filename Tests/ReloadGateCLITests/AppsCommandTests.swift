@@ -9,29 +9,36 @@ struct AppsCommandTests {
     @Test func appsAddPrintsTheCredentialsOnceAsJSONAndTheStoreKnowsTheApp() async throws {
         let directory = try TemporaryDirectory("apps-cli")
         defer { directory.remove() }
-        let added = try await ReloadGateProcess.run(["apps", "add", "com.example.scores", "--json"], in: directory.url)
+        let added = try await ReloadGateProcess.run(["apps", "add", "com.example.scores", "--team", "ABCDE12345", "--json"], in: directory.url)
         #expect(added.status == 0, "\(added.stderr)")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: String])
-        #expect(object["bundle"] == "com.example.scores")
-        #expect(object["environment"] == "sandbox")
-        let apiKey = try #require(object["apiKey"])
-        let secret = try #require(object["webhookSecret"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: Any])
+        #expect(object["bundle"] as? String == "com.example.scores")
+        #expect(object["environment"] as? String == "sandbox")
+        #expect(object["team"] as? String == "ABCDE12345")
+        let apiKey = try #require(object["apiKey"] as? String)
+        let secret = try #require(object["webhookSecret"] as? String)
 
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
         let app = try #require(try store.app(forAPIKey: apiKey))
         #expect(app.bundle == (try BundleID("com.example.scores")))
+        #expect(app.teamID == "ABCDE12345")
         #expect(try store.webhookSecret(of: app) == secret)
 
-        let again = try await ReloadGateProcess.run(["apps", "add", "com.example.scores"], in: directory.url)
-        #expect(again.status == 1)
-        #expect(again.stderr.contains("the app com.example.scores is registered already"))
+        // Bundle ids are unique regardless of case.
+        for spelling in ["com.example.scores", "COM.Example.Scores"] {
+            let again = try await ReloadGateProcess.run(["apps", "add", spelling], in: directory.url)
+            #expect(again.status == 1)
+            #expect(again.stderr.contains("the app com.example.scores is registered already"), "\(again.stderr)")
+        }
+        let badTeam = try await ReloadGateProcess.run(["apps", "add", "com.example.other", "--team", "not a team"], in: directory.url)
+        #expect(badTeam.status == 2 && badTeam.stderr.contains("--team must be 1 to 64 letters or digits"))
 
         let listed = try await ReloadGateProcess.run(["apps", "list"], in: directory.url)
         #expect(listed.status == 0)
         let rows = listed.stdout.split(separator: "\n").map { $0.split(separator: " ") }
-        #expect(rows.first == ["BUNDLE", "ENVIRONMENT", "EXEMPTIONS", "CREATED"], "\(listed.stdout)")
-        #expect(rows.dropFirst().first?.prefix(3) == ["com.example.scores", "sandbox", "no"], "\(listed.stdout)")
+        #expect(rows.first == ["BUNDLE", "ENVIRONMENT", "TEAM", "EXEMPTIONS", "CREATED"], "\(listed.stdout)")
+        #expect(rows.dropFirst().first?.prefix(4) == ["com.example.scores", "sandbox", "ABCDE12345", "no"], "\(listed.stdout)")
         #expect(!listed.stdout.contains(apiKey))
     }
 

@@ -7,6 +7,10 @@ struct SchedulerHarness {
     var deliveries: [Delivery] = []
     var timelineReloads: [TimelineReload] = []
     var expired: [ExpiredReload] = []
+    /// Every instance's releases in the order they came, each with the tick that released it (ticks
+    /// count up from 1; a request decided after tick n is released in a later one).
+    var releases: [Int32: [(tick: Int, requests: Set<RequestID>)]] = [:]
+    private(set) var ticks = 0
 
     /// 2026-09-23T14:00:00Z: a round time so explanations read well.
     static let start = Timestamp(seconds: 1_790_172_000)
@@ -61,9 +65,21 @@ struct SchedulerHarness {
     mutating func tick(toMinutes minutes: Double) { tick(to: Self.at(minutes: minutes)) }
 
     private mutating func record(_ output: TickOutput) {
+        ticks += 1
         deliveries += output.deliveries
         timelineReloads += output.timelineReloads
         expired += output.expired
+        for delivery in output.deliveries {
+            for reloaded in delivery.reloaded {
+                releases[reloaded.instance.rawValue, default: []].append((ticks, Set(delivery.requests)))
+            }
+        }
+        for reload in output.timelineReloads {
+            releases[reload.instance.rawValue, default: []].append((ticks, Set(reload.servedRequests)))
+        }
+        for expiry in output.expired {
+            releases[expiry.instance.rawValue, default: []].append((ticks, Set(expiry.requests)))
+        }
     }
 
     /// Minutes after the start of each delivery.

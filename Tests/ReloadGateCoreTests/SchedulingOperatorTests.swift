@@ -58,21 +58,61 @@ struct SchedulingOperatorTests {
         harness.push([1], atMinutes: 1)  // interval: due at 5
         harness.push([2], atMinutes: 1, priority: .low)  // due at 6
         // Flushed without the override: the low-priority wait ends now, the interval still holds.
-        let first = harness.scheduler.flushPending(InstanceHandle(1), at: SchedulerHarness.at(minutes: 2), ignoringBudget: false)
-        let second = harness.scheduler.flushPending(InstanceHandle(2), at: SchedulerHarness.at(minutes: 2), ignoringBudget: false)
-        #expect(first && second)
+        let flushed = harness.scheduler.flushPending([InstanceHandle(1), InstanceHandle(2)], at: SchedulerHarness.at(minutes: 2), ignoringBudget: false)
+        #expect(flushed == [InstanceHandle(1), InstanceHandle(2)])
         harness.tick(toMinutes: 2)
         #expect(harness.deliveryMinutes == [0, 2])
         #expect(harness.deliveries.last?.device == DeviceHandle(2))
         #expect(harness.scheduler.pendingWait(of: InstanceHandle(1), at: SchedulerHarness.at(minutes: 2)) == .interval)
         // With the override it goes now, exempt and not charged.
-        let forced = harness.scheduler.flushPending(InstanceHandle(1), at: SchedulerHarness.at(minutes: 3), ignoringBudget: true)
-        #expect(forced)
+        let forced = harness.scheduler.flushPending([InstanceHandle(1)], at: SchedulerHarness.at(minutes: 3), ignoringBudget: true)
+        #expect(forced == [InstanceHandle(1)])
         harness.tick(toMinutes: 3)
         #expect(harness.deliveryMinutes == [0, 2, 3])
         #expect(harness.deliveries.last?.reloaded.map(\.charged) == [false])
         #expect(harness.deliveries.last?.requests == [2])
-        let nothing = harness.scheduler.flushPending(InstanceHandle(1), at: SchedulerHarness.at(minutes: 4), ignoringBudget: true)
-        #expect(!nothing)
+        let nothing = harness.scheduler.flushPending([InstanceHandle(1)], at: SchedulerHarness.at(minutes: 4), ignoringBudget: true)
+        #expect(nothing.isEmpty)
+    }
+
+    /// `flush --ignore-budget` on a device with several pending widgets: one push for the device (rule 8),
+    /// every widget in it, each request listed once (a push to the device targets all its widgets).
+    @Test func aFlushIgnoringTheBudgetSendsOnePushPerDeviceListingEachRequestOnce() {
+        var harness = SchedulerHarness()
+        harness.register(1, device: 1)
+        harness.register(2, device: 1)
+        harness.register(3, device: 2)
+        harness.push([1, 2], atMinutes: 0)  // delivered: one push for both
+        harness.push([1, 2], atMinutes: 1)  // interval: pending on both, request 2 in both lists
+        harness.push([2], atMinutes: 1.5)  // merged into widget 2's
+        harness.push([3], atMinutes: 1, priority: .low)
+        #expect(harness.deliveryMinutes == [0])
+        let flushed = harness.scheduler.flushPending(
+            [InstanceHandle(1), InstanceHandle(2), InstanceHandle(3), InstanceHandle(2)], at: SchedulerHarness.at(minutes: 2), ignoringBudget: true
+        )
+        #expect(flushed == [InstanceHandle(1), InstanceHandle(2), InstanceHandle(3)])
+        harness.tick(toMinutes: 2)
+        #expect(harness.deliveryMinutes == [0, 2, 2], "one push per device")
+        let first = harness.deliveries[1]
+        #expect(first.device == DeviceHandle(1))
+        #expect(first.reloaded.map(\.instance) == [InstanceHandle(1), InstanceHandle(2)])
+        #expect(first.reloaded.map(\.charged) == [false, false])
+        #expect(Array(first.requests) == [2, 3], "request 2 once")
+        #expect(first.requestCount == 2)
+        #expect(harness.deliveries[2].device == DeviceHandle(2))
+        #expect(harness.scheduler.pendingCount == 0)
+    }
+
+    /// Coalescing (rule 8) lists a request that targeted two widgets of the device once.
+    @Test func aCoalescedPushListsARequestOnce() {
+        var harness = SchedulerHarness()
+        harness.register(1, device: 1)
+        harness.register(2, device: 1)
+        harness.push([1, 2], atMinutes: 0)
+        harness.tick(toMinutes: 0)
+        #expect(harness.deliveries.count == 1)
+        #expect(Array(harness.deliveries[0].requests) == [1])
+        #expect(harness.deliveries[0].requestCount == 1)
+        #expect(harness.deliveries[0].reloaded.count == 2)
     }
 }

@@ -99,6 +99,7 @@ struct SchedulingPropertyTests {
         }
         var minute = 0.0
         var decided: [RequestID: [Decision]] = [:]
+        var decidedAfterTick: [RequestID: Int] = [:]
         var requestTargets: [RequestID: Set<Int32>] = [:]
         for _ in 0..<Int.random(in: 50...300, using: &random) {
             minute += [0, 0.1, 0.5, 1, 3, 7, 30].randomElement(using: &random)!
@@ -128,6 +129,7 @@ struct SchedulingPropertyTests {
                 exempt: Int.random(in: 0..<10, using: &random) == 0
             )
             decided[id] = decisions
+            decidedAfterTick[id] = harness.ticks
             requestTargets[id] = Set(targets.filter { $0 != 99 })
         }
         harness.tick(toMinutes: minute + 3 * 24 * 60)
@@ -143,17 +145,31 @@ struct SchedulingPropertyTests {
             }
         }
 
-        // Every pending reload is delivered, served by a timeline reload, or expired: exactly once.
-        var outcomes: [RequestID: Int] = [:]
-        for delivery in harness.deliveries { for id in delivery.requests { outcomes[id, default: 0] += 1 } }
-        for reload in harness.timelineReloads { for id in reload.servedRequests { outcomes[id, default: 0] += 1 } }
-        for expired in harness.expired { for id in expired.requests { outcomes[id, default: 0] += 1 } }
-        var expectedOutcomes: [RequestID: Int] = [:]
+        // Every request left waiting on an instance (scheduled, deferred, merged) is released with that
+        // instance's next release after its decision: a delivery that reloads the instance (which lists
+        // it once, however many of the device's widgets it waited on), a timeline reload or an expiry.
+        // And nothing is released that was not waiting.
+        var waiting: Set<String> = []
         for (id, decisions) in decided {
-            let waiting = decisions.filter { [.scheduled, .deferred, .merged].contains($0.kind) }.count
-            if waiting > 0 { expectedOutcomes[id] = waiting }
+            for decision in decisions where [.scheduled, .deferred, .merged].contains(decision.kind) {
+                let instance = decision.instance!.rawValue
+                waiting.insert("\(id)@\(instance)")
+                let next = harness.releases[instance, default: []].first { $0.tick > decidedAfterTick[id]! }
+                #expect(next?.requests.contains(id) == true, "seed \(seed) request \(id) on \(instance)")
+            }
         }
-        #expect(outcomes == expectedOutcomes, "seed \(seed)")
+        for (instance, releases) in harness.releases {
+            for release in releases {
+                for id in release.requests where !waiting.contains("\(id)@\(instance)") {
+                    // A delivery lists the requests of all the instances it reloads.
+                    let anyInstance = decided[id]?.contains { [.scheduled, .deferred, .merged].contains($0.kind) } ?? false
+                    #expect(anyInstance, "seed \(seed): request \(id) released on \(instance) without waiting")
+                }
+            }
+        }
+        for delivery in harness.deliveries {
+            #expect(Set(delivery.requests).count == delivery.requests.count, "seed \(seed): a request listed twice")
+        }
         #expect(harness.scheduler.pendingCount == 0, "seed \(seed)")
 
         // Per instance: deliveries keep the minimum interval after any reload; charges stay within the bucket.

@@ -2,28 +2,17 @@ import Crypto
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateTesting
-import Synchronization
 import Testing
 
 /// A connection keeps its last verified token and rechecks it instead of verifying it again: the
 /// recheck must still refuse an expired token and a token whose key was removed.
 struct ConnectionAuthenticationTests {
-    final class Keys: ProviderKeySource {
-        let keys = Mutex<[String: ProviderKey]>([:])
-        func key(id: String) -> ProviderKey? { keys.withLock { $0[id] } }
-        func add(_ factory: ProviderTokenFactory) {
-            let key = ProviderKey(keyID: factory.keyID, teamID: factory.teamID, publicKey: factory.privateKey.publicKey, topics: [], environments: .both)
-            keys.withLock { $0[factory.keyID] = key }
-        }
-        func remove(_ id: String) { _ = keys.withLock { $0.removeValue(forKey: id) } }
-    }
-
     static let issued: Int64 = 1_790_000_000
 
     /// One sender's key, registered, and a verifier over it.
     struct Setup {
         let sender = ProviderTokenFactory(keyID: "KEY0000001", teamID: "TEAM000001")
-        let keys = Keys()
+        let keys = ProviderKeySet()
         let verifier: ProviderTokenVerifier
 
         init(cache: Bool = true) {
@@ -52,7 +41,7 @@ struct ConnectionAuthenticationTests {
         var connection = ConnectionAuthentication()
         let token = Substring(sender.token(iat: Self.issued))
         _ = try connection.authenticate(bearer: token, verifier: verifier, now: Self.issued)
-        keys.remove(sender.keyID)
+        keys.remove(id: sender.keyID)
         #expect(throws: APNsFailure(.invalidProviderToken)) {
             try connection.authenticate(bearer: token, verifier: verifier, now: Self.issued + 1)
         }
@@ -75,5 +64,12 @@ struct ConnectionAuthenticationTests {
         #expect(throws: APNsFailure(.invalidProviderToken)) {
             try connection.authenticate(bearer: Substring(String(decoding: tampered, as: UTF8.self)), verifier: verifier, now: Self.issued + 1)
         }
+    }
+}
+
+extension ProviderKeySet {
+    /// Registers the sender's key for any topic and both environments.
+    func add(_ factory: ProviderTokenFactory) {
+        insert(ProviderKey(keyID: factory.keyID, teamID: factory.teamID, publicKey: factory.privateKey.publicKey, topics: [], environments: .both))
     }
 }

@@ -56,9 +56,51 @@ struct AppStoreTests {
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
         let bundle = try BundleID("com.example.scores")
-        _ = try store.createApp(bundle: bundle, now: now)
+        _ = try store.createApp(bundle: bundle, teamID: "TEAM1", now: now)
         #expect(throws: StoreError.appExists(bundle)) { try store.createApp(bundle: bundle, now: now) }
-        #expect(try store.apps().count == 1)
+        // Regardless of case: the error names the registered spelling.
+        #expect(throws: StoreError.appExists(bundle)) { try store.createApp(bundle: try BundleID("COM.example.Scores"), now: now) }
+        #expect(try store.apps().map(\.bundle) == [bundle])
+        #expect(try store.apps().first?.teamID == "TEAM1")
+    }
+
+    @Test func setTeamBindsAnAppAndReportsUnknownOnes() throws {
+        let directory = try TemporaryDirectory("apps")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let bundle = try BundleID("com.example.scores")
+        #expect(try store.createApp(bundle: bundle, now: now).app.teamID == nil)
+        #expect(try store.setTeam(bundle: bundle, teamID: "TEAM2")?.teamID == "TEAM2")
+        #expect(try store.app(bundle: bundle)?.teamID == "TEAM2")
+        #expect(try store.setTeam(bundle: try BundleID("com.example.none"), teamID: "TEAM2") == nil)
+    }
+
+    /// Migration v13's rule (docs/DECISIONS.md, "Apps belong to a team"): the team of the keys naming
+    /// the app, when they are of one team; else the one team of all keys; else none.
+    @Test(arguments: [
+        // (keys as (team, topics), expected teams of scores, news, weather)
+        ([("T1", "com.example.scores"), ("T2", "com.example.news"), ("T2", "")], ["T1", "T2", nil]),
+        ([("T1", "com.example.scores com.example.news"), ("T1", "")], ["T1", "T1", "T1"]),
+        ([("T1", "com.example.scores"), ("T2", "com.example.scores")], [nil, nil, nil]),
+        ([], [nil, nil, nil]),
+    ] as [([(String, String)], [String?])])
+    func appsOfAnOlderStoreGetTheTeamOfTheirKeys(_ keys: [(String, String)], _ expected: [String?]) throws {
+        let directory = try TemporaryDirectory("apps-migration")
+        defer { directory.remove() }
+        let keyRows = keys.enumerated().map { index, key in
+            "INSERT INTO provider_key (keyId, teamId, publicKey, topics, environments, createdAt) VALUES ('K\(index)', '\(key.0)', 'pem', '\(key.1)', 'both', 0);"
+        }
+        try StoreFixture.writeOlderStore(in: directory, upTo: "v12-request-first-decision", sql: """
+            INSERT INTO app (id, bundle, environment, apiKeyHash, webhookSecret, createdAt) VALUES
+                (2, 'com.example.news', 'sandbox', x'03', x'04', 0), (3, 'com.example.weather', 'sandbox', x'05', x'06', 0);
+            \(keyRows.joined(separator: "\n"))
+            """)
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        #expect(try store.apps().map(\.bundle.rawValue) == ["com.example.news", "com.example.scores", "com.example.weather"])
+        let teams = try ["com.example.scores", "com.example.news", "com.example.weather"].map { try store.app(bundle: try BundleID($0))?.teamID }
+        #expect(teams == expected)
     }
 
     @Test func aDamagedSecretsKeyIsRefused() throws {

@@ -84,29 +84,39 @@ extension ReloadScheduler {
         return reload.requests.array
     }
 
-    /// The operator asks for the pending reload of `instance` to go now (`reloadgate flush`).
+    /// The operator asks for the pending reloads of `instances` to go now (`reloadgate flush`).
     ///
-    /// Without `ignoringBudget` it becomes due at once and the next tick applies the rules as usual: it
+    /// Without `ignoringBudget` each becomes due at once and the next tick applies the rules as usual: it
     /// still waits for the minimum interval and a budget token. With `ignoringBudget` (operator override)
-    /// it is released at once, whatever the interval and budget say, marked exempt and not charged; the
-    /// device's other pending reloads that are allowed now ride along (rule 8). The delivery comes out of
-    /// the next ``tick(now:)``.
-    /// - Returns: whether the instance had a pending reload.
+    /// they are released at once, whatever the interval and budget say, marked exempt and not charged, in
+    /// one push per device (rule 8: the device's other pending reloads that are allowed now ride along).
+    /// The deliveries come out of the next ``tick(now:)``.
+    /// - Returns: the instances that had a pending reload.
     @discardableResult
-    public mutating func flushPending(_ instance: InstanceHandle, at now: Timestamp, ignoringBudget: Bool) -> Bool {
-        let i = instance.rawValue
-        guard isRegistered(i), var reload = self[pending: i] else { return false }
+    public mutating func flushPending(_ selected: [InstanceHandle], at now: Timestamp, ignoringBudget: Bool) -> [InstanceHandle] {
         let time = max(now.milliseconds, clock)
-        if ignoringBudget {
-            reload.exempt = true
-            self[pending: i] = reload
-            deliver(from: i, reload, at: time, overriding: true)
-            return true
+        var flushed: [InstanceHandle] = []
+        var seen = Set<Int32>()
+        var byDevice: [Int32: [Int32]] = [:]
+        for instance in selected {
+            let i = instance.rawValue
+            guard isRegistered(i), var reload = self[pending: i], seen.insert(i).inserted else { continue }
+            flushed.append(instance)
+            if ignoringBudget {
+                reload.exempt = true
+                self[pending: i] = reload
+                byDevice[instances[Int(i)].device, default: []].append(i)
+            } else {
+                reload.due = min(reload.due, time)
+                self[pending: i] = reload
+                markChanged(i)
+                timers.insert(.init(time: reload.due, instance: i, kind: .pendingReload))
+            }
         }
-        reload.due = min(reload.due, time)
-        self[pending: i] = reload
-        markChanged(i)
-        timers.insert(.init(time: reload.due, instance: i, kind: .pendingReload))
-        return true
+        for (_, members) in byDevice.sorted(by: { $0.key < $1.key }) {
+            guard let trigger = members.first, let reload = self[pending: trigger] else { continue }
+            deliver(from: trigger, reload, at: time, overriding: Set(members))
+        }
+        return flushed
     }
 }

@@ -44,10 +44,11 @@ extension ReloadScheduler {
 
     /// Rule 8: the first pending reload of a device fell due; every other pending reload of the device due
     /// within the coalescing window (or of priority 1) that is allowed now rides along. `overriding`: the
-    /// operator's `flush --ignore-budget`, which goes now whatever the interval and budget say.
-    mutating func deliver(from trigger: Int32, _ reload: PendingReload, at time: Int64, overriding: Bool = false) {
+    /// instances of the operator's `flush --ignore-budget`, which go now (all in this one push) whatever
+    /// the interval and budget say.
+    mutating func deliver(from trigger: Int32, _ reload: PendingReload, at time: Int64, overriding: Set<Int32> = []) {
         // A timeline reload since scheduling may have moved the earliest time (rules 2 and 4).
-        let earliest = overriding ? time : earliest(trigger, at: time, exempt: reload.exempt).time
+        let earliest = overriding.contains(trigger) ? time : earliest(trigger, at: time, exempt: reload.exempt).time
         if earliest > time {
             markChanged(trigger)
             if let expiration = reload.expiration, earliest > expiration {
@@ -83,9 +84,19 @@ extension ReloadScheduler {
             let charged = !member.exempt && hasToken(i, at: time)
             if charged { charge(i, at: time) }
             instances[Int(i)].lastReload = time
+            if delivery.reloaded.isEmpty {
+                delivery.requests.append(contentsOf: member.requests.ids)
+                delivery.requestCount += member.requests.count
+            } else {
+                // A request that targeted several widgets of the device is in each of their lists: the
+                // push serves it once.
+                var repeated = 0
+                for id in member.requests.ids {
+                    if delivery.requests.contains(id) { repeated += 1 } else { delivery.requests.append(id) }
+                }
+                delivery.requestCount += member.requests.count - repeated
+            }
             delivery.reloaded.append(.init(instance: InstanceHandle(i), charged: charged))
-            delivery.requests.append(contentsOf: member.requests.ids)
-            delivery.requestCount += member.requests.count
             delivery.priority = max(delivery.priority, member.priority)
             if let expiration = member.expiration {
                 latestExpiration = max(latestExpiration, expiration)
@@ -97,8 +108,8 @@ extension ReloadScheduler {
         var other = instances[Int(trigger)].nextInDevice
         while other != trigger {
             if let rider = pendingSummary(of: other),
-                rider.due <= time + window || rider.priority == .background,
-                isAllowed(other, at: time, exempt: rider.exempt),
+                overriding.contains(other)
+                    || (rider.due <= time + window || rider.priority == .background) && isAllowed(other, at: time, exempt: rider.exempt),
                 let reload = self[pending: other]
             {
                 add(other, reload)

@@ -1,8 +1,10 @@
+import Crypto
 import Foundation
 import Hummingbird
 import Logging
 import NIOCore
 import ReloadGateAPI
+import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
 
@@ -14,6 +16,8 @@ struct AdminRoutes {
     let engine: SchedulerEngine
     let apps: AppDirectory
     let pushDevices: PushDeviceCache
+    /// Refreshed after a key is added or removed, so that the next push sees the change.
+    let keys: ProviderKeyDirectory
     let now: @Sendable () -> Date
     let logger: Logger
 
@@ -30,6 +34,67 @@ struct AdminRoutes {
         router.post("/v1/apps/{bundle}/rotate-key") { request, context in
             try await rotateKey(try context.parameters.require("bundle"), request)
         }
+        router.post("/v1/apps/{bundle}/team") { request, context in
+            try await setTeam(try context.parameters.require("bundle"), request)
+        }
+        router.post("/v1/keys") { request, _ in try await addKey(request) }
+        router.delete("/v1/keys/{kid}") { _, context in try removeKey(try context.parameters.require("kid")) }
+    }
+
+    // MARK: Keys and teams
+
+    /// `reloadgate keys add` with a gateway running: stored, then in the key directory before the answer,
+    /// so that the next push verifies with it (and no refusal remembered before counts).
+    private func addKey(_ request: Request) async throws -> Response {
+        let body = try await JSONBody.object(request, limit: 16 * 1024)
+        let kid = try JSONFields.string(body["kid"], "kid")
+        let team = try JSONFields.string(body["team"], "team")
+        guard ProviderKey.isValidIdentifier(kid) else { throw APIError.invalidField("kid must be 1 to 64 letters or digits") }
+        guard ProviderKey.isValidIdentifier(team) else { throw APIError.invalidField("team must be 1 to 64 letters or digits") }
+        let pem = try JSONFields.string(body["publicKey"], "publicKey")
+        guard !pem.contains("PRIVATE KEY"), let publicKey = try? P256.Signing.PublicKey(pemRepresentation: pem) else {
+            throw APIError.invalidField("publicKey must be a P-256 public key in PEM (never a private key)")
+        }
+        let environment = try JSONFields.optionalString(body["environment"], "environment") ?? "both"
+        guard ProviderKey.Environments(rawValue: environment) != nil else {
+            throw APIError.invalidField("environment must be sandbox, production or both")
+        }
+        let topics = try JSONFields.array(body["topics"] ?? [Any](), "topics").enumerated().map { index, item in
+            guard let bundle = try? BundleID(try JSONFields.string(item, "topics[\(index)]")) else {
+                throw APIError.invalidField("topics[\(index)] is not a bundle id")
+            }
+            return bundle
+        }
+        do {
+            try store.addProviderKey(
+                StoredProviderKey(keyID: kid, teamID: team, publicKeyPEM: publicKey.pemRepresentation, topics: topics, environments: environment, createdAt: now())
+            )
+        } catch let error as StoreError {
+            throw APIError(status: .conflict, code: "key-exists", message: error.description)
+        }
+        keys.refresh()
+        logger.notice("provider key added by the operator", metadata: ["kid": "\(kid)", "team": "\(team)"])
+        return try Self.json(["kid": kid, "team": team, "topics": topics.map(\.rawValue), "environment": environment])
+    }
+
+    /// `reloadgate keys remove` with a gateway running: the next push signed with the key is refused.
+    private func removeKey(_ kid: String) throws -> Response {
+        guard try store.removeProviderKey(keyID: kid) else { throw APIError.notFound("no provider key \(kid) is registered") }
+        keys.refresh()
+        logger.notice("provider key removed by the operator", metadata: ["kid": "\(kid)"])
+        return try Self.json(["removed": kid])
+    }
+
+    /// `reloadgate apps set-team`: the app's provider-token pushes from then on only from that team's keys.
+    private func setTeam(_ bundle: String, _ request: Request) async throws -> Response {
+        guard let bundleID = try? BundleID(bundle) else { throw APIError.invalidField("\(bundle) is not a bundle id") }
+        let body = try await JSONBody.object(request, limit: 4096)
+        let team = try JSONFields.string(body["team"], "team")
+        guard ProviderKey.isValidIdentifier(team) else { throw APIError.invalidField("team must be 1 to 64 letters or digits") }
+        guard let app = try store.setTeam(bundle: bundleID, teamID: team) else { throw APIError.notFound("no app \(bundle)") }
+        apps.forget(bundleID)
+        logger.notice("app bound to a team by the operator", metadata: ["bundle": "\(bundle)", "team": "\(team)"])
+        return try Self.json(["bundle": app.bundle.rawValue, "team": team])
     }
 
     // MARK: Devices and apps

@@ -40,6 +40,13 @@ public struct ConfigurationKey: Sendable {
         .integer("listen.port", "TCP port (0: any free port)", \.listen.port, range: 0...65535),
         .integer("listen.idleTimeout", "seconds before an idle connection is closed", \.listen.idleTimeout, range: 1...86_400),
         .integer(
+            "listen.headerTimeout",
+            "seconds for a new connection's TLS handshake and first request headers, and for a request's headers",
+            \.listen.headerTimeout,
+            range: 1...3600
+        ),
+        .integer("listen.bodyTimeout", "seconds from a request's headers to the end of its body", \.listen.bodyTimeout, range: 1...3600),
+        .integer(
             "listen.shutdownGracePeriod",
             "seconds in-flight requests get to finish on SIGTERM",
             \.listen.shutdownGracePeriod,

@@ -14,8 +14,15 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public var host: String = "127.0.0.1"
         /// TCP port; 0 picks a free one (tests).
         public var port: Int = 8443
-        /// Seconds an idle connection is kept open before it is closed (GOAWAY on HTTP/2).
+        /// Seconds a connection without a request in progress is kept open before it is closed (GOAWAY
+        /// on HTTP/2). On every listener.
         public var idleTimeout: Int = 300
+        /// Seconds a new connection has for its TLS handshake and first request's headers, and a request
+        /// for its headers once their first byte arrived (HTTP/1.1). On every listener.
+        public var headerTimeout: Int = 10
+        /// Seconds from a request's headers to the end of its body (HTTP/1.1, and each HTTP/2 stream).
+        /// On every listener.
+        public var bodyTimeout: Int = 30
         /// Seconds that requests in flight get to finish on SIGTERM before connections are closed.
         public var shutdownGracePeriod: Int = 30
 

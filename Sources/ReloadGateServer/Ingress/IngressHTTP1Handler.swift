@@ -6,6 +6,7 @@ import ReloadGateAPNs
 /// The APNs listener's HTTP/1.1 path (ALPN `http/1.1` or no ALPN: curl users and simple senders), on the
 /// event loop like the HTTP/2 path. One request at a time per connection (NIO's pipelining handler holds
 /// the next); a body over 4096 bytes is answered at once and the connection closed, so it is never read.
+/// The deadlines (headers, body, idle) are the ``RequestTimeoutHandler`` in front of it.
 final class IngressHTTP1Handler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -21,10 +22,18 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
     private var keepAlive = true
     private var inFlight = false
     private var draining = false
+    /// The gateway's logger with this connection's peer, for refusals at `debug`.
+    private var connection: Logger
 
     init(ingress: PushIngress, tokenUpdateInterval: Int64) {
         self.ingress = ingress
         self.authentication = ConnectionAuthentication(tokenUpdateInterval: tokenUpdateInterval)
+        self.connection = ingress.logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        connection[metadataKey: "connection"] = "\(context.channel.remoteAddress?.description ?? "-")"
+        context.triggerUserOutboundEvent(HandshakeTimeoutHandler.ProtocolChosen(), promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -41,7 +50,8 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
                 PushRequestHead(method: head.method.rawValue, path: head.uri, headers: headers),
                 certificate: certificate ?? nil,
                 authentication: &authentication,
-                ids: &ids
+                ids: &ids,
+                connection: connection
             ) {
             case .success(let head): accepted = head
             case .failure(let response): respond(response, context: context, requestEnded: false)
@@ -61,7 +71,7 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
             }
             let loop = context.eventLoop
             let bound = NIOLoopBound((self, context), eventLoop: loop)
-            ingress.process(accepted, body: body) { response in
+            ingress.process(accepted, body: body, connection: connection) { response in
                 if loop.inEventLoop {
                     let (handler, context) = bound.value
                     handler.respond(response, context: context, requestEnded: true)
@@ -103,7 +113,7 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
-        case is IdleStateHandler.IdleStateEvent, is IngressConnection.Drain:
+        case is IngressConnection.Drain:
             draining = true
             if !inFlight { context.close(promise: nil) }
         default:

@@ -24,6 +24,8 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         var responded = false
         /// The client ended its side.
         var requestEnded = false
+        /// When the request must have ended.
+        var bodyDeadline: NIODeadline
     }
 
     private let ingress: PushIngress
@@ -38,21 +40,46 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     /// The connection window the handler keeps open (inbound flow control; NIO leaves it to us without
     /// a stream multiplexer).
     private let connectionWindow = 1 << 20
+    private let timeouts: ConnectionTimeouts
+    /// When the last stream ended (or the connection started): idle from then while no stream is open.
+    private var lastActivity = NIODeadline.now()
+    /// The connection's one timer and when it fires.
+    private var timer: (task: Scheduled<Void>, at: NIODeadline)?
+    /// The gateway's logger with this connection's peer, for refusals at `debug`.
+    private var connection: Logger
+    private var started = false
 
-    init(ingress: PushIngress, tokenUpdateInterval: Int64) {
+    init(ingress: PushIngress, tokenUpdateInterval: Int64, timeouts: ConnectionTimeouts) {
         self.ingress = ingress
         self.authentication = ConnectionAuthentication(tokenUpdateInterval: tokenUpdateInterval)
+        self.timeouts = timeouts
+        self.connection = ingress.logger
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        // Open the connection window wide: many small pushes in flight at once.
-        let increment = connectionWindow - 65_535
-        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+        start(context: context)
         context.fireChannelActive()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { channelActive(context: context) }
+        if context.channel.isActive { start(context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.task.cancel()
+        timer = nil
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard !started else { return }
+        started = true
+        connection[metadataKey: "connection"] = "\(context.channel.remoteAddress?.description ?? "-")"
+        context.triggerUserOutboundEvent(HandshakeTimeoutHandler.ProtocolChosen(), promise: nil)
+        // Open the connection window wide: many small pushes in flight at once.
+        let increment = connectionWindow - 65_535
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+        lastActivity = .now()
+        schedule(at: lastActivity + (timeouts.idle ?? .seconds(300)), context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -108,12 +135,15 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         }
         guard fields.isComplete else { return reset(id, context: context) }
         if certificate == nil { certificate = .some(IngressConnection.clientCertificate(context.pipeline)) }
-        streams[id] = Stream(contentLength: fields.contentLength)
+        let bodyDeadline = NIODeadline.now() + timeouts.body
+        streams[id] = Stream(contentLength: fields.contentLength, bodyDeadline: bodyDeadline)
+        if timer == nil || timer!.at > bodyDeadline { schedule(at: bodyDeadline, context: context) }
         switch ingress.checkHead(
             PushRequestHead(method: method, path: path, headers: regular),
             certificate: certificate ?? nil,
             authentication: &authentication,
-            ids: &ids
+            ids: &ids,
+            connection: connection
         ) {
         case .success(let accepted): streams[id]?.accepted = accepted
         case .failure(let response): respond(id, response, context: context)
@@ -135,7 +165,7 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         guard let accepted = stream.accepted else { return }
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
-        ingress.process(accepted, body: stream.body) { response in
+        ingress.process(accepted, body: stream.body, connection: connection) { response in
             if loop.inEventLoop {
                 let (handler, context) = bound.value
                 handler.respond(id, response, context: context)
@@ -227,9 +257,6 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
                 )
                 scheduleFlush(context: context)
             }
-        case is IdleStateHandler.IdleStateEvent:
-            // Idle: close between requests only, never in the middle of one.
-            if streams.isEmpty { goAway(context: context) }
         case is IngressConnection.Drain:
             goAway(context: context)
         default:
@@ -246,8 +273,46 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     }
 
     private func closeIfDrained(context: ChannelHandlerContext) {
+        if streams.isEmpty { lastActivity = .now() }
         guard draining, streams.isEmpty else { return }
         context.close(promise: nil)
+    }
+
+    // MARK: Deadlines
+
+    private func schedule(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        timer?.task.cancel()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let task = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = bound.value
+            handler.timerFired(context: context)
+        }
+        timer = (task, deadline)
+    }
+
+    /// Resets the streams whose request did not end in time; closes an idle connection; sets the timer
+    /// for the next deadline.
+    private func timerFired(context: ChannelHandlerContext) {
+        timer = nil
+        let now = NIODeadline.now()
+        let late = streams.filter { !$0.value.requestEnded && $0.value.bodyDeadline <= now }.map(\.key)
+        for id in late {
+            streams[id] = nil
+            connection.debug("stream reset: body timeout", metadata: ["stream": "\(id)"])
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+        }
+        if !late.isEmpty {
+            scheduleFlush(context: context)
+            closeIfDrained(context: context)
+        }
+        if streams.isEmpty, let idle = timeouts.idle, lastActivity + idle <= now {
+            connection.debug("connection idle: GOAWAY")
+            goAway(context: context)
+            return
+        }
+        var next = streams.values.lazy.filter { !$0.requestEnded }.map(\.bodyDeadline).min()
+        if streams.isEmpty, let idle = timeouts.idle { next = min(next ?? .distantFuture, lastActivity + idle) }
+        if let next, context.channel.isActive { schedule(at: next, context: context) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

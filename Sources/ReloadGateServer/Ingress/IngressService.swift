@@ -13,7 +13,8 @@ import Synchronization
 /// answers (at most the grace period) and closes.
 struct IngressService: Service {
     let configuration: GatewayConfiguration.Ingress
-    let idleTimeout: Int
+    /// Handshake, header, body and idle deadlines (`listen.*Timeout`): every state of a connection is timed.
+    let timeouts: ConnectionTimeouts
     let gracePeriod: Duration
     let tls: NIOSSLContext
     let ingress: PushIngress
@@ -74,7 +75,8 @@ struct IngressService: Service {
     private func bootstrap(_ connections: Connections) -> ServerBootstrap {
         let tls = tls
         let ingress = ingress
-        let idle = TimeAmount.seconds(Int64(idleTimeout))
+        let timeouts = timeouts
+        let logger = logger
         let tokenUpdateInterval = Int64(configuration.tokenUpdateInterval)
         let settings: HTTP2Settings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: configuration.maxConcurrentStreams),
@@ -88,8 +90,12 @@ struct IngressService: Service {
                 connections.insert(channel)
                 channel.closeFuture.whenComplete { _ in connections.remove(channel) }
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idle))
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    // Until the HTTP handlers run the connection (after the handshake, or after the first
+                    // bytes when no ALPN was negotiated), the handshake deadline holds.
+                    try channel.pipeline.syncOperations.addHandler(
+                        HandshakeTimeoutHandler(timeout: timeouts.header, untilProtocolChosen: true, logger: logger)
+                    )
                 }.flatMap {
                     @Sendable func http2(_ channel: any Channel) throws {
                         // Header blocks and content lengths are checked by IngressHTTP2Handler (HTTP2RequestFields).
@@ -100,10 +106,13 @@ struct IngressService: Service {
                             contentLengthValidation: .disabled
                         )
                         try channel.pipeline.syncOperations.addHandler(handler)
-                        try channel.pipeline.syncOperations.addHandler(IngressHTTP2Handler(ingress: ingress, tokenUpdateInterval: tokenUpdateInterval))
+                        try channel.pipeline.syncOperations.addHandler(
+                            IngressHTTP2Handler(ingress: ingress, tokenUpdateInterval: tokenUpdateInterval, timeouts: timeouts)
+                        )
                     }
                     @Sendable func http1(_ channel: any Channel) -> EventLoopFuture<Void> {
                         channel.pipeline.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true).flatMapThrowing {
+                            try channel.pipeline.syncOperations.addHandler(RequestTimeoutHandler<NIOHTTP1Parts>(timeouts: timeouts, logger: logger))
                             try channel.pipeline.syncOperations.addHandler(IngressHTTP1Handler(ingress: ingress, tokenUpdateInterval: tokenUpdateInterval))
                         }
                     }

@@ -5,18 +5,16 @@ import ReloadGateAPNs
 import ReloadGateStore
 import Synchronization
 
-/// The registered provider keys, read from the store: at start, every second (so a key added or removed
-/// with `reloadgate keys` while the server runs takes effect within a second), and at once when a token
-/// names a key id not known yet (at most once a second, so unknown ids cannot make it hammer the store).
+/// The registered provider keys, read from the store into a ``ProviderKeySet``: at start, after every
+/// change made through the admin API (`reloadgate keys add` and `remove` while the gateway runs: the next
+/// push sees it), every second (a change made in the data directory by another process), and at once when
+/// a token names a key id not known yet (at most once a second, so unknown ids cannot make it hammer
+/// the store).
 final class ProviderKeyDirectory: ProviderKeySource {
-    private struct State {
-        var keys: [String: ProviderKey] = [:]
-        var lastRefresh = ContinuousClock.Instant.now - .seconds(10)
-    }
-
     private let store: SQLiteStore
     private let logger: Logger
-    private let state = Mutex(State())
+    private let keys = ProviderKeySet()
+    private let lastRefresh = Mutex(ContinuousClock.Instant.now - .seconds(10))
 
     init(store: SQLiteStore, logger: Logger) {
         self.store = store
@@ -24,11 +22,18 @@ final class ProviderKeyDirectory: ProviderKeySource {
     }
 
     func key(id: String) -> ProviderKey? {
-        if let key = state.withLock({ $0.keys[id] }) { return key }
-        guard state.withLock({ ContinuousClock.now - $0.lastRefresh > .seconds(1) }) else { return nil }
+        if let key = keys.key(id: id) { return key }
+        let due = lastRefresh.withLock { last in
+            guard ContinuousClock.now - last > .seconds(1) else { return false }
+            last = .now
+            return true
+        }
+        guard due else { return nil }
         refresh()
-        return state.withLock { $0.keys[id] }
+        return keys.key(id: id)
     }
+
+    var generation: UInt64 { keys.generation }
 
     /// Reads the keys again. A stored key that cannot be parsed is logged and skipped.
     func refresh() {
@@ -39,7 +44,7 @@ final class ProviderKeyDirectory: ProviderKeySource {
             logger.error("cannot read the provider keys", metadata: ["error": "\(error)"])
             return
         }
-        var keys: [String: ProviderKey] = [:]
+        var parsed: [ProviderKey] = []
         for key in stored {
             guard let publicKey = try? P256.Signing.PublicKey(pemRepresentation: key.publicKeyPEM),
                 let environments = ProviderKey.Environments(rawValue: key.environments)
@@ -47,17 +52,11 @@ final class ProviderKeyDirectory: ProviderKeySource {
                 logger.error("a stored provider key cannot be used", metadata: ["kid": "\(key.keyID)"])
                 continue
             }
-            keys[key.keyID] = ProviderKey(
-                keyID: key.keyID,
-                teamID: key.teamID,
-                publicKey: publicKey,
-                topics: key.topics,
-                environments: environments
+            parsed.append(
+                ProviderKey(keyID: key.keyID, teamID: key.teamID, publicKey: publicKey, topics: key.topics, environments: environments)
             )
         }
-        state.withLock {
-            $0.keys = keys
-            $0.lastRefresh = .now
-        }
+        keys.replace(with: parsed)
+        lastRefresh.withLock { $0 = .now }
     }
 }

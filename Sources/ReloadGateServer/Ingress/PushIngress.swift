@@ -92,43 +92,89 @@ final class PushIngress: Sendable {
     }
 
     /// Method and path, headers, authentication (the client certificate when the connection has one,
-    /// else the provider token).
+    /// else the provider token), and the app: a token's key must be of the app's team (APNS.md: keys are
+    /// team-scoped) and allow its topic. A refusal is logged at `debug` with its reason, its detail and
+    /// `connection`'s metadata (never the token itself).
     func checkHead(
         _ head: PushRequestHead,
         certificate: ClientCertificate?,
         authentication: inout ConnectionAuthentication,
-        ids: inout MessageID.Generator
+        ids: inout MessageID.Generator,
+        connection: Logger
     ) -> Result<AcceptedHead, PushResponse> {
         let apnsID = Self.responseID(head.headers, ids: &ids)
+        var headers: PushHeaders?
         do throws(APNsFailure) {
             let token = try PushHeaders.deviceTokenText(method: head.method, path: head.path)
-            let headers = try PushHeaders(head.headers, certificateTopics: certificate?.topics)
+            let checked = try PushHeaders(head.headers, certificateTopics: certificate?.topics)
+            headers = checked
+            let bundle = checked.bundle
             let team: String
+            var tokenTeam: String?
             if let certificate {
                 // A connection with a client certificate: its topics decide; authorization is ignored.
-                if revokedSerials.contains(certificate.serial) { throw APNsFailure(.badCertificate) }
-                guard certificate.topics.contains(headers.bundle.rawValue) else { throw APNsFailure(.topicDisallowed) }
-                team = "certificate:" + headers.bundle.rawValue
+                if revokedSerials.contains(certificate.serial) {
+                    throw APNsFailure(.badCertificate, detail: "the certificate's serial \(certificate.serial) is revoked")
+                }
+                guard certificate.topics.contains(bundle.rawValue) else {
+                    throw APNsFailure(.topicDisallowed, detail: "the certificate's topics \(certificate.topics) do not include \(bundle)")
+                }
+                team = "certificate:" + bundle.rawValue
             } else {
                 let verified = try authentication.authenticate(
-                    bearer: headers.bearerToken,
+                    bearer: checked.bearerToken,
                     verifier: verifier,
-                    now: Int64(now().timeIntervalSince1970)
+                    now: Timestamp(now()).milliseconds / 1000
                 )
-                guard verified.key.allows(headers.bundle) else { throw APNsFailure(.topicDisallowed) }
+                guard verified.key.allows(bundle) else {
+                    throw APNsFailure(
+                        .topicDisallowed,
+                        detail: "key \(verified.key.keyID) may push only to \(verified.key.topics.map(\.rawValue).joined(separator: ", "))"
+                    )
+                }
                 team = verified.teamID
+                tokenTeam = verified.teamID
             }
             // A topic of no app registered here: these credentials cannot push to it.
-            guard let app = try? apps.appWithSecret(bundle: headers.bundle)?.app else { throw APNsFailure(.topicDisallowed) }
-            return .success(AcceptedHead(headers: headers, deviceToken: token, apnsID: headers.apnsID ?? apnsID, app: app, team: team))
+            guard let app = try? apps.appWithSecret(bundle: bundle)?.app else {
+                throw APNsFailure(.topicDisallowed, detail: "no app \(bundle) is registered here (reloadgate apps add)")
+            }
+            if let tokenTeam, app.teamID != tokenTeam {
+                throw APNsFailure(
+                    .topicDisallowed,
+                    detail: "the app \(bundle) belongs to \(app.teamID.map { "team \($0)" } ?? "no team (reloadgate apps set-team)"), the key to team \(tokenTeam)"
+                )
+            }
+            return .success(AcceptedHead(headers: checked, deviceToken: token, apnsID: checked.apnsID ?? apnsID, app: app, team: team))
         } catch {
+            connection.debug(
+                "push refused",
+                metadata: Self.refusalMetadata(error, apnsID: apnsID, bearer: certificate == nil ? headers?.bearerToken : nil)
+            )
             return .failure(PushResponse(error, apnsID: apnsID))
         }
     }
 
+    /// What a refusal's log line says: the reason, the detail, and for a provider token its `kid` and
+    /// team as the token claims them (read without verifying; the token itself is never logged).
+    static func refusalMetadata(_ failure: APNsFailure, apnsID: String, bearer: Substring?) -> Logger.Metadata {
+        var metadata: Logger.Metadata = ["reason": "\(failure.reason)", "apns-id": "\(apnsID)"]
+        if let detail = failure.detail { metadata["detail"] = "\(detail)" }
+        if let bearer, let claimed = ProviderToken.claimedIdentity(bearer) {
+            metadata["kid"] = "\(claimed.keyID ?? "-")"
+            metadata["team"] = "\(claimed.teamID ?? "-")"
+        }
+        return metadata
+    }
+
     /// Payload, device token, then the scheduler. `respond` is called exactly once, possibly on another
     /// thread (after the decision's group commit).
-    func process(_ head: AcceptedHead, body: some Collection<UInt8>, respond: @escaping @Sendable (PushResponse) -> Void) {
+    func process(
+        _ head: AcceptedHead,
+        body: some Collection<UInt8>,
+        connection: Logger,
+        respond: @escaping @Sendable (PushResponse) -> Void
+    ) {
         let received = now()
         let payload: PushPayload
         let token: DeviceToken
@@ -162,19 +208,21 @@ final class PushIngress: Sendable {
             switch found {
             case .active, .unknown: break
             case .unregistered(let since):
-                throw APNsFailure(.unregistered, timestamp: Int64((since.timeIntervalSince1970 * 1000).rounded()))
+                throw APNsFailure(.unregistered, timestamp: Timestamp(since).milliseconds)
             case .otherApp: throw APNsFailure(.deviceTokenNotForTopic)
             }
             if case .unknown = found, unknownDevices == .reject { throw APNsFailure(.badDeviceToken) }
             guard guardRail.allow(token.hex, at: received.timeIntervalSince1970) else { throw APNsFailure(.tooManyRequests) }
             status = found
         } catch {
+            connection.debug("push refused", metadata: Self.refusalMetadata(error, apnsID: head.apnsID, bearer: nil))
             return respond(PushResponse(error, apnsID: head.apnsID))
         }
 
-        // 0: now or never (the received time); a past date: accepted and expired at once (rule 7).
+        // 0: now or never (the received time); a past date: accepted and expired at once (rule 7). The
+        // header is 0 to 9999-12-31 (PushHeaders), so the milliseconds fit.
         let expiration: Timestamp? = head.headers.expiration.map {
-            $0 == 0 ? Timestamp(received) : Timestamp(milliseconds: $0 * 1000)
+            $0 == 0 ? Timestamp(received) : Timestamp(seconds: $0)
         }
         let summary = String(decoding: Array(body), as: UTF8.self)
         let defaultTargets = cached?.allTargets

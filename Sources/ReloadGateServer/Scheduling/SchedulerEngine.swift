@@ -364,10 +364,8 @@ actor SchedulerEngine {
     /// and returns once that is committed: the instances that had one.
     func flush(instances: [Int64], ignoringBudget: Bool) async throws -> [Int64] {
         guard !isStopping else { throw SchedulerUnavailable() }
-        let time = Timestamp(now())
-        let flushed = instances.filter { id in
-            Self.handle(id).map { scheduler.flushPending($0, at: time, ignoringBudget: ignoringBudget) } ?? false
-        }
+        let flushed = scheduler.flushPending(instances.compactMap(Self.handle), at: Timestamp(now()), ignoringBudget: ignoringBudget)
+            .map { Int64($0.rawValue) }
         if !flushed.isEmpty { try await waitForCommit() }
         return flushed
     }

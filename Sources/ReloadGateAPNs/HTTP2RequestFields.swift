@@ -7,7 +7,7 @@
 /// through generic string views, and validates every answer the listener writes too
 /// (docs/DECISIONS.md, "The listener checks header blocks itself"). A block that breaks a rule is
 /// malformed: the stream is reset with PROTOCOL_ERROR, as NIOHTTP2Handler does.
-struct HTTP2RequestFields {
+public struct HTTP2RequestFields: Sendable {
     private var method = false
     private var scheme = false
     private var path = false
@@ -15,12 +15,14 @@ struct HTTP2RequestFields {
     private var isConnect = false
     private var regularSeen = false
     /// `content-length`, when the request has one.
-    private(set) var contentLength: Int?
+    public private(set) var contentLength: Int?
     /// A `content-length` that is no number, or a second one with another value.
     private var badContentLength = false
 
+    public init() {}
+
     /// Checks the next field; `false` when it makes the block malformed.
-    mutating func accept(name: String, value: String) -> Bool {
+    public mutating func accept(name: String, value: String) -> Bool {
         guard let first = name.utf8.first else { return false }
         if first == UInt8(ascii: ":") {
             guard !regularSeen, Self.isValidPseudoValue(value) else { return false }
@@ -63,7 +65,7 @@ struct HTTP2RequestFields {
     }
 
     /// Whether the block as a whole holds the pseudo-header fields a request needs (and no others).
-    var isComplete: Bool {
+    public var isComplete: Bool {
         guard method, !badContentLength else { return false }
         if isConnect { return authority && !scheme && !path }
         return scheme && path

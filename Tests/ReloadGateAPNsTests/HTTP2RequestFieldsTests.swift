@@ -1,6 +1,5 @@
+import ReloadGateAPNs
 import Testing
-
-@testable import ReloadGateServer
 
 /// The header-block rules the APNs listener checks itself (RFC 9113 8.2-8.3), field by field.
 struct HTTP2RequestFieldsTests {

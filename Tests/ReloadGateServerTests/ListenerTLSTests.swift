@@ -17,6 +17,31 @@ struct ListenerTLSTests {
         return try ListenerTLS.load(tls, now: Date(), logger: logger)
     }
 
+    /// TLS 1.2 offers AEAD suites only (ECDHE with AES-GCM or ChaCha20-Poly1305), on both listeners: a
+    /// client offering only CBC suites gets no handshake; one offering AES-GCM does.
+    @Test func tls12OffersOnlyAEADSuites() async throws {
+        try await TestGateway.withRunning { gateway in
+            let health = [(":method", "GET"), (":scheme", "https"), (":path", "/health"), (":authority", "localhost")]
+            for port in [gateway.port, gateway.ingressPort] {
+                var cbc = try gateway.pki.clientTLSConfiguration()
+                cbc.maximumTLSVersion = .tlsv12
+                cbc.cipherSuites = "ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-RSA-AES256-SHA:AES128-SHA:AES256-SHA"
+                await #expect(throws: (any Error).self, "port \(port)") {
+                    let client = try await RawHTTP2Client.connect(port: port, tls: cbc)
+                    defer { Task { await client.close() } }
+                    _ = try await client.send(health)
+                }
+                var gcm = try gateway.pki.clientTLSConfiguration()
+                gcm.maximumTLSVersion = .tlsv12
+                gcm.cipherSuites = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256"
+                let client = try await RawHTTP2Client.connect(port: port, tls: gcm)
+                let answer = try await client.send(health)
+                await client.close()
+                #expect(answer.status == (port == gateway.port ? 200 : 404), "port \(port)")
+            }
+        }
+    }
+
     @Test func aMissingCertificateFileIsNamed() throws {
         #expect(throws: ConfigurationError.unusableFile(key: "tls.certificate", path: "/missing/server.pem", reason: "no such file")) {
             try load { $0.certificate = "/missing/server.pem"; $0.key = "/missing/server-key.pem" }

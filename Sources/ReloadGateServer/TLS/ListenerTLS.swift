@@ -76,6 +76,7 @@ public struct ListenerTLS: Sendable {
             privateKey: .privateKey(privateKey)
         )
         configuration.minimumTLSVersion = .tlsv12
+        configuration.cipherSuiteValues = Self.cipherSuites
         if let clientCAPath {
             let roots = try loadCertificates(key: "tls.clientCA", path: clientCAPath)
             configuration.trustRoots = .certificates(roots)
@@ -92,6 +93,14 @@ public struct ListenerTLS: Sendable {
         }
         return ListenerTLS(configuration: configuration, trustedCAPath: trustedCAPath, clientCAPath: clientCAPath)
     }
+
+    /// The TLS 1.2 suites offered: forward secrecy and AEAD only (no CBC, no static RSA). TLS 1.3's
+    /// suites are all AEAD and not configurable.
+    public static let cipherSuites: [NIOTLSCipher] = [
+        .TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, .TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        .TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, .TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        .TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, .TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    ]
 
     private static func loadCertificates(key: String, path: String) throws(ConfigurationError) -> [NIOSSLCertificate] {
         let certificates: [NIOSSLCertificate]

@@ -26,6 +26,9 @@ public final class MockAPNsServer: Sendable {
     public indirect enum Answer: Sendable {
         /// `200` (or any status) with an optional reason, `timestamp` (410) and `retry-after`.
         case status(Int, reason: String? = nil, timestamp: Int64? = nil, retryAfter: Int? = nil)
+        /// Any status with this JSON body and extra headers, as given: hostile answers (a `timestamp` of
+        /// 1e300, a `retry-after` of 20 digits).
+        case raw(Int, String, headers: [(String, String)] = [])
         /// Reset the stream without an answer.
         case reset
         /// Send GOAWAY and close the connection without an answer.
@@ -178,6 +181,13 @@ public final class MockAPNsServer: Sendable {
             switch answer {
             case .status(let status, let reason, let timestamp, let retryAfter):
                 write(id, status: status, reason: reason, timestamp: timestamp, retryAfter: retryAfter, apnsID: apnsID, context: context)
+            case .raw(let status, let body, let extra):
+                var headers = HPACKHeaders([(":status", String(status)), ("content-type", "application/json")])
+                headers.add(name: "apns-id", value: apnsID ?? UUID().uuidString.lowercased())
+                for (name, value) in extra { headers.add(name: name, value: value) }
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))), promise: nil)
+                let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(ByteBuffer(string: body)), endStream: true)
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(data))), promise: nil)
             case .reset:
                 context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.internalError))), promise: nil)
             case .goAway:

@@ -167,6 +167,38 @@ struct APNsUpstreamTests {
         }
     }
 
+    /// A 410 whose timestamp is no time (Int64.max, 1e300, negative) is a 410 "now", not a trap: the
+    /// device is unregistered and its next push answers with a timestamp in range.
+    @Test(arguments: ["9223372036854775807", "1e300", "-1", "\"soon\""])
+    func an410WithAHostileTimestampUnregistersTheDeviceNow(_ timestamp: String) async throws {
+        try await Self.withFixture { fixture in
+            fixture.mock.answer { _ in .raw(410, #"{"reason":"Unregistered","timestamp":\#(timestamp)}"#) }
+            let before = Int64(Date().timeIntervalSince1970 * 1000)
+            #expect(try await fixture.push().status == 200)
+            _ = try await fixture.waitForMock(1)
+            try await fixture.waitForDeliveriesToSettle()
+            let next = try await fixture.push()
+            #expect(next.status == 410, "\(next.body)")
+            let said = try #require(next.body.firstMatch(of: /"timestamp":(\d+)/).flatMap { Int64($0.1) }, "\(next.body)")
+            #expect(said >= before - 1000 && said <= Int64(Date().timeIntervalSince1970 * 1000), "\(next.body)")
+        }
+    }
+
+    /// A `retry-after` of 20 digits (no Int64) is ignored: the usual backoff, then the delivery goes.
+    @Test func aRetryAfterOfTwentyDigitsIsIgnored() async throws {
+        try await Self.withFixture { fixture in
+            let calls = SharedCounter()
+            fixture.mock.answer { _ in
+                calls.next() == 0
+                    ? .raw(429, #"{"reason":"TooManyRequests"}"#, headers: [("retry-after", "99999999999999999999")]) : .status(200)
+            }
+            #expect(try await fixture.push().status == 200)
+            #expect(try await fixture.waitForMock(2).count == 2)
+            try await fixture.waitForDeliveriesToSettle()
+            #expect(try fixture.deliveries([.sent]).count == 1)
+        }
+    }
+
     @Test func badDeviceTokenIsNotRetried() async throws {
         try await Self.withFixture { fixture in
             fixture.mock.answer { _ in .status(400, reason: "BadDeviceToken") }

@@ -93,6 +93,34 @@ struct DeliveryWorkerTests {
         await statesTask.value
     }
 
+    /// Apple's `retry-after` is outside input: any number waits at most an hour, a negative one or an HTTP
+    /// date is ignored, and no attempt count overflows the doubling.
+    @Test func retryAfterAndTheBackoffAreBoundedWhateverAppleSays() throws {
+        let directory = try TemporaryDirectory("worker")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        let logger = Logger(label: "test")
+        let worker = DeliveryWorker(
+            store: store, upstream: Upstream(slow: []), states: DeliveryStateLog(store: store, now: { Date() }, logger: logger),
+            now: { Date() }, logger: logger
+        )
+        #expect(APNsUpstream.retryAfter("9223372036854775807") == 3600)
+        #expect(APNsUpstream.retryAfter("-9223372036854775808") == 0)
+        #expect(APNsUpstream.retryAfter("120") == 120)
+        for text in ["99999999999999999999", "1e300", "Wed, 21 Oct 2026 07:28:00 GMT", "", "NaN"] {
+            #expect(APNsUpstream.retryAfter(text) == nil, "\(text)")
+        }
+        for retryAfter in [Int64.max, Int64.min, 0, 3600, 7200] as [Int64] {
+            for attempt in [Int.min, -1, 0, 1, 2, 17, 64, Int.max] {
+                let wait = worker.backoff(attempt: attempt, retryAfter: retryAfter)
+                #expect(wait >= .zero && wait <= .seconds(3600), "attempt \(attempt), retry-after \(retryAfter): \(wait)")
+            }
+        }
+        #expect(worker.backoff(attempt: 1, retryAfter: 7200) == .seconds(3600))
+        #expect(worker.backoff(attempt: 30, retryAfter: nil) <= .seconds(60))
+    }
+
     /// Names in the order they were added, from any task.
     final class Order: Sendable {
         let names = Mutex<[String]>([])

@@ -130,6 +130,12 @@ final class APNsUpstream: DeliveryUpstream {
         return headers
     }
 
+    /// `retry-after` in seconds, at most an hour (a longer wait is the backoff's ceiling's job, and a
+    /// huge value must not overflow); an HTTP date or anything else is ignored.
+    static func retryAfter(_ text: String) -> Int64? {
+        Int64(text).map { min(max($0, 0), 3600) }
+    }
+
     /// What an answer (or the transport's error) means for the delivery; errors other than
     /// ``APNsTransportError`` stay errors (the worker counts them as `unknown`).
     private static func outcome(of result: Result<APNsAnswer, any Error>) -> Result<DeliveryOutcome, any Error> {
@@ -147,14 +153,15 @@ final class APNsUpstream: DeliveryUpstream {
         let reason = object?["reason"] as? String ?? "HTTP \(answer.status)"
         switch answer.status {
         case 410:
-            let timestamp = (object?["timestamp"] as? NSNumber).map { Timestamp(milliseconds: $0.int64Value) }
+            // Apple's milliseconds; anything that is no time from 1970 to 9999 is taken as "now".
+            let timestamp = (object?["timestamp"] as? NSNumber).flatMap { Timestamp(unixSeconds: $0.doubleValue / 1000) }
             return .success(.deviceInvalid(reason: reason, since: timestamp))
         case 400 where reason == "BadDeviceToken":
             return .success(.deviceInvalid(reason: reason, since: nil))
         case 403 where reason == "ExpiredProviderToken":
             return .success(.retry(reason: reason, retryAfter: nil))
         case 429, 500...599:
-            return .success(.retry(reason: reason, retryAfter: answer.headers.first(name: "retry-after").flatMap { Int64($0) }))
+            return .success(.retry(reason: reason, retryAfter: answer.headers.first(name: "retry-after").flatMap(Self.retryAfter)))
         default:
             return .success(.failed(reason: reason))
         }

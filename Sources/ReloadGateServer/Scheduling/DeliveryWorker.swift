@@ -332,13 +332,15 @@ struct DeliveryWorker: Sendable {
     }
 
     /// The first backoff (1 s), doubled per attempt up to the maximum, each with up to 20% jitter; at
-    /// least `retryAfter` seconds.
+    /// least `retryAfter` seconds, which counts for at most an hour (Apple's header is outside input).
     func backoff(attempt: Int, retryAfter: Int64?) -> Duration {
         let first = Double(firstBackoff.components.seconds) * 1000 + Double(firstBackoff.components.attoseconds) / 1e15
         let maximum = Double(maximumBackoff.components.seconds) * 1000
-        let base = min(first * Double(1 << min(attempt - 1, 16)), maximum)
+        let doublings = attempt <= 1 ? 0 : min(attempt, 17) - 1
+        let base = min(first * Double(1 << doublings), maximum)
         let jittered = base * Double.random(in: 0.8...1.0)
-        return .milliseconds(Int64(max(jittered, Double(retryAfter ?? 0) * 1000)))
+        let asked = Double(min(max(retryAfter ?? 0, 0), 3600)) * 1000
+        return .milliseconds(Int64(max(jittered, asked)))
     }
 }
 

@@ -59,4 +59,31 @@ struct MetricsTests {
             #expect(series["reloadgate_delivery_queue_depth"] == 0)
         }
     }
+
+    /// Every metric family has a `# HELP` line that says what it counts, before its `# TYPE` line: on a
+    /// fresh gateway and after traffic (families appear with their first sample).
+    @Test func everyMetricHasItsHelpLine() async throws {
+        try await WebhookEndToEndTests.withFixture { fixture in
+            let fresh = try await fixture.api.send(.GET, "/metrics").body
+            Self.expectHelpLines(fresh, atLeast: 5)
+            #expect(try await fixture.reload(#"{"kind":"scores"}"#).status == 202)
+            _ = try await fixture.waitForOutbox(lines: 1)
+            let client = try await RawHTTP2Client.connect(port: fixture.gateway.ingressPort, tls: try fixture.gateway.pki.clientTLSConfiguration())
+            _ = try await client.send(RawHTTP2Client.push(token: WebhookEndToEndTests.token, [("apns-topic", WebhookEndToEndTests.bundle + ".push-type.widgets")]))
+            await client.close()
+            Self.expectHelpLines(try await fixture.api.send(.GET, "/metrics").body, atLeast: 9)
+        }
+    }
+
+    static func expectHelpLines(_ text: String, atLeast count: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+        let lines = text.split(separator: "\n").map(String.init)
+        let types = lines.filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
+        #expect(types.count >= count, "\(text)", sourceLocation: sourceLocation)
+        for name in types {
+            let help = lines.firstIndex { $0.hasPrefix("# HELP \(name) ") }
+            let type = lines.firstIndex { $0.hasPrefix("# TYPE \(name) ") }
+            #expect(help != nil && help! < type!, "\(name) has no # HELP line before its # TYPE", sourceLocation: sourceLocation)
+            if let help { #expect(lines[help].count > "# HELP \(name) ".count + 10, "\(lines[help])", sourceLocation: sourceLocation) }
+        }
+    }
 }

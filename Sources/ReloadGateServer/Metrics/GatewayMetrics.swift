@@ -1,53 +1,76 @@
-import CoreMetrics
 import Prometheus
 import ReloadGateCore
 import Synchronization
 
-/// The gateway's metrics, exported in Prometheus' text format at `/metrics` (DESIGN.md, Interfaces 5).
+/// The gateway's metrics, exported in Prometheus' text format at `/metrics` (DESIGN.md, Interfaces 5),
+/// each with its `# HELP` line.
 ///
-/// Each gateway has its own registry (swift-metrics with a `PrometheusMetricsFactory` passed in, not
-/// the process-wide bootstrap), so that several gateways in one process (the tests) count apart.
-/// Metrics with labels are made once per label set and kept.
+/// Each gateway has its own registry (swift-prometheus' collectors made directly, with their help texts;
+/// swift-metrics' factory has no place for one), so that several gateways in one process (the tests)
+/// count apart. Metrics with labels are made once per label set and kept.
 public final class GatewayMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
-    private let factory: PrometheusMetricsFactory
-    private let counters = Mutex<[CounterKey: CoreMetrics.Counter]>([:])
+    private let counters = Mutex<[CounterKey: Prometheus.Counter]>([:])
 
     /// Deliveries released and not yet sent or failed: waiting, in flight or waiting for a retry.
-    private let deliveryQueue: CoreMetrics.Gauge
+    private let deliveryQueue: Prometheus.Gauge
     private let queueDepth = Mutex(0)
     /// Time from a request to the push service until its answer.
-    private let deliveryLatency: CoreMetrics.Timer
+    private let deliveryLatency: DurationHistogram
     /// Pending reloads in the scheduler.
-    private let pendingReloads: CoreMetrics.Gauge
+    private let pendingReloads: Prometheus.Gauge
     /// Time to commit one group of requests and decisions.
-    private let storeCommit: CoreMetrics.Timer
+    private let storeCommit: DurationHistogram
     /// APNs listener answers `200` (the common case, without a lookup).
-    private let apnsSuccess: CoreMetrics.Counter
+    private let apnsSuccess: Prometheus.Counter
 
     struct CounterKey: Hashable {
         var name: String
         var labels: [String]
     }
 
+    /// Every metric's help text, by name.
+    static let help: [String: String] = [
+        "reloadgate_http_requests_total": "Answers of the API listener by route pattern, method and status.",
+        "reloadgate_apns_answers_total": "Answers of the APNs listener by status and APNs reason (empty for 200).",
+        "reloadgate_decisions_total": "Committed scheduling decisions by kind.",
+        "reloadgate_budget_exhausted_total": "Decisions deferred for want of a budget token (rule 1).",
+        "reloadgate_pending_reloads": "Pending reloads in the scheduler after the last commit.",
+        "reloadgate_store_commit_seconds": "Time of each group commit of requests and decisions.",
+        "reloadgate_delivery_attempts_total": "Delivery attempts by outcome and the push service's reason.",
+        "reloadgate_deliveries_total": "Deliveries that reached their end, by outcome.",
+        "reloadgate_delivery_latency_seconds": "Time from a request to the push service until its answer.",
+        "reloadgate_delivery_queue_depth": "Deliveries released and not yet sent or failed.",
+    ]
+
+    static func descriptor(_ name: String) -> MetricNameDescriptor {
+        // The unit is part of the names above (`_total`, `_seconds`): none here.
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help[name] ?? "")
+    }
+
     public init() {
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.durationHistogramBuckets["reloadgate_store_commit_seconds"] = [
-            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
-            .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
-        ]
-        factory.durationHistogramBuckets["reloadgate_delivery_latency_seconds"] = [
-            .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
-            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
-        ]
-        self.factory = factory
-        deliveryQueue = CoreMetrics.Gauge(label: "reloadgate_delivery_queue_depth", factory: factory)
-        deliveryLatency = CoreMetrics.Timer(label: "reloadgate_delivery_latency_seconds", factory: factory)
-        pendingReloads = CoreMetrics.Gauge(label: "reloadgate_pending_reloads", factory: factory)
-        storeCommit = CoreMetrics.Timer(label: "reloadgate_store_commit_seconds", factory: factory)
-        apnsSuccess = CoreMetrics.Counter(label: "reloadgate_apns_answers_total", dimensions: [("status", "200"), ("reason", "")], factory: factory)
-        deliveryQueue.record(0)
-        pendingReloads.record(0)
+        deliveryQueue = registry.makeGauge(descriptor: Self.descriptor("reloadgate_delivery_queue_depth"))
+        deliveryLatency = registry.makeDurationHistogram(
+            descriptor: Self.descriptor("reloadgate_delivery_latency_seconds"),
+            buckets: [
+                .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+                .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
+            ]
+        )
+        pendingReloads = registry.makeGauge(descriptor: Self.descriptor("reloadgate_pending_reloads"))
+        storeCommit = registry.makeDurationHistogram(
+            descriptor: Self.descriptor("reloadgate_store_commit_seconds"),
+            buckets: [
+                .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+                .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
+            ]
+        )
+        apnsSuccess = registry.makeCounter(
+            descriptor: Self.descriptor("reloadgate_apns_answers_total"),
+            labels: [("status", "200"), ("reason", "")]
+        )
+        deliveryQueue.set(Int64(0))
+        pendingReloads.set(Int64(0))
     }
 
     /// The metrics in Prometheus' text exposition format.
@@ -59,11 +82,11 @@ public final class GatewayMetrics: Sendable {
         let key = CounterKey(name: name, labels: labels.flatMap { [$0.key, $0.value] })
         let counter = counters.withLock { counters in
             if let counter = counters[key] { return counter }
-            let counter = CoreMetrics.Counter(label: name, dimensions: labels.map { ($0.key, $0.value) }, factory: factory)
+            let counter = registry.makeCounter(descriptor: Self.descriptor(name), labels: labels.map { ($0.key, $0.value) })
             counters[key] = counter
             return counter
         }
-        counter.increment(by: amount)
+        counter.increment(by: Int64(amount))
     }
 
     // MARK: Requests
@@ -97,8 +120,8 @@ public final class GatewayMetrics: Sendable {
 
     /// One group commit took `duration`; `pending` reloads wait in the scheduler after it.
     func committed(in duration: Duration, pending: Int) {
-        storeCommit.recordNanoseconds(duration.nanoseconds)
-        pendingReloads.record(pending)
+        storeCommit.record(duration)
+        pendingReloads.set(Int64(pending))
     }
 
     // MARK: Delivery
@@ -107,7 +130,7 @@ public final class GatewayMetrics: Sendable {
     /// Apple's reason (or the error) when not sent.
     func deliveryAttempt(outcome: String, reason: String?, latency: Duration?) {
         increment("reloadgate_delivery_attempts_total", ["outcome": outcome, "reason": reason ?? ""])
-        if let latency { deliveryLatency.recordNanoseconds(latency.nanoseconds) }
+        if let latency { deliveryLatency.record(latency) }
     }
 
     /// A delivery reached its end: `sent` or `failed` (including an invalid device).
@@ -126,7 +149,7 @@ public final class GatewayMetrics: Sendable {
             depth += change
             return depth
         }
-        deliveryQueue.record(depth)
+        deliveryQueue.set(Int64(depth))
     }
 }
 

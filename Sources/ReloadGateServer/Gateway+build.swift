@@ -38,6 +38,11 @@ public struct ListenerInfo: Sendable {
         host.contains(":") ? "https://[\(host)]:\(port)" : "https://\(host):\(port)"
     }
 
+    /// The listeners a gateway of `configuration` opens, in the order `reloadgate serve` reports them.
+    public static func kinds(of configuration: GatewayConfiguration) -> [Kind] {
+        [.api, .apns, .admin] + (configuration.admin.tls ? [.adminTLS] : [])
+    }
+
     /// The one start-up line `reloadgate serve` prints per listener.
     public var startupLine: String {
         if kind == .admin {
@@ -70,7 +75,8 @@ public struct ListenerInfo: Sendable {
 ///   - onListening: called once the listener is bound.
 ///   - customizeRouter: adds routes, for embedding and tests. They are drained on shutdown like the
 ///     gateway's own routes.
-/// - Throws: ``ConfigurationError`` for unusable TLS material, ``StoreError`` when the store cannot open.
+/// - Throws: ``ListenerAddressUnavailable`` when a listener's address is taken or not this host's,
+///   ``ConfigurationError`` for unusable TLS material, ``StoreError`` when the store cannot open.
 public func buildGateway(
     configuration: GatewayConfiguration,
     logger: Logger,
@@ -79,6 +85,7 @@ public func buildGateway(
     customizeRouter: (Router<BasicRequestContext>) -> Void = { _ in }
 ) async throws -> Gateway {
     try AdminSocket.checkLength(of: configuration.adminSocketPath)
+    try await ListenerAddresses.check(configuration)
     let tls = try ListenerTLS.load(configuration.tls, now: now(), logger: logger)
 
     var http2 = HTTP2UpgradeChannel.Configuration(

@@ -29,10 +29,22 @@ struct ReloadGateCommand: AsyncParsableCommand {
             }
         } catch {
             if exitCode(for: error) == .validationFailure {
-                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                FileHandle.standardError.write(Data((usageError(error) + "\n").utf8))
                 Foundation.exit(2)
             }
             exit(withError: error)
         }
+    }
+
+    /// A usage error in the style of every other error of the command line: `reloadgate: error: ...`,
+    /// with where to find help (argument-parser's own text starts "Error: " over three lines).
+    static func usageError(_ error: any Error) -> String {
+        var text = message(for: error)
+        if let first = text.first, first.isUppercase, text.dropFirst().first?.isLowercase ?? false {
+            text = first.lowercased() + text.dropFirst()
+        }
+        let help = fullMessage(for: error).split(separator: "\n").first { $0.contains("--help'") }
+            .flatMap { $0.firstMatch(of: /'([^']*--help)'/).map { String($0.1) } } ?? "reloadgate --help"
+        return "reloadgate: error: \(text) (see '\(help)')"
     }
 }

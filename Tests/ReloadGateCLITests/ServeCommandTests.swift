@@ -80,6 +80,24 @@ struct ServeCommandTests {
         )
         #expect(second.status == 1)
         #expect(second.stderr.contains("reloadgate: error: cannot listen on 127.0.0.1:\(portMatch.1): the address is in use"))
+        #expect(second.stdout.isEmpty, "no listener line before a bind failure: \(second.stdout)")
+        // The APNs listener's port taken (the second listener to bind): still no line on standard output
+        // and the error as the only line of standard error.
+        let apnsLine = try await first.waitForOutputLine(containing: "APNs pushes to")
+        let apnsPort = try #require(apnsLine.firstMatch(of: /127\.0\.0\.1:(\d+)/)).1
+        let fourth = try await ReloadGateProcess.run(
+            ["serve"],
+            in: directory.url,
+            environment: [
+                "RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": String(apnsPort),
+                "RELOADGATE_ADMIN_SOCKET": directory.path("fourth.sock"),
+            ]
+        )
+        #expect(fourth.status == 1)
+        #expect(fourth.stdout.isEmpty, "\(fourth.stdout)")
+        #expect(fourth.stderr == "reloadgate: error: cannot listen on 127.0.0.1:\(apnsPort): the address is in use (ingress.port)\n"
+            || fourth.stderr.split(separator: "\n").count == 1, "\(fourth.stderr)")
+        #expect(fourth.stderr.contains("cannot listen on 127.0.0.1:\(apnsPort)"), "\(fourth.stderr)")
         // The admin socket of a running gateway is not taken over either.
         let third = try await ReloadGateProcess.run(
             ["serve"], in: directory.url, environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"]
@@ -88,6 +106,30 @@ struct ServeCommandTests {
         #expect(third.stderr.contains("reloadgate: error: another gateway answers on the admin socket data/admin.sock"))
         first.send(SIGTERM)
         #expect(try await first.waitForExit() == 0)
+    }
+
+    /// Every error of the command line, an unknown subcommand included, in one style: `reloadgate: error:
+    /// <what>`, the help to read, status 2.
+    @Test(arguments: [["bogus"], ["keys", "bogus"], ["serve", "--port"], ["apps", "add"]])
+    func usageErrorsShareOneStyle(_ arguments: [String]) async throws {
+        let directory = try TemporaryDirectory("serve")
+        defer { directory.remove() }
+        let result = try await ReloadGateProcess.run(arguments, in: directory.url)
+        #expect(result.status == 2)
+        let first = result.stderr.split(separator: "\n").first.map(String.init) ?? ""
+        #expect(first.hasPrefix("reloadgate: error: ") && first.contains("--help"), "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+
+    /// `serve --help` names every listener it opens.
+    @Test func serveHelpNamesEveryListener() async throws {
+        let directory = try TemporaryDirectory("serve")
+        defer { directory.remove() }
+        let help = try await ReloadGateProcess.run(["serve", "--help"], in: directory.url)
+        #expect(help.status == 0)
+        for text in ["listen.port", "ingress.port", "admin.socket", "admin.port"] {
+            #expect(help.stdout.contains(text), "\(text) in \(help.stdout)")
+        }
     }
 
     struct Failure: Sendable, CustomTestStringConvertible {
@@ -143,7 +185,7 @@ struct ServeCommandTests {
             arguments: ["serve", "--colour", "blue"],
             environment: [:],
             file: nil,
-            message: "Error: Unknown option '--colour'"
+            message: "reloadgate: error: unknown option '--colour' (see 'reloadgate serve --help')"
         ),
     ]
 

@@ -40,7 +40,7 @@ struct IngressService: Service {
         do {
             server = try await bootstrap(connections).bind(host: configuration.host, port: configuration.port).get()
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
-            throw ListenerAddressInUse(key: "ingress.port", host: configuration.host, port: configuration.port)
+            throw ListenerAddressUnavailable(key: "ingress.port", host: configuration.host, port: configuration.port, reason: nil)
         }
         let port = server.localAddress?.port ?? configuration.port
         logger.info("APNs listener open", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
@@ -132,17 +132,5 @@ struct IngressService: Service {
                     return channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(negotiation) }
                 }
             }
-    }
-}
-
-/// A listener's address is taken (another gateway?): names the configuration key to change.
-public struct ListenerAddressInUse: Error, CustomStringConvertible {
-    public let key: String
-    public let host: String
-    public let port: Int
-
-    public var description: String {
-        let variable = ConfigurationKey.named(key)?.environmentVariable ?? key
-        return "cannot listen on \(host):\(port): the address is in use (another gateway?); set \(key) or \(variable)"
     }
 }

@@ -11,7 +11,8 @@ import Darwin
 /// Writes files atomically with their final permissions from the first byte.
 ///
 /// Private keys must never exist, even for a moment, with a mode wider than 0600, so the file is created
-/// with `open(2)` and that mode, written, synced and renamed into place.
+/// with `open(2)` and that mode, written, synced and renamed into place. A text file ends with a newline
+/// (PEM files are joined with `cat cert.pem key.pem`, which needs one between them).
 enum SecureFile {
     struct WriteError: Error, CustomStringConvertible {
         let path: String
@@ -24,7 +25,7 @@ enum SecureFile {
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard descriptor >= 0 else { throw WriteError(path: path, errno: errno) }
         var failure: Int32?
-        let bytes = Array(text.utf8)
+        let bytes = Array(text.utf8) + (text.hasSuffix("\n") ? [] : [UInt8(ascii: "\n")])
         var written = 0
         while written < bytes.count {
             let result = bytes[written...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }

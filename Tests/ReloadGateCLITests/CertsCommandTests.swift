@@ -28,6 +28,20 @@ struct CertsCommandTests {
         #expect(keyMode?.intValue == 0o600)
         let server = try Certificate(pemEncoded: String(contentsOfFile: directory.path("pki/server.pem"), encoding: .utf8))
         #expect(try server.extensions.subjectAlternativeNames?.contains(.dnsName("gateway.test")) == true)
+
+        // Every PEM file ends with a newline, so that `cat backend.pem backend-key.pem > combined.pem`
+        // (what libraries taking one file need) is a valid file: the certificate and the key read back.
+        for file in ["ca.pem", "ca-key.pem", "server.pem", "server-key.pem", "backend.pem", "backend-key.pem"] {
+            let text = try String(contentsOfFile: directory.path("pki/\(file)"), encoding: .utf8)
+            #expect(text.hasSuffix("-----\n"), "\(file) has no final newline")
+        }
+        let combined = try String(contentsOfFile: directory.path("pki/backend.pem"), encoding: .utf8)
+            + String(contentsOfFile: directory.path("pki/backend-key.pem"), encoding: .utf8)
+        let blocks = combined.split(separator: "\n").filter { $0.hasPrefix("-----BEGIN ") }
+        #expect(blocks.count == 2 && !combined.contains("----------"), "\(combined)")
+        let keyStart = try #require(combined.range(of: "-----BEGIN ", options: .backwards)).lowerBound
+        #expect(try Certificate(pemEncoded: String(combined[..<keyStart])) == certificate)
+        #expect(combined[keyStart...].contains("PRIVATE KEY-----\n"))
     }
 
     @Test func clientWithoutACAOrWithABadTopicExplainsWhatToDo() async throws {
@@ -46,6 +60,6 @@ struct CertsCommandTests {
 
         let missing = try await ReloadGateProcess.run(["certs", "client", "--out", "x"], in: directory.url)
         #expect(missing.status == 2)
-        #expect(missing.stderr.contains("Missing expected argument '--topic"))
+        #expect(missing.stderr.contains("reloadgate: error: missing expected argument '--topic"))
     }
 }

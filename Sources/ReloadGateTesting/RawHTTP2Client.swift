@@ -67,13 +67,24 @@ public final class RawHTTP2Client: Sendable {
     /// - Parameters:
     ///   - headers: every field, pseudo-headers first (`:method`, `:scheme`, `:path`, maybe `:authority`).
     ///   - body: the body, sent in one DATA frame; `nil` ends the stream with the headers.
-    public func send(_ headers: [(String, String)], body: [UInt8]? = nil) async throws -> Answer {
+    ///   - endingStream: `false` leaves the stream open after the headers and body (a body that never
+    ///     ends): the answer is whatever the server does about it (an answer, or a reset).
+    public func send(_ headers: [(String, String)], body: [UInt8]? = nil, endingStream: Bool = true) async throws -> Answer {
         let promise = channel.eventLoop.makePromise(of: Answer.self)
         channel.eventLoop.execute { [handler, channel] in
-            handler.value.send(headers: headers, body: body, promise: promise, channel: channel)
+            handler.value.send(headers: headers, body: body, endStream: endingStream, promise: promise, channel: channel)
         }
         return try await promise.futureResult.get()
     }
+
+    /// Sends a PING (the server answers it; it is no request).
+    public func ping() async throws {
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 1), ack: false))
+        try await channel.writeAndFlush(frame).get()
+    }
+
+    /// Whether the server has closed the connection.
+    public var isClosed: Bool { !channel.isActive }
 
     /// A push's usual fields: `POST /3/device/<token>` with `:authority`, the given extra fields after them.
     public static func push(token: String, authority: String? = "localhost", _ fields: [(String, String)]) -> [(String, String)] {
@@ -101,14 +112,14 @@ public final class RawHTTP2Client: Sendable {
         private var nextStreamID = HTTP2StreamID(1)
         private var pending: [HTTP2StreamID: Pending] = [:]
 
-        func send(headers: [(String, String)], body: [UInt8]?, promise: EventLoopPromise<Answer>, channel: any Channel) {
+        func send(headers: [(String, String)], body: [UInt8]?, endStream: Bool, promise: EventLoopPromise<Answer>, channel: any Channel) {
             let id = nextStreamID
             nextStreamID = HTTP2StreamID(Int(id) + 2)
             pending[id] = Pending(promise: promise)
             let block = HPACKHeaders(headers)
-            channel.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: block, endStream: body == nil))), promise: nil)
+            channel.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: block, endStream: body == nil && endStream))), promise: nil)
             if let body {
-                let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: true)
+                let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: endStream)
                 channel.write(HTTP2Frame(streamID: id, payload: .data(data)), promise: nil)
             }
             channel.flush()

@@ -1,0 +1,160 @@
+import Foundation
+import NIOHTTP2
+import NIOSSL
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// Every state of a connection has a deadline (listen.headerTimeout, bodyTimeout, idleTimeout), on the
+/// API listener and the APNs listener, measured on real sockets with short timeouts: a slow or silent
+/// peer is closed, a stream whose body never comes is reset and the connection goes on.
+@Suite(.timeLimit(.minutes(5)))
+struct ConnectionTimeoutTests {
+    enum Listener: String, CaseIterable, Sendable {
+        case api, apns
+    }
+
+    static let bundle = "com.example.scores"
+    static let token = String(repeating: "ab", count: 32)
+
+    /// A gateway with 2 s header and body deadlines, 4 s idle, and the app registered. (Long enough for a
+    /// TLS handshake on a loaded 2-core machine running the other suites; elapsed times are measured from
+    /// before the connection is made, as the server's deadlines are.)
+    static func withGateway(_ body: @Sendable (TestGateway) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory("timeouts")
+        defer { directory.remove() }
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            _ = try store.createApp(bundle: try BundleID(bundle), now: Date())
+        }
+        try await TestGateway.withRunning(in: directory, configure: { configuration in
+            configuration.listen.headerTimeout = 2
+            configuration.listen.bodyTimeout = 2
+            configuration.listen.idleTimeout = 4
+        }, body)
+    }
+
+    static func port(_ listener: Listener, of gateway: TestGateway) -> Int {
+        listener == .api ? gateway.port : gateway.ingressPort
+    }
+
+    /// Slowloris: the headers of a request come a line every 250 ms and never end. Closed at the header
+    /// deadline (2 s), however long the sender would go on.
+    @Test(arguments: Listener.allCases)
+    func aSenderTricklingHeaderLinesIsClosed(_ listener: Listener) async throws {
+        try await Self.withGateway { gateway in
+            let started = ContinuousClock.now
+            let connection = try await RawConnection.connect(
+                port: Self.port(listener, of: gateway), tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"]
+            )
+            try await connection.send("POST /v1/apps/\(Self.bundle)/reloads HTTP/1.1\r\nhost: localhost\r\n")
+            while !connection.isClosed, ContinuousClock.now - started < .seconds(15) {
+                try? await connection.send("x-slow: 1\r\n")
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(connection.isClosed, "\(listener): still open after \(elapsed) of header lines")
+            #expect(elapsed >= .milliseconds(1900), "\(listener): closed before the deadline")
+            await connection.close()
+        }
+    }
+
+    /// A connection that completes its handshake and then says nothing: closed at the header deadline.
+    @Test(arguments: Listener.allCases)
+    func aSilentConnectionIsClosed(_ listener: Listener) async throws {
+        try await Self.withGateway { gateway in
+            let started = ContinuousClock.now
+            let connection = try await RawConnection.connect(
+                port: Self.port(listener, of: gateway), tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"]
+            )
+            #expect(await connection.waitForClose(timeout: .seconds(10)), "\(listener)")
+            #expect(ContinuousClock.now - started >= .milliseconds(1900), "\(listener): closed before the deadline")
+            // (Without its close the test client would not answer the server's close_notify, which
+            // NIOSSL then waits 5 s for.)
+            await connection.close()
+        }
+    }
+
+    /// A TLS handshake that never finishes (one record header, then nothing): closed at the header deadline.
+    @Test(arguments: Listener.allCases)
+    func aHandshakeThatNeverFinishesIsClosed(_ listener: Listener) async throws {
+        try await Self.withGateway { gateway in
+            let connection = try await RawConnection.connect(port: Self.port(listener, of: gateway))
+            try await connection.send("\u{16}\u{03}\u{01}")
+            #expect(await connection.waitForClose(timeout: .seconds(10)), "\(listener)")
+        }
+    }
+
+    /// HTTP/1.1: a request announces a body that never comes. The connection is closed at the body
+    /// deadline (the APNs listener's HTTP/1.1 path used to wait for it forever, ignoring idleTimeout).
+    @Test(arguments: Listener.allCases)
+    func anAnnouncedBodyThatNeverComesClosesTheConnection(_ listener: Listener) async throws {
+        try await Self.withGateway { gateway in
+            let connection = try await RawConnection.connect(
+                port: Self.port(listener, of: gateway), tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"]
+            )
+            let started = ContinuousClock.now
+            let path = listener == .api ? "/v1/apps/\(Self.bundle)/reloads" : "/3/device/\(Self.token)"
+            try await connection.send(
+                "POST \(path) HTTP/1.1\r\nhost: localhost\r\napns-topic: \(Self.bundle).push-type.widgets\r\ncontent-length: 100\r\n\r\n{"
+            )
+            #expect(await connection.waitForClose(timeout: .seconds(10)), "\(listener): \(connection.receivedText)")
+            #expect(ContinuousClock.now - started >= .milliseconds(1900))
+            await connection.close()
+        }
+    }
+
+    /// HTTP/2: a stream whose body never comes is reset (CANCEL) at the body deadline and forgotten; the
+    /// connection goes on and serves the next push.
+    @Test func anHTTP2StreamWhoseBodyNeverComesIsResetAndTheConnectionGoesOn() async throws {
+        try await Self.withGateway { gateway in
+            let tls = try gateway.pki.clientTLSConfiguration(clientCertificateFor: [try BundleID(Self.bundle)])
+            let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: tls)
+            let fields = RawHTTP2Client.push(token: Self.token, [
+                ("apns-push-type", "widgets"), ("content-length", "32"),
+            ])
+            let started = ContinuousClock.now
+            let stalled = try await client.send(fields, body: Array(#"{"aps":"#.utf8), endingStream: false)
+            #expect(stalled.reset == .cancel, "\(stalled)")
+            #expect(ContinuousClock.now - started >= .milliseconds(1900))
+            let next = try await client.send(fields, body: Array(#"{"aps":{"content-changed":true}}"#.utf8))
+            #expect(next.status == 200, "\(next)")
+            await client.close()
+        }
+    }
+
+    /// The same on the API listener (Hummingbird's HTTP/2 streams): the webhook waits for its body, the
+    /// stream is reset at the deadline.
+    @Test func anAPIStreamWhoseBodyNeverComesIsReset() async throws {
+        try await Self.withGateway { gateway in
+            let client = try await RawHTTP2Client.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration())
+            let fields = [
+                (":method", "POST"), (":scheme", "https"), (":path", "/v1/apps/\(Self.bundle)/reloads"), (":authority", "localhost"),
+                ("content-length", "100"),
+            ]
+            let answer = try await client.send(fields, body: Array("{".utf8), endingStream: false)
+            #expect(answer.reset == .cancel, "\(answer)")
+            let health = try await client.send([(":method", "GET"), (":scheme", "https"), (":path", "/health"), (":authority", "localhost")])
+            #expect(health.status == 200)
+            await client.close()
+        }
+    }
+
+    /// An HTTP/2 connection without requests is idle, pings or not: GOAWAY and close after idleTimeout.
+    @Test func pingsDoNotKeepAnIdleHTTP2ConnectionOpen() async throws {
+        try await Self.withGateway { gateway in
+            let started = ContinuousClock.now
+            let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
+            while !client.isClosed, ContinuousClock.now - started < .seconds(15) {
+                try? await client.ping()
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            #expect(client.isClosed, "still open after \(ContinuousClock.now - started) of pings")
+            #expect(ContinuousClock.now - started >= .milliseconds(3900))
+            await client.close()
+        }
+    }
+}

@@ -18,17 +18,19 @@ public struct ProviderTokenFactory: Sendable {
     public var publicKeyPEM: String { privateKey.publicKey.pemRepresentation }
 
     /// A token. `iat` defaults to now; `iatAsString` writes it as `"1700000000"`; `der` signs in DER form
-    /// (Apple's openssl recipe) instead of JWS's 64 raw bytes; `header` replaces the header JSON.
+    /// (Apple's openssl recipe) instead of JWS's 64 raw bytes; `header` replaces the header JSON;
+    /// `iatJSON` is the claim's JSON text as given (`1795538615.42`, `"1e300"`, ...) instead of `iat`.
     public func token(
         iat: Int64 = Int64(Date().timeIntervalSince1970),
         iatAsString: Bool = false,
+        iatJSON: String? = nil,
         der: Bool = false,
         keyID: String? = nil,
         teamID: String? = nil,
         header: String? = nil
     ) -> String {
         let headerJSON = header ?? #"{"alg":"ES256","kid":"\#(keyID ?? self.keyID)"}"#
-        let iatJSON = iatAsString ? "\"\(iat)\"" : "\(iat)"
+        let iatJSON = iatJSON ?? (iatAsString ? "\"\(iat)\"" : "\(iat)")
         let claimsJSON = #"{"iss":"\#(teamID ?? self.teamID)","iat":\#(iatJSON)}"#
         let input = Self.base64URL(Data(headerJSON.utf8)) + "." + Self.base64URL(Data(claimsJSON.utf8))
         let signature = try! privateKey.signature(for: Data(input.utf8))

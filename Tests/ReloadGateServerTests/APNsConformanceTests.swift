@@ -323,6 +323,12 @@ struct APNsConformanceTests {
                 ("iat in the future within the skew", sender.token(iat: now + 30), nil),
                 ("DER signature (openssl's recipe)", sender.token(der: true), nil),
                 ("iat as a numeric string", sender.token(iatAsString: true), nil),
+                ("iat with a fraction (time.time())", sender.token(iatJSON: "\(now - 5).42"), nil),
+                ("iat as a string with a fraction", sender.token(iatJSON: "\"\(now - 5).999\""), nil),
+                ("iat 1e300", sender.token(iatJSON: "1e300"), "InvalidProviderToken"),
+                ("iat -1e18", sender.token(iatJSON: "-1e18"), "InvalidProviderToken"),
+                ("iat Int64.max", sender.token(iatJSON: "9223372036854775807"), "InvalidProviderToken"),
+                ("iat Int64.min as a string", sender.token(iatJSON: "\"-9223372036854775808\""), "InvalidProviderToken"),
                 ("extra typ header", sender.token(header: #"{"alg":"ES256","kid":"\#(sender.keyID)","typ":"JWT"}"#), nil),
             ]
             for (name, token, reason) in cases {
@@ -334,6 +340,42 @@ struct APNsConformanceTests {
                     #expect(answer.status == 200, "\(name): \(answer.body)")
                 }
             }
+        }
+    }
+
+    /// Apple's keys are team-scoped: a key without topics pushes to its own team's apps only.
+    @Test func aKeyWithoutTopicsMayNotPushToAnotherTeamsApp() async throws {
+        try await Self.withFixture { fixture in
+            let foreign = try await fixture.push(fixture.fields(token: fixture.otherTeam.token()))
+            #expect(foreign.status == 400, "\(foreign.body)")
+            #expect(foreign.reason == "TopicDisallowed")
+            // A key naming the other app, of that app's team, pushes to it.
+            let other = [("authorization", "bearer \(fixture.restricted.token())"), ("apns-topic", "com.example.other.push-type.widgets")]
+            #expect(try await fixture.push(token: Self.otherAppsToken, other).status == 200)
+            // Its topics do not reach across teams either.
+            let across = [("authorization", "bearer \(fixture.restricted.token())"), ("apns-topic", Self.topic)]
+            #expect(try await fixture.push(across).reason == "TopicDisallowed")
+            let store = try fixture.store()
+            defer { try? store.close() }
+            #expect(try store.ledgerCounts().requests == 1)
+        }
+    }
+
+    /// The pushes that killed the gateway (an expiration whose milliseconds overflow) are refused with
+    /// BadExpirationDate, store nothing, and the connection and the gateway go on.
+    @Test func expirationsWhoseMillisecondsOverflowAreBadExpirationDate() async throws {
+        try await Self.withFixture { fixture in
+            let client = try await fixture.connect()
+            defer { Task { await client.close() } }
+            for value in ["9223372036854775807", "-9223372036854775808", "18446744073709551616", "1e300", "253402300800"] {
+                let answer = try await client.send(RawHTTP2Client.push(token: Self.token, fixture.fields([("apns-expiration", value)])), body: Self.body)
+                #expect(answer.status == 400 && answer.reason == "BadExpirationDate", "\(value): \(answer.body)")
+            }
+            let last = try await client.send(RawHTTP2Client.push(token: Self.token, fixture.fields([("apns-expiration", "253402300799")])), body: Self.body)
+            #expect(last.status == 200, "\(last.body)")
+            let store = try fixture.store()
+            defer { try? store.close() }
+            #expect(try store.ledgerCounts().requests == 1)
         }
     }
 

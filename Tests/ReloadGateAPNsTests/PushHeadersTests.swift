@@ -1,0 +1,57 @@
+import PropertyBased
+import ReloadGateAPNs
+import ReloadGateCore
+import ReloadGateHostileInput
+import Testing
+
+/// The numbers in a push's headers (`apns-expiration`, `apns-priority`) in every hostile spelling: a
+/// value in range or the APNs reason for that header, never a trap and never a number out of range.
+struct PushHeadersTests {
+    static func headers(_ extra: [(String, String)]) -> [(name: String, value: String)] {
+        ([("apns-topic", "com.example.scores.push-type.widgets"), ("apns-push-type", "widgets")] + extra).map { (name: $0.0, value: $0.1) }
+    }
+
+    static let spellings = Gen<String>.oneOf(
+        Gen.element(of: HostileNumbers.all).map { $0 ?? "0" },
+        Gen.int64().map { String($0) },
+        Gen.int64(in: 0...300_000_000_000).map { String($0) },
+        Gen.uint64().map { String(Double(bitPattern: $0)) },
+        Gen.number.string(of: 15...25)
+    )
+
+    @Test(arguments: ["9223372036854775807", "-9223372036854775808", "9223372036854775808", "253402300800", "-1", "1e300", "1.5", " 5", "", "NaN"])
+    func anExpirationOutsideTheYears1970To9999IsBadExpirationDate(_ value: String) {
+        #expect(throws: APNsFailure(.badExpirationDate)) {
+            try PushHeaders(Self.headers([("apns-expiration", value)]), certificateTopics: nil)
+        }
+    }
+
+    @Test func theEndsOfTheExpirationRangeAreAccepted() throws {
+        #expect(try PushHeaders(Self.headers([("apns-expiration", "0")]), certificateTopics: nil).expiration == 0)
+        #expect(try PushHeaders(Self.headers([("apns-expiration", "253402300799")]), certificateTopics: nil).expiration == 253_402_300_799)
+    }
+
+    @Test func everyExpirationIsInRangeOrBadExpirationDate() async {
+        await propertyCheck(count: 3000, input: Self.spellings) { value in
+            do throws(APNsFailure) {
+                let parsed = try PushHeaders(Self.headers([("apns-expiration", value)]), certificateTopics: nil)
+                #expect(parsed.expiration.map { (0...253_402_300_799).contains($0) } == true, "\(value)")
+                // The milliseconds the scheduler computes from it cannot overflow.
+                #expect(parsed.expiration.flatMap { Timestamp(unixSeconds: $0) } != nil)
+            } catch {
+                #expect(error.reason == .badExpirationDate, "\(value): \(error)")
+            }
+        }
+    }
+
+    @Test func everyPriorityIsTenFiveOrOneOrBadPriority() async {
+        await propertyCheck(count: 3000, input: Self.spellings) { value in
+            do throws(APNsFailure) {
+                let parsed = try PushHeaders(Self.headers([("apns-priority", value)]), certificateTopics: nil)
+                #expect([10, 5, 1].contains(parsed.priority.rawValue) && Int(value) == parsed.priority.rawValue, "\(value)")
+            } catch {
+                #expect(error.reason == .badPriority, "\(value): \(error)")
+            }
+        }
+    }
+}

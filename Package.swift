@@ -38,7 +38,6 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
-        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // Tests only: property-based checks of every number the gateway takes from outside.
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
@@ -82,7 +81,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Spellings of hostile numbers, for the property tests and the fuzz targets' seeds. No dependencies.
+        // Spellings of hostile numbers and a seeded generator (SplitMix64), for property tests, fuzz seeds
+        // and benchmarks. No dependencies.
         .target(
             name: "ReloadGateHostileInput",
             swiftSettings: swiftSettings
@@ -126,7 +126,6 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
@@ -145,6 +144,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -175,7 +175,7 @@ let package = Package(
         // Benchmarks: print figures, never run by the tests (docs/BENCHMARKS.md).
         .executableTarget(
             name: "reloadgate-bench-scheduler",
-            dependencies: ["ReloadGateCore"],
+            dependencies: ["ReloadGateCore", "ReloadGateHostileInput"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -189,9 +189,43 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Fuzz targets (Fuzz/): libFuzzer programs when built by scripts/fuzz (Fuzz/toolset.json), corpus
+        // replayers in a normal build. They use the parsing modules only, not the server.
+        .target(name: "FuzzDriver", path: "Fuzz/Driver", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "fuzz-push-head",
+            dependencies: ["FuzzDriver", "ReloadGateAPNs", "ReloadGateCore"],
+            path: "Fuzz/PushHead",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "fuzz-provider-token",
+            dependencies: ["FuzzDriver", "ReloadGateAPNs", "ReloadGateCore", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Fuzz/ProviderToken",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "fuzz-webhook-signature",
+            dependencies: ["FuzzDriver", "ReloadGateAPI"],
+            path: "Fuzz/WebhookSignature",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "fuzz-api-bodies",
+            dependencies: ["FuzzDriver", "ReloadGateAPI", "ReloadGateCore"],
+            path: "Fuzz/APIBodies",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "fuzz-push-payload",
+            dependencies: ["FuzzDriver", "ReloadGateAPNs"],
+            path: "Fuzz/PushPayload",
+            swiftSettings: swiftSettings
+        ),
+
         .testTarget(
             name: "ReloadGateCoreTests",
-            dependencies: ["ReloadGateCore"],
+            dependencies: ["ReloadGateCore", "ReloadGateHostileInput"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -218,6 +252,11 @@ let package = Package(
             name: "ReloadGateAPNsTests",
             dependencies: [
                 "ReloadGateAPNs",
+                "ReloadGateCore",
+                "ReloadGateHostileInput",
+                "ReloadGateTesting",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
@@ -260,6 +299,9 @@ let package = Package(
             name: "ReloadGateCLITests",
             dependencies: [
                 "reloadgate",
+                // Built beside the binary so that the tests replay the fuzz corpora through them.
+                "fuzz-push-head", "fuzz-provider-token", "fuzz-webhook-signature", "fuzz-api-bodies", "fuzz-push-payload",
+                "ReloadGateHostileInput",
                 "ReloadGateTesting",
                 "ReloadGateAPNs",
                 "ReloadGateStore",

@@ -6,6 +6,7 @@
 
 import Foundation
 import ReloadGateCore
+import ReloadGateHostileInput
 
 /// Resident set size in bytes, from /proc/self/statm (second field, in pages).
 func residentBytes() -> Int {
@@ -19,16 +20,6 @@ func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
-struct Generator: RandomNumberGenerator {
-    var state: UInt64 = 42
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 // Everything runs inside a function: top-level variables are globals, and every access to a global
 // is checked for exclusivity at run time, which would be measured too.
@@ -37,7 +28,7 @@ func main() {
     let instanceCount = arguments.count > 1 ? Int(arguments[1]) ?? 1_000_000 : 1_000_000
     let requestCount = arguments.count > 2 ? Int(arguments[2]) ?? 2_000_000 : 2_000_000
     let start = Timestamp(seconds: 1_790_172_000)
-    var random = Generator()
+    var random = SplitMix64(seed: 42)
     let clock = ContinuousClock()
 
     // Requests prepared up front: one random instance each, 1 ms apart, a quarter of them priority 5.

@@ -1,31 +1,21 @@
 import ReloadGateCore
+import ReloadGateHostileInput
 import Testing
 
 /// Random request sequences over a fake clock, checked against the invariants of the rules.
 struct SchedulingPropertyTests {
-    /// SplitMix64: a small deterministic generator, so a failing seed can be replayed.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     /// A restart in the middle: every changed instance's snapshot is restored into a fresh scheduler,
     /// which must then decide and release exactly what the original does.
     @Test(arguments: 0..<50)
     func aRestoredSchedulerContinuesExactlyLikeTheOriginal(seed: UInt64) {
-        var random = SeededGenerator(state: seed &+ 10_000)
+        var random = SplitMix64(seed: seed &+ 10_000)
         var original = SchedulerHarness()
         var written: [Int32: InstanceSnapshot] = [:]
         let instances: [Int32] = [10, 11, 20, 21, 22, 30]
         for instance in instances { original.register(instance, device: instance / 10) }
         var minute = 0.0
-        func step(_ harness: inout SchedulerHarness, _ random: inout SeededGenerator, _ minute: inout Double) -> [Decision] {
+        func step(_ harness: inout SchedulerHarness, _ random: inout SplitMix64, _ minute: inout Double) -> [Decision] {
             minute += [0, 0.5, 1, 3, 7].randomElement(using: &random)!
             if Int.random(in: 0..<8, using: &random) == 0 {
                 harness.tick(toMinutes: minute)
@@ -86,7 +76,7 @@ struct SchedulingPropertyTests {
 
     @Test(arguments: 0..<200)
     func invariantsHoldForRandomRequestSequences(seed: UInt64) {
-        var random = SeededGenerator(state: seed)
+        var random = SplitMix64(seed: seed)
         var harness = SchedulerHarness()
         let devices: [Int32] = [1, 2, 3]
         var instances: [Int32] = []

@@ -1,23 +1,14 @@
 @testable import ReloadGateCore
+import ReloadGateHostileInput
 import Testing
 
 /// The scheduler's timers against a sorted list: whatever is inserted, interleaved with pops, comes out
 /// earliest first and complete, across the planned and pending heaps and the queue in front of them.
 struct TimersTests {
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     @Test(arguments: 0..<20)
     func timersComeOutEarliestFirstAndNoneIsLost(seed: UInt64) {
-        var random = Generator(state: seed)
+        var random = SplitMix64(seed: seed)
         var timers = Timers()
         var expected: [Int64] = []
         var clock: Int64 = 1_790_172_000_000

@@ -1,0 +1,41 @@
+import FuzzDriver
+import Foundation
+import ReloadGateAPI
+import ReloadGateCore
+
+/// The registry and webhook bodies: the first byte picks the body (device registration, timeline,
+/// webhook), the rest is the JSON. Accepted bodies hold only values in range; a refusal is a 4xx.
+@main
+struct FuzzAPIBodies {
+    static func main() {
+        let limits = RegistryLimits()
+        let received = Timestamp(seconds: 1_790_000_000)
+        FuzzDriver.run { bytes in
+            guard let selector = bytes.first else { return }
+            let data = Data(bytes.dropFirst())
+            do throws(APIError) {
+                switch selector % 3 {
+                case 0:
+                    let body = try DeviceRegistrationBody(json: data, limits: limits)
+                    precondition(body.widgets.count <= limits.widgetsPerDevice)
+                    for widget in body.widgets {
+                        let text = widget.configuration.canonicalJSON
+                        precondition(text.utf8.count <= limits.configurationBytes)
+                        precondition((try? JSONSerialization.jsonObject(with: Data(text.utf8))) != nil, "canonical JSON parses")
+                    }
+                case 1:
+                    let timeline = try TimelineBody.timeline(json: data, limits: limits)
+                    precondition(timeline.entries.count <= limits.timelineEntries)
+                    for entry in timeline.entries { precondition(Timestamp.acceptedRange.contains(entry.milliseconds)) }
+                    if let planned = timeline.plannedReload { _ = planned.rfc3339 }
+                default:
+                    let body = try WebhookBody(json: data, received: received)
+                    if let expiration = body.expiration { precondition(Timestamp.acceptedRange.contains(expiration.milliseconds)) }
+                    precondition((body.target.devices?.count ?? 0) <= WebhookBody.deviceLimit)
+                }
+            } catch {
+                precondition((400..<500).contains(error.status), "a refusal is a 4xx")
+            }
+        }
+    }
+}

@@ -271,8 +271,15 @@ struct Pending: AsyncParsableCommand {
     static func time(_ text: String) throws -> String {
         if AdminText.date(text) != nil { return text }
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
-        guard let unit = text.last.flatMap({ units[$0] }), let amount = Double(text.dropLast()) else {
-            throw CommandFailure.exit("--due-before \(text): give an RFC 3339 time (2026-11-22T10:00:00Z) or 90s, 10m, 2h, 1d", status: 2)
+        // A number of units from now, at most ten years: `1e300d`, `nan` or `inf` are refused, not turned
+        // into a date the formatter cannot write.
+        guard let unit = text.last.flatMap({ units[$0] }), let amount = Double(text.dropLast()), amount.isFinite,
+            (0...315_360_000).contains(amount * unit)
+        else {
+            throw CommandFailure.exit(
+                "--due-before \(text): give an RFC 3339 time (2026-11-22T10:00:00Z) or 90s, 10m, 2h, 1d (at most ten years)",
+                status: 2
+            )
         }
         let formatter = ISO8601DateFormatter()
         return formatter.string(from: Date().addingTimeInterval(amount * unit))

@@ -233,8 +233,14 @@ struct AdminCommandTests {
         // Errors: unknown ids, a bad time, the apns-id of a released delivery.
         let unknown = try await ReloadGateProcess.run(["explain", "999999"], in: directory.url)
         #expect(unknown.status == 1 && unknown.stderr.contains("no request 999999"))
-        let badTime = try await ReloadGateProcess.run(["pending", "--due-before", "soon"], in: directory.url)
-        #expect(badTime.status == 2)
+        for time in ["soon", "1e300d", "nans", "infm", "-1h", "99999999999999999999d"] {
+            let badTime = try await ReloadGateProcess.run(["pending", "--due-before=\(time)"], in: directory.url)
+            #expect(badTime.status == 2 && badTime.stderr.hasPrefix("reloadgate: error: --due-before \(time)"), "\(badTime.stderr)")
+        }
+        for limit in ["0", "10001", "9223372036854775807", "-9223372036854775808", "99999999999999999999"] {
+            let badLimit = try await ReloadGateProcess.run(["pending", "--limit", limit], in: directory.url)
+            #expect(badLimit.status != 0 && badLimit.stderr.hasPrefix("reloadgate: error: "), "\(limit): \(badLimit.stderr)")
+        }
         let released = try await ReloadGateProcess.run(["cancel", apnsID], in: directory.url)
         #expect(released.status == 1 && released.stderr.contains("cannot be cancelled"))
     }

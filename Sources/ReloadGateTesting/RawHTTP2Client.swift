@@ -113,6 +113,8 @@ public final class RawHTTP2Client: Sendable {
         private var pending: [HTTP2StreamID: Pending] = [:]
 
         func send(headers: [(String, String)], body: [UInt8]?, endStream: Bool, promise: EventLoopPromise<Answer>, channel: any Channel) {
+            // A connection already closed (a refused handshake) answers nothing: fail now rather than wait.
+            guard channel.isActive else { return promise.fail(ChannelError.ioOnClosedChannel) }
             let id = nextStreamID
             nextStreamID = HTTP2StreamID(Int(id) + 2)
             pending[id] = Pending(promise: promise)

@@ -27,9 +27,8 @@ struct ListenerTLSTests {
                 cbc.maximumTLSVersion = .tlsv12
                 cbc.cipherSuites = "ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-RSA-AES256-SHA:AES128-SHA:AES256-SHA"
                 await #expect(throws: (any Error).self, "port \(port)") {
-                    let client = try await RawHTTP2Client.connect(port: port, tls: cbc)
-                    defer { Task { await client.close() } }
-                    _ = try await client.send(health)
+                    let refused = try await RawConnection.connect(port: port, tls: cbc, alpn: ["h2"])
+                    await refused.close()
                 }
                 var gcm = try gateway.pki.clientTLSConfiguration()
                 gcm.maximumTLSVersion = .tlsv12

@@ -41,7 +41,7 @@ public struct ConfigurationKey: Sendable {
         .integer("listen.idleTimeout", "seconds before an idle connection is closed", \.listen.idleTimeout, range: 1...86_400),
         .integer(
             "listen.headerTimeout",
-            "seconds for a new connection's TLS handshake and first request headers, and for a request's headers",
+            "seconds for a new connection's TLS handshake, and then for each HTTP/1.1 request's headers",
             \.listen.headerTimeout,
             range: 1...3600
         ),

@@ -196,13 +196,24 @@ struct AdminCommandTests {
         )
         try #require(key.status == 0, "\(key.stderr)")
         #expect(key.stdout.contains("the running gateway uses it now"), "\(key.stdout)")
-        // The app was added without a team: bind it to the key's, through the running gateway. No wait:
-        // both take effect for the next push.
-        let team = try await ReloadGateProcess.run(["apps", "set-team", Self.bundle, "--team", sender.teamID], in: directory.url)
-        try #require(team.status == 0, "\(team.stderr)")
+        // The app was added without a team: the key's token is refused for it (and the app is now in the
+        // gateway's memory). Bound to the key's team through the running gateway, the next push goes: no
+        // wait, no stale app kept.
         let ingress = try #require(server.standardOutput.firstMatch(of: /APNs pushes to https:\/\/127\.0\.0\.1:(\d+)/))
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(directory.path("certs/ca.pem")))
+        let before = try await RawHTTP2Client.connect(port: try #require(Int(ingress.1)), tls: tls)
+        let refused = try await before.send(
+            RawHTTP2Client.push(token: Self.token, [
+                ("authorization", "bearer \(sender.token())"), ("apns-topic", Self.bundle + ".push-type.widgets"),
+                ("apns-push-type", "widgets"),
+            ]),
+            body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+        )
+        await before.close()
+        #expect(refused.status == 400 && refused.reason == "TopicDisallowed", "\(refused.body)")
+        let team = try await ReloadGateProcess.run(["apps", "set-team", Self.bundle, "--team", sender.teamID], in: directory.url)
+        try #require(team.status == 0, "\(team.stderr)")
         let client = try await RawHTTP2Client.connect(port: try #require(Int(ingress.1)), tls: tls)
         let pushID = "8E1C5A0E-7B7C-4A55-9C39-2F3B4A6D1E01"
         let pushed = try await client.send(

@@ -112,10 +112,10 @@ public func buildGateway(
 
     // The scheduler's state is loaded before anything listens: no request is decided on a partial state.
     let metrics = GatewayMetrics()
-    let engine = SchedulerEngine(store: store, configuration: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics)
+    let door = GatewayDoor(store: store, scheduling: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics)
     let upstream: any DeliveryUpstream
     do {
-        try await engine.load()
+        try await door.engine.load()
         switch configuration.upstream.kind {
         case .outbox:
             upstream = try OutboxUpstream(dataDirectory: configuration.dataDirectory, logger: logger)
@@ -136,21 +136,15 @@ public func buildGateway(
     OperationsRoutes(readiness: readiness, metrics: metrics).register(on: router)
     router.add(middleware: DrainMiddleware(drain: drain))
     router.add(middleware: APIErrorMiddleware())
-    let apps = AppDirectory(store: store)
-    let pushDevices = PushDeviceCache()
-    let keys = ProviderKeyDirectory(store: store, logger: logger)
     let verifier = ProviderTokenVerifier(
-        keys: keys,
+        keys: door.keys,
         environment: configuration.environment,
         clockSkew: Int64(configuration.ingress.clockSkew),
         cacheEnabled: configuration.ingress.tokenCache
     )
     let ingress = PushIngress(
-        store: store,
-        apps: apps,
-        engine: engine,
+        door: door,
         verifier: verifier,
-        devices: pushDevices,
         configuration: configuration.ingress,
         now: now,
         logger: logger,
@@ -165,9 +159,8 @@ public func buildGateway(
         try? store.close()
         throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
     }
-    RegistryRoutes(store: store, apps: apps, engine: engine, pushDevices: pushDevices, limits: RegistryLimits(), now: now)
-        .register(on: router)
-    WebhookRoutes(store: store, apps: apps, engine: engine, now: now).register(on: router)
+    RegistryRoutes(door: door, limits: RegistryLimits()).register(on: router)
+    WebhookRoutes(door: door).register(on: router)
     customizeRouter(router)
 
     // The admin API: its own router and HTTP/1.1 server on a Unix socket (mode 0600), never on the
@@ -181,7 +174,7 @@ public func buildGateway(
     }
     let adminRouter = Router()
     adminRouter.add(middleware: APIErrorMiddleware())
-    AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, keys: keys, now: now, logger: logger).register(on: adminRouter)
+    AdminRoutes(door: door, logger: logger).register(on: adminRouter)
     let admin = Application(
         router: adminRouter,
         server: .http1(
@@ -214,7 +207,7 @@ public func buildGateway(
         let router = Router()
         router.add(middleware: AdminTokenMiddleware(token: token))
         router.add(middleware: APIErrorMiddleware())
-        AdminRoutes(store: store, engine: engine, apps: apps, pushDevices: pushDevices, keys: keys, now: now, logger: logger).register(on: router)
+        AdminRoutes(door: door, logger: logger).register(on: router)
         let adminHost = configuration.admin.host
         adminTLS = Application(
             router: router,
@@ -242,15 +235,14 @@ public func buildGateway(
     let adminServices: [any Service] = adminTLS.map { [$0] } ?? []
     return Gateway(configuration: configuration, readiness: readiness, logger: logger, services: [
         StoreService(store: store, readiness: readiness, logger: logger),
-        SchedulerService(
-            engine: engine,
+        DoorService(
+            door: door,
             worker: DeliveryWorker(
-                store: store,
+                store: door.reader,
                 upstream: upstream,
-                states: DeliveryStateLog(store: store, now: now, logger: logger),
+                states: door,
                 now: now,
                 logger: logger,
-                pushDevices: pushDevices,
                 concurrency: configuration.upstream.kind == .apns ? configuration.upstream.maxConcurrentRequests : 1,
                 maximumAttempts: configuration.upstream.maxAttempts,
                 firstBackoff: .milliseconds(configuration.upstream.retryDelay),
@@ -270,7 +262,7 @@ public func buildGateway(
             gracePeriod: .seconds(configuration.listen.shutdownGracePeriod),
             tls: ingressContext,
             ingress: ingress,
-            keys: keys,
+            keys: door.keys,
             readiness: readiness,
             logger: logger,
             onListening: { port in

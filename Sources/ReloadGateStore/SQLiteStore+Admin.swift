@@ -253,7 +253,7 @@ extension SQLiteStore {
 
 extension SQLiteStore {
     /// Devices, by app and token: of `bundle` only when given; of `token` only when given.
-    public func devices(bundle: String?, token: String? = nil, limit: Int) throws -> [DeviceRecord] {
+    public func devices(bundle: String?, token: String?, limit: Int) throws -> [DeviceRecord] {
         try writer.read { db in
             try Row.fetchAll(
                 db,

@@ -12,7 +12,7 @@ extension SQLiteStore {
     /// - Parameter teamID: the Apple team the app belongs to (its provider keys' team); `nil`: no provider
     ///   token may push to it until one is set.
     /// - Throws: ``StoreError/appExists(_:)`` when the bundle is registered already, in any case.
-    public func createApp(bundle: BundleID, teamID: String? = nil, allowsExemptions: Bool = false, now: Date) throws -> AppCredentials {
+    public func createApp(bundle: BundleID, teamID: String?, allowsExemptions: Bool, now: Date) throws -> AppCredentials {
         let apiKey = "rgk_" + Self.randomToken()
         let webhookSecret = "rgs_" + Self.randomToken()
         let sealedSecret = try sealer.seal(webhookSecret)

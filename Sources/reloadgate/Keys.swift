@@ -4,6 +4,7 @@ import Foundation
 import NIOHTTP1
 import ReloadGateAPNs
 import ReloadGateCore
+import ReloadGateServer
 import ReloadGateStore
 
 /// `reloadgate keys`: the provider keys (public halves) push senders sign their tokens with.
@@ -90,7 +91,7 @@ struct Keys: AsyncParsableCommand {
             let store = try StoreOptions.openStore(config: admin.config)
             defer { try? store.close() }
             do {
-                try store.addProviderKey(
+                try OfflineDoor(store: store).execute(AddProviderKey(
                     StoredProviderKey(
                         keyID: kid,
                         teamID: team,
@@ -99,7 +100,7 @@ struct Keys: AsyncParsableCommand {
                         environments: environment,
                         createdAt: Date()
                     )
-                )
+                ))
             } catch let error as StoreError {
                 throw CommandFailure.exit(error.description, status: 1)
             }
@@ -168,7 +169,7 @@ struct Keys: AsyncParsableCommand {
             }
             let store = try StoreOptions.openStore(config: admin.config)
             defer { try? store.close() }
-            guard try store.removeProviderKey(keyID: kid) else {
+            guard try OfflineDoor(store: store).execute(RemoveProviderKey(keyID: kid)) else {
                 throw CommandFailure.exit("no provider key \(kid) is registered", status: 1)
             }
             printLine("key \(kid) removed")

@@ -67,8 +67,9 @@ struct DeliveryWorkerTests {
         let slow = Set([0, 2, 4, 6].map { tokens[$0] })
         let upstream = Upstream(slow: slow)
         let logger = Logger(label: "test")
-        let states = DeliveryStateLog(store: store, now: { Date() }, logger: logger)
-        var worker = DeliveryWorker(store: store, upstream: upstream, states: states, now: { Date() }, logger: logger)
+        let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger)
+        let states = door.deliveryStates
+        var worker = DeliveryWorker(store: store, upstream: upstream, states: door, now: { Date() }, logger: logger)
         worker.concurrency = 8
         worker.firstBackoff = .seconds(60)
         #expect(worker.batchSize == 2)
@@ -102,7 +103,8 @@ struct DeliveryWorkerTests {
         defer { try? store.close() }
         let logger = Logger(label: "test")
         let worker = DeliveryWorker(
-            store: store, upstream: Upstream(slow: []), states: DeliveryStateLog(store: store, now: { Date() }, logger: logger),
+            store: store, upstream: Upstream(slow: []),
+            states: GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger),
             now: { Date() }, logger: logger
         )
         #expect(APNsUpstream.retryAfter("9223372036854775807") == 3600)

@@ -37,7 +37,7 @@ struct AppStoreTests {
         let directory = try TemporaryDirectory("apps")
         defer { directory.remove() }
         let first = try SQLiteStore(directory: directory.path("data"), environment: .production, now: now)
-        let scores = try first.createApp(bundle: try BundleID("com.example.scores"), allowsExemptions: true, now: now)
+        let scores = try first.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: true, now: now)
         let news = try first.createApp(bundle: try BundleID("com.example.news"), now: now)
         #expect(scores.apiKey != news.apiKey)
         try first.close()
@@ -56,7 +56,7 @@ struct AppStoreTests {
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
         let bundle = try BundleID("com.example.scores")
-        _ = try store.createApp(bundle: bundle, teamID: "TEAM1", now: now)
+        _ = try store.createApp(bundle: bundle, teamID: "TEAM1", allowsExemptions: false, now: now)
         #expect(throws: StoreError.appExists(bundle)) { try store.createApp(bundle: bundle, now: now) }
         // Regardless of case: the error names the registered spelling.
         #expect(throws: StoreError.appExists(bundle)) { try store.createApp(bundle: try BundleID("COM.example.Scores"), now: now) }

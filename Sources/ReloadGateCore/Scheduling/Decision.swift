@@ -12,8 +12,9 @@ public enum DecisionKind: String, Sendable, CaseIterable {
     case expired
     /// The request matched no widget instance.
     case noMatch = "no-match"
-    /// Later, not when the request arrived: the operator dropped the pending reload that was to serve it
-    /// (`reloadgate cancel`).
+    /// Later, not when the request arrived: the pending reload that was to serve it was dropped, by the
+    /// operator (`reloadgate cancel`), because Apple answered that the device is unregistered (410), or
+    /// because the widget or device left the registry.
     case cancelled
 
     /// The kinds a request gets when it is decided (all but ``cancelled``).
@@ -32,6 +33,8 @@ public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
     case expired(earliest: Timestamp, expiration: Timestamp)
     case noMatchingWidget
     case cancelledByOperator
+    case deviceUnregistered(since: Timestamp)
+    case removedFromRegistry
 
     public var description: String {
         switch self {
@@ -47,6 +50,8 @@ public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
         case .expired(let earliest, let expiration): "expired: earliest \(earliest) > expiration \(expiration)"
         case .noMatchingWidget: "no-match: the device shows no widget the request targets"
         case .cancelledByOperator: "cancelled: the operator dropped the pending reload (reloadgate cancel)"
+        case .deviceUnregistered(let since): "cancelled: Apple answered 410 Unregistered for the device (unregistered since \(since))"
+        case .removedFromRegistry: "cancelled: the widget or its device was removed from the registry"
         }
     }
 }

@@ -113,6 +113,20 @@ public struct ReloadScheduler: Sendable {
         return dropped
     }
 
+    /// The registered instances of `device` (none for an unknown device), in no particular order.
+    public func instances(ofDevice device: DeviceHandle) -> [InstanceHandle] {
+        let d = Int(device.rawValue)
+        guard d >= 0, d < firstInstanceOfDevice.count, firstInstanceOfDevice[d] >= 0 else { return [] }
+        let first = firstInstanceOfDevice[d]
+        var found = [InstanceHandle(first)]
+        var i = instances[Int(first)].nextInDevice
+        while i != first && i >= 0 {
+            found.append(InstanceHandle(i))
+            i = instances[Int(i)].nextInDevice
+        }
+        return found
+    }
+
     /// Records the instance's latest timeline; its planned reload is what rule 3 compares with.
     public mutating func setTimeline(_ instance: InstanceHandle, _ timeline: Timeline) {
         let i = instance.rawValue

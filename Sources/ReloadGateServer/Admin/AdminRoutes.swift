@@ -12,14 +12,13 @@ import ReloadGateStore
 /// cancel, flush, stats. Served on the admin socket only (``AdminService``), never on the public
 /// listener. Answers are JSON objects with sorted keys; times are RFC 3339 in UTC.
 struct AdminRoutes {
-    let store: SQLiteStore
-    let engine: SchedulerEngine
-    let apps: AppDirectory
-    let pushDevices: PushDeviceCache
-    /// Refreshed after a key is added or removed, so that the next push sees the change.
-    let keys: ProviderKeyDirectory
-    let now: @Sendable () -> Date
+    /// Where changes go (keys, teams, credentials, devices, cancel, flush); queries read through its
+    /// ``GatewayDoor/reader``.
+    let door: GatewayDoor
     let logger: Logger
+
+    private var store: any GatewayStoreReading { door.reader }
+    private func now() -> Date { door.now() }
 
     func register(on router: Router<some RequestContext>) {
         router.get("/v1/pending") { request, _ in try await pending(request) }
@@ -66,21 +65,20 @@ struct AdminRoutes {
             return bundle
         }
         do {
-            try store.addProviderKey(
+            // The next push verifies with it (the door refreshes the key directory).
+            try door.execute(AddProviderKey(
                 StoredProviderKey(keyID: kid, teamID: team, publicKeyPEM: publicKey.pemRepresentation, topics: topics, environments: environment, createdAt: now())
-            )
+            ))
         } catch let error as StoreError {
             throw APIError(status: .conflict, code: "key-exists", message: error.description)
         }
-        keys.refresh()
         logger.notice("provider key added by the operator", metadata: ["kid": "\(kid)", "team": "\(team)"])
         return try Self.json(["kid": kid, "team": team, "topics": topics.map(\.rawValue), "environment": environment])
     }
 
     /// `reloadgate keys remove` with a gateway running: the next push signed with the key is refused.
     private func removeKey(_ kid: String) throws -> Response {
-        guard try store.removeProviderKey(keyID: kid) else { throw APIError.notFound("no provider key \(kid) is registered") }
-        keys.refresh()
+        guard try door.execute(RemoveProviderKey(keyID: kid)) else { throw APIError.notFound("no provider key \(kid) is registered") }
         logger.notice("provider key removed by the operator", metadata: ["kid": "\(kid)"])
         return try Self.json(["removed": kid])
     }
@@ -91,8 +89,7 @@ struct AdminRoutes {
         let body = try await JSONBody.object(request, limit: 4096)
         let team = try JSONFields.string(body["team"], "team")
         guard ProviderKey.isValidIdentifier(team) else { throw APIError.invalidField("team must be 1 to 64 letters or digits") }
-        guard let app = try store.setTeam(bundle: bundleID, teamID: team) else { throw APIError.notFound("no app \(bundle)") }
-        apps.forget(bundleID)
+        guard let app = try door.execute(SetTeam(bundle: bundleID, team: team)) else { throw APIError.notFound("no app \(bundle)") }
         logger.notice("app bound to a team by the operator", metadata: ["bundle": "\(bundle)", "team": "\(team)"])
         return try Self.json(["bundle": app.bundle.rawValue, "team": team])
     }
@@ -144,9 +141,7 @@ struct AdminRoutes {
         guard let bundleID = try? BundleID(device.bundle), let app = try store.app(bundle: bundleID) else {
             throw APIError.notFound("no app \(device.bundle)")
         }
-        let removed = try store.deleteDevice(app: app, token: try DeviceToken(token))
-        pushDevices.invalidate()
-        await engine.remove(instances: removed.instances)
+        let removed = try await door.execute(DeleteDevice(app: app, token: try DeviceToken(token)))
         logger.notice("device removed by the operator", metadata: ["bundle": "\(device.bundle)", "device": "\(token.prefix(8))…"])
         return try Self.json(["removed": ["bundle": device.bundle, "device": token, "widgets": removed.instances.count]])
     }
@@ -156,10 +151,9 @@ struct AdminRoutes {
         let body = request.head.headerFields[.contentLength] == nil && request.head.headerFields[.transferEncoding] == nil
             ? nil : try await JSONBody.object(request, limit: 4096)
         let rotateSecret = try JSONFields.bool(body?["webhookSecret"], "webhookSecret", default: false)
-        guard let credentials = try store.rotateCredentials(bundle: bundleID, webhookSecret: rotateSecret) else {
+        guard let credentials = try door.execute(RotateCredentials(bundle: bundleID, webhookSecret: rotateSecret)) else {
             throw APIError.notFound("no app \(bundle)")
         }
-        apps.forget(bundleID)
         logger.notice("app credentials rotated by the operator", metadata: ["bundle": "\(bundle)", "webhook-secret": "\(rotateSecret)"])
         var answer: [String: Any] = ["bundle": bundle, "apiKey": credentials.apiKey]
         if rotateSecret { answer["webhookSecret"] = credentials.webhookSecret }
@@ -197,7 +191,7 @@ struct AdminRoutes {
             filter.limit = limit
         }
         let rows = try store.pendingReloads(filter)
-        let waits = await engine.pendingWaits(rows.map(\.instance))
+        let waits = await door.pendingWaits(rows.map(\.instance))
         let time = Timestamp(now())
         return try Self.json([
             "now": time.rfc3339,
@@ -261,7 +255,7 @@ struct AdminRoutes {
             instances = instances.filter { $0.instance.widgetID == widget }
             guard !instances.isEmpty else { throw APIError.notFound("device \(token) has no widget \(widget)") }
         }
-        let budgets = await engine.budgets(instances.map(\.instance.instance))
+        let budgets = await door.budgets(instances.map(\.instance.instance))
         let bundles = Set(instances.map(\.bundle)).sorted()
         let recent = try bundles.flatMap { try store.recentDeliveries(bundle: $0, deviceToken: token, limit: 5) }
         return try Self.json([
@@ -305,7 +299,7 @@ struct AdminRoutes {
             throw APIError.notFound("no request or delivery \(id)")
         }
         guard try store.requestRecord(requestID) != nil else { throw APIError.notFound("no request \(requestID)") }
-        let dropped = try await engine.cancel(instances: try store.pendingInstances(listing: requestID), listing: RequestID(bitPattern: requestID))
+        let dropped = try await door.execute(CancelRequest(request: requestID))
         guard !dropped.isEmpty else {
             throw APIError(status: .conflict, code: "not-pending", message: "request \(requestID) has no pending reload (explain it to see what happened)")
         }
@@ -321,8 +315,7 @@ struct AdminRoutes {
         let bundle = try JSONFields.optionalString(body["bundle"], "bundle")
         let ignoreBudget = try JSONFields.bool(body["ignoreBudget"], "ignoreBudget", default: false)
         if device != nil, bundle != nil { throw APIError.invalidField("give device or bundle, not both") }
-        let instances = try store.pendingInstances(deviceToken: device, bundle: bundle)
-        let flushed = try await engine.flush(instances: instances, ignoringBudget: ignoreBudget)
+        let flushed = try await door.execute(FlushPending(deviceToken: device, bundle: bundle, ignoringBudget: ignoreBudget))
         logger.notice(
             "pending reloads flushed by the operator",
             metadata: ["count": "\(flushed.count)", "ignore-budget": "\(ignoreBudget)", "device": "\(device ?? "-")", "bundle": "\(bundle ?? "-")"]

@@ -45,9 +45,10 @@ final class PushIngress: Sendable {
         var team: String
     }
 
-    private let store: SQLiteStore
+    /// Where pushes go; devices and targets are read through its ``GatewayDoor/reader``.
+    private let door: GatewayDoor
+    private let store: any GatewayStoreReading
     private let apps: AppDirectory
-    private let engine: SchedulerEngine
     private let verifier: ProviderTokenVerifier
     private let unknownDevices: GatewayConfiguration.Ingress.UnknownDevices
     private let guardRail: TokenRateGuard
@@ -60,25 +61,22 @@ final class PushIngress: Sendable {
     let metrics: GatewayMetrics
 
     init(
-        store: SQLiteStore,
-        apps: AppDirectory,
-        engine: SchedulerEngine,
+        door: GatewayDoor,
         verifier: ProviderTokenVerifier,
-        devices: PushDeviceCache,
         configuration: GatewayConfiguration.Ingress,
         now: @escaping @Sendable () -> Date,
         logger: Logger,
         metrics: GatewayMetrics = GatewayMetrics()
     ) {
         self.metrics = metrics
-        self.store = store
-        self.apps = apps
-        self.engine = engine
+        self.door = door
+        self.store = door.reader
+        self.apps = door.apps
         self.verifier = verifier
         self.unknownDevices = configuration.unknownDevices
         self.guardRail = TokenRateGuard(perSecond: configuration.requestsPerSecondPerToken)
         self.revokedSerials = Set(configuration.revokedCertificateSerials)
-        self.devices = devices
+        self.devices = door.pushDevices
         self.now = now
         self.logger = logger
     }
@@ -226,7 +224,7 @@ final class PushIngress: Sendable {
         }
         let summary = String(decoding: Array(body), as: UTF8.self)
         let defaultTargets = cached?.allTargets
-        let submit: @Sendable (Int64) -> Void = { [engine, store, logger] device in
+        let submit: @Sendable (Int64) -> Void = { [door, store, logger] device in
             let targets: [Int64]
             do {
                 if payload.kind == nil, payload.match.isEmpty, let defaultTargets, !defaultTargets.isEmpty {
@@ -252,7 +250,7 @@ final class PushIngress: Sendable {
                 received: Timestamp(received),
                 idempotency: nil
             )
-            engine.enqueue(submission, render: { _, _ in (200, "") }) { result in
+            door.enqueue(submission, render: { _, _ in (200, "") }) { result in
                 switch result {
                 case .success(.decided(let id, let decisions, _, _)):
                     logger.debug(
@@ -281,16 +279,16 @@ final class PushIngress: Sendable {
         case .active(let device):
             submit(device)
         default:
-            // Adopting writes the device (rare: once per new token), so it does not run on the event loop.
-            Task { [store, engine, logger] in
-                do {
-                    let adopted = try store.adoptDevice(app: head.app, token: token, now: received)
-                    self.devices.invalidate()
-                    await engine.registerAdopted(instance: adopted.instance, device: adopted.device)
-                    submit(adopted.device)
-                } catch {
+            // Adopting writes the device (rare: once per new token): the door's commit loop does it, not
+            // the event loop; the push is submitted once the device is there.
+            door.adopt(app: head.app, token: token, received: received) { [logger] result in
+                switch result {
+                case .success(let device):
+                    submit(device)
+                case .failure(let error):
                     logger.error("cannot adopt a device", metadata: ["device": "\(token.shortened)", "error": "\(error)"])
-                    respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
+                    let reason: APNsReason = error is SchedulerUnavailable ? .shutdown : .internalServerError
+                    respond(PushResponse(APNsFailure(reason), apnsID: head.apnsID))
                 }
             }
         }

@@ -8,13 +8,9 @@ import ReloadGateStore
 /// The registry API (DESIGN.md, Interfaces 2): devices with their widgets, timelines, configurations.
 /// Every call carries `authorization: bearer <apiKey>` of the app named in the path.
 struct RegistryRoutes {
-    let store: SQLiteStore
-    let apps: AppDirectory
-    let engine: SchedulerEngine
-    /// Forgotten on every device change, so the push path never uses a stale device.
-    let pushDevices: PushDeviceCache
+    /// Where changes go; the routes read through its ``GatewayDoor/reader``.
+    let door: GatewayDoor
     let limits: RegistryLimits
-    let now: @Sendable () -> Date
 
     /// Bodies larger than this are refused while reading (DESIGN.md, Security: 64 KiB).
     static let bodyLimit = 64 * 1024
@@ -68,7 +64,7 @@ struct RegistryRoutes {
             throw APIError.unauthorized("send the app's API key as `authorization: bearer <apiKey>`")
         }
         let key = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard let app = try apps.app(forAPIKey: key) else {
+        guard let app = try door.apps.app(forAPIKey: key) else {
             throw APIError.unauthorized("the API key is not valid")
         }
         guard app.bundle.rawValue == bundle else {
@@ -92,9 +88,9 @@ struct RegistryRoutes {
         if let environment = body.environment, environment != app.environment.rawValue {
             throw APIError.invalidField("environment is \(environment) but \(app.bundle) is registered for \(app.environment)")
         }
-        let registration = try store.putDevice(app: app, token: token, widgets: body.widgets, previousToken: body.previousToken, now: now())
-        pushDevices.invalidate()
-        await engine.apply(registration)
+        let registration = try await door.execute(
+            PutDevice(app: app, token: token, widgets: body.widgets, previousToken: body.previousToken)
+        )
         return try json(
             .ok,
             [
@@ -108,9 +104,7 @@ struct RegistryRoutes {
 
     private func deleteDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let app = try authenticate(request, context)
-        let removed = try store.deleteDevice(app: app, token: try token(context))
-        pushDevices.invalidate()
-        await engine.remove(instances: removed.instances)
+        _ = try await door.execute(DeleteDevice(app: app, token: try token(context)))
         return Response(status: .noContent)
     }
 
@@ -119,9 +113,8 @@ struct RegistryRoutes {
         let token = try token(context)
         let widgetID = context.parameters.get("widget") ?? ""
         let timeline = try TimelineBody.timeline(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
-        let instance = try store.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: now())
         // Answered once the planned reload is written through to the scheduler's state.
-        try await engine.setTimeline(instance: instance, timeline)
+        _ = try await door.execute(SetTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline))
         let planned: Any =
             timeline.plannedReload.map { Date(timeIntervalSince1970: $0.unixSeconds).formatted(.iso8601) } ?? NSNull()
         return try json(.ok, ["plannedReload": planned])
@@ -130,7 +123,7 @@ struct RegistryRoutes {
     private func configurations(_ request: Request, _ context: some RequestContext) throws -> Response {
         let app = try authenticate(request, context)
         let kind = request.uri.queryParameters.get("kind")
-        let usages = try store.configurations(app: app, kind: kind)
+        let usages = try door.reader.configurations(app: app, kind: kind)
         let list: [[String: Any]] = try usages.map { usage in
             [
                 "kind": usage.kind,

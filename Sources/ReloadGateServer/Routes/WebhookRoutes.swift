@@ -15,10 +15,8 @@ import ReloadGateStore
 /// Checks run in this order, and none of the refusals stores anything: app (404), body size (413),
 /// signature (401), idempotency key (400), JSON (400), fields (422), exemption allowed (403).
 struct WebhookRoutes {
-    let store: SQLiteStore
-    let apps: AppDirectory
-    let engine: SchedulerEngine
-    let now: @Sendable () -> Date
+    /// Where reloads go; the route reads through its ``GatewayDoor/reader``.
+    let door: GatewayDoor
 
     /// Bodies larger than this are refused while reading (DESIGN.md, Security: 64 KiB).
     static let bodyLimit = 64 * 1024
@@ -42,9 +40,9 @@ struct WebhookRoutes {
     }
 
     private func reload(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let received = now()
+        let received = door.now()
         let bundleText = context.parameters.get("bundle") ?? ""
-        guard let bundle = try? BundleID(bundleText), let (app, secret) = try apps.appWithSecret(bundle: bundle) else {
+        guard let bundle = try? BundleID(bundleText), let (app, secret) = try door.apps.appWithSecret(bundle: bundle) else {
             throw APIError.notFound("no app \(bundleText) is registered (reloadgate apps add \(bundleText))")
         }
         let body = try await JSONBody.bytes(request, limit: Self.bodyLimit)
@@ -85,7 +83,7 @@ struct WebhookRoutes {
                 message: "\(app.bundle) may not claim exemptions (reloadgate apps add --allow-exemptions)"
             )
         }
-        let targets = try store.targetInstances(app: app, target: parsed.target).map(\.instance)
+        let targets = try door.reader.targetInstances(app: app, target: parsed.target).map(\.instance)
         let submission = SchedulerEngine.Submission(
             app: app,
             source: .webhook,
@@ -99,7 +97,7 @@ struct WebhookRoutes {
             received: Timestamp(received),
             idempotency: idempotency
         )
-        switch try await engine.submit(submission, render: Self.render) {
+        switch try await door.reload(submission, render: Self.render) {
         case .decided(let id, let decisions, let status, let text):
             context.logger.debug(
                 "reload webhook call accepted",

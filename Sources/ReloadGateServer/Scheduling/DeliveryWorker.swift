@@ -3,8 +3,9 @@ import Logging
 import ReloadGateCore
 import ReloadGateStore
 
-/// Sends released deliveries through the upstream and records each one's way through the store:
-/// pending -> sending -> sent | failed (DESIGN.md, Durability).
+/// Sends released deliveries through the upstream and reports each one's way to the door (which writes
+/// it): pending -> sending -> sent | failed (DESIGN.md, Durability). Apple's 410 goes to the door too,
+/// which marks the device unregistered and drops its pending reloads.
 ///
 /// A delivery the upstream cannot take now (`retry`), or whose attempt ended without an answer
 /// (`unknown`: a reset stream, a lost connection, a timeout, an error), goes back to `pending` and is
@@ -13,14 +14,13 @@ import ReloadGateStore
 /// (`unknownOutcomes`): only those deliveries can have reached Apple twice. One that stays in `pending`
 /// or `sending` when the gateway stops is sent again on the next start with the same apns-id.
 struct DeliveryWorker: Sendable {
-    let store: SQLiteStore
+    /// Where deliveries' addresses are read.
+    let store: any GatewayStoreReading
     let upstream: any DeliveryUpstream
-    /// Where state changes go (written in batches).
-    let states: DeliveryStateLog
+    /// Where state changes and 410s go (the door; state changes are written in batches).
+    let states: any DeliveryReports
     let now: @Sendable () -> Date
     let logger: Logger
-    /// Forgotten when a device becomes invalid, so its next push is answered `Unregistered`.
-    var pushDevices: PushDeviceCache?
     /// Deliveries in flight at once (toward Apple: bounded concurrency).
     var concurrency = 1
     /// First attempts sent together (one commit of their marks, one hand-over to the upstream) when
@@ -156,7 +156,7 @@ struct DeliveryWorker: Sendable {
         let outcomes = await upstream.send(batch: ready.map(\.push))
         let latency = started.duration(to: .now)   // the group's: until its last answer
         for ((delivery, push), result) in zip(ready, outcomes) {
-            let outcome = conclude(delivery, push: push, result: result, latency: latency)
+            let outcome = await conclude(delivery, push: push, result: result, latency: latency)
             switch outcome {
             case .retry, .unknown: retries.append(Retry(delivery: delivery, outcome: outcome))
             case .sent, .failed, .deviceInvalid: break
@@ -257,7 +257,7 @@ struct DeliveryWorker: Sendable {
         }
         do {
             // Committed before the request leaves: after a crash, `sending` means it may have reached Apple.
-            try await states.recordDurably(DeliveryStateChange(apnsID: delivery.apnsID, state: .sending))
+            try await states.recordDurably([DeliveryStateChange(apnsID: delivery.apnsID, state: .sending)])
         } catch {
             return .retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
         }
@@ -276,12 +276,17 @@ struct DeliveryWorker: Sendable {
         } catch {
             result = .failure(error)
         }
-        return conclude(delivery, push: push, result: result, latency: started.duration(to: .now))
+        return await conclude(delivery, push: push, result: result, latency: started.duration(to: .now))
     }
 
     /// Counts an attempt's outcome and records what it ends (sent, failed, the device invalid). An
     /// error means the request may have reached the push service: `unknown`, sent again.
-    private func conclude(_ delivery: RecordedDelivery, push: OutgoingPush, result: Result<DeliveryOutcome, any Error>, latency: Duration) -> DeliveryOutcome {
+    private func conclude(
+        _ delivery: RecordedDelivery,
+        push: OutgoingPush,
+        result: Result<DeliveryOutcome, any Error>,
+        latency: Duration
+    ) async -> DeliveryOutcome {
         let outcome: DeliveryOutcome
         switch result {
         case .success(let answered):
@@ -299,16 +304,9 @@ struct DeliveryWorker: Sendable {
             logger.warning("delivery failed", metadata: Self.metadata(delivery, ["reason": "\(reason)"]))
             finish(delivery, .failed, error: reason, outcome: outcome)
         case .deviceInvalid(let reason, let since):
-            let time = since.map { Date(timeIntervalSince1970: Double($0.milliseconds) / 1000) } ?? now()
-            do {
-                if try store.markDeviceInvalid(device: delivery.device, since: time) {
-                    pushDevices?.invalidate()
-                    logger.info("device unregistered by Apple", metadata: Self.metadata(delivery, ["device": "\(push.deviceToken.shortened)", "reason": "\(reason)"]))
-                }
-            } catch {
-                logger.error("cannot mark a device unregistered", metadata: ["error": "\(error)"])
-            }
+            logger.info("device unregistered by Apple", metadata: Self.metadata(delivery, ["device": "\(push.deviceToken.shortened)", "reason": "\(reason)"]))
             finish(delivery, .failed, error: reason, outcome: outcome)
+            await states.markUnregistered(device: delivery.device, since: since ?? Timestamp(now()))
         case .retry, .unknown:
             break
         }

@@ -10,7 +10,7 @@ import ServiceLifecycle
 /// While it runs it also copies the WAL into the database file every `checkpointInterval`
 /// (``SQLiteStore/checkpointWAL()``), so that group commits never wait for a checkpoint.
 struct StoreService: Service {
-    let store: SQLiteStore
+    let store: any GatewayStore
     let readiness: Readiness
     let logger: Logger
     var checkpointInterval: Duration = .milliseconds(100)

@@ -11,12 +11,12 @@ import Synchronization
 /// a token names a key id not known yet (at most once a second, so unknown ids cannot make it hammer
 /// the store).
 final class ProviderKeyDirectory: ProviderKeySource {
-    private let store: SQLiteStore
+    private let store: any GatewayStoreReading
     private let logger: Logger
     private let keys = ProviderKeySet()
     private let lastRefresh = Mutex(ContinuousClock.Instant.now - .seconds(10))
 
-    init(store: SQLiteStore, logger: Logger) {
+    init(store: any GatewayStoreReading, logger: Logger) {
         self.store = store
         self.logger = logger
     }

@@ -13,14 +13,14 @@ import Synchronization
 final class DeliveryStateLog: Sendable {
     private typealias Waiter = CheckedContinuation<Void, any Error>
 
-    private let store: SQLiteStore
+    private let store: any GatewayStore
     private let now: @Sendable () -> Date
     private let logger: Logger
     private let queue = Mutex<(changes: [DeliveryStateChange], waiters: [Waiter], finished: Bool)>(([], [], false))
     private let signal: AsyncStream<Void>.Continuation
     private let signals: AsyncStream<Void>
 
-    init(store: SQLiteStore, now: @escaping @Sendable () -> Date, logger: Logger) {
+    init(store: any GatewayStore, now: @escaping @Sendable () -> Date, logger: Logger) {
         self.store = store
         self.now = now
         self.logger = logger

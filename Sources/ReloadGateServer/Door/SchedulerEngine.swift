@@ -5,9 +5,9 @@ import ReloadGateCore
 import ReloadGateStore
 import Synchronization
 
-/// The scheduler's home in the server: owns the ``ReloadScheduler`` state machine, feeds it requests,
-/// registry changes and clock ticks, and writes everything it decides through to the store in group
-/// commits. A caller is answered only after the batch holding its request has committed (DESIGN.md,
+/// The door's scheduling half (``GatewayDoor`` is the only caller): owns the ``ReloadScheduler`` state
+/// machine, feeds it requests, registry changes and clock ticks, and writes everything it decides through
+/// to the store in group commits. A caller is answered only after the batch holding its request has committed (DESIGN.md,
 /// Durability); deliveries reach the delivery worker only after the batch that released them committed.
 ///
 /// The actor is re-entered while a batch commits, so requests arriving meanwhile gather into the next
@@ -57,11 +57,19 @@ actor SchedulerEngine {
         var waiters: [Reply] = []
     }
 
-    /// A request handed over by ``enqueue(_:render:reply:)``.
-    private struct Queued: Sendable {
-        var submission: Submission
-        var render: Render
-        var reply: Reply
+    /// A request handed over by ``enqueue(_:render:reply:)``, or a device to adopt (``enqueue(_:)``).
+    private enum Queued: Sendable {
+        case request(Submission, Render, Reply)
+        case adoption(Adoption)
+    }
+
+    /// A device to adopt (its first push, `ingress.unknownDevices: adopt`): written by the commit loop,
+    /// registered with the scheduler, then `then` is called with the device's id.
+    struct Adoption: Sendable {
+        var app: App
+        var token: DeviceToken
+        var received: Date
+        var then: @Sendable (Result<Int64, any Error>) -> Void
     }
 
     /// Requests handed over from event loops, decided by the commit loop.
@@ -75,7 +83,7 @@ actor SchedulerEngine {
         var key: String
     }
 
-    private let store: SQLiteStore
+    private let store: any GatewayStore
     private let configuration: SchedulerConfiguration
     private let now: @Sendable () -> Date
     private let logger: Logger
@@ -103,7 +111,7 @@ actor SchedulerEngine {
     private nonisolated let metrics: GatewayMetrics
 
     init(
-        store: SQLiteStore,
+        store: any GatewayStore,
         configuration: SchedulerConfiguration,
         now: @escaping @Sendable () -> Date,
         logger: Logger,
@@ -181,13 +189,24 @@ actor SchedulerEngine {
     nonisolated func enqueue(_ submission: Submission, render: @escaping Render, reply: @escaping Reply) {
         let accepted = inbox.withLock { inbox -> Bool in
             guard inbox.isOpen, inbox.items.count < Self.inboxLimit else { return false }
-            inbox.items.append(Queued(submission: submission, render: render, reply: reply))
+            inbox.items.append(.request(submission, render, reply))
             return true
         }
         guard accepted else {
             reply(.failure(inbox.withLock { $0.isOpen } ? SchedulerOverloaded() as any Error : SchedulerUnavailable()))
             return
         }
+        commitSignal.yield()
+    }
+
+    /// Hands a device to adopt over from any thread; the commit loop writes it (no task per adoption).
+    nonisolated func enqueue(_ adoption: Adoption) {
+        let accepted = inbox.withLock { inbox -> Bool in
+            guard inbox.isOpen else { return false }
+            inbox.items.append(.adoption(adoption))
+            return true
+        }
+        guard accepted else { return adoption.then(.failure(SchedulerUnavailable())) }
         commitSignal.yield()
     }
 
@@ -200,7 +219,23 @@ actor SchedulerEngine {
             defer { inbox.items.removeAll(keepingCapacity: true) }
             return inbox.items
         }
-        for item in queued { accept(item.submission, render: item.render, reply: item.reply) }
+        for item in queued {
+            switch item {
+            case .request(let submission, let render, let reply):
+                accept(submission, render: render, reply: reply)
+            case .adoption(let adoption):
+                // Rare (once per new token): written here, on the commit loop, in its own transaction.
+                do {
+                    let adopted = try store.adoptDevice(app: adoption.app, token: adoption.token, now: adoption.received)
+                    if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
+                        scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget)
+                    }
+                    adoption.then(.success(adopted.device))
+                } catch {
+                    adoption.then(.failure(error))
+                }
+            }
+        }
     }
 
     /// Decides a request into the open batch; `reply` is called after the batch committed, or at once
@@ -281,27 +316,59 @@ actor SchedulerEngine {
 
     // MARK: Registry
 
-    /// Brings the scheduler in line with a device registration that the store has committed.
-    func apply(_ registration: DeviceRegistration) {
-        for removed in registration.removedInstances + (registration.retired?.instances ?? []) {
-            if let handle = Self.handle(removed) { scheduler.remove(handle) }
+    /// Brings the scheduler in line with a device registration that the store has committed: removed
+    /// widgets (and a retired previous token's) are forgotten, their pending reloads dropped with a
+    /// `cancelled` decision; returns once those decisions are committed (at once when none was pending).
+    func apply(_ registration: DeviceRegistration) async throws {
+        guard !isStopping else { throw SchedulerUnavailable() }
+        let removed = registration.removedInstances + (registration.retired?.instances ?? [])
+        let dropped = drop(removed.compactMap(Self.handle), reason: .removedFromRegistry)
+        if let device = Self.deviceHandle(registration.device) {
+            for (id, widget) in registration.instances {
+                if let handle = Self.handle(id) { scheduler.register(handle, device: device, kind: widget.kind) }
+            }
         }
-        guard let device = Self.deviceHandle(registration.device) else { return }
-        for (id, widget) in registration.instances {
-            if let handle = Self.handle(id) { scheduler.register(handle, device: device, kind: widget.kind) }
-        }
+        if dropped > 0 { try await waitForCommit() }
     }
 
-    /// Registers the implicit instance of a device adopted by its first push (kind `*`).
-    func registerAdopted(instance: Int64, device: Int64) {
-        guard let handle = Self.handle(instance), let device = Self.deviceHandle(device) else { return }
-        scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget)
+    /// Forgets removed instances (a deleted device); their pending reloads are dropped with a `cancelled`
+    /// decision, committed before this returns.
+    func remove(instances: [Int64]) async throws {
+        guard !isStopping else { throw SchedulerUnavailable() }
+        if drop(instances.compactMap(Self.handle), reason: .removedFromRegistry) > 0 { try await waitForCommit() }
     }
 
-    /// Forgets removed instances (a deleted device); their pending reloads are dropped.
-    func remove(instances: [Int64]) {
+    /// Forgets the instances of a device Apple unregistered (410) that the store has marked: their pending
+    /// reloads are dropped with a `cancelled` decision naming Apple's time, and their state is deleted in
+    /// the same commit. Returns the instance -> dropped requests, once committed.
+    func unregister(device: Int64, since: Timestamp) async throws -> [Int64: [RequestID]] {
+        guard !isStopping else { throw SchedulerUnavailable() }
+        guard let handle = Self.deviceHandle(device) else { return [:] }
+        var dropped: [Int64: [RequestID]] = [:]
+        for instance in scheduler.instances(ofDevice: handle) {
+            let requests = scheduler.remove(instance)
+            record(dropped: requests, of: instance, reason: .deviceUnregistered(since: since))
+            dropped[Int64(instance.rawValue)] = requests
+        }
+        try await waitForCommit()
+        return dropped
+    }
+
+    /// Removes `instances` from the scheduler, recording a `cancelled` decision for each request of their
+    /// pending reloads; returns how many instances had one.
+    private func drop(_ instances: [InstanceHandle], reason: DecisionReason) -> Int {
+        var count = 0
         for instance in instances {
-            if let handle = Self.handle(instance) { scheduler.remove(handle) }
+            let requests = scheduler.remove(instance)
+            if !requests.isEmpty { count += 1 }
+            record(dropped: requests, of: instance, reason: reason)
+        }
+        return count
+    }
+
+    private func record(dropped requests: [RequestID], of instance: InstanceHandle, reason: DecisionReason) {
+        for request in requests {
+            batch.decisions.append(Decision(request: request, instance: instance, kind: .cancelled, due: nil, reason: reason))
         }
     }
 

@@ -17,11 +17,11 @@ final class AppDirectory: Sendable {
         var webhookSecret: String
     }
 
-    private let store: SQLiteStore
+    private let store: any GatewayStoreReading
     private let byBundle = Mutex<[String: Entry]>([:])
     private let byKeyHash = Mutex<[Data: App]>([:])
 
-    init(store: SQLiteStore) {
+    init(store: any GatewayStoreReading) {
         self.store = store
     }
 

@@ -1,0 +1,68 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateStore
+import ServiceLifecycle
+
+/// Runs the door's loops: the commit loop (group commits of requests, registry changes and whatever
+/// falls due), the timer loop (wakes the commit loop when the next timer is due), the delivery state log
+/// and the delivery worker.
+///
+/// It starts after the store and stops before it; the listener stops first, so every request that got
+/// in is committed before the store closes. Deliveries that are still pending then are sent on the next
+/// start.
+struct DoorService: Service {
+    let door: GatewayDoor
+    let worker: DeliveryWorker
+    let readiness: Readiness
+    let logger: Logger
+    /// The longest the timer loop sleeps before it looks at the clock again.
+    var timerResolution: Duration = .milliseconds(100)
+
+    func run() async throws {
+        // Deliveries left by the last run (released but not sent, or sending when it stopped) go first.
+        let unfinished = try door.reader.deliveries(in: [.sending, .pending])
+        if !unfinished.isEmpty {
+            logger.info("sending deliveries left by the last run", metadata: ["count": "\(unfinished.count)"])
+        }
+        worker.metrics.deliveriesQueued(unfinished.count)
+        readiness.markReady(.scheduler)
+        let states = door.deliveryStates
+        let engine = door.engine
+        await withDiscardingTaskGroup { outer in
+            outer.addTask { await states.run() }
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    for await _ in engine.commitRequests {
+                        await engine.commitPending()
+                    }
+                    await engine.commitPending()
+                    await engine.finishDeliveries()
+                }
+                group.addTask { [worker] in
+                    await worker.run(unfinished: unfinished, engine.releasedDeliveries, isStopping: { await engine.isStopping })
+                }
+                // The timer loop ends by cancellation when the gateway shuts down.
+                await withDiscardingTaskGroup { timers in
+                    timers.addTask { [timerResolution] in
+                        while !Task.isCancelled {
+                            var sleep = timerResolution
+                            if let wait = await engine.millisecondsUntilNextTimer() {
+                                if wait == 0 { await engine.wake() } else { sleep = min(sleep, .milliseconds(wait)) }
+                            }
+                            try? await Task.sleep(for: sleep)
+                        }
+                    }
+                    try? await gracefulShutdown()
+                    timers.cancelAll()
+                }
+                readiness.markNotReady(.scheduler)
+                await engine.stop()
+            }
+            // The worker has stopped: its last state changes are written before the store closes.
+            states.finish()
+        }
+        await worker.upstream.close()
+        logger.info("scheduler stopped")
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Logging
+import ReloadGateAPNs
+import ReloadGateCore
+public import ReloadGateStore
+
+/// The one door in front of the gateway's state (docs/DECISIONS.md, "The door").
+///
+/// Every change of state is a command (``GatewayCommand``: a device put or deleted, a timeline, Apple's
+/// 410, a key, an app, a cancel, a flush; reload requests through ``reload(_:render:)`` and
+/// ``enqueue(_:render:reply:)``, delivery state changes through ``DeliveryReports``). The door commits the
+/// change to the store, then applies it to the scheduler and to the caches that hold what changed, and
+/// returns a typed outcome that the route, the ingress handler, the worker or the CLI renders. Nothing
+/// else holds the store as ``GatewayStore``: the rest of the server reads through ``reader``.
+///
+/// The door owns the caches (apps, provider keys, devices of the push path) and the scheduler
+/// (``SchedulerEngine``, with the group commit and idempotency), so a change takes effect everywhere it
+/// matters before its caller is answered.
+final class GatewayDoor: Sendable {
+    /// The state, read-only, for routes, handlers and the worker.
+    let reader: any GatewayStoreReading
+    /// Apps by bundle and API key, for the routes and the push path.
+    let apps: AppDirectory
+    /// Provider keys, for the token verifier.
+    let keys: ProviderKeyDirectory
+    /// Devices' status and default targets on the push path.
+    let pushDevices: PushDeviceCache
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    let store: any GatewayStore
+    let engine: SchedulerEngine
+    /// Delivery state changes, written in group commits.
+    let deliveryStates: DeliveryStateLog
+
+    init(
+        store: any GatewayStore,
+        scheduling: SchedulerConfiguration,
+        now: @escaping @Sendable () -> Date,
+        logger: Logger,
+        metrics: GatewayMetrics = GatewayMetrics()
+    ) {
+        self.store = store
+        self.reader = store
+        self.now = now
+        self.logger = logger
+        self.apps = AppDirectory(store: store)
+        self.keys = ProviderKeyDirectory(store: store, logger: logger)
+        self.pushDevices = PushDeviceCache()
+        self.engine = SchedulerEngine(store: store, configuration: scheduling, now: now, logger: logger, metrics: metrics)
+        self.deliveryStates = DeliveryStateLog(store: store, now: now, logger: logger)
+    }
+
+    /// Carries out a command and returns its outcome once it is committed and applied.
+    func execute<Command: GatewayCommand>(_ command: Command) async throws -> Command.Outcome {
+        try await command.execute(at: self)
+    }
+
+    // MARK: Reload requests
+
+    /// A webhook reload: decided, committed, answered (idempotency keys are handled here).
+    func reload(_ submission: SchedulerEngine.Submission, render: @escaping SchedulerEngine.Render) async throws
+        -> SchedulerEngine.Outcome
+    {
+        try await engine.submit(submission, render: render)
+    }
+
+    /// A push: handed over from the event loop without waiting; `reply` is called after its commit.
+    func enqueue(
+        _ submission: SchedulerEngine.Submission,
+        render: @escaping SchedulerEngine.Render,
+        reply: @escaping SchedulerEngine.Reply
+    ) {
+        engine.enqueue(submission, render: render, reply: reply)
+    }
+
+    /// Adopts a device by its first push (`ingress.unknownDevices: adopt`): written, registered with the
+    /// scheduler, forgotten by the push path's cache; then `then` gets the device's id (on the commit loop).
+    func adopt(app: App, token: DeviceToken, received: Date, then: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
+        let devices = pushDevices
+        engine.enqueue(SchedulerEngine.Adoption(app: app, token: token, received: received) { result in
+            if case .success = result { devices.invalidate() }
+            then(result)
+        })
+    }
+
+    // MARK: Reads of the scheduler's state
+
+    /// Why each of `instances` waits now (those without a pending reload are left out).
+    func pendingWaits(_ instances: [Int64]) async -> [Int64: PendingWait] {
+        await engine.pendingWaits(instances)
+    }
+
+    /// The budgets of `instances` now (unregistered ones are left out).
+    func budgets(_ instances: [Int64]) async -> [Int64: BudgetView] {
+        await engine.budgets(instances)
+    }
+}
+
+/// What the delivery worker reports to the door: each delivery's way (pending -> sending -> sent |
+/// failed) and devices Apple answered 410 for.
+protocol DeliveryReports: Sendable {
+    /// Queues a state change; written with the next batch.
+    func record(_ change: DeliveryStateChange)
+    /// Queues state changes and returns once they are committed (a `sending` mark before the request leaves).
+    func recordDurably(_ changes: [DeliveryStateChange]) async throws
+    /// Apple answered 410 for the device: unregistered since `since` (Apple's timestamp, or now).
+    func markUnregistered(device: Int64, since: Timestamp) async
+}
+
+extension GatewayDoor: DeliveryReports {
+    func record(_ change: DeliveryStateChange) {
+        deliveryStates.record(change)
+    }
+
+    func recordDurably(_ changes: [DeliveryStateChange]) async throws {
+        try await deliveryStates.recordDurably(changes)
+    }
+
+    func markUnregistered(device: Int64, since: Timestamp) async {
+        do {
+            let dropped = try await execute(MarkUnregistered(device: device, since: since))
+            if let dropped, !dropped.isEmpty {
+                logger.info(
+                    "pending reloads dropped: device unregistered by Apple",
+                    metadata: ["device-id": "\(device)", "instances": "\(dropped.keys.sorted())"]
+                )
+            }
+        } catch {
+            logger.error("cannot mark a device unregistered", metadata: ["device-id": "\(device)", "error": "\(error)"])
+        }
+    }
+}

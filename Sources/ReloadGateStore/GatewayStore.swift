@@ -1,0 +1,116 @@
+public import Foundation
+public import ReloadGateCore
+
+/// What the gateway reads from its durable state: for targeting a push or webhook call, for the delivery
+/// worker's addresses, for the operator's queries (pending, explain, budget, stats) and for loading the
+/// scheduler at start.
+///
+/// Routes, ingress handlers, workers and the CLI hold a store only as this protocol: reading is all they
+/// may do. Every change goes through the gateway's door (`GatewayDoor` in ReloadGateServer), which holds
+/// the store as ``GatewayStore``.
+public protocol GatewayStoreReading: Sendable {
+    /// The environment the store was created for.
+    var environment: DeploymentEnvironment { get }
+    /// Where the store lives, for log lines and messages (a file path, or a database URL without secrets).
+    var path: String { get }
+
+    // MARK: Apps and keys
+    func app(forAPIKey apiKey: String) throws -> App?
+    func app(bundle: BundleID) throws -> App?
+    func apps() throws -> [App]
+    func webhookSecret(of app: App) throws -> String?
+    func providerKeys() throws -> [StoredProviderKey]
+
+    // MARK: Targeting and delivery
+    func pushDeviceStatus(app: App, token: DeviceToken) throws -> PushDeviceStatus
+    func pushTargets(device: Int64, kind: String?, match: [String: WidgetConfiguration.Value]) throws -> [Int64]
+    func targetInstances(app: App, target: ReloadTarget) throws -> [(instance: Int64, device: Int64)]
+    func pushAddress(device: Int64, instances: [Int64]) throws -> PushAddress?
+    func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) throws -> [PushAddress?]
+    func configurations(app: App, kind: String?) throws -> [ConfigurationUsage]
+    func deviceStatus(app: App, token: DeviceToken) throws -> (active: Bool, unregisteredAt: Date?)?
+
+    // MARK: Loading at start
+    func registeredInstances() throws -> [RegisteredInstance]
+    func instanceSnapshots() throws -> [(instance: Int64, snapshot: InstanceSnapshot)]
+    func lastRequestID() throws -> RequestID
+    func deliveries(in states: [RecordedDelivery.State]) throws -> [RecordedDelivery]
+
+    // MARK: Operator queries
+    func pendingReloads(_ filter: PendingFilter) throws -> [PendingReloadRow]
+    func pendingInstances(deviceToken: String?, bundle: String?) throws -> [Int64]
+    func pendingInstances(listing request: Int64) throws -> [Int64]
+    func requests(apnsID: String) throws -> [Int64]
+    func requestRecord(_ id: Int64) throws -> RequestRecord?
+    func deliveries(serving request: Int64) throws -> [DeliveryRecord]
+    func delivery(apnsID: String) throws -> DeliveryRecord?
+    func recentDeliveries(bundle: String, deviceToken: String, limit: Int) throws -> [DeliveryRecord]
+    func instances(ofDevice token: String, bundle: String?) throws -> [(bundle: String, instance: InstanceRecord)]
+    func statistics() throws -> LedgerStatistics
+    func devices(bundle: String?, token: String?, limit: Int) throws -> [DeviceRecord]
+    func ledgerCounts() throws -> LedgerCounts
+}
+
+/// The gateway's durable state, read and written: ``GatewayStoreReading`` plus the writes the door makes.
+/// ``SQLiteStore`` implements it (the embedded default); the store test suite runs against this protocol,
+/// parameterized over the implementations, so a second one (PostgreSQL) is tested by the same cases.
+///
+/// Every write is one transaction: it is durable when the call returns.
+public protocol GatewayStore: GatewayStoreReading {
+    // MARK: The group commit
+    /// Writes a batch of the ledger (requests, decisions, deliveries, instance states, idempotent
+    /// answers) in one transaction.
+    func commit(_ batch: LedgerBatch) async throws
+    /// Writes delivery state changes (pending -> sending -> sent | failed) in one transaction.
+    func setDeliveryStates(_ changes: [DeliveryStateChange], at now: Date) async throws
+    /// The answer recorded for an idempotency key (expired keys are forgotten on the way).
+    func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) throws -> IdempotencyLookup
+
+    // MARK: Registry
+    func putDevice(app: App, token: DeviceToken, widgets: [WidgetRegistration], previousToken: DeviceToken?, now: Date) throws
+        -> DeviceRegistration
+    func deleteDevice(app: App, token: DeviceToken) throws -> (device: Int64, instances: [Int64])
+    func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) throws -> Int64
+    func adoptDevice(app: App, token: DeviceToken, now: Date) throws -> (device: Int64, instance: Int64)
+    /// Marks an active device unregistered since `since` (Apple's 410); `false` when it was not active or
+    /// registered again after `since`.
+    func markDeviceInvalid(device: Int64, since: Date) throws -> Bool
+
+    // MARK: Apps and keys
+    func createApp(bundle: BundleID, teamID: String?, allowsExemptions: Bool, now: Date) throws -> AppCredentials
+    func setTeam(bundle: BundleID, teamID: String) throws -> App?
+    func rotateCredentials(bundle: BundleID, webhookSecret rotateSecret: Bool) throws -> AppCredentials?
+    func addProviderKey(_ key: StoredProviderKey) throws
+    func removeProviderKey(keyID: String) throws -> Bool
+
+    // MARK: Upkeep
+    /// Moves the write-ahead log into the database (SQLite); a no-op where the database does it itself.
+    func checkpointWAL() throws -> (walFrames: Int, checkpointed: Int)
+    func close() throws
+}
+
+extension GatewayStoreReading {
+    /// The devices of `bundle` (all apps when nil), at most `limit`.
+    public func devices(bundle: String?, limit: Int) throws -> [DeviceRecord] {
+        try devices(bundle: bundle, token: nil, limit: limit)
+    }
+}
+
+extension GatewayStore {
+    /// A new app without a team and without exemptions.
+    public func createApp(bundle: BundleID, now: Date) throws -> AppCredentials {
+        try createApp(bundle: bundle, teamID: nil, allowsExemptions: false, now: now)
+    }
+
+    /// A new app of `teamID`, without exemptions.
+    public func createApp(bundle: BundleID, teamID: String?, now: Date) throws -> AppCredentials {
+        try createApp(bundle: bundle, teamID: teamID, allowsExemptions: false, now: now)
+    }
+
+    /// A new app without a team.
+    public func createApp(bundle: BundleID, allowsExemptions: Bool, now: Date) throws -> AppCredentials {
+        try createApp(bundle: bundle, teamID: nil, allowsExemptions: allowsExemptions, now: now)
+    }
+}
+
+extension SQLiteStore: GatewayStore {}

@@ -58,7 +58,10 @@ struct APNsUpstreamTests {
         }
     }
 
-    static func withFixture(_ body: @Sendable (Fixture) async throws -> Void) async throws {
+    static func withFixture(
+        configure: (inout GatewayConfiguration) -> Void = { _ in },
+        _ body: @Sendable (Fixture) async throws -> Void
+    ) async throws {
         let directory = try TemporaryDirectory("upstream")
         defer { directory.remove() }
         let pki = try TestPKI(in: directory)
@@ -86,6 +89,7 @@ struct APNsUpstreamTests {
         }
         try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
             configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
+            configure(&configuration)
         }) { gateway in
             try await body(Fixture(gateway: gateway, mock: mock, sender: sender, registeredAt: registeredAt))
         }
@@ -152,6 +156,45 @@ struct APNsUpstreamTests {
             #expect(next.status == 410)
             #expect(next.reason == "Unregistered")
             #expect(next.body.contains(#""timestamp":\#(appleSaid)"#))
+        }
+    }
+
+    /// Apple's 410 reaches the running scheduler, not only the store: a reload that was pending for the
+    /// device when Apple answered is dropped with a recorded `cancelled` decision, `reloadgate pending` no
+    /// longer lists it, and it never falls due (no second delivery), all without a restart.
+    @Test func an410DropsTheDevicesPendingReloadsFromTheRunningScheduler() async throws {
+        try await Self.withFixture(configure: { configuration in
+            configuration.scheduling.defaultPolicy.minimumInterval = 3
+        }) { fixture in
+            let appleSaid = Int64(Date().timeIntervalSince1970 * 1000)
+            fixture.mock.answer { _ in .delayed(.milliseconds(1500), .status(410, reason: "Unregistered", timestamp: appleSaid)) }
+            #expect(try await fixture.push().status == 200)
+            _ = try await fixture.waitForMock(1)
+            // The first delivery is on its way to Apple; the second push waits for the minimum interval.
+            let second = try await fixture.push()
+            #expect(second.status == 200)
+            #expect(second.header("reloadgate-decision") == "deferred", "\(second.headers)")
+            let apnsID = try #require(second.header("apns-id"))
+            let store = try SQLiteStore(directory: fixture.gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            #expect(try store.pendingReloads(PendingFilter()).count == 1)
+
+            try await fixture.waitForDeliveriesToSettle()
+            #expect(try fixture.deliveries([.failed]).count == 1)
+            // Pending reloads are gone at once, with the reason recorded beside the push's first decision.
+            for _ in 0..<200 where try !store.pendingReloads(PendingFilter()).isEmpty {
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            #expect(try store.pendingReloads(PendingFilter()).isEmpty)
+            let request = try #require(try store.requests(apnsID: apnsID.lowercased()).last)
+            let decisions = try #require(try store.requestRecord(request)).decisions
+            #expect(decisions.map(\.decision) == ["deferred", "cancelled"], "\(decisions)")
+            #expect(decisions.last?.reason.contains("410 Unregistered") == true, "\(decisions)")
+
+            // Past the minimum interval the scheduler would have released it: nothing falls due.
+            try await Task.sleep(for: .seconds(3))
+            #expect(try store.deliveries(in: [.pending, .sending, .sent, .failed]).count == 1)
+            #expect(fixture.mock.received.count == 1)
         }
     }
 

@@ -18,9 +18,10 @@ struct FirstDecisionTests {
         }
     }
 
-    @Test func firstDecisionsAreInTheRequestRowAndEveryDecisionIsReadBackInOrder() throws {
-        try StoreFixture.with("first-decision", now: now) { fixture in
-            let store = fixture.store
+    /// SQLite's own layout (the decision table), so the SQLite store only.
+    @Test func firstDecisionsAreInTheRequestRowAndEveryDecisionIsReadBackInOrder() async throws {
+        try await StoreFixture.with("first-decision", .sqlite, now: now) { fixture in
+            let store = try #require(fixture.store as? SQLiteStore)
             let app = fixture.app
             let registration = fixture.registration
             let w1 = InstanceHandle(Int32(registration.instances[0].id))
@@ -36,14 +37,14 @@ struct FirstDecisionTests {
                 Decision(request: 2, instance: nil, kind: .noMatch, due: nil, reason: .noMatchingWidget),
             ]
             batch.requests = [StoreFixture.request(1, app: app), StoreFixture.request(2, app: app), StoreFixture.request(3, app: app)]
-            try store.commit(batch)
+            try await store.commit(batch)
             // Only request 1's second decision needed a row of its own.
             #expect(try decisionTableRows(store) == [["1", "merged"]])
 
             // Later: the operator cancels request 1's pending reload of w1.
             var later = LedgerBatch()
             later.decisions = [Decision(request: 1, instance: w1, kind: .cancelled, due: nil, reason: .cancelledByOperator)]
-            try store.commit(later)
+            try await store.commit(later)
 
             let first = try #require(try store.requestRecord(1))
             #expect(first.decisions.map(\.decision) == ["deferred", "merged", "cancelled"])

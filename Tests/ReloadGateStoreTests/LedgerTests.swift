@@ -7,12 +7,12 @@ import Testing
 struct LedgerTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
-    func withFixture(_ body: (StoreFixture) throws -> Void) throws {
-        try StoreFixture.with("ledger", now: now, body)
+    func withFixture(_ implementation: StoreImplementation, _ body: (StoreFixture) async throws -> Void) async throws {
+        try await StoreFixture.with("ledger", implementation, now: now, body)
     }
 
-    @Test func aCommittedBatchIsReadBackWholeAndDeliveriesMoveThroughTheirStates() throws {
-        try withFixture { fixture in
+    @Test(arguments: StoreImplementation.all) func aCommittedBatchIsReadBackWholeAndDeliveriesMoveThroughTheirStates(_ implementation: StoreImplementation) async throws {
+        try await withFixture(implementation) { fixture in
             let w1 = fixture.registration.instances[0].id
             let w2 = fixture.registration.instances[1].id
             let pending = PendingSnapshot(
@@ -36,7 +36,7 @@ struct LedgerTests {
                     priority: .high, expiration: nil, state: .pending
                 )
             ]
-            try fixture.store.commit(batch)
+            try await fixture.store.commit(batch)
 
             let snapshots = try fixture.store.instanceSnapshots()
             #expect(snapshots.map(\.instance) == [w1, w2])
@@ -46,31 +46,31 @@ struct LedgerTests {
 
             let waiting = try fixture.store.deliveries(in: [.pending, .sending])
             #expect(waiting == batch.deliveries)
-            try fixture.store.setDeliveryState(apnsID: waiting[0].apnsID, to: .sending, at: Date())
+            try await fixture.store.setDeliveryStates([DeliveryStateChange(apnsID: waiting[0].apnsID, state: .sending)], at: Date())
             #expect(try fixture.store.deliveries(in: [.sending]).count == 1)
-            try fixture.store.setDeliveryState(apnsID: waiting[0].apnsID, to: .sent, at: Date())
+            try await fixture.store.setDeliveryStates([DeliveryStateChange(apnsID: waiting[0].apnsID, state: .sent)], at: Date())
             #expect(try fixture.store.deliveries(in: [.pending, .sending]).isEmpty)
             #expect(try fixture.store.deliveries(in: [.sent]).map(\.history.attempts) == [1])
         }
     }
 
-    @Test func aBatchThatFailsLeavesNothingBehind() throws {
-        try withFixture { fixture in
+    @Test(arguments: StoreImplementation.all) func aBatchThatFailsLeavesNothingBehind(_ implementation: StoreImplementation) async throws {
+        try await withFixture(implementation) { fixture in
             var first = LedgerBatch()
             first.requests = [StoreFixture.request(1, app: fixture.app)]
-            try fixture.store.commit(first)
+            try await fixture.store.commit(first)
 
             var failing = LedgerBatch()
             failing.requests = [StoreFixture.request(2, app: fixture.app), StoreFixture.request(1, app: fixture.app)]  // 1 exists: the insert fails
             failing.instanceStates = [(fixture.registration.instances[0].id, InstanceSnapshot(bucketFullAt: 5, lastReload: nil, plannedReload: nil, pending: nil))]
-            #expect(throws: (any Error).self) { try fixture.store.commit(failing) }
+            await #expect(throws: (any Error).self) { try await fixture.store.commit(failing) }
             #expect(try fixture.store.lastRequestID() == 1)
             #expect(try fixture.store.instanceSnapshots().isEmpty)
         }
     }
 
-    @Test func removedWidgetsTakeTheirStateWithThem() throws {
-        try withFixture { fixture in
+    @Test(arguments: StoreImplementation.all) func removedWidgetsTakeTheirStateWithThem(_ implementation: StoreImplementation) async throws {
+        try await withFixture(implementation) { fixture in
             let w1 = fixture.registration.instances[0].id
             var batch = LedgerBatch()
             batch.requests = [StoreFixture.request(1, app: fixture.app)]
@@ -81,7 +81,7 @@ struct LedgerTests {
                     pending: PendingSnapshot(due: Timestamp(seconds: 1), priority: .high, expiration: nil, requests: [1], collapseID: nil, team: nil, exempt: false)
                 )
             )]
-            try fixture.store.commit(batch)
+            try await fixture.store.commit(batch)
             _ = try fixture.store.putDevice(
                 app: fixture.app,
                 token: try DeviceToken(String(repeating: "ab", count: 32)),
@@ -97,10 +97,10 @@ struct LedgerTests {
 struct IdempotencyTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
-    @Test func theSameKeyReplaysTheFirstAnswerConflictsForAnotherBodyAndExpiresAfter24Hours() throws {
+    @Test(arguments: StoreImplementation.all) func theSameKeyReplaysTheFirstAnswerConflictsForAnotherBodyAndExpiresAfter24Hours(_ implementation: StoreImplementation) async throws {
         let directory = try TemporaryDirectory("idempotency")
         defer { directory.remove() }
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        let store = try implementation.open(directory, now: now)
         defer { try? store.close() }
         let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
         let t0 = Timestamp(seconds: 1_790_000_000)
@@ -109,20 +109,20 @@ struct IdempotencyTests {
 
         var batch = LedgerBatch()
         batch.idempotentAnswers = [IdempotentAnswer(app: app.id, key: "k1", bodyHash: body, status: 202, response: #"{"requestId":1}"#, createdAt: t0)]
-        try store.commit(batch)
+        try await store.commit(batch)
 
         let later = t0.adding(seconds: 3600)
         #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: later) == .replay(status: 202, response: #"{"requestId":1}"#))
         #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: Array(repeating: 2, count: 32), now: later) == .conflict)
         #expect(try store.idempotentAnswer(app: app.id, key: "k2", bodyHash: body, now: later) == .new)
         // A second answer under a live key is refused with its whole batch.
-        #expect(throws: (any Error).self) { try store.commit(batch) }
+        await #expect(throws: (any Error).self) { try await store.commit(batch) }
 
         let nextDay = t0.adding(seconds: 86_401)
         #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: nextDay) == .new)
         var again = LedgerBatch()
         again.idempotentAnswers = [IdempotentAnswer(app: app.id, key: "k1", bodyHash: body, status: 202, response: #"{"requestId":2}"#, createdAt: nextDay)]
-        try store.commit(again)
+        try await store.commit(again)
         #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: nextDay) == .replay(status: 202, response: #"{"requestId":2}"#))
     }
 }

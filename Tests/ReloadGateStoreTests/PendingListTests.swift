@@ -10,13 +10,13 @@ import Testing
 struct PendingListTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
-    func withStore(_ body: (SQLiteStore, Int64) throws -> Void) throws {
-        try StoreFixture.with("pending-list", widgets: [StoreFixture.scores], now: now) { fixture in
-            try body(fixture.store, fixture.instances[0])
+    func withStore(_ implementation: StoreImplementation, _ body: (any GatewayStore, Int64) async throws -> Void) async throws {
+        try await StoreFixture.with("pending-list", implementation, widgets: [StoreFixture.scores], now: now) { fixture in
+            try await body(fixture.store, fixture.instances[0])
         }
     }
 
-    func commit(_ store: SQLiteStore, _ instance: Int64, requests: [RequestID], count: Int? = nil) throws {
+    func commit(_ store: any GatewayStore, _ instance: Int64, requests: [RequestID], count: Int? = nil) async throws {
         var batch = LedgerBatch()
         batch.instanceStates = [(
             instance,
@@ -28,18 +28,18 @@ struct PendingListTests {
                 )
             )
         )]
-        try store.commit(batch)
+        try await store.commit(batch)
     }
 
-    func storedList(_ store: SQLiteStore, _ instance: Int64) throws -> [RequestID]? {
+    func storedList(_ store: any GatewayStore, _ instance: Int64) throws -> [RequestID]? {
         try store.instanceSnapshots().first { $0.instance == instance }?.snapshot.pending?.requests
     }
 
-    @Test func aFullListStaysWhileMergesOnlyCountAndTheCountIsWritten() throws {
-        try withStore { store, instance in
+    @Test(arguments: StoreImplementation.all) func aFullListStaysWhileMergesOnlyCountAndTheCountIsWritten(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, instance in
             let listed = (1...100).map { RequestID($0) }
-            try commit(store, instance, requests: listed, count: 100)
-            try commit(store, instance, requests: listed, count: 150)
+            try await commit(store, instance, requests: listed, count: 100)
+            try await commit(store, instance, requests: listed, count: 150)
             let snapshot = try store.instanceSnapshots().first { $0.instance == instance }?.snapshot.pending
             #expect(snapshot?.requests == listed)
             #expect(snapshot?.requestCount == 150)
@@ -48,55 +48,58 @@ struct PendingListTests {
         }
     }
 
-    @Test func anUnchangedListIsNotRewritten() throws {
-        try withStore { store, instance in
+    /// SQLite's own layout (the stored text of `pending_list`), so the SQLite store only.
+    @Test func anUnchangedListIsNotRewritten() async throws {
+        try await withStore(.sqlite) { store, instance in
             let listed = (1...100).map { RequestID($0) }
-            try commit(store, instance, requests: listed, count: 100)
+            try await commit(store, instance, requests: listed, count: 100)
             // Mark the stored text: a rewrite would replace the mark.
-            try store.writer.write { db in try db.execute(sql: "UPDATE pending_list SET requests = '[1]'") }
-            try commit(store, instance, requests: listed, count: 101)
+            try await #require(store as? SQLiteStore).writer.write { db in try db.execute(sql: "UPDATE pending_list SET requests = '[1]'") }
+            try await commit(store, instance, requests: listed, count: 101)
             #expect(try storedList(store, instance) == [1])
-            try commit(store, instance, requests: [200], count: 1)
+            try await commit(store, instance, requests: [200], count: 1)
             #expect(try storedList(store, instance) == [200])
         }
     }
 
-    @Test func aGrowingListIsWrittenAgain() throws {
-        try withStore { store, instance in
-            try commit(store, instance, requests: [1, 2])
-            try commit(store, instance, requests: [1, 2, 3])
+    @Test(arguments: StoreImplementation.all) func aGrowingListIsWrittenAgain(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, instance in
+            try await commit(store, instance, requests: [1, 2])
+            try await commit(store, instance, requests: [1, 2, 3])
             #expect(try storedList(store, instance) == [1, 2, 3])
             #expect(try store.pendingInstances(listing: 3) == [instance])
         }
     }
 
-    @Test func aNewPendingReloadOfTheSameLengthReplacesTheList() throws {
-        try withStore { store, instance in
-            try commit(store, instance, requests: [1, 2, 3])
+    @Test(arguments: StoreImplementation.all) func aNewPendingReloadOfTheSameLengthReplacesTheList(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, instance in
+            try await commit(store, instance, requests: [1, 2, 3])
             // Delivered, then three new requests in the same batch: the same length, another list.
-            try commit(store, instance, requests: [7, 8, 9])
+            try await commit(store, instance, requests: [7, 8, 9])
             #expect(try storedList(store, instance) == [7, 8, 9])
             #expect(try store.pendingReloads(PendingFilter()).first?.requests == [7, 8, 9])
             #expect(try store.pendingInstances(listing: 2).isEmpty)
         }
     }
 
-    @Test func aPendingReloadThatEndsTakesItsListWithIt() throws {
-        try withStore { store, instance in
-            try commit(store, instance, requests: [1, 2])
+    @Test(arguments: StoreImplementation.all) func aPendingReloadThatEndsTakesItsListWithIt(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, instance in
+            try await commit(store, instance, requests: [1, 2])
             var batch = LedgerBatch()
             batch.instanceStates = [(instance, InstanceSnapshot(bucketFullAt: 5, lastReload: nil, plannedReload: nil, pending: nil))]
-            try store.commit(batch)
+            try await store.commit(batch)
             #expect(try store.pendingInstances(listing: 1).isEmpty)
-            #expect(try store.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM pending_list") } == 0)
+            if let sqlite = store as? SQLiteStore {
+                #expect(try await sqlite.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM pending_list") } == 0)
+            }
             // A new pending reload that starts like the old one (same first id cannot recur; the list
             // row must be written again all the same, since none is stored).
-            try commit(store, instance, requests: [1, 2])
+            try await commit(store, instance, requests: [1, 2])
             #expect(try storedList(store, instance) == [1, 2])
         }
     }
 
-    @Test func migrationV11MovesStoredListsIntoTheirTable() throws {
+    @Test func migrationV11MovesStoredListsIntoTheirTable() async throws {
         let directory = try TemporaryDirectory("pending-list-migration")
         defer { directory.remove() }
         // A store as v10 left it, with a pending reload and its list in `pending_reload.requests`.
@@ -120,13 +123,13 @@ struct PendingListTests {
         #expect(rows.map(\.instance) == [1, 2])
         #expect(rows.map(\.requests) == [[4, 5, 6], [7]])
         #expect(try store.pendingInstances(listing: 5) == [1])
-        let lists = try store.writer.read { db in
+        let lists = try await store.writer.read { db in
             try Row.fetchAll(db, sql: "SELECT instanceId, firstRequest, listed FROM pending_list ORDER BY instanceId")
                 .map { [$0["instanceId"], $0["firstRequest"], $0["listed"]] as [Int64] }
         }
         #expect(lists == [[1, 4, 3], [2, 7, 1]])
         // The next commit of instance 1's unchanged list (more merges) keeps it.
-        try commit(store, 1, requests: [4, 5, 6], count: 12)
+        try await commit(store, 1, requests: [4, 5, 6], count: 12)
         #expect(try store.pendingReloads(PendingFilter()).first?.requests == [4, 5, 6])
         #expect(try store.pendingReloads(PendingFilter()).first?.requestCount == 12)
     }

@@ -9,13 +9,13 @@ struct RegistryStoreTests {
     static let tokenA = String(repeating: "ab", count: 32)
     static let tokenB = String(repeating: "cd", count: 32)
 
-    func withStore(_ body: (SQLiteStore, App) throws -> Void) throws {
+    func withStore(_ implementation: StoreImplementation, _ body: (any GatewayStore, App) async throws -> Void) async throws {
         let directory = try TemporaryDirectory("registry")
         defer { directory.remove() }
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        let store = try implementation.open(directory, now: now)
         defer { try? store.close() }
         let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
-        try body(store, app)
+        try await body(store, app)
     }
 
     func widget(_ id: String, kind: String = "scores", team: String? = nil) -> WidgetRegistration {
@@ -27,8 +27,8 @@ struct RegistryStoreTests {
         )
     }
 
-    @Test func putReplacesTheWidgetSetKeepingTheIdsOfWidgetsThatStay() throws {
-        try withStore { store, app in
+    @Test(arguments: StoreImplementation.all) func putReplacesTheWidgetSetKeepingTheIdsOfWidgetsThatStay(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, app in
             let token = try DeviceToken(Self.tokenA)
             let first = try store.putDevice(app: app, token: token, widgets: [widget("w1", team: "42"), widget("w2", kind: "news")], previousToken: nil, now: now)
             #expect(first.instances.count == 2)
@@ -42,8 +42,8 @@ struct RegistryStoreTests {
         }
     }
 
-    @Test func pushAddressesNameTheChosenWidgetsInInstanceOrderAndNothingForAGoneDevice() throws {
-        try withStore { store, app in
+    @Test(arguments: StoreImplementation.all) func pushAddressesNameTheChosenWidgetsInInstanceOrderAndNothingForAGoneDevice(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, app in
             let a = try DeviceToken(Self.tokenA)
             let first = try store.putDevice(app: app, token: a, widgets: [widget("w3"), widget("w1"), widget("w2")], previousToken: nil, now: now)
             let ids = Dictionary(uniqueKeysWithValues: first.instances.map { ($0.widget.id, $0.id) })
@@ -61,8 +61,8 @@ struct RegistryStoreTests {
         }
     }
 
-    @Test func previousTokenRetiresTheOldDevice() throws {
-        try withStore { store, app in
+    @Test(arguments: StoreImplementation.all) func previousTokenRetiresTheOldDevice(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, app in
             let old = try DeviceToken(Self.tokenA)
             let new = try DeviceToken(Self.tokenB)
             let first = try store.putDevice(app: app, token: old, widgets: [widget("w1")], previousToken: nil, now: now)
@@ -79,8 +79,8 @@ struct RegistryStoreTests {
         }
     }
 
-    @Test func configurationsGroupTheSameConfigurationWithCounts() throws {
-        try withStore { store, app in
+    @Test(arguments: StoreImplementation.all) func configurationsGroupTheSameConfigurationWithCounts(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, app in
             _ = try store.putDevice(app: app, token: try DeviceToken(Self.tokenA), widgets: [widget("w1", team: "42"), widget("w2", kind: "news")], previousToken: nil, now: now)
             _ = try store.putDevice(app: app, token: try DeviceToken(Self.tokenB), widgets: [widget("w9", team: "42")], previousToken: nil, now: now)
             #expect(try store.configurations(app: app, kind: "scores") == [
@@ -89,8 +89,8 @@ struct RegistryStoreTests {
         }
     }
 
-    @Test func timelinesNeedAKnownWidgetAndDeleteRemovesEverything() throws {
-        try withStore { store, app in
+    @Test(arguments: StoreImplementation.all) func timelinesNeedAKnownWidgetAndDeleteRemovesEverything(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, app in
             let token = try DeviceToken(Self.tokenA)
             let registration = try store.putDevice(app: app, token: token, widgets: [widget("w1")], previousToken: nil, now: now)
             let timeline = Timeline(entries: [Timestamp(seconds: 1_790_003_600)], policy: .atEnd)
@@ -105,8 +105,8 @@ struct RegistryStoreTests {
         }
     }
 
-    @Test func devicesOfAnotherAppAreInvisible() throws {
-        try withStore { store, app in
+    @Test(arguments: StoreImplementation.all) func devicesOfAnotherAppAreInvisible(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, app in
             let other = try store.createApp(bundle: try BundleID("com.example.news"), now: now).app
             let token = try DeviceToken(Self.tokenA)
             _ = try store.putDevice(app: app, token: token, widgets: [widget("w1")], previousToken: nil, now: now)

@@ -3,6 +3,26 @@ import GRDB
 import ReloadGateCore
 @testable import ReloadGateStore
 import ReloadGateTesting
+import Testing
+
+/// The implementations of ``GatewayStore`` the contract tests run against: each `@Test(arguments:
+/// StoreImplementation.all)` case runs once per implementation. SQLite today; a second store (PostgreSQL)
+/// joins by adding a case here. Tests of one implementation's own matters (SQLite's migrations, WAL,
+/// file modes) use it directly.
+enum StoreImplementation: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+
+    static let all = allCases
+
+    var testDescription: String { rawValue }
+
+    /// A new, empty store of this implementation in `directory` (a sandbox gateway's).
+    func open(_ directory: TemporaryDirectory, now: Date) throws -> any GatewayStore {
+        switch self {
+        case .sqlite: try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        }
+    }
+}
 
 /// A store in a temporary directory with one app (`com.example.scores`) and one device
 /// (token `abab…`) showing `widgets`: the start of most ledger tests.
@@ -11,7 +31,7 @@ struct StoreFixture {
     static let scores = WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())
     static let news = WidgetRegistration(id: "w2", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())
 
-    let store: SQLiteStore
+    let store: any GatewayStore
     let app: App
     let registration: DeviceRegistration
 
@@ -28,19 +48,20 @@ struct StoreFixture {
 
     static func with(
         _ name: String,
+        _ implementation: StoreImplementation,
         widgets: [WidgetRegistration] = [scores, news],
         now: Date,
-        _ body: (StoreFixture) throws -> Void
-    ) throws {
+        _ body: (StoreFixture) async throws -> Void
+    ) async throws {
         let directory = try TemporaryDirectory(name)
         defer { directory.remove() }
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        let store = try implementation.open(directory, now: now)
         defer { try? store.close() }
         let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
         let registration = try store.putDevice(
             app: app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: now
         )
-        try body(StoreFixture(store: store, app: app, registration: registration))
+        try await body(StoreFixture(store: store, app: app, registration: registration))
     }
 
     /// Writes the data directory an older ReloadGate would have left: the store's migrations up to and

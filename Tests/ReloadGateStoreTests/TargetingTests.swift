@@ -7,10 +7,10 @@ import Testing
 struct TargetingTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
-    @Test func kindMatchAndDevicesSelectExactlyTheWidgetsTheyName() throws {
+    @Test(arguments: StoreImplementation.all) func kindMatchAndDevicesSelectExactlyTheWidgetsTheyName(_ implementation: StoreImplementation) async throws {
         let directory = try TemporaryDirectory("targeting")
         defer { directory.remove() }
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        let store = try implementation.open(directory, now: now)
         defer { try? store.close() }
         let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
         let tokenA = try DeviceToken(String(repeating: "aa", count: 32))

@@ -129,13 +129,7 @@ public func buildGateway(
 
     let readiness = Readiness()
     let drain = RequestDrain()
-    let router = Router()
-    // Every answer is counted; health and readiness answer while draining (readiness says so); everything
-    // else is drained.
-    router.add(middleware: HTTPMetricsMiddleware(metrics: metrics))
-    OperationsRoutes(readiness: readiness, metrics: metrics).register(on: router)
-    router.add(middleware: DrainMiddleware(drain: drain))
-    router.add(middleware: APIErrorMiddleware())
+    let router = GatewayRouters.api(door: door, readiness: readiness, metrics: metrics, drain: drain)
     let verifier = ProviderTokenVerifier(
         keys: door.keys,
         environment: configuration.environment,
@@ -159,8 +153,6 @@ public func buildGateway(
         try? store.close()
         throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
     }
-    RegistryRoutes(door: door, limits: RegistryLimits()).register(on: router)
-    WebhookRoutes(door: door).register(on: router)
     customizeRouter(router)
 
     // The admin API: its own router and HTTP/1.1 server on a Unix socket (mode 0600), never on the
@@ -172,9 +164,7 @@ public func buildGateway(
         try? store.close()
         throw error
     }
-    let adminRouter = Router()
-    adminRouter.add(middleware: APIErrorMiddleware())
-    AdminRoutes(door: door, logger: logger).register(on: adminRouter)
+    let adminRouter = GatewayRouters.admin(door: door, logger: logger)
     let admin = Application(
         router: adminRouter,
         server: .http1(
@@ -204,10 +194,7 @@ public func buildGateway(
             try? store.close()
             throw ConfigurationError.inconsistent(key: "admin.tokenFile", reason: "\(error)")
         }
-        let router = Router()
-        router.add(middleware: AdminTokenMiddleware(token: token))
-        router.add(middleware: APIErrorMiddleware())
-        AdminRoutes(door: door, logger: logger).register(on: router)
+        let router = GatewayRouters.admin(door: door, logger: logger, token: token)
         let adminHost = configuration.admin.host
         adminTLS = Application(
             router: router,
@@ -278,3 +265,30 @@ public func buildGateway(
     ])
 }
 
+
+/// The gateway's routers, built around its door and served by the listeners: the API router (registry,
+/// webhook, health, readiness, metrics) on the TLS listener, the admin router on the admin socket (and,
+/// behind the bearer token, on the admin TLS listener). Router-tier tests call them without a listener.
+enum GatewayRouters {
+    static func api(door: GatewayDoor, readiness: Readiness, metrics: GatewayMetrics, drain: RequestDrain) -> Router<BasicRequestContext> {
+        let router = Router()
+        // Every answer is counted; health and readiness answer while draining (readiness says so);
+        // everything else is drained.
+        router.add(middleware: HTTPMetricsMiddleware(metrics: metrics))
+        OperationsRoutes(readiness: readiness, metrics: metrics).register(on: router)
+        router.add(middleware: DrainMiddleware(drain: drain))
+        router.add(middleware: APIErrorMiddleware())
+        RegistryRoutes(door: door, limits: RegistryLimits()).register(on: router)
+        WebhookRoutes(door: door).register(on: router)
+        return router
+    }
+
+    /// The admin router; with `token`, every call must carry `authorization: bearer <token>`.
+    static func admin(door: GatewayDoor, logger: Logger, token: String? = nil) -> Router<BasicRequestContext> {
+        let router = Router()
+        if let token { router.add(middleware: AdminTokenMiddleware(token: token)) }
+        router.add(middleware: APIErrorMiddleware())
+        AdminRoutes(door: door, logger: logger).register(on: router)
+        return router
+    }
+}

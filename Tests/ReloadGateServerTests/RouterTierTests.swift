@@ -1,0 +1,196 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import ReloadGateAPNs
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+@testable import ReloadGateServer
+
+/// The registry API, the webhook and the admin API in the router tier (``RouterTier``): each call goes
+/// through the routes and the door to a real store and the running scheduler, without TLS.
+@Suite(.timeLimit(.minutes(2)))
+struct RouterTierTests {
+    static let devicePath = "/v1/apps/\(RouterTier.bundle)/devices/\(RouterTier.token)"
+    static let twoWidgets = #"""
+        {"widgets":[
+          {"id":"w1","kind":"scores","family":"systemSmall","configuration":{"team":"42"}},
+          {"id":"w2","kind":"news","family":"systemMedium","configuration":{}}
+        ]}
+        """#
+
+    // MARK: Registry API
+
+    @Test func theRegistryAPIPutsDevicesTimelinesAndConfigurationsAndRefusesOtherKeys() async throws {
+        try await RouterTier.with { tier in
+            try await tier.api { client in
+                let key = tier.credentials.apiKey
+                let refused = try await client.registry(Self.devicePath, .put, apiKey: "not-the-key", body: Self.twoWidgets)
+                #expect(refused.status == .unauthorized)
+                #expect(refused.json["code"] as? String == "unauthorized")
+
+                let put = try await client.registry(Self.devicePath, .put, apiKey: key, body: Self.twoWidgets)
+                #expect(put.status == .ok, "\(put.text)")
+                #expect((put.json["widgets"] as? [[String: Any]])?.map { $0["id"] as? String } == ["w1", "w2"])
+                #expect(put.json["removedWidgets"] as? Int == 0)
+
+                let planned = Date().addingTimeInterval(3600)
+                let timeline = try await client.registry(
+                    Self.devicePath + "/widgets/w1/timeline", .put, apiKey: key,
+                    body: #"{"entries":[{"date":\#(Date().timeIntervalSince1970)}],"policy":{"after":\#(planned.timeIntervalSince1970)}}"#
+                )
+                #expect(timeline.status == .ok, "\(timeline.text)")
+                #expect(timeline.json["plannedReload"] is String, "\(timeline.text)")
+                let unknownWidget = try await client.registry(
+                    Self.devicePath + "/widgets/nope/timeline", .put, apiKey: key, body: #"{"entries":[],"policy":"never"}"#
+                )
+                #expect(unknownWidget.status == .notFound, "\(unknownWidget.text)")
+
+                let configurations = try await client.registry("/v1/apps/\(RouterTier.bundle)/configurations?kind=scores", .get, apiKey: key)
+                #expect(configurations.status == .ok)
+                #expect((configurations.json["configurations"] as? [[String: Any]])?.first?["count"] as? Int == 1)
+
+                let deleted = try await client.registry(Self.devicePath, .delete, apiKey: key)
+                #expect(deleted.status == .noContent)
+                let again = try await client.registry(Self.devicePath, .delete, apiKey: key)
+                #expect(again.status == .notFound)
+            }
+        }
+    }
+
+    /// A widget removed by a new registration takes its pending reload with it, and the request records
+    /// why: the door applies the registry change to the scheduler, not only to the store.
+    @Test func aRemovedWidgetsPendingReloadIsDroppedWithARecordedDecision() async throws {
+        try await RouterTier.with { tier in
+            let request = try await tier.api { client -> Int? in
+                #expect(try await client.registry(Self.devicePath, .put, apiKey: tier.credentials.apiKey, body: Self.twoWidgets).status == .ok)
+                // Priority 5 waits: a pending reload of w2 (kind news).
+                let reload = try await client.webhook(RouterTier.bundle, body: #"{"kind":"news","priority":5}"#, secret: tier.credentials.webhookSecret)
+                #expect(reload.status == .accepted, "\(reload.text)")
+                let request = reload.json["requestId"] as? Int
+                #expect(try tier.door.reader.pendingReloads(PendingFilter()).map(\.widgetID) == ["w2"])
+
+                let onlyW1 = #"{"widgets":[{"id":"w1","kind":"scores","family":"systemSmall","configuration":{"team":"42"}}]}"#
+                let put = try await client.registry(Self.devicePath, .put, apiKey: tier.credentials.apiKey, body: onlyW1)
+                #expect(put.json["removedWidgets"] as? Int == 1)
+                return request
+            }
+            #expect(try tier.door.reader.pendingReloads(PendingFilter()).isEmpty)
+            let id = try #require(request)
+            let record = try #require(try tier.door.reader.requestRecord(Int64(id)))
+            #expect(record.decisions.map(\.decision) == ["deferred", "cancelled"])
+            #expect(record.decisions.last?.reason == DecisionReason.removedFromRegistry.description)
+        }
+    }
+
+    // MARK: Webhook
+
+    @Test func theWebhookChecksTheSignatureAnswers202AndReplaysAnIdempotencyKey() async throws {
+        try await RouterTier.with { tier in
+            try await tier.api { client in
+                #expect(try await client.registry(Self.devicePath, .put, apiKey: tier.credentials.apiKey, body: Self.twoWidgets).status == .ok)
+                let secret = tier.credentials.webhookSecret
+                let body = #"{"kind":"scores","match":{"team":"42"}}"#
+
+                let forged = try await client.webhook(RouterTier.bundle, body: body, secret: "not-the-secret")
+                #expect(forged.status == .unauthorized, "\(forged.text)")
+                let unknownApp = try await client.webhook("com.example.other", body: body, secret: secret)
+                #expect(unknownApp.status == .notFound)
+                let invalid = try await client.webhook(RouterTier.bundle, body: #"{"kind":"scores","priority":7}"#, secret: secret)
+                #expect(invalid.status == .unprocessableContent, "\(invalid.text)")
+                #expect(try tier.door.reader.ledgerCounts().requests == 0)
+
+                let first = try await client.webhook(RouterTier.bundle, body: body, secret: secret, idempotencyKey: "k-1")
+                #expect(first.status == .accepted, "\(first.text)")
+                #expect(first.json["targets"] as? Int == 1)
+                #expect((first.json["decisions"] as? [String: Int])?["scheduled"] == 1, "\(first.text)")
+                let replay = try await client.webhook(RouterTier.bundle, body: body, secret: secret, idempotencyKey: "k-1")
+                #expect(replay.status == .accepted)
+                #expect(replay.text == first.text)
+                #expect(replay.headers[.idempotentReplayed] == "true")
+                let conflict = try await client.webhook(RouterTier.bundle, body: #"{"kind":"news"}"#, secret: secret, idempotencyKey: "k-1")
+                #expect(conflict.status == .conflict)
+                #expect(try tier.door.reader.ledgerCounts().requests == 1)
+            }
+        }
+    }
+
+    // MARK: Admin API
+
+    @Test func theAdminAPIListsExplainsCancelsAndFlushesPendingReloads() async throws {
+        try await RouterTier.with { tier in
+            let requests = try await tier.api { client -> [Int] in
+                var requests: [Int] = []
+                #expect(try await client.registry(Self.devicePath, .put, apiKey: tier.credentials.apiKey, body: Self.twoWidgets).status == .ok)
+                for kind in ["news", "scores"] {
+                    let reload = try await client.webhook(RouterTier.bundle, body: #"{"kind":"\#(kind)","priority":5}"#, secret: tier.credentials.webhookSecret)
+                    requests.append(try #require(reload.json["requestId"] as? Int))
+                }
+                return requests
+            }
+            try await tier.admin { client in
+                let pending = try await client.call("/v1/pending", .get)
+                #expect(pending.status == .ok)
+                let rows = try #require(pending.json["pending"] as? [[String: Any]])
+                #expect(rows.map { $0["widget"] as? String }.sorted { ($0 ?? "") < ($1 ?? "") } == ["w1", "w2"])
+                #expect(rows.allSatisfy { $0["waitsFor"] as? String == "low-priority" }, "\(pending.text)")
+
+                let explained = try await client.call("/v1/explain/\(requests[0])", .get)
+                #expect(explained.status == .ok)
+                let decisions = (explained.json["request"] as? [String: Any])?["decisions"] as? [[String: Any]]
+                #expect(decisions?.map { $0["decision"] as? String } == ["deferred"])
+
+                let cancelled = try await client.call("/v1/cancel/\(requests[0])", .post)
+                #expect(cancelled.status == .ok, "\(cancelled.text)")
+                let twice = try await client.call("/v1/cancel/\(requests[0])", .post)
+                #expect(twice.status == .conflict)
+                #expect(twice.json["code"] as? String == "not-pending")
+
+                let flushed = try await client.call("/v1/flush", .post, headers: [.contentType: "application/json"], body: #"{"ignoreBudget":true}"#)
+                #expect(flushed.status == .ok, "\(flushed.text)")
+                #expect(flushed.json["flushed"] as? Int == 1)
+                let malformed = try await client.call("/v1/flush", .post, headers: [.contentType: "application/json"], body: #"{"device":"x","bundle":"y"}"#)
+                #expect(malformed.status.code / 100 == 4, "\(malformed.text)")
+
+                let stats = try await client.call("/v1/stats", .get)
+                let byKind = stats.json["decisions"] as? [String: Int]
+                #expect(byKind?["deferred"] == 2)
+                #expect(byKind?["cancelled"] == 1)
+                #expect(stats.json["pendingReloads"] as? Int == 0, "\(stats.text)")
+            }
+        }
+    }
+
+    @Test func theAdminAPIAddsAndRemovesKeysAndSetsTeamsForTheNextLookup() async throws {
+        try await RouterTier.with { tier in
+            try await tier.admin { client in
+                let pem = P256.Signing.PrivateKey().publicKey.pemRepresentation
+                let body = try String(decoding: JSONSerialization.data(withJSONObject: ["kid": "ROUTERKEY1", "team": "TEAM000001", "publicKey": pem]), as: UTF8.self)
+                let added = try await client.call("/v1/keys", .post, headers: [.contentType: "application/json"], body: body)
+                #expect(added.status == .ok, "\(added.text)")
+                // The door refreshed the key directory: the verifier's next lookup finds it.
+                #expect(tier.door.keys.key(id: "ROUTERKEY1")?.teamID == "TEAM000001")
+                #expect(try await client.call("/v1/keys", .post, headers: [.contentType: "application/json"], body: body).status == .conflict)
+                #expect(try await client.call("/v1/keys/ROUTERKEY1", .delete).status == .ok)
+                #expect(tier.door.keys.key(id: "ROUTERKEY1") == nil)
+                #expect(try await client.call("/v1/keys/ROUTERKEY1", .delete).status == .notFound)
+
+                let bundle = try BundleID(RouterTier.bundle)
+                #expect(try tier.door.apps.appWithSecret(bundle: bundle)?.app.teamID == "TEAM000001")
+                let team = try await client.call("/v1/apps/\(RouterTier.bundle)/team", .post, headers: [.contentType: "application/json"], body: #"{"team":"TEAM000002"}"#)
+                #expect(team.status == .ok, "\(team.text)")
+                #expect(try tier.door.apps.appWithSecret(bundle: bundle)?.app.teamID == "TEAM000002")
+                #expect(try await client.call("/v1/apps/com.example.none/team", .post, headers: [.contentType: "application/json"], body: #"{"team":"T1"}"#).status == .notFound)
+
+                let rotated = try await client.call("/v1/apps/\(RouterTier.bundle)/rotate-key", .post)
+                #expect(rotated.status == .ok)
+                #expect(try tier.door.apps.app(forAPIKey: tier.credentials.apiKey) == nil)
+                #expect(try tier.door.apps.app(forAPIKey: try #require(rotated.json["apiKey"] as? String))?.bundle == bundle)
+            }
+        }
+    }
+}

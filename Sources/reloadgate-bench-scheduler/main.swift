@@ -79,9 +79,10 @@ func main() {
             scheduler.receive(request, into: &decided)
             for decision in decided { kindCounts[slot(decision.kind)] += 1 }
             if index % 1000 == 999 {
-                deliveries += scheduler.tick(now: now).deliveries.count
-                // As the scheduler service will: collect what changed for the write-through.
-                changedInstances += scheduler.takeChangedInstances().count
+                // The tick also returns the snapshots of the instances that changed, for the write-through.
+                let output = scheduler.tick(now: now)
+                deliveries += output.deliveries.count
+                changedInstances += output.instanceStates.count
             }
         }
     }

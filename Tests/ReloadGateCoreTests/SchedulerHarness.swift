@@ -6,6 +6,8 @@ struct SchedulerHarness {
     var nextID: RequestID = 1
     var deliveries: [Delivery] = []
     var timelineReloads: [TimelineReload] = []
+    /// The last state each tick returned for the write-through, by instance (`nil`: removed).
+    var written: [Int32: InstanceSnapshot?] = [:]
     var expired: [ExpiredReload] = []
     /// Every instance's releases in the order they came, each with the tick that released it (ticks
     /// count up from 1; a request decided after tick n is released in a later one).
@@ -69,6 +71,7 @@ struct SchedulerHarness {
         deliveries += output.deliveries
         timelineReloads += output.timelineReloads
         expired += output.expired
+        for write in output.instanceStates { written[write.instance.rawValue] = write.snapshot }
         for delivery in output.deliveries {
             for reloaded in delivery.reloaded {
                 releases[reloaded.instance.rawValue, default: []].append((ticks, Set(delivery.requests)))

@@ -33,15 +33,10 @@ struct SchedulingPropertyTests {
         }
         for _ in 0..<100 {
             _ = step(&original, &random, &minute)
-            // Write-through, as the store will: the snapshot of every changed instance.
-            for instance in original.scheduler.takeChangedInstances() {
-                written[instance.rawValue] = original.scheduler.snapshot(of: instance)
-            }
         }
+        // Write-through, as the store does: the snapshots every tick returned.
         original.tick(toMinutes: minute)
-        for instance in original.scheduler.takeChangedInstances() {
-            written[instance.rawValue] = original.scheduler.snapshot(of: instance)
-        }
+        for (instance, snapshot) in original.written { written[instance] = snapshot }
 
         var restored = SchedulerHarness()
         for instance in instances {

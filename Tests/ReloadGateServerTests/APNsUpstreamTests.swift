@@ -24,7 +24,7 @@ struct APNsUpstreamTests {
         let registeredAt: Date
 
         /// Sends a push through the gateway's APNs listener.
-        func push(priority: Int = 10) async throws -> RawHTTP2Client.Answer {
+        func push(priority: Int = 10, kind: String? = nil) async throws -> RawHTTP2Client.Answer {
             let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
             defer { Task { await client.close() } }
             return try await client.send(
@@ -32,7 +32,7 @@ struct APNsUpstreamTests {
                     ("authorization", "bearer \(sender.token())"), ("apns-topic", APNsUpstreamTests.topic),
                     ("apns-priority", String(priority)),
                 ]),
-                body: APNsUpstreamTests.body
+                body: kind.map { Array(#"{"aps":{"content-changed":true},"reloadgate":{"kind":"\#($0)"}}"#.utf8) } ?? APNsUpstreamTests.body
             )
         }
 
@@ -59,6 +59,7 @@ struct APNsUpstreamTests {
     }
 
     static func withFixture(
+        widgets: [WidgetRegistration] = [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
         configure: (inout GatewayConfiguration) -> Void = { _ in },
         _ body: @Sendable (Fixture) async throws -> Void
     ) async throws {
@@ -82,7 +83,7 @@ struct APNsUpstreamTests {
             _ = try store.putDevice(
                 app: app,
                 token: try DeviceToken(token),
-                widgets: [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
+                widgets: widgets,
                 previousToken: nil,
                 now: registeredAt
             )
@@ -160,30 +161,40 @@ struct APNsUpstreamTests {
     }
 
     /// Apple's 410 reaches the running scheduler, not only the store: a reload that was pending for the
-    /// device when Apple answered is dropped with a recorded `cancelled` decision, `reloadgate pending` no
-    /// longer lists it, and it never falls due (no second delivery), all without a restart.
+    /// device when Apple answered is dropped with a recorded `cancelled` decision and `reloadgate pending`
+    /// no longer lists it, without a restart. (Widget w2, kind news, waits an hour for its minimum
+    /// interval; a push to w1 brings the 410.)
     @Test func an410DropsTheDevicesPendingReloadsFromTheRunningScheduler() async throws {
-        try await Self.withFixture(configure: { configuration in
-            configuration.scheduling.defaultPolicy.minimumInterval = 6
+        try await Self.withFixture(widgets: [
+            WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration()),
+            WidgetRegistration(id: "w2", kind: "news", family: .systemSmall, configuration: WidgetConfiguration()),
+        ], configure: { configuration in
+            configuration.scheduling.defaultPolicy.minimumInterval = 0
+            configuration.scheduling.kindOverrides = ["news": ["minimumInterval": "3600"]]
         }) { fixture in
             let appleSaid = Int64(Date().timeIntervalSince1970 * 1000)
-            fixture.mock.answer { _ in .delayed(.milliseconds(1500), .status(410, reason: "Unregistered", timestamp: appleSaid)) }
-            #expect(try await fixture.push().status == 200)
-            _ = try await fixture.waitForMock(1)
-            // The first delivery is on its way to Apple; the second push waits for the minimum interval.
-            let second = try await fixture.push()
-            #expect(second.status == 200)
-            #expect(second.header("reloadgate-decision") == "deferred", "\(second.headers)")
-            let apnsID = try #require(second.header("apns-id"))
+            let calls = SharedCounter()
+            fixture.mock.answer { _ in
+                calls.next() == 0 ? .status(200) : .status(410, reason: "Unregistered", timestamp: appleSaid)
+            }
             let store = try SQLiteStore(directory: fixture.gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
             defer { try? store.close() }
-            #expect(try store.pendingReloads(PendingFilter()).count == 1)
 
+            #expect(try await fixture.push(kind: "news").header("reloadgate-decision") == "scheduled")
+            _ = try await fixture.waitForMock(1)
+            try await fixture.waitForDeliveriesToSettle()
+            // w2 was reloaded a moment ago: the next push to it waits an hour.
+            let waiting = try await fixture.push(kind: "news")
+            #expect(waiting.header("reloadgate-decision") == "deferred", "\(waiting.headers)")
+            let apnsID = try #require(waiting.header("apns-id"))
+            #expect(try store.pendingReloads(PendingFilter()).map(\.widgetID) == ["w2"])
+
+            // A push to w1 goes now; Apple answers 410 for the device.
+            #expect(try await fixture.push(kind: "scores").header("reloadgate-decision") == "scheduled")
+            _ = try await fixture.waitForMock(2)
             try await fixture.waitForDeliveriesToSettle()
             #expect(try fixture.deliveries([.failed]).count == 1)
-            // Pending reloads are gone at once (well before the minimum interval's 6 s), with the reason
-            // recorded beside the push's first decision.
-            for _ in 0..<80 where try !store.pendingReloads(PendingFilter()).isEmpty {
+            for _ in 0..<200 where try !store.pendingReloads(PendingFilter()).isEmpty {
                 try await Task.sleep(for: .milliseconds(25))
             }
             #expect(try store.pendingReloads(PendingFilter()).isEmpty)
@@ -191,11 +202,7 @@ struct APNsUpstreamTests {
             let decisions = try #require(try store.requestRecord(request)).decisions
             #expect(decisions.map(\.decision) == ["deferred", "cancelled"], "\(decisions)")
             #expect(decisions.last?.reason.contains("410 Unregistered") == true, "\(decisions)")
-
-            // Past the minimum interval the scheduler would have released it: nothing falls due.
-            try await Task.sleep(for: .seconds(5))
-            #expect(try store.deliveries(in: [.pending, .sending, .sent, .failed]).count == 1)
-            #expect(fixture.mock.received.count == 1)
+            #expect(try await fixture.push(kind: "news").status == 410)
         }
     }
 

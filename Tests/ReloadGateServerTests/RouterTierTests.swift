@@ -87,6 +87,41 @@ struct RouterTierTests {
         }
     }
 
+    /// What the delivery worker reports for Apple's 410 reaches the scheduler itself: the device's
+    /// instances are gone from it (no budget, no pending wait), their pending reload is dropped with a
+    /// recorded decision, and the store's pending list is empty.
+    @Test func markUnregisteredTakesTheDevicesInstancesOutOfTheScheduler() async throws {
+        try await RouterTier.with { tier in
+            let request = try await tier.api { client -> Int in
+                #expect(try await client.registry(Self.devicePath, .put, apiKey: tier.credentials.apiKey, body: Self.twoWidgets).status == .ok)
+                let reload = try await client.webhook(RouterTier.bundle, body: #"{"priority":5}"#, secret: tier.credentials.webhookSecret)
+                return try #require(reload.json["requestId"] as? Int)
+            }
+            let instances = try tier.door.reader.pendingReloads(PendingFilter()).map(\.instance).sorted()
+            #expect(instances.count == 2)
+            #expect(await tier.door.budgets(instances).count == 2)
+            #expect(await tier.door.pendingWaits(instances).count == 2)
+            let app = try #require(try tier.door.reader.app(bundle: try BundleID(RouterTier.bundle)))
+            guard case .active(let device) = try tier.door.reader.pushDeviceStatus(app: app, token: try DeviceToken(RouterTier.token)) else {
+                Issue.record("the device is not active")
+                return
+            }
+
+            await tier.door.markUnregistered(device: device, since: Timestamp(Date()))
+            #expect(await tier.door.budgets(instances).isEmpty)
+            #expect(await tier.door.pendingWaits(instances).isEmpty)
+            #expect(try tier.door.reader.pendingReloads(PendingFilter()).isEmpty)
+            let decisions = try #require(try tier.door.reader.requestRecord(Int64(request))).decisions
+            #expect(decisions.map(\.decision) == ["deferred", "deferred", "cancelled", "cancelled"], "\(decisions)")
+            guard case .unregistered = try tier.door.reader.pushDeviceStatus(app: app, token: try DeviceToken(RouterTier.token)) else {
+                Issue.record("the device is still active")
+                return
+            }
+            // A second 410 for the same device changes nothing.
+            #expect(try await tier.door.execute(MarkUnregistered(device: device, since: Timestamp(Date()))) == nil)
+        }
+    }
+
     // MARK: Webhook
 
     @Test func theWebhookChecksTheSignatureAnswers202AndReplaysAnIdempotencyKey() async throws {

@@ -40,11 +40,22 @@ public struct TimelineReload: Hashable, Sendable {
     public var servedRequests: [RequestID]
 }
 
-/// What a clock tick released.
+/// The durable state to write for one instance: its snapshot, or `nil` when it was removed (its state
+/// and pending reload are deleted).
+public struct InstanceWrite: Hashable, Sendable {
+    public var instance: InstanceHandle
+    public var snapshot: InstanceSnapshot?
+}
+
+/// What a clock tick released, and every instance state that changed since the previous tick (by
+/// requests, registry changes, timelines, the operator or the tick itself): the caller writes them in the
+/// same transaction as the inputs that changed them. Nothing else needs to be asked of the scheduler.
 public struct TickOutput: Hashable, Sendable {
     public var deliveries: [Delivery] = []
     public var timelineReloads: [TimelineReload] = []
     public var expired: [ExpiredReload] = []
+    /// The instances whose state changed since the previous tick, each once, in the order they first changed.
+    public var instanceStates: [InstanceWrite] = []
 
-    public var isEmpty: Bool { deliveries.isEmpty && timelineReloads.isEmpty && expired.isEmpty }
+    public var isEmpty: Bool { deliveries.isEmpty && timelineReloads.isEmpty && expired.isEmpty && instanceStates.isEmpty }
 }

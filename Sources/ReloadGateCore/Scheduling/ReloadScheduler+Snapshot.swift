@@ -51,9 +51,8 @@ public struct PendingSnapshot: Hashable, Sendable {
 
 extension ReloadScheduler {
     /// The instances whose state changed since the last call, each once, in the order they first
-    /// changed. The caller writes their ``snapshot(of:)`` (or deletes removed ones) in the same
-    /// transaction as the inputs that changed them.
-    public mutating func takeChangedInstances() -> [InstanceHandle] {
+    /// changed; ``tick(now:)`` returns their snapshots.
+    mutating func takeChangedInstances() -> [InstanceHandle] {
         var taken: [InstanceHandle] = []
         taken.reserveCapacity(changed.count)
         for i in changed where instances[Int(i)].isChanged {

@@ -1,9 +1,15 @@
 extension ReloadScheduler {
     /// Processes everything due at or before `now` and returns it: deliveries (rule 8), timeline reloads
-    /// (rule 3) and pending reloads that expired while waiting (rule 7).
+    /// (rule 3), pending reloads that expired while waiting (rule 7), and the instance states to write
+    /// through.
     public mutating func tick(now: Timestamp) -> TickOutput {
         advance(to: now.milliseconds)
         defer { released = TickOutput() }
+        let changed = takeChangedInstances()
+        released.instanceStates.reserveCapacity(changed.count)
+        for instance in changed {
+            released.instanceStates.append(InstanceWrite(instance: instance, snapshot: snapshot(of: instance)))
+        }
         return released
     }
 

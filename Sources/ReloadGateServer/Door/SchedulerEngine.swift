@@ -158,7 +158,6 @@ actor SchedulerEngine {
                 )
             }
         }
-        _ = scheduler.takeChangedInstances()
         self.scheduler = scheduler
         nextRequestID = try store.lastRequestID() &+ 1
         logger.info(
@@ -463,8 +462,8 @@ actor SchedulerEngine {
             drainInbox()
             let output = scheduler.tick(now: Timestamp(now()))
             record(output)
-            for instance in scheduler.takeChangedInstances() {
-                batch.instanceStates.append((Int64(instance.rawValue), scheduler.snapshot(of: instance)))
+            for write in output.instanceStates {
+                batch.instanceStates.append((Int64(write.instance.rawValue), write.snapshot))
             }
             guard !batch.isEmpty || !waiters.isEmpty else { return }
             let sealed = batch

@@ -217,7 +217,7 @@ extension SQLiteStore {
                         family: row["family"],
                         configuration: row["configuration"],
                         timelinePolicy: row["policy"],
-                        timelineReportedAt: (row["reportedAt"] as Double?).map(Date.init(timeIntervalSince1970:))
+                        timelineReportedAt: (row["reportedAt"] as Int64?).map(Date.init(storedMilliseconds:))
                     )
                 )
             }
@@ -272,8 +272,8 @@ extension SQLiteStore {
                     bundle: row["bundle"],
                     token: row["token"],
                     active: row["active"],
-                    registeredAt: Date(timeIntervalSince1970: row["registeredAt"]),
-                    unregisteredAt: (row["unregisteredAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
+                    registeredAt: Date(storedMilliseconds: row["registeredAt"]),
+                    unregisteredAt: (row["unregisteredAt"] as Int64?).map(Date.init(storedMilliseconds:)),
                     widgets: row["widgets"],
                     pendingReloads: row["pending"]
                 )

@@ -27,7 +27,7 @@ extension SQLiteStore {
                     """,
                 arguments: [
                     bundle.rawValue, environment.rawValue, teamID, Self.hash(apiKey), sealedSecret, allowsExemptions,
-                    now.timeIntervalSince1970,
+                    now.storedMilliseconds,
                 ]
             )
             return db.lastInsertedRowID
@@ -77,7 +77,7 @@ extension SQLiteStore {
             environment: environment,
             teamID: row["teamId"],
             allowsExemptions: row["allowsExemptions"],
-            createdAt: Date(timeIntervalSince1970: row["createdAt"])
+            createdAt: Date(storedMilliseconds: row["createdAt"])
         )
     }
 

@@ -318,7 +318,7 @@ extension SQLiteStore {
     }
 
     static func timestamp(_ date: Date) -> Timestamp {
-        Timestamp(clampingUnixSeconds: date.timeIntervalSince1970)
+        Timestamp(date)
     }
 
     /// The changes of one delivery in one batch.

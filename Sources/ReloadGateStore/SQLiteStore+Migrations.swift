@@ -221,6 +221,28 @@ extension SQLiteStore {
             // Bundle ids are unique regardless of case (`apps add` checks with this index).
             try db.execute(sql: "CREATE INDEX app_on_bundle_nocase ON app(bundle COLLATE NOCASE)")
         }
+        migrator.registerMigration("v14-times-in-milliseconds") { db in
+            // One unit for times in SQL: INTEGER milliseconds since 1970, as the ledger has had them from
+            // the start (the registry, apps and keys had REAL seconds). Values are rounded to the
+            // microsecond, then floored to the millisecond: Timestamp's rule, without binary fractions
+            // such as 1790000000.123 * 1000 = 1790000000122.9999.
+            let columns: [(table: String, column: String, required: Bool)] = [
+                ("app", "createdAt", true), ("device", "registeredAt", true), ("device", "unregisteredAt", false),
+                ("timeline", "reportedAt", true), ("provider_key", "createdAt", true),
+            ]
+            for (table, column, required) in columns {
+                try db.execute(sql: """
+                    ALTER TABLE \(table) ADD COLUMN \(column)Ms INTEGER\(required ? " NOT NULL DEFAULT 0" : "");
+                    UPDATE \(table) SET \(column)Ms = CAST(round(\(column) * 1000000) / 1000 AS INTEGER) WHERE \(column) IS NOT NULL;
+                    ALTER TABLE \(table) DROP COLUMN \(column);
+                    ALTER TABLE \(table) RENAME COLUMN \(column)Ms TO \(column);
+                    """)
+            }
+            try db.execute(sql: """
+                UPDATE store_info SET value = CAST(CAST(round(CAST(value AS REAL) * 1000000) / 1000 AS INTEGER) AS TEXT)
+                    WHERE key = 'createdAt'
+                """)
+        }
         return migrator
     }
 

@@ -39,7 +39,7 @@ extension SQLiteStore {
                     """,
                 arguments: [
                     key.keyID, key.teamID, key.publicKeyPEM, key.topics.map(\.rawValue).joined(separator: " "),
-                    key.environments, key.createdAt.timeIntervalSince1970,
+                    key.environments, key.createdAt.storedMilliseconds,
                 ]
             )
         }
@@ -55,7 +55,7 @@ extension SQLiteStore {
                     publicKeyPEM: row["publicKey"],
                     topics: (row["topics"] as String).split(separator: " ").compactMap { try? BundleID(String($0)) },
                     environments: row["environments"],
-                    createdAt: Date(timeIntervalSince1970: row["createdAt"])
+                    createdAt: Date(storedMilliseconds: row["createdAt"])
                 )
             }
         }

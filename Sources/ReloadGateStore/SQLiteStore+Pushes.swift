@@ -26,7 +26,7 @@ extension SQLiteStore {
                 return rows.isEmpty ? .unknown : .otherApp
             }
             if own["active"] as Bool { return .active(device: own["id"]) }
-            return .unregistered(since: Date(timeIntervalSince1970: own["unregisteredAt"] ?? 0))
+            return .unregistered(since: Date(storedMilliseconds: own["unregisteredAt"] ?? 0))
         }
     }
 
@@ -66,7 +66,7 @@ extension SQLiteStore {
             }
             try db.execute(
                 sql: "INSERT OR IGNORE INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)",
-                arguments: [app.id, token.hex, now.timeIntervalSince1970]
+                arguments: [app.id, token.hex, now.storedMilliseconds]
             )
             let device = try Int64.fetchOne(
                 db,
@@ -94,7 +94,7 @@ extension SQLiteStore {
         try writer.write { db in
             try db.execute(
                 sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ? AND active AND registeredAt <= ?",
-                arguments: [since.timeIntervalSince1970, device, since.timeIntervalSince1970]
+                arguments: [since.storedMilliseconds, device, since.storedMilliseconds]
             )
             return db.changesCount > 0
         }

@@ -66,7 +66,7 @@ extension SQLiteStore {
                 try db.execute(sql: "DELETE FROM widget WHERE deviceId = ?", arguments: [old.id])
                 try db.execute(
                     sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ?",
-                    arguments: [now.timeIntervalSince1970, old.id]
+                    arguments: [now.storedMilliseconds, old.id]
                 )
                 retired = (old.id, instances)
             }
@@ -76,12 +76,12 @@ extension SQLiteStore {
                 device = existing.id
                 try db.execute(
                     sql: "UPDATE device SET active = 1, registeredAt = ?, unregisteredAt = NULL WHERE id = ?",
-                    arguments: [now.timeIntervalSince1970, device]
+                    arguments: [now.storedMilliseconds, device]
                 )
             } else {
                 try db.execute(
                     sql: "INSERT INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)",
-                    arguments: [app.id, token.hex, now.timeIntervalSince1970]
+                    arguments: [app.id, token.hex, now.storedMilliseconds]
                 )
                 device = db.lastInsertedRowID
             }
@@ -162,7 +162,7 @@ extension SQLiteStore {
                     ON CONFLICT(widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
                         plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
                     """,
-                arguments: [instance, entries, policy, timeline.plannedReload?.milliseconds, now.timeIntervalSince1970]
+                arguments: [instance, entries, policy, timeline.plannedReload?.milliseconds, now.storedMilliseconds]
             )
             return instance
         }
@@ -205,7 +205,7 @@ extension SQLiteStore {
             sql: "SELECT id, active, unregisteredAt FROM device WHERE appId = ? AND token = ?",
             arguments: [app.id, token.hex]
         ).map { row in
-            (row["id"], row["active"], (row["unregisteredAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
+            (row["id"], row["active"], (row["unregisteredAt"] as Int64?).map(Date.init(storedMilliseconds:)))
         }
     }
 }

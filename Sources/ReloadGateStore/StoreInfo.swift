@@ -17,11 +17,11 @@ public struct StoreInfo: Equatable, Sendable {
         )
         guard let environmentText = rows["environment"],
             let environment = DeploymentEnvironment(rawValue: environmentText),
-            let createdText = rows["createdAt"], let created = Double(createdText)
+            let createdText = rows["createdAt"], let created = Int64(createdText)
         else {
             throw StoreError.corrupt(reason: "store_info lacks a valid environment or createdAt")
         }
-        return StoreInfo(environment: environment, createdAt: Date(timeIntervalSince1970: created))
+        return StoreInfo(environment: environment, createdAt: Date(storedMilliseconds: created))
     }
 
     /// Records the environment and creation time in a new store; returns the environment on record.
@@ -30,7 +30,7 @@ public struct StoreInfo: Equatable, Sendable {
     {
         try db.execute(
             sql: "INSERT OR IGNORE INTO store_info (key, value) VALUES ('environment', ?), ('createdAt', ?)",
-            arguments: [environment.rawValue, String(createdAt.timeIntervalSince1970)]
+            arguments: [environment.rawValue, String(createdAt.storedMilliseconds)]
         )
         return try read(db).environment
     }

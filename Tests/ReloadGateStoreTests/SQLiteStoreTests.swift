@@ -22,7 +22,7 @@ struct SQLiteStoreTests {
         #expect(try store.appliedMigrations() == [
             "v1-store-info", "v2-apps", "v3-registry", "v4-ledger", "v5-request-counts", "v6-widget-parameters",
             "v7-provider-keys", "v8-delivery-answers", "v9-request-apns-id", "v10-apns-id-by-block", "v11-pending-lists",
-            "v12-request-first-decision", "v13-app-team",
+            "v12-request-first-decision", "v13-app-team", "v14-times-in-milliseconds",
         ])
         #expect(try store.info() == StoreInfo(environment: .sandbox, createdAt: now))
     }
@@ -78,5 +78,51 @@ struct SQLiteStoreTests {
         _ = try store.deliveries(in: [.pending, .sending])
         try store.close()
         #expect(!FileManager.default.fileExists(atPath: directory.path("data/reloadgate.sqlite-wal")))
+    }
+}
+
+/// Migration `v14-times-in-milliseconds`: the registry's, apps' and keys' REAL seconds become INTEGER
+/// milliseconds, the ledger's unit, by Timestamp's rule (floored; binary fractions do not lose a
+/// millisecond).
+struct TimesInMillisecondsMigrationTests {
+    @Test func realSecondsBecomeIntegerMillisecondsAndKeepTheirMeaning() throws {
+        let directory = try TemporaryDirectory("v14")
+        defer { directory.remove() }
+        try StoreFixture.writeOlderStore(in: directory, upTo: "v13-app-team", sql: """
+            UPDATE app SET createdAt = 1789999999.5;
+            INSERT INTO store_info (key, value) VALUES ('environment', 'sandbox'), ('createdAt', '1789999990.25');
+            INSERT INTO device (id, appId, token, active, registeredAt, unregisteredAt)
+                VALUES (1, 1, '\(String(repeating: "ab", count: 32))', 1, 1790000000.123, NULL),
+                       (2, 1, '\(String(repeating: "cd", count: 32))', 0, 1790000000.0, 1790000100.5);
+            INSERT INTO widget (id, deviceId, widgetID, kind, family, configuration, pushEnabled)
+                VALUES (1, 1, 'w1', 'scores', 'systemSmall', '{}', 1);
+            INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt)
+                VALUES (1, '[]', '"never"', NULL, 1790000001.25);
+            INSERT INTO provider_key (keyId, teamId, publicKey, topics, environments, createdAt)
+                VALUES ('KEY1', 'TEAM1', 'pem', '', 'both', 1790000002.999);
+            """)
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        #expect(try store.appliedMigrations().last == "v14-times-in-milliseconds")
+        let types = try store.writer.read { db in
+            try String.fetchAll(db, sql: """
+                SELECT typeof(registeredAt) FROM device UNION ALL SELECT typeof(createdAt) FROM app
+                UNION ALL SELECT typeof(reportedAt) FROM timeline UNION ALL SELECT typeof(createdAt) FROM provider_key
+                """)
+        }
+        #expect(Set(types) == ["integer"])
+        let stored = try store.writer.read { db in
+            try Int64.fetchAll(db, sql: "SELECT registeredAt FROM device UNION ALL SELECT unregisteredAt FROM device WHERE id = 2")
+        }
+        #expect(stored.sorted() == [1_790_000_000_000, 1_790_000_000_123, 1_790_000_100_500])
+        #expect(try store.providerKeys().first?.createdAt == Date(timeIntervalSince1970: 1_790_000_002.999))
+        #expect(try store.info().createdAt == Date(timeIntervalSince1970: 1_789_999_990.25))
+        #expect(try store.app(bundle: try BundleID("com.example.scores"))?.createdAt == Date(timeIntervalSince1970: 1_789_999_999.5))
+        let devices = try store.devices(bundle: nil, limit: 10).sorted { $0.token < $1.token }
+        #expect(devices.map(\.registeredAt) == [Date(timeIntervalSince1970: 1_790_000_000.123), Date(timeIntervalSince1970: 1_790_000_000)])
+        #expect(devices[1].unregisteredAt == Date(timeIntervalSince1970: 1_790_000_100.5))
+        // Apple's 410 is compared with the registration in the same unit: before it, nothing changes.
+        #expect(try store.markDeviceInvalid(device: 1, since: Date(timeIntervalSince1970: 1_790_000_000.122)) == false)
+        #expect(try store.markDeviceInvalid(device: 1, since: Date(timeIntervalSince1970: 1_790_000_000.124)) == true)
     }
 }

@@ -6,6 +6,7 @@ import NIOPosix
 import NIOSSL
 import ReloadGateAPNs
 import ReloadGateCore
+import ReloadGateStore
 
 /// The `apns` upstream (DESIGN.md, "Delivery"): one HTTP/2 request per delivery to Apple's push service
 /// (or any URL: the mock in tests, a proxy), with the gateway's own provider token, over the
@@ -76,14 +77,14 @@ final class APNsUpstream: DeliveryUpstream {
         let first = try await attempt(push)
         guard case .retry(let reason, _) = first, reason == "ExpiredProviderToken" else { return first }
         // Apple says the token is too old: a new one (at most once in 20 minutes) and one more try.
-        token.refresh(now: Int64(now().timeIntervalSince1970))
+        token.refresh(now: Timestamp(now()).milliseconds / 1000)
         return try await attempt(push)
     }
 
     /// Sends the pushes on one connection, written in one event-loop turn. Pushes Apple refuses with
     /// `ExpiredProviderToken` get a new token and one more try each, as in ``send(_:)``.
     func send(batch pushes: [OutgoingPush]) async -> [Result<DeliveryOutcome, any Error>] {
-        let authorization = "bearer \(token.token(now: Int64(now().timeIntervalSince1970)))"
+        let authorization = "bearer \(token.token(now: Timestamp(now()).milliseconds / 1000))"
         let requests = pushes.map { APNsRequest(path: Self.path(of: $0), headers: Self.headers(of: $0, authorization: authorization)) }
         let answers = await pool.send(batch: requests, body: Self.body, timeout: timeout)
         var outcomes: [Result<DeliveryOutcome, any Error>] = []
@@ -91,7 +92,7 @@ final class APNsUpstream: DeliveryUpstream {
         for (push, answer) in zip(pushes, answers) {
             let outcome = Self.outcome(of: answer)
             if case .success(.retry(let reason, _)) = outcome, reason == "ExpiredProviderToken" {
-                token.refresh(now: Int64(now().timeIntervalSince1970))
+                token.refresh(now: Timestamp(now()).milliseconds / 1000)
                 do { outcomes.append(.success(try await attempt(push))) } catch { outcomes.append(.failure(error)) }
             } else {
                 outcomes.append(outcome)
@@ -101,7 +102,7 @@ final class APNsUpstream: DeliveryUpstream {
     }
 
     private func attempt(_ push: OutgoingPush) async throws -> DeliveryOutcome {
-        let authorization = "bearer \(token.token(now: Int64(now().timeIntervalSince1970)))"
+        let authorization = "bearer \(token.token(now: Timestamp(now()).milliseconds / 1000))"
         let answer: Result<APNsAnswer, any Error>
         do {
             answer = .success(try await pool.send(path: Self.path(of: push), headers: Self.headers(of: push, authorization: authorization), body: Self.body, timeout: timeout))

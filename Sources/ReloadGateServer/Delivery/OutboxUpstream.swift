@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 public import ReloadGateCore
+import ReloadGateStore
 
 /// The embedded default upstream: every push is appended as one JSON line to `outbox.jsonl` in the data
 /// directory (and logged), so the gateway's output is visible without an Apple account.
@@ -53,7 +54,7 @@ public actor OutboxUpstream: DeliveryUpstream {
     /// The JSON line of a push (keys sorted, times in RFC 3339 UTC).
     static func line(for push: OutgoingPush) -> String {
         func time(_ timestamp: Timestamp) -> String {
-            Date(timeIntervalSince1970: Double(timestamp.milliseconds) / 1000)
+            timestamp.date
                 .formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
         }
         let fields: [(String, String)] = [

@@ -230,8 +230,3 @@ public struct OfflineDoor: Sendable {
         try command.write(to: store)
     }
 }
-
-extension Timestamp {
-    /// The time as a `Date` (milliseconds, exact).
-    var date: Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
-}

@@ -570,11 +570,3 @@ struct SchedulerOverloaded: Error, CustomStringConvertible {
 struct SchedulerUnavailable: Error, CustomStringConvertible {
     var description: String { "the scheduler is shutting down" }
 }
-
-extension Timestamp {
-    /// A `Date` (the wall clock, a stored time) in milliseconds, by ``Timestamp/init(clampingUnixSeconds:)``'s
-    /// rule: floored, and clamped to the years 1970 to 9999.
-    init(_ date: Date) {
-        self.init(clampingUnixSeconds: date.timeIntervalSince1970)
-    }
-}

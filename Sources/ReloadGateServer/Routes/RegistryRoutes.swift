@@ -116,7 +116,7 @@ struct RegistryRoutes {
         // Answered once the planned reload is written through to the scheduler's state.
         _ = try await door.execute(SetTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline))
         let planned: Any =
-            timeline.plannedReload.map { Date(timeIntervalSince1970: $0.unixSeconds).formatted(.iso8601) } ?? NSNull()
+            timeline.plannedReload.map { $0.date.formatted(.iso8601) } ?? NSNull()
         return try json(.ok, ["plannedReload": planned])
     }
 

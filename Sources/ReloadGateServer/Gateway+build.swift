@@ -234,7 +234,7 @@ public func buildGateway(
                 maximumAttempts: configuration.upstream.maxAttempts,
                 firstBackoff: .milliseconds(configuration.upstream.retryDelay),
                 rateLimiter: configuration.upstream.kind == .apns && configuration.upstream.requestsPerSecond > 0
-                    ? RequestRateLimiter(perSecond: configuration.upstream.requestsPerSecond) : nil,
+                    ? RateLimiter.pacer(perSecond: configuration.upstream.requestsPerSecond) : nil,
                 metrics: metrics
             ),
             readiness: readiness,

@@ -51,7 +51,8 @@ final class PushIngress: Sendable {
     private let apps: AppDirectory
     private let verifier: ProviderTokenVerifier
     private let unknownDevices: GatewayConfiguration.Ingress.UnknownDevices
-    private let guardRail: TokenRateGuard
+    /// APNS.md's abuse guard (`429 TooManyRequests`), per device token.
+    private let guardRail: RateLimiter<ContinuousClock>
     private let revokedSerials: Set<String>
     /// Devices' status and default targets, kept in memory (invalidated on every registry change).
     let devices: PushDeviceCache
@@ -74,7 +75,7 @@ final class PushIngress: Sendable {
         self.apps = door.apps
         self.verifier = verifier
         self.unknownDevices = configuration.unknownDevices
-        self.guardRail = TokenRateGuard(perSecond: configuration.requestsPerSecondPerToken)
+        self.guardRail = RateLimiter.tokenGuard(perSecond: configuration.requestsPerSecondPerToken)
         self.revokedSerials = Set(configuration.revokedCertificateSerials)
         self.devices = door.pushDevices
         self.now = now
@@ -210,7 +211,7 @@ final class PushIngress: Sendable {
             case .otherApp: throw APNsFailure(.deviceTokenNotForTopic)
             }
             if case .unknown = found, unknownDevices == .reject { throw APNsFailure(.badDeviceToken) }
-            guard guardRail.allow(token.hex, at: received.timeIntervalSince1970) else { throw APNsFailure(.tooManyRequests) }
+            guard guardRail.allow(token.hex) else { throw APNsFailure(.tooManyRequests) }
             status = found
         } catch {
             connection.debug("push refused", metadata: Self.refusalMetadata(error, apnsID: head.apnsID, bearer: nil))
@@ -304,39 +305,5 @@ final class PushIngress: Sendable {
             headers.append(("reloadgate-due", due.rfc3339))
         }
         return headers
-    }
-}
-
-/// The abuse guard of APNS.md (`429 TooManyRequests`): a token bucket per device token, generous since
-/// merging makes repeated pushes cheap.
-final class TokenRateGuard: Sendable {
-    private struct Bucket {
-        var tokens: Double
-        var updated: Double
-    }
-
-    private let perSecond: Double
-    private let burst: Double
-    private let buckets = Mutex<[String: Bucket]>([:])
-
-    init(perSecond: Int) {
-        self.perSecond = Double(perSecond)
-        self.burst = Double(perSecond) * 2
-    }
-
-    func allow(_ token: String, at time: Double) -> Bool {
-        buckets.withLock { buckets in
-            if buckets.count > 200_000 { buckets.removeAll(keepingCapacity: true) }  // bounded memory
-            var bucket = buckets[token] ?? Bucket(tokens: burst, updated: time)
-            bucket.tokens = min(burst, bucket.tokens + (time - bucket.updated) * perSecond)
-            bucket.updated = time
-            guard bucket.tokens >= 1 else {
-                buckets[token] = bucket
-                return false
-            }
-            bucket.tokens -= 1
-            buckets[token] = bucket
-            return true
-        }
     }
 }

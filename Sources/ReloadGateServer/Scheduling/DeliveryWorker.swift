@@ -34,7 +34,7 @@ struct DeliveryWorker: Sendable {
     /// Longest wait between two attempts of one delivery.
     var maximumBackoff: Duration = .seconds(60)
     /// Spaces requests to the push service (`upstream.requestsPerSecond`); `nil`: no limit.
-    var rateLimiter: RequestRateLimiter<ContinuousClock>?
+    var rateLimiter: RateLimiter<ContinuousClock>?
     var metrics = GatewayMetrics()
 
     /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most

@@ -5,9 +5,9 @@ import Testing
 /// `upstream.requestsPerSecond`: requests toward Apple are spaced to the rate after a burst of a tenth
 /// of a second's worth, also when the process was stalled while they waited.
 @Suite(.timeLimit(.minutes(5)))
-struct RequestRateLimiterTests {
+struct RateLimiterTests {
     @Test func requestsBeyondTheBurstAreSpacedToTheRate() async throws {
-        let limiter = RequestRateLimiter(perSecond: 100)
+        let limiter = RateLimiter.pacer(perSecond: 100)
         let start = ContinuousClock.now
         var slots: [Duration] = []
         for _ in 0..<40 {
@@ -23,7 +23,7 @@ struct RequestRateLimiterTests {
     /// must still leave a tenth of a second apart (after one more burst), not together.
     @Test func aStallDoesNotReleaseTheWaitingRequestsTogether() async throws {
         let clock = ManualClock()
-        let limiter = RequestRateLimiter(perSecond: 10, clock: clock)
+        let limiter = RateLimiter(perSecond: 10, burst: 2, clock: clock)
         let admitted = Admissions()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<10 {
@@ -51,7 +51,7 @@ struct RequestRateLimiterTests {
 
     @Test func aCancelledWaiterLeavesTheQueueAndTheOthersKeepTheirTurns() async throws {
         let clock = ManualClock()
-        let limiter = RequestRateLimiter(perSecond: 10, clock: clock)
+        let limiter = RateLimiter(perSecond: 10, burst: 2, clock: clock)
         try await limiter.waitForSlot()
         try await limiter.waitForSlot()
         let cancelled = Task { try await limiter.waitForSlot() }
@@ -64,6 +64,22 @@ struct RequestRateLimiterTests {
         clock.advance(by: .milliseconds(100))
         try await second.value
         #expect(limiter.waiting == 0)
+    }
+
+    /// The per-key guard (APNS.md's 429 per device token): each key has its own burst and rate; a request
+    /// over it is refused at once and does not count; the clock gives it back.
+    @Test func keysAreGuardedEachOnItsOwnAndRefusedRequestsDoNotCount() {
+        let clock = ManualClock()
+        let limiter = RateLimiter(perSecond: 1, burst: 2, clock: clock)
+        #expect((0..<5).map { _ in limiter.allow("a") } == [true, true, false, false, false])
+        #expect(limiter.allow("b"))
+        clock.advance(by: .milliseconds(999))
+        #expect(!limiter.allow("a"))
+        clock.advance(by: .milliseconds(1))
+        #expect(limiter.allow("a"))
+        #expect(!limiter.allow("a"))
+        clock.advance(by: .seconds(60))
+        #expect((0..<3).map { _ in limiter.allow("a") } == [true, true, false])
     }
 
     /// Polls `condition` (for at most five seconds of real time).

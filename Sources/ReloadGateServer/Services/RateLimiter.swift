@@ -1,15 +1,16 @@
 import Synchronization
 
-/// Spaces requests toward the push service to at most `perSecond` (`upstream.requestsPerSecond`), with a
-/// burst of a tenth of a second's worth.
-///
-/// A request is admitted by reading the clock at the moment it goes (the generic cell rate algorithm:
+/// The gateway's one rate limiter, by the generic cell rate algorithm on an injected clock: a request is
 /// admitted when the clock has reached the theoretical arrival time less the burst tolerance, which then
-/// moves one interval past the later of itself and now). Callers that must wait queue in order and one
-/// task admits them as their turns come. Slots are never reserved ahead: a process stalled for a while
-/// (a busy machine, a long pause) lets at most a burst go when it resumes, not every request whose
-/// reserved time passed during the stall.
-final class RequestRateLimiter<C: Clock>: Sendable where C.Duration == Duration {
+/// moves one interval past the later of itself and now. It is used two ways:
+///
+/// - ``waitForSlot()`` paces: callers wait for their turn, in order (`upstream.requestsPerSecond`, a burst
+///   of a tenth of a second's worth). Slots are never reserved ahead: a process stalled for a while (a
+///   busy machine, a long pause) lets at most a burst go when it resumes, not every request whose
+///   reserved time passed during the stall.
+/// - ``allow(_:)`` guards: each key (a device token: APNS.md's `429 TooManyRequests`) has its own
+///   theoretical arrival time; a request over its key's rate is refused at once, never queued.
+final class RateLimiter<C: Clock>: Sendable where C.Duration == Duration {
     private enum Turn {
         /// Queued; its task has not suspended yet.
         case announced
@@ -65,14 +66,35 @@ final class RequestRateLimiter<C: Clock>: Sendable where C.Duration == Duration 
     private let interval: Duration
     private let tolerance: Duration
     private let state: Mutex<State>
+    /// ``allow(_:)``'s theoretical arrival time per key.
+    private let keys = Mutex<[String: C.Instant]>([:])
+    /// Keys kept at most (bounded memory: past it the map starts again).
+    static var keyLimit: Int { 200_000 }
 
-    /// `perSecond` must be positive.
-    init(perSecond: Int, clock: C) {
+    /// `perSecond` must be positive; a request may go `tolerance` before its theoretical arrival time.
+    init(perSecond: Int, tolerance: Duration, clock: C) {
         precondition(perSecond > 0)
         self.clock = clock
         interval = .seconds(1) / perSecond
-        tolerance = .milliseconds(100)
+        self.tolerance = max(.zero, tolerance)
         state = Mutex(State(theoreticalArrival: clock.now))
+    }
+
+    /// `burst` requests go at once before the rate applies (at least one).
+    convenience init(perSecond: Int, burst: Int, clock: C) {
+        self.init(perSecond: perSecond, tolerance: .seconds(1) / perSecond * max(0, burst - 1), clock: clock)
+    }
+
+    /// Whether a request of `key` is within its rate now; if it is, it counts.
+    func allow(_ key: String) -> Bool {
+        let now = clock.now
+        return keys.withLock { keys in
+            if keys.count > Self.keyLimit { keys.removeAll(keepingCapacity: true) }
+            let arrival = keys[key] ?? now
+            guard admits(arrival, at: now) else { return false }
+            keys[key] = max(arrival, now).advanced(by: interval)
+            return true
+        }
     }
 
     /// Requests waiting for their turn (for tests).
@@ -158,9 +180,15 @@ final class RequestRateLimiter<C: Clock>: Sendable where C.Duration == Duration 
     }
 }
 
-extension RequestRateLimiter where C == ContinuousClock {
-    /// Paced by the continuous clock.
-    convenience init(perSecond: Int) {
-        self.init(perSecond: perSecond, clock: ContinuousClock())
+extension RateLimiter where C == ContinuousClock {
+    /// The upstream's pacer (`upstream.requestsPerSecond`): a burst of a tenth of a second's worth.
+    static func pacer(perSecond: Int) -> RateLimiter {
+        RateLimiter(perSecond: perSecond, tolerance: .milliseconds(100), clock: ContinuousClock())
+    }
+
+    /// The APNs listener's guard per device token (`ingress.requestsPerSecondPerToken`): a burst of two
+    /// seconds' worth, generous since merging makes repeated pushes cheap.
+    static func tokenGuard(perSecond: Int) -> RateLimiter {
+        RateLimiter(perSecond: perSecond, burst: 2 * perSecond, clock: ContinuousClock())
     }
 }

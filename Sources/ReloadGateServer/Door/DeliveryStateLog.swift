@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import ReloadGateStore
-import Synchronization
 
 /// The delivery worker's bookkeeping (pending -> sending -> sent | failed), written in batches: one
 /// transaction for all the state changes gathered while the previous one committed, instead of an fsync
@@ -13,44 +12,38 @@ import Synchronization
 final class DeliveryStateLog: Sendable {
     private typealias Waiter = CheckedContinuation<Void, any Error>
 
+    /// Changes, and for durable ones the caller waiting for their commit.
+    private struct Entry: Sendable {
+        var changes: [DeliveryStateChange]
+        var waiter: Waiter?
+    }
+
     private let store: any GatewayStore
     private let now: @Sendable () -> Date
     private let logger: Logger
-    private let queue = Mutex<(changes: [DeliveryStateChange], waiters: [Waiter], finished: Bool)>(([], [], false))
-    private let signal: AsyncStream<Void>.Continuation
-    private let signals: AsyncStream<Void>
+    private let queue = GroupCommitQueue<Entry>()
 
     init(store: any GatewayStore, now: @escaping @Sendable () -> Date, logger: Logger) {
         self.store = store
         self.now = now
         self.logger = logger
-        (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Queues a change; it is written with the next batch.
     func record(_ change: DeliveryStateChange) {
-        queue.withLock { $0.changes.append(change) }
-        signal.yield()
+        _ = queue.append(Entry(changes: [change], waiter: nil))
     }
 
     /// Queues a change and returns once the batch holding it is committed; throws when it could not be
     /// written (or the log has finished).
     func recordDurably(_ change: DeliveryStateChange) async throws {
-        try await recordDurably(CollectionOfOne(change))
+        try await recordDurably([change])
     }
 
     /// Queues changes and returns once the batch holding them is committed.
-    func recordDurably(_ changes: some Collection<DeliveryStateChange> & Sendable) async throws {
+    func recordDurably(_ changes: [DeliveryStateChange]) async throws {
         try await withCheckedThrowingContinuation { (waiter: Waiter) in
-            let accepted = queue.withLock { queue -> Bool in
-                guard !queue.finished else { return false }
-                queue.changes.append(contentsOf: changes)
-                queue.waiters.append(waiter)
-                return true
-            }
-            if accepted {
-                signal.yield()
-            } else {
+            if queue.append(Entry(changes: changes, waiter: waiter)) != nil {
                 waiter.resume(throwing: CancellationError())
             }
         }
@@ -58,26 +51,21 @@ final class DeliveryStateLog: Sendable {
 
     /// Writes batches until ``finish()``, then what is left.
     func run() async {
-        for await _ in signals { await flush() }
+        for await _ in queue.signals { await flush() }
         await flush()
     }
 
     /// No more changes will come: `run` writes the rest and returns.
     func finish() {
-        queue.withLock { $0.finished = true }
-        signal.finish()
+        queue.close()
     }
 
     private func flush() async {
         while true {
-            let (changes, waiters) = queue.withLock { queue -> ([DeliveryStateChange], [Waiter]) in
-                defer {
-                    queue.changes.removeAll(keepingCapacity: true)
-                    queue.waiters.removeAll(keepingCapacity: true)
-                }
-                return (queue.changes, queue.waiters)
-            }
-            guard !changes.isEmpty else { return }
+            let entries = queue.takeAll()
+            guard !entries.isEmpty else { return }
+            let changes = entries.flatMap(\.changes)
+            let waiters = entries.compactMap(\.waiter)
             do {
                 try await store.setDeliveryStates(changes, at: now())
                 for waiter in waiters { waiter.resume() }

@@ -72,11 +72,6 @@ actor SchedulerEngine {
         var then: @Sendable (Result<Int64, any Error>) -> Void
     }
 
-    /// Requests handed over from event loops, decided by the commit loop.
-    private struct Inbox: Sendable {
-        var items: [Queued] = []
-        var isOpen = true
-    }
 
     private struct KeyName: Hashable {
         var app: Int64
@@ -88,7 +83,6 @@ actor SchedulerEngine {
     private let now: @Sendable () -> Date
     private let logger: Logger
     private let deliveries: AsyncStream<[RecordedDelivery]>.Continuation
-    private let commitSignal: AsyncStream<Void>.Continuation
 
     private var scheduler: ReloadScheduler
     private var nextRequestID: RequestID = 1
@@ -96,7 +90,8 @@ actor SchedulerEngine {
     private var batchDeliveries: [RecordedDelivery] = []
     /// Called with the outcome of the open batch's commit.
     private var waiters: [@Sendable (Result<Void, any Error>) -> Void] = []
-    private nonisolated let inbox = Mutex(Inbox())
+    /// Requests and adoptions handed over from event loops, decided by the commit loop.
+    private nonisolated let inbox = GroupCommitQueue<Queued>(limit: SchedulerEngine.inboxLimit)
     private var inFlightKeys: [KeyName: InFlightKey] = [:]
     private var batchKeys: [KeyName] = []
     private(set) var isStopping = false
@@ -105,7 +100,7 @@ actor SchedulerEngine {
     /// worker reads them).
     nonisolated let releasedDeliveries: AsyncStream<[RecordedDelivery]>
     /// One element whenever there is something to commit (the commit loop reads it).
-    nonisolated let commitRequests: AsyncStream<Void>
+    nonisolated var commitRequests: AsyncStream<Void> { inbox.signals }
 
     /// Counts released deliveries (the delivery queue's depth).
     private nonisolated let metrics: GatewayMetrics
@@ -124,7 +119,6 @@ actor SchedulerEngine {
         self.logger = logger
         self.scheduler = ReloadScheduler(configuration: configuration)
         (releasedDeliveries, deliveries) = AsyncStream.makeStream(of: [RecordedDelivery].self)
-        (commitRequests, commitSignal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     // MARK: Loading
@@ -186,27 +180,20 @@ actor SchedulerEngine {
     /// Hands a request over from any thread (an event loop) without waiting: it is decided with the next
     /// batch and `reply` is called once that batch committed. No task and no actor hop per request.
     nonisolated func enqueue(_ submission: Submission, render: @escaping Render, reply: @escaping Reply) {
-        let accepted = inbox.withLock { inbox -> Bool in
-            guard inbox.isOpen, inbox.items.count < Self.inboxLimit else { return false }
-            inbox.items.append(.request(submission, render, reply))
-            return true
+        switch inbox.append(.request(submission, render, reply)) {
+        case nil: break
+        case .full: reply(.failure(SchedulerOverloaded()))
+        case .closed: reply(.failure(SchedulerUnavailable()))
         }
-        guard accepted else {
-            reply(.failure(inbox.withLock { $0.isOpen } ? SchedulerOverloaded() as any Error : SchedulerUnavailable()))
-            return
-        }
-        commitSignal.yield()
     }
 
     /// Hands a device to adopt over from any thread; the commit loop writes it (no task per adoption).
     nonisolated func enqueue(_ adoption: Adoption) {
-        let accepted = inbox.withLock { inbox -> Bool in
-            guard inbox.isOpen else { return false }
-            inbox.items.append(.adoption(adoption))
-            return true
+        switch inbox.append(.adoption(adoption)) {
+        case nil: break
+        case .full: adoption.then(.failure(SchedulerOverloaded()))
+        case .closed: adoption.then(.failure(SchedulerUnavailable()))
         }
-        guard accepted else { return adoption.then(.failure(SchedulerUnavailable())) }
-        commitSignal.yield()
     }
 
     /// Requests queued by ``enqueue(_:render:reply:)`` beyond this many are refused (`ServiceUnavailable`).
@@ -214,10 +201,7 @@ actor SchedulerEngine {
 
     /// Decides the queued requests (the commit loop calls this before sealing a batch).
     private func drainInbox() {
-        let queued = inbox.withLock { inbox -> [Queued] in
-            defer { inbox.items.removeAll(keepingCapacity: true) }
-            return inbox.items
-        }
+        let queued = inbox.takeAll()
         for item in queued {
             switch item {
             case .request(let submission, let render, let reply):
@@ -310,7 +294,7 @@ actor SchedulerEngine {
         waiters.append { result in
             reply(result.map { .decided(request: id, decisions: decisions, status: answer.status, body: answer.body) })
         }
-        commitSignal.yield()
+        inbox.wake()
     }
 
     // MARK: Registry
@@ -441,13 +425,13 @@ actor SchedulerEngine {
     private func waitForCommit() async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             waiters.append { continuation.resume(with: $0) }
-            commitSignal.yield()
+            inbox.wake()
         }
     }
 
     /// Asks the commit loop to look at the clock (the timer loop calls this when something fell due).
     func wake() {
-        commitSignal.yield()
+        inbox.wake()
     }
 
     /// Milliseconds until the next timer by the engine's clock (0: due now); `nil` when none is set.
@@ -551,8 +535,7 @@ actor SchedulerEngine {
     func stop() {
         isStopping = true
         // Requests already queued are still decided and committed; later ones are refused.
-        inbox.withLock { $0.isOpen = false }
-        commitSignal.finish()
+        inbox.close()
     }
 
     /// Ends the stream of deliveries (after the last commit).

@@ -62,9 +62,10 @@ public struct ListenerInfo: Sendable {
     }
 }
 
-/// Builds the gateway: checks the TLS material (creating the development certificate on first run),
-/// opens the store, loads the scheduler's state from it, and sets up the routes. Nothing listens until
-/// the gateway runs.
+/// Builds the gateway: checks the listeners' addresses and the TLS material (creating the development
+/// certificate on first run) and the upstream's configuration. Nothing is opened and nothing listens
+/// until the gateway runs: then ``Gateway/run()`` opens the store, loads the scheduler's state from it,
+/// sets up the door and the routes, and starts the services.
 ///
 /// `reloadgate serve` calls this and then ``Gateway/runService(gracefulShutdownSignals:)``; tests call
 /// it too (through `TestGateway`) and run the gateway in their own service group on port 0.
@@ -76,16 +77,19 @@ public struct ListenerInfo: Sendable {
 ///   - customizeRouter: adds routes, for embedding and tests. They are drained on shutdown like the
 ///     gateway's own routes.
 /// - Throws: ``ListenerAddressUnavailable`` when a listener's address is taken or not this host's,
-///   ``ConfigurationError`` for unusable TLS material, ``StoreError`` when the store cannot open.
+///   ``ConfigurationError`` for unusable TLS material or upstream settings. (``StoreError``, when the store
+///   cannot open, comes from running the gateway.)
 public func buildGateway(
     configuration: GatewayConfiguration,
     logger: Logger,
     now: @escaping @Sendable () -> Date = { Date() },
     onListening: @escaping @Sendable (ListenerInfo) async -> Void = { _ in },
-    customizeRouter: (Router<BasicRequestContext>) -> Void = { _ in }
+    customizeRouter: @escaping @Sendable (Router<BasicRequestContext>) -> Void = { _ in }
 ) async throws -> Gateway {
     try AdminSocket.checkLength(of: configuration.adminSocketPath)
     try await ListenerAddresses.check(configuration)
+    // A stale admin socket is removed; one a running gateway answers on is an error, before anything opens.
+    try AdminSocket.removeStale(at: configuration.adminSocketPath)
     let tls = try ListenerTLS.load(configuration.tls, now: now(), logger: logger)
 
     var http2 = HTTP2UpgradeChannel.Configuration(
@@ -102,7 +106,44 @@ public func buildGateway(
         throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
     }
 
-    // The store opens last: everything that can be wrong in the configuration has been checked.
+    // The APNs upstream's settings are checked now (a missing key file is a configuration error of
+    // `serve`); it connects only when the first delivery goes. The outbox is a file in the data
+    // directory, opened when the gateway runs (after the store has made the directory).
+    let apns: APNsUpstream? =
+        configuration.upstream.kind == .apns
+        ? try APNsUpstream(configuration: configuration.upstream, environment: configuration.environment, now: now, logger: logger)
+        : nil
+    let readiness = Readiness()
+    let http2Configuration = http2
+    return Gateway(configuration: configuration, readiness: readiness, logger: logger) {
+        do {
+            return try await assembleServices(
+                configuration: configuration, logger: logger, now: now, readiness: readiness, apns: apns, tls: tls,
+                http2: http2Configuration, timeouts: timeouts, server: server, onListening: onListening, customizeRouter: customizeRouter
+            )
+        } catch {
+            await apns?.close()
+            throw error
+        }
+    }
+}
+
+/// What ``Gateway/run()`` does first: opens the store, loads the scheduler's state (before anything
+/// listens: no request is decided on a partial state), and builds the door, the routes and the
+/// listeners' services.
+private func assembleServices(
+    configuration: GatewayConfiguration,
+    logger: Logger,
+    now: @escaping @Sendable () -> Date,
+    readiness: Readiness,
+    apns: APNsUpstream?,
+    tls: ListenerTLS,
+    http2: HTTP2UpgradeChannel.Configuration,
+    timeouts: ConnectionTimeouts,
+    server: HTTPServerBuilder,
+    onListening: @escaping @Sendable (ListenerInfo) async -> Void,
+    customizeRouter: @Sendable (Router<BasicRequestContext>) -> Void
+) async throws -> [any Service] {
     let store = try SQLiteStore(
         directory: configuration.dataDirectory,
         environment: configuration.environment,
@@ -110,24 +151,17 @@ public func buildGateway(
     )
     logger.info("store open", metadata: ["path": "\(store.path)", "environment": "\(store.environment)"])
 
-    // The scheduler's state is loaded before anything listens: no request is decided on a partial state.
     let metrics = GatewayMetrics()
     let door = GatewayDoor(store: store, scheduling: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics)
     let upstream: any DeliveryUpstream
     do {
         try await door.engine.load()
-        switch configuration.upstream.kind {
-        case .outbox:
-            upstream = try OutboxUpstream(dataDirectory: configuration.dataDirectory, logger: logger)
-        case .apns:
-            upstream = try APNsUpstream(configuration: configuration.upstream, environment: configuration.environment, now: now, logger: logger)
-        }
+        upstream = try apns ?? OutboxUpstream(dataDirectory: configuration.dataDirectory, logger: logger)
     } catch {
         try? store.close()
         throw error
     }
 
-    let readiness = Readiness()
     let drain = RequestDrain()
     let router = GatewayRouters.api(door: door, readiness: readiness, metrics: metrics, drain: drain)
     let verifier = ProviderTokenVerifier(
@@ -158,12 +192,6 @@ public func buildGateway(
     // The admin API: its own router and HTTP/1.1 server on a Unix socket (mode 0600), never on the
     // public listener.
     let adminPath = configuration.adminSocketPath
-    do {
-        try AdminSocket.removeStale(at: adminPath)
-    } catch {
-        try? store.close()
-        throw error
-    }
     let adminRouter = GatewayRouters.admin(door: door, logger: logger)
     let admin = Application(
         router: adminRouter,
@@ -220,7 +248,7 @@ public func buildGateway(
         logger: logger
     )
     let adminServices: [any Service] = adminTLS.map { [$0] } ?? []
-    return Gateway(configuration: configuration, readiness: readiness, logger: logger, services: [
+    return [
         StoreService(store: store, readiness: readiness, logger: logger),
         DoorService(
             door: door,
@@ -262,7 +290,7 @@ public func buildGateway(
             gracePeriod: .seconds(configuration.listen.shutdownGracePeriod),
             logger: logger
         ),
-    ])
+    ]
 }
 
 

@@ -13,27 +13,36 @@ public struct Gateway: Service {
     public let configuration: GatewayConfiguration
     /// What `/ready` reports.
     public let readiness: Readiness
-    private let services: [any Service]
+    /// Opens the store, loads the scheduler and builds the services (when the gateway runs).
+    private let assemble: @Sendable () async throws -> [any Service]
     private let logger: Logger
 
-    init(configuration: GatewayConfiguration, readiness: Readiness, logger: Logger, services: [any Service]) {
+    init(
+        configuration: GatewayConfiguration,
+        readiness: Readiness,
+        logger: Logger,
+        assemble: @escaping @Sendable () async throws -> [any Service]
+    ) {
         self.configuration = configuration
         self.readiness = readiness
-        self.services = services
+        self.assemble = assemble
         self.logger = logger
     }
 
-    /// Runs until graceful shutdown of the enclosing service group, then stops in order.
+    /// Opens the store and loads the scheduler, then runs until graceful shutdown of the enclosing service
+    /// group and stops in order.
     public func run() async throws {
-        try await ServiceGroup(configuration: groupConfiguration(signals: [])).run()
+        try await ServiceGroup(configuration: groupConfiguration(services: try await assemble(), signals: [])).run()
     }
 
-    /// Runs until one of `gracefulShutdownSignals` arrives, then stops gracefully.
+    /// Opens the store and loads the scheduler, then runs until one of `gracefulShutdownSignals` arrives and
+    /// stops gracefully.
     public func runService(gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint]) async throws {
-        try await ServiceGroup(configuration: groupConfiguration(signals: gracefulShutdownSignals)).run()
+        let services = try await assemble()
+        try await ServiceGroup(configuration: groupConfiguration(services: services, signals: gracefulShutdownSignals)).run()
     }
 
-    private func groupConfiguration(signals: [UnixSignal]) -> ServiceGroupConfiguration {
+    private func groupConfiguration(services: [any Service], signals: [UnixSignal]) -> ServiceGroupConfiguration {
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, logger: logger)
         // The drain and the HTTP/2 close may each take the grace period; past both (and a margin), a request
         // handler that still has not finished is cancelled so that shutdown always ends.

@@ -47,7 +47,7 @@ public struct TestGateway: Sendable {
         in directory: TemporaryDirectory? = nil,
         pki given: TestPKI? = nil,
         configure: (inout GatewayConfiguration) -> Void = { _ in },
-        customizeRouter: (Router<BasicRequestContext>) -> Void = { _ in },
+        customizeRouter: @escaping @Sendable (Router<BasicRequestContext>) -> Void = { _ in },
         _ body: @Sendable (TestGateway) async throws -> Result
     ) async throws -> Result {
         let owned = directory == nil

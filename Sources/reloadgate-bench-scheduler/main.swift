@@ -106,7 +106,7 @@ func main() {
     print("reference dictionary/s:   \(Int(referencePerSecond))  (scheduler at \(String(format: "%.1f", perSecond / referencePerSecond * 100))% of it)")
     print("decisions by kind:        \(zip([DecisionKind.scheduled, .merged, .absorbed, .deferred, .expired, .noMatch], kindCounts).map { "\($0.rawValue) \($1)" }.joined(separator: ", "))")
     print("deliveries released:      \(deliveries), pending at the end: \(scheduler.pendingCount)")
-    print("changed instances taken:  \(changedInstances) (every 1,000 requests, as the write-through will)")
+    print("instance states:          \(changedInstances) snapshots returned by tick (every 1,000 requests), as the engine writes them through")
 }
 
 main()

@@ -55,9 +55,14 @@ struct Serve: AsyncParsableCommand {
             throw CommandFailure.exit(String(describing: error), status: 1)
         }
         do {
+            // The store opens and the scheduler loads here, before anything listens.
             try await gateway.runService()
         } catch let error as ListenerAddressUnavailable {
             throw CommandFailure.exit(error.description, status: 1)
+        } catch let error as ConfigurationError {
+            throw CommandFailure.exit(error.description, status: 2)
+        } catch let error as StoreError {
+            throw CommandFailure.exit(String(describing: error), status: 1)
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
             throw CommandFailure.exit(
                 ListenerAddressUnavailable(key: "listen.port", host: configuration.listen.host, port: configuration.listen.port, reason: nil).description,

@@ -123,6 +123,83 @@ struct DeliveryWorkerTests {
         #expect(worker.backoff(attempt: 30, retryAfter: nil) <= .seconds(60))
     }
 
+    /// Answers `retry` (429) `retries` times, then 200; counts attempts and notes the test clock at each.
+    final class RetryingUpstream: DeliveryUpstream {
+        let retries: Int
+        let clock: ManualClock
+        let attempts = Mutex<[Duration]>([])
+
+        init(retries: Int, clock: ManualClock) {
+            self.retries = retries
+            self.clock = clock
+        }
+
+        func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {
+            let count = attempts.withLock { attempts in
+                attempts.append(clock.now.offset)
+                return attempts.count
+            }
+            return count <= retries ? .retry(reason: "TooManyRequests", retryAfter: nil) : .sent
+        }
+    }
+
+    /// The retry backoff runs on the injected clock: nothing is tried again before the clock has moved
+    /// by the first backoff (1 s less up to 20% jitter), then by the doubled one; no real second passes.
+    @Test func retriesWaitTheirBackoffOnTheInjectedClock() async throws {
+        let directory = try TemporaryDirectory("worker")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        let app = try store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
+        let registered = try store.putDevice(
+            app: app,
+            token: try DeviceToken(String(repeating: "ab", count: 32)),
+            widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
+            previousToken: nil,
+            now: Date()
+        )
+        let delivery = RecordedDelivery(
+            apnsID: UUID().uuidString.lowercased(), device: registered.device, released: Timestamp(Date()),
+            instances: [registered.instances[0].id], requests: [], priority: .high, expiration: nil, state: .pending
+        )
+        let clock = ManualClock()
+        let upstream = RetryingUpstream(retries: 2, clock: clock)
+        let logger = Logger(label: "test")
+        let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger)
+        var worker = DeliveryWorker(store: store, upstream: upstream, states: door, now: { Date() }, logger: logger)
+        worker.clock = clock
+        worker.firstBackoff = .seconds(1)
+        let attempts = { upstream.attempts.withLock { $0 } }
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await door.deliveryStates.run() }
+            group.addTask { [worker] in await worker.send(delivery, isStopping: { false }) }
+            /// Moves the clock in 100 ms steps (letting the worker run between them) until `count`
+            /// attempts were made, at most `limit` steps.
+            func advance(until count: Int, limit: Int) async throws {
+                for _ in 0..<limit where attempts().count < count {
+                    clock.advance(by: .milliseconds(100))
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+            }
+            try await advance(until: 1, limit: 0)
+            for _ in 0..<200 where attempts().isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(attempts() == [.zero])
+            try await advance(until: 2, limit: 7)
+            #expect(attempts().count == 1, "tried again before 0.8 s of the clock: \(attempts())")
+            try await advance(until: 2, limit: 40)
+            try await advance(until: 3, limit: 60)
+            let times = attempts()
+            #expect(times.count == 3, "\(times)")
+            if times.count == 3 {
+                #expect(times[1] >= .milliseconds(800), "\(times)")
+                #expect(times[2] - times[1] >= .milliseconds(1600), "\(times)")
+            }
+            door.deliveryStates.finish()
+            try await group.waitForAll()
+        }
+    }
+
     /// Names in the order they were added, from any task.
     final class Order: Sendable {
         let names = Mutex<[String]>([])

@@ -18,6 +18,8 @@ struct DoorService: Service {
     let logger: Logger
     /// The longest the timer loop sleeps before it looks at the clock again.
     var timerResolution: Duration = .milliseconds(100)
+    /// The clock the timer loop sleeps on (the scheduler's time is the door's wall clock).
+    var clock: any Clock<Duration> = ContinuousClock()
 
     func run() async throws {
         // Deliveries left by the last run (released but not sent, or sending when it stopped) go first.
@@ -44,13 +46,13 @@ struct DoorService: Service {
                 }
                 // The timer loop ends by cancellation when the gateway shuts down.
                 await withDiscardingTaskGroup { timers in
-                    timers.addTask { [timerResolution] in
+                    timers.addTask { [timerResolution, clock] in
                         while !Task.isCancelled {
                             var sleep = timerResolution
                             if let wait = await engine.millisecondsUntilNextTimer() {
                                 if wait == 0 { await engine.wake() } else { sleep = min(sleep, .milliseconds(wait)) }
                             }
-                            try? await Task.sleep(for: sleep)
+                            try? await clock.sleep(for: sleep)
                         }
                     }
                     try? await gracefulShutdown()

@@ -35,6 +35,8 @@ struct DeliveryWorker: Sendable {
     var maximumBackoff: Duration = .seconds(60)
     /// Spaces requests to the push service (`upstream.requestsPerSecond`); `nil`: no limit.
     var rateLimiter: RateLimiter<ContinuousClock>?
+    /// The clock retries wait on (a manual one in tests).
+    var clock: any Clock<Duration> = ContinuousClock()
     var metrics = GatewayMetrics()
 
     /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most
@@ -194,14 +196,16 @@ struct DeliveryWorker: Sendable {
             states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, error: reason, unknownOutcome: outcome.isUnknown))
             // Sleeps in short steps so that a graceful shutdown does not wait for a long backoff; a
             // delivery left pending is sent on the next start.
-            let deadline = ContinuousClock.now.advanced(by: backoff)
-            while ContinuousClock.now < deadline {
+            var remaining = backoff
+            while remaining > .zero {
                 if await isStopping() { return }
+                let step = min(.milliseconds(100), remaining)
                 do {
-                    try await Task.sleep(for: min(.milliseconds(100), ContinuousClock.now.duration(to: deadline)))
+                    try await clock.sleep(for: step)
                 } catch {
                     return
                 }
+                remaining -= step
             }
             outcome = await attemptOnce(delivery, address: .unknown)
         }

@@ -155,7 +155,7 @@ private func assembleServices(
     let door = GatewayDoor(store: store, scheduling: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics)
     let upstream: any DeliveryUpstream
     do {
-        try await door.engine.load()
+        try await door.load()
         upstream = try apns ?? OutboxUpstream(dataDirectory: configuration.dataDirectory, logger: logger)
     } catch {
         try? store.close()

@@ -34,7 +34,7 @@ struct RouterTier: Sendable {
         defer { try? store.close() }
         let credentials = try OfflineDoor(store: store).execute(AddApp(bundle: try BundleID(bundle), team: "TEAM000001", allowsExemptions: false))
         let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger)
-        try await door.engine.load()
+        try await door.load()
         let service = DoorService(
             door: door,
             worker: DeliveryWorker(

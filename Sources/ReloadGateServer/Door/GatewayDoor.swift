@@ -59,7 +59,7 @@ final class GatewayDoor: Sendable {
     // MARK: Reload requests
 
     /// A webhook reload: decided, committed, answered (idempotency keys are handled here).
-    func reload(_ submission: SchedulerEngine.Submission, render: @escaping SchedulerEngine.Render) async throws
+    func reload(_ submission: ReloadCommand, render: @escaping SchedulerEngine.Render) async throws
         -> SchedulerEngine.Outcome
     {
         try await engine.submit(submission, render: render)
@@ -67,7 +67,7 @@ final class GatewayDoor: Sendable {
 
     /// A push: handed over from the event loop without waiting; `reply` is called after its commit.
     func enqueue(
-        _ submission: SchedulerEngine.Submission,
+        _ submission: ReloadCommand,
         render: @escaping SchedulerEngine.Render,
         reply: @escaping SchedulerEngine.Reply
     ) {
@@ -82,6 +82,11 @@ final class GatewayDoor: Sendable {
             if case .success = result { devices.invalidate() }
             then(result)
         })
+    }
+
+    /// Loads the scheduler from the store (when the gateway runs, before anything listens).
+    func load() async throws {
+        try await engine.load()
     }
 
     // MARK: Reads of the scheduler's state

@@ -13,30 +13,8 @@ import Synchronization
 /// The actor is re-entered while a batch commits, so requests arriving meanwhile gather into the next
 /// batch: one transaction (one fsync) serves all of them.
 actor SchedulerEngine {
-    /// One reload request as a route hands it over: targets resolved, credentials checked.
-    struct Submission: Sendable {
-        var app: App
-        var source: RecordedRequest.Source
-        var targets: [Int64]
-        var priority: Priority
-        /// `expiration: 0` arrives here as the received time.
-        var expiration: Timestamp?
-        var collapseID: String?
-        var team: String?
-        var exempt: Bool
-        /// The request as sent, for `explain`.
-        var summary: String
-        /// A push's apns-id, for `explain`.
-        var apnsID: String? = nil
-        var received: Timestamp
-        var idempotency: Idempotency?
-    }
-
-    /// An `idempotency-key` and the hash of the body it came with.
-    struct Idempotency: Hashable, Sendable {
-        var key: String
-        var bodyHash: [UInt8]
-    }
+    typealias Submission = ReloadCommand
+    typealias Idempotency = ReloadCommand.Idempotency
 
     /// What a submitter gets back.
     enum Outcome: Sendable {

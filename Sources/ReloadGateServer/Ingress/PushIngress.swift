@@ -237,7 +237,7 @@ final class PushIngress: Sendable {
                 logger.error("cannot read a device's widgets", metadata: ["error": "\(error)"])
                 return respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
             }
-            let submission = SchedulerEngine.Submission(
+            let submission = ReloadCommand(
                 app: head.app,
                 source: .push,
                 targets: targets,

@@ -61,7 +61,7 @@ struct WebhookRoutes {
             throw APIError(status: .unauthorized, code: code, message: error.description)
         }
 
-        var idempotency: SchedulerEngine.Idempotency?
+        var idempotency: ReloadCommand.Idempotency?
         if let key = request.headers[.idempotencyKey] {
             guard (1...Self.idempotencyKeyLength).contains(key.utf8.count),
                 key.utf8.allSatisfy({ (0x21...0x7e).contains($0) })
@@ -84,7 +84,7 @@ struct WebhookRoutes {
             )
         }
         let targets = try door.reader.targetInstances(app: app, target: parsed.target).map(\.instance)
-        let submission = SchedulerEngine.Submission(
+        let submission = ReloadCommand(
             app: app,
             source: .webhook,
             targets: targets,

@@ -34,13 +34,8 @@ final class DeliveryStateLog: Sendable {
         _ = queue.append(Entry(changes: [change], waiter: nil))
     }
 
-    /// Queues a change and returns once the batch holding it is committed; throws when it could not be
+    /// Queues changes and returns once the batch holding them is committed; throws when they could not be
     /// written (or the log has finished).
-    func recordDurably(_ change: DeliveryStateChange) async throws {
-        try await recordDurably([change])
-    }
-
-    /// Queues changes and returns once the batch holding them is committed.
     func recordDurably(_ changes: [DeliveryStateChange]) async throws {
         try await withCheckedThrowingContinuation { (waiter: Waiter) in
             if queue.append(Entry(changes: changes, waiter: waiter)) != nil {

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import ReloadGateAPNs
 import ReloadGateCore
-public import ReloadGateStore
+import ReloadGateStore
 
 /// The one door in front of the gateway's state (docs/DECISIONS.md, "The door").
 ///

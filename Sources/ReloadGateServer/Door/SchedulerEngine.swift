@@ -13,9 +13,6 @@ import Synchronization
 /// The actor is re-entered while a batch commits, so requests arriving meanwhile gather into the next
 /// batch: one transaction (one fsync) serves all of them.
 actor SchedulerEngine {
-    typealias Submission = ReloadCommand
-    typealias Idempotency = ReloadCommand.Idempotency
-
     /// What a submitter gets back.
     enum Outcome: Sendable {
         /// The request was decided and committed; `status`/`body` is the answer that was recorded.
@@ -37,7 +34,7 @@ actor SchedulerEngine {
 
     /// A request handed over by ``enqueue(_:render:reply:)``, or a device to adopt (``enqueue(_:)``).
     private enum Queued: Sendable {
-        case request(Submission, Render, Reply)
+        case request(ReloadCommand, Render, Reply)
         case adoption(Adoption)
     }
 
@@ -148,7 +145,7 @@ actor SchedulerEngine {
 
     /// Decides a request and returns once its decisions are committed.
     /// - Throws: the store's error when the commit failed: nothing of the request was accepted.
-    func submit(_ submission: Submission, render: @escaping Render) async throws -> Outcome {
+    func submit(_ submission: ReloadCommand, render: @escaping Render) async throws -> Outcome {
         guard !isStopping else { throw SchedulerUnavailable() }
         return try await withCheckedThrowingContinuation { continuation in
             accept(submission, render: render) { continuation.resume(with: $0) }
@@ -157,7 +154,7 @@ actor SchedulerEngine {
 
     /// Hands a request over from any thread (an event loop) without waiting: it is decided with the next
     /// batch and `reply` is called once that batch committed. No task and no actor hop per request.
-    nonisolated func enqueue(_ submission: Submission, render: @escaping Render, reply: @escaping Reply) {
+    nonisolated func enqueue(_ submission: ReloadCommand, render: @escaping Render, reply: @escaping Reply) {
         switch inbox.append(.request(submission, render, reply)) {
         case nil: break
         case .full: reply(.failure(SchedulerOverloaded()))
@@ -201,7 +198,7 @@ actor SchedulerEngine {
 
     /// Decides a request into the open batch; `reply` is called after the batch committed, or at once
     /// for an idempotent replay or conflict.
-    private func accept(_ submission: Submission, render: Render, reply: @escaping Reply) {
+    private func accept(_ submission: ReloadCommand, render: Render, reply: @escaping Reply) {
         if let idempotency = submission.idempotency {
             let name = KeyName(app: submission.app.id, key: idempotency.key)
             if var inFlight = inFlightKeys[name] {

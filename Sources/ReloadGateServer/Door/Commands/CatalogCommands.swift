@@ -1,0 +1,122 @@
+public import Foundation
+public import ReloadGateCore
+public import ReloadGateStore
+
+/// A change to apps or provider keys. It runs at the door of a running gateway (the admin API), which
+/// also updates the caches holding what changed, or at ``OfflineDoor`` when no gateway runs (the CLI on a
+/// data directory).
+public protocol CatalogCommand: Sendable {
+    associatedtype Outcome: Sendable
+    /// Writes the change; `now` is the door's wall clock.
+    func write(to store: any GatewayStore, now: Date) throws -> Outcome
+    /// Brings the running gateway's caches in line (after the write committed).
+    func apply(_ outcome: Outcome, toCachesOf door: GatewayDoorCaches)
+}
+
+/// The caches a catalog change may touch.
+public struct GatewayDoorCaches: Sendable {
+    let apps: AppDirectory
+    let keys: ProviderKeyDirectory
+}
+
+/// `reloadgate apps add`.
+public struct AddApp: CatalogCommand {
+    public var bundle: BundleID
+    public var team: String?
+    public var allowsExemptions: Bool
+
+    public init(bundle: BundleID, team: String?, allowsExemptions: Bool) {
+        self.bundle = bundle
+        self.team = team
+        self.allowsExemptions = allowsExemptions
+    }
+
+    public func write(to store: any GatewayStore, now: Date) throws -> AppCredentials {
+        try store.createApp(bundle: bundle, teamID: team, allowsExemptions: allowsExemptions, now: now)
+    }
+
+    public func apply(_ outcome: AppCredentials, toCachesOf door: GatewayDoorCaches) {
+        door.apps.forget(bundle)
+    }
+}
+
+/// `reloadgate apps set-team`: the app's provider-token pushes only from that team's keys; `nil`: no app.
+public struct SetTeam: CatalogCommand {
+    public var bundle: BundleID
+    public var team: String
+
+    public init(bundle: BundleID, team: String) {
+        self.bundle = bundle
+        self.team = team
+    }
+
+    public func write(to store: any GatewayStore, now: Date) throws -> App? {
+        try store.setTeam(bundle: bundle, teamID: team)
+    }
+
+    public func apply(_ outcome: App?, toCachesOf door: GatewayDoorCaches) {
+        door.apps.forget(bundle)
+    }
+}
+
+/// `reloadgate apps rotate-key`: a new API key (and webhook secret); `nil`: no app.
+public struct RotateCredentials: CatalogCommand {
+    public var bundle: BundleID
+    public var webhookSecret: Bool
+
+    public init(bundle: BundleID, webhookSecret: Bool) {
+        self.bundle = bundle
+        self.webhookSecret = webhookSecret
+    }
+
+    public func write(to store: any GatewayStore, now: Date) throws -> AppCredentials? {
+        try store.rotateCredentials(bundle: bundle, webhookSecret: webhookSecret)
+    }
+
+    public func apply(_ outcome: AppCredentials?, toCachesOf door: GatewayDoorCaches) {
+        door.apps.forget(bundle)
+    }
+}
+
+/// `reloadgate keys add`: the next push verifies with the key.
+public struct AddProviderKey: CatalogCommand {
+    public var key: StoredProviderKey
+
+    public init(_ key: StoredProviderKey) {
+        self.key = key
+    }
+
+    public func write(to store: any GatewayStore, now: Date) throws {
+        try store.addProviderKey(key)
+    }
+
+    public func apply(_ outcome: Void, toCachesOf door: GatewayDoorCaches) {
+        door.keys.refresh()
+    }
+}
+
+/// `reloadgate keys remove`: the next push signed with the key is refused; `false`: no such key.
+public struct RemoveProviderKey: CatalogCommand {
+    public var keyID: String
+
+    public init(keyID: String) {
+        self.keyID = keyID
+    }
+
+    public func write(to store: any GatewayStore, now: Date) throws -> Bool {
+        try store.removeProviderKey(keyID: keyID)
+    }
+
+    public func apply(_ outcome: Bool, toCachesOf door: GatewayDoorCaches) {
+        door.keys.refresh()
+    }
+}
+
+extension GatewayDoor {
+    /// Carries out a catalog change: written, then the caches holding it brought in line.
+    func execute<Command: CatalogCommand>(_ command: Command) throws -> Command.Outcome {
+        let outcome = try command.write(to: store, now: now())
+        command.apply(outcome, toCachesOf: GatewayDoorCaches(apps: apps, keys: keys))
+        return outcome
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+
+// The registry's commands: devices, timelines, and Apple's 410.
+
+/// `PUT /v1/apps/<bundle>/devices/<token>`: the device's widget set (and a retired previous token).
+/// Removed widgets' pending reloads are dropped with a `cancelled` decision.
+struct PutDevice: GatewayCommand {
+    var app: App
+    var token: DeviceToken
+    var widgets: [WidgetRegistration]
+    var previousToken: DeviceToken?
+
+    func execute(at door: GatewayDoor) async throws -> DeviceRegistration {
+        let registration = try door.store.putDevice(app: app, token: token, widgets: widgets, previousToken: previousToken, now: door.now())
+        door.pushDevices.invalidate()
+        try await door.engine.apply(registration)
+        return registration
+    }
+}
+
+/// `DELETE /v1/apps/<bundle>/devices/<token>` and `reloadgate devices remove`: the device and its widgets
+/// are gone; their pending reloads are dropped with a `cancelled` decision.
+struct DeleteDevice: GatewayCommand {
+    var app: App
+    var token: DeviceToken
+
+    func execute(at door: GatewayDoor) async throws -> (device: Int64, instances: [Int64]) {
+        let removed = try door.store.deleteDevice(app: app, token: token)
+        door.pushDevices.invalidate()
+        try await door.engine.remove(instances: removed.instances)
+        return removed
+    }
+}
+
+/// `PUT .../widgets/<widget>/timeline`: answered once the instance's planned reload is written through.
+struct SetTimeline: GatewayCommand {
+    var app: App
+    var token: DeviceToken
+    var widgetID: String
+    var timeline: Timeline
+
+    func execute(at door: GatewayDoor) async throws -> Int64 {
+        let instance = try door.store.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: door.now())
+        try await door.engine.setTimeline(instance: instance, timeline)
+        return instance
+    }
+}
+
+/// Apple answered 410 for a device: it is unregistered since `since` in the store, the push path answers
+/// `Unregistered` for it, and the scheduler forgets its instances, dropping their pending reloads with a
+/// `cancelled` decision. The outcome is instance -> dropped requests, or `nil` when the device was not
+/// active (or registered again after `since`): nothing changed.
+struct MarkUnregistered: GatewayCommand {
+    var device: Int64
+    var since: Timestamp
+
+    func execute(at door: GatewayDoor) async throws -> [Int64: [RequestID]]? {
+        guard try door.store.markDeviceInvalid(device: device, since: since.date) else { return nil }
+        door.pushDevices.invalidate()
+        return try await door.engine.unregister(device: device, since: since)
+    }
+}

@@ -1,0 +1,30 @@
+import ReloadGateCore
+import ReloadGateStore
+
+/// A reload request, a push or a webhook call, as the listener or the route hands it to the door
+/// (``GatewayDoor/reload(_:render:)``, ``GatewayDoor/enqueue(_:render:reply:)``): targets resolved,
+/// credentials checked. The door decides it with the scheduler, checks its idempotency key, commits it
+/// in the next group commit and answers.
+struct ReloadCommand: Sendable {
+    var app: App
+    var source: RecordedRequest.Source
+    var targets: [Int64]
+    var priority: Priority
+    /// `expiration: 0` arrives here as the received time.
+    var expiration: Timestamp?
+    var collapseID: String?
+    var team: String?
+    var exempt: Bool
+    /// The request as sent, for `explain`.
+    var summary: String
+    /// A push's apns-id, for `explain`.
+    var apnsID: String? = nil
+    var received: Timestamp
+    var idempotency: Idempotency?
+
+    /// An `idempotency-key` and the hash of the body it came with.
+    struct Idempotency: Hashable, Sendable {
+        var key: String
+        var bodyHash: [UInt8]
+    }
+}

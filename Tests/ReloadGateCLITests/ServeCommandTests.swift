@@ -64,6 +64,24 @@ struct ServeCommandTests {
         }
     }
 
+    /// The store opens when the gateway runs (not when it is built): a data directory of the other
+    /// environment is still one error line and status 1, with nothing on standard output.
+    @Test func aDataDirectoryOfTheOtherEnvironmentIsAClearErrorWithStatus1() async throws {
+        let directory = try TemporaryDirectory("serve")
+        defer { directory.remove() }
+        let added = try await ReloadGateProcess.run(["apps", "add", "com.example.scores"], in: directory.url, environment: Self.testEnvironment)
+        #expect(added.status == 0, "\(added.stderr)")
+        var production = Self.testEnvironment
+        production["RELOADGATE_ENVIRONMENT"] = "production"
+        let serve = try await ReloadGateProcess.run(["serve"], in: directory.url, environment: production)
+        #expect(serve.status == 1)
+        #expect(serve.stdout.isEmpty, "\(serve.stdout)")
+        let errors = serve.stderr.split(separator: "\n").filter { $0.hasPrefix("reloadgate: error:") }
+        #expect(errors.count == 1, "\(serve.stderr)")
+        #expect(errors.first?.hasPrefix("reloadgate: error: the store ") == true, "\(serve.stderr)")
+        #expect(errors.first?.contains("holds sandbox devices but this gateway runs in production") == true, "\(serve.stderr)")
+    }
+
     @Test func aTakenPortIsAClearErrorWithStatus1() async throws {
         let directory = try TemporaryDirectory("serve")
         defer { directory.remove() }

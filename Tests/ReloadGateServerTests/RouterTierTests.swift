@@ -87,6 +87,40 @@ struct RouterTierTests {
         }
     }
 
+    /// Deleting a device takes its pending reloads out of the scheduler with a recorded decision.
+    @Test func aDeletedDevicesPendingReloadsAreDroppedWithARecordedDecision() async throws {
+        try await RouterTier.with { tier in
+            let request = try await tier.api { client -> Int in
+                #expect(try await client.registry(Self.devicePath, .put, apiKey: tier.credentials.apiKey, body: Self.twoWidgets).status == .ok)
+                let reload = try await client.webhook(RouterTier.bundle, body: #"{"kind":"scores","priority":5}"#, secret: tier.credentials.webhookSecret)
+                let instances = try tier.door.reader.pendingReloads(PendingFilter()).map(\.instance)
+                #expect(instances.count == 1)
+                #expect(await tier.door.pendingWaits(instances).count == 1)
+                #expect(try await client.registry(Self.devicePath, .delete, apiKey: tier.credentials.apiKey).status == .noContent)
+                #expect(await tier.door.pendingWaits(instances).isEmpty)
+                #expect(await tier.door.budgets(instances).isEmpty)
+                return try #require(reload.json["requestId"] as? Int)
+            }
+            #expect(try tier.door.reader.pendingReloads(PendingFilter()).isEmpty)
+            let record = try #require(try tier.door.reader.requestRecord(Int64(request)))
+            #expect(record.decisions.map(\.decision) == ["deferred", "cancelled"])
+            #expect(record.decisions.last?.reason == DecisionReason.removedFromRegistry.description)
+        }
+    }
+
+    /// Catalog commands take the door's clock, offline too: an app's creation time is the injected now.
+    @Test func catalogCommandsUseTheInjectedClock() async throws {
+        try await RouterTier.with { tier in
+            let then = Date(timeIntervalSince1970: 1_790_000_000.25)
+            let store = try #require(tier.door.store as? SQLiteStore)
+            let credentials = try OfflineDoor(store: store, now: { then }).execute(
+                AddApp(bundle: try BundleID("com.example.clock"), team: nil, allowsExemptions: false)
+            )
+            #expect(credentials.app.createdAt == then)
+            #expect(try tier.door.reader.app(bundle: try BundleID("com.example.clock"))?.createdAt == then)
+        }
+    }
+
     /// What the delivery worker reports for Apple's 410 reaches the scheduler itself: the device's
     /// instances are gone from it (no budget, no pending wait), their pending reload is dropped with a
     /// recorded decision, and the store's pending list is empty.

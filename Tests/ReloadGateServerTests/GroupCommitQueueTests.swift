@@ -1,0 +1,24 @@
+import Testing
+
+@testable import ReloadGateServer
+
+/// The hand-over to a group commit: arrival order kept, a full queue and a closed one refuse with their
+/// own reason (the engine answers 503 ServiceUnavailable and Shutdown from them), and closing ends the
+/// loop's signals after what was queued.
+struct GroupCommitQueueTests {
+    @Test func itemsComeOutInOrderAFullOrClosedQueueRefusesAndClosingEndsTheSignals() async {
+        let queue = GroupCommitQueue<Int>(limit: 3)
+        #expect([1, 2, 3].map { queue.append($0) == nil } == [true, true, true])
+        #expect(queue.append(4) == .full)
+        #expect(queue.takeAll() == [1, 2, 3])
+        #expect(queue.takeAll().isEmpty)
+        #expect(queue.append(5) == nil)
+        queue.close()
+        #expect(queue.append(6) == .closed)
+        #expect(queue.takeAll() == [5])
+        // Many wake-ups were asked for; at most one is buffered, then the stream ends.
+        var signals = 0
+        for await _ in queue.signals { signals += 1 }
+        #expect(signals <= 1)
+    }
+}

@@ -15,40 +15,40 @@ public protocol GatewayStoreReading: Sendable {
     var path: String { get }
 
     // MARK: Apps and keys
-    func app(forAPIKey apiKey: String) throws -> App?
-    func app(bundle: BundleID) throws -> App?
-    func apps() throws -> [App]
-    func webhookSecret(of app: App) throws -> String?
-    func providerKeys() throws -> [StoredProviderKey]
+    func app(forAPIKey apiKey: String) async throws -> App?
+    func app(bundle: BundleID) async throws -> App?
+    func apps() async throws -> [App]
+    func webhookSecret(of app: App) async throws -> String?
+    func providerKeys() async throws -> [StoredProviderKey]
 
     // MARK: Targeting and delivery
-    func pushDeviceStatus(app: App, token: DeviceToken) throws -> PushDeviceStatus
-    func pushTargets(device: Int64, kind: String?, match: [String: WidgetConfiguration.Value]) throws -> [Int64]
-    func targetInstances(app: App, target: ReloadTarget) throws -> [(instance: Int64, device: Int64)]
-    func pushAddress(device: Int64, instances: [Int64]) throws -> PushAddress?
-    func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) throws -> [PushAddress?]
-    func configurations(app: App, kind: String?) throws -> [ConfigurationUsage]
-    func deviceStatus(app: App, token: DeviceToken) throws -> (active: Bool, unregisteredAt: Date?)?
+    func pushDeviceStatus(app: App, token: DeviceToken) async throws -> PushDeviceStatus
+    func pushTargets(device: Int64, kind: String?, match: [String: WidgetConfiguration.Value]) async throws -> [Int64]
+    func targetInstances(app: App, target: ReloadTarget) async throws -> [(instance: Int64, device: Int64)]
+    func pushAddress(device: Int64, instances: [Int64]) async throws -> PushAddress?
+    func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?]
+    func configurations(app: App, kind: String?) async throws -> [ConfigurationUsage]
+    func deviceStatus(app: App, token: DeviceToken) async throws -> (active: Bool, unregisteredAt: Date?)?
 
     // MARK: Loading at start
-    func registeredInstances() throws -> [RegisteredInstance]
-    func instanceSnapshots() throws -> [(instance: Int64, snapshot: InstanceSnapshot)]
-    func lastRequestID() throws -> RequestID
-    func deliveries(in states: [RecordedDelivery.State]) throws -> [RecordedDelivery]
+    func registeredInstances() async throws -> [RegisteredInstance]
+    func instanceSnapshots() async throws -> [(instance: Int64, snapshot: InstanceSnapshot)]
+    func lastRequestID() async throws -> RequestID
+    func deliveries(in states: [RecordedDelivery.State]) async throws -> [RecordedDelivery]
 
     // MARK: Operator queries
-    func pendingReloads(_ filter: PendingFilter) throws -> [PendingReloadRow]
-    func pendingInstances(deviceToken: String?, bundle: String?) throws -> [Int64]
-    func pendingInstances(listing request: Int64) throws -> [Int64]
-    func requests(apnsID: String) throws -> [Int64]
-    func requestRecord(_ id: Int64) throws -> RequestRecord?
-    func deliveries(serving request: Int64) throws -> [DeliveryRecord]
-    func delivery(apnsID: String) throws -> DeliveryRecord?
-    func recentDeliveries(bundle: String, deviceToken: String, limit: Int) throws -> [DeliveryRecord]
-    func instances(ofDevice token: String, bundle: String?) throws -> [(bundle: String, instance: InstanceRecord)]
-    func statistics() throws -> LedgerStatistics
-    func devices(bundle: String?, token: String?, limit: Int) throws -> [DeviceRecord]
-    func ledgerCounts() throws -> LedgerCounts
+    func pendingReloads(_ filter: PendingFilter) async throws -> [PendingReloadRow]
+    func pendingInstances(deviceToken: String?, bundle: String?) async throws -> [Int64]
+    func pendingInstances(listing request: Int64) async throws -> [Int64]
+    func requests(apnsID: String) async throws -> [Int64]
+    func requestRecord(_ id: Int64) async throws -> RequestRecord?
+    func deliveries(serving request: Int64) async throws -> [DeliveryRecord]
+    func delivery(apnsID: String) async throws -> DeliveryRecord?
+    func recentDeliveries(bundle: String, deviceToken: String, limit: Int) async throws -> [DeliveryRecord]
+    func instances(ofDevice token: String, bundle: String?) async throws -> [(bundle: String, instance: InstanceRecord)]
+    func statistics() async throws -> LedgerStatistics
+    func devices(bundle: String?, token: String?, limit: Int) async throws -> [DeviceRecord]
+    func ledgerCounts() async throws -> LedgerCounts
 }
 
 /// The gateway's durable state, read and written: ``GatewayStoreReading`` plus the writes the door makes.
@@ -64,39 +64,39 @@ public protocol GatewayStore: GatewayStoreReading {
     /// Writes delivery state changes (pending -> sending -> sent | failed) in one transaction.
     func setDeliveryStates(_ changes: [DeliveryStateChange], at now: Date) async throws
     /// The answer recorded for an idempotency key (expired keys are forgotten on the way).
-    func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) throws -> IdempotencyLookup
+    func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup
 
     // MARK: Registry
-    func putDevice(app: App, token: DeviceToken, widgets: [WidgetRegistration], previousToken: DeviceToken?, now: Date) throws
+    func putDevice(app: App, token: DeviceToken, widgets: [WidgetRegistration], previousToken: DeviceToken?, now: Date) async throws
         -> DeviceRegistration
-    func deleteDevice(app: App, token: DeviceToken) throws -> (device: Int64, instances: [Int64])
-    func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) throws -> Int64
-    func adoptDevice(app: App, token: DeviceToken, now: Date) throws -> (device: Int64, instance: Int64)
+    func deleteDevice(app: App, token: DeviceToken) async throws -> (device: Int64, instances: [Int64])
+    func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64
+    func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64)
     /// Marks an active device unregistered since `since` (Apple's 410); `false` when it was not active or
     /// registered again after `since`.
-    func markDeviceInvalid(device: Int64, since: Date) throws -> Bool
+    func markDeviceInvalid(device: Int64, since: Date) async throws -> Bool
 
     // MARK: Apps and keys
-    func createApp(bundle: BundleID, teamID: String?, allowsExemptions: Bool, now: Date) throws -> AppCredentials
-    func setTeam(bundle: BundleID, teamID: String) throws -> App?
-    func rotateCredentials(bundle: BundleID, webhookSecret rotateSecret: Bool) throws -> AppCredentials?
-    func addProviderKey(_ key: StoredProviderKey) throws
-    func removeProviderKey(keyID: String) throws -> Bool
+    func createApp(bundle: BundleID, teamID: String?, allowsExemptions: Bool, now: Date) async throws -> AppCredentials
+    func setTeam(bundle: BundleID, teamID: String) async throws -> App?
+    func rotateCredentials(bundle: BundleID, webhookSecret rotateSecret: Bool) async throws -> AppCredentials?
+    func addProviderKey(_ key: StoredProviderKey) async throws
+    func removeProviderKey(keyID: String) async throws -> Bool
 
     // MARK: Upkeep
-    /// Moves the write-ahead log into the database (SQLite); a no-op where the database does it itself.
-    func checkpointWAL() throws -> (walFrames: Int, checkpointed: Int)
+    /// Closes the store's connections; it cannot be used afterwards. (Store-specific upkeep, such as
+    /// SQLite's WAL checkpoints, is run by the server with the concrete type: ``SQLiteStore/checkpointWAL()``.)
     func close() throws
 }
 
-extension GatewayStoreReading {
+extension SQLiteStore: GatewayStore {}
+
+extension SQLiteStore {
     /// The devices of `bundle` (all apps when nil), at most `limit`.
     public func devices(bundle: String?, limit: Int) throws -> [DeviceRecord] {
         try devices(bundle: bundle, token: nil, limit: limit)
     }
-}
 
-extension GatewayStore {
     /// A new app without a team and without exemptions.
     public func createApp(bundle: BundleID, now: Date) throws -> AppCredentials {
         try createApp(bundle: bundle, teamID: nil, allowsExemptions: false, now: now)
@@ -112,5 +112,3 @@ extension GatewayStore {
         try createApp(bundle: bundle, teamID: nil, allowsExemptions: allowsExemptions, now: now)
     }
 }
-
-extension SQLiteStore: GatewayStore {}

@@ -92,7 +92,7 @@ struct Apps: AsyncParsableCommand {
             }
             let credentials: AppCredentials
             do {
-                credentials = try OfflineDoor(store: store).execute(AddApp(bundle: bundleID, team: team, allowsExemptions: allowExemptions))
+                credentials = try await OfflineDoor(store: store).execute(AddApp(bundle: bundleID, team: team, allowsExemptions: allowExemptions))
             } catch let error as StoreError {
                 throw CommandFailure.exit(error.description, status: 1)
             }
@@ -199,7 +199,7 @@ struct Apps: AsyncParsableCommand {
             if try await admin.callIfRunning(.POST, "/v1/apps/\(bundle)/team", body: ["team": team]) == nil {
                 let store = try StoreOptions.openStore(config: admin.config)
                 defer { try? store.close() }
-                guard try OfflineDoor(store: store).execute(ReloadGateServer.SetTeam(bundle: bundleID, team: team)) != nil else {
+                guard try await OfflineDoor(store: store).execute(ReloadGateServer.SetTeam(bundle: bundleID, team: team)) != nil else {
                     throw CommandFailure.exit("no app \(bundle)", status: 1)
                 }
             }
@@ -234,7 +234,7 @@ struct Apps: AsyncParsableCommand {
             } else {
                 let store = try StoreOptions.openStore(config: admin.config)
                 defer { try? store.close() }
-                guard let credentials = try OfflineDoor(store: store).execute(ReloadGateServer.RotateCredentials(bundle: bundleID, webhookSecret: webhookSecret)) else {
+                guard let credentials = try await OfflineDoor(store: store).execute(ReloadGateServer.RotateCredentials(bundle: bundleID, webhookSecret: webhookSecret)) else {
                     throw CommandFailure.exit("no app \(bundle)", status: 1)
                 }
                 var object: [String: Any] = ["bundle": bundle, "apiKey": credentials.apiKey]

@@ -91,7 +91,7 @@ struct Keys: AsyncParsableCommand {
             let store = try StoreOptions.openStore(config: admin.config)
             defer { try? store.close() }
             do {
-                try OfflineDoor(store: store).execute(AddProviderKey(
+                try await OfflineDoor(store: store).execute(AddProviderKey(
                     StoredProviderKey(
                         keyID: kid,
                         teamID: team,
@@ -169,7 +169,7 @@ struct Keys: AsyncParsableCommand {
             }
             let store = try StoreOptions.openStore(config: admin.config)
             defer { try? store.close() }
-            guard try OfflineDoor(store: store).execute(RemoveProviderKey(keyID: kid)) else {
+            guard try await OfflineDoor(store: store).execute(RemoveProviderKey(keyID: kid)) else {
                 throw CommandFailure.exit("no provider key \(kid) is registered", status: 1)
             }
             printLine("key \(kid) removed")

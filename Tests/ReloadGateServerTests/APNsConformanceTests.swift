@@ -69,8 +69,8 @@ struct APNsConformanceTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            let app = try store.createApp(bundle: try BundleID(bundle), teamID: sender.teamID, now: Date()).app
-            let other = try store.createApp(bundle: try BundleID("com.example.other"), teamID: restricted.teamID, now: Date()).app
+            let app = try await store.createApp(bundle: try BundleID(bundle), teamID: sender.teamID, now: Date()).app
+            let other = try await store.createApp(bundle: try BundleID("com.example.other"), teamID: restricted.teamID, now: Date()).app
             for (factory, topics, environments) in [
                 (sender, [String](), "both"), (otherTeam, [], "sandbox"), (restricted, ["com.example.other"], "both"),
                 (productionOnly, [], "production"),

@@ -76,7 +76,7 @@ struct APNsUpstreamTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            let app = try store.createApp(bundle: try BundleID(bundle), teamID: sender.teamID, now: Date()).app
+            let app = try await store.createApp(bundle: try BundleID(bundle), teamID: sender.teamID, now: Date()).app
             try store.addProviderKey(
                 StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
             )

@@ -32,7 +32,7 @@ struct RouterTier: Sendable {
         logger.logLevel = .warning
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        let credentials = try OfflineDoor(store: store).execute(AddApp(bundle: try BundleID(bundle), team: "TEAM000001", allowsExemptions: false))
+        let credentials = try await OfflineDoor(store: store).execute(AddApp(bundle: try BundleID(bundle), team: "TEAM000001", allowsExemptions: false))
         let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger)
         try await door.load()
         let service = DoorService(

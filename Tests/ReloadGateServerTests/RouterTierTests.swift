@@ -72,16 +72,16 @@ struct RouterTierTests {
                 let reload = try await client.webhook(RouterTier.bundle, body: #"{"kind":"news","priority":5}"#, secret: tier.credentials.webhookSecret)
                 #expect(reload.status == .accepted, "\(reload.text)")
                 let request = reload.json["requestId"] as? Int
-                #expect(try tier.door.reader.pendingReloads(PendingFilter()).map(\.widgetID) == ["w2"])
+                #expect(try await tier.door.reader.pendingReloads(PendingFilter()).map(\.widgetID) == ["w2"])
 
                 let onlyW1 = #"{"widgets":[{"id":"w1","kind":"scores","family":"systemSmall","configuration":{"team":"42"}}]}"#
                 let put = try await client.registry(Self.devicePath, .put, apiKey: tier.credentials.apiKey, body: onlyW1)
                 #expect(put.json["removedWidgets"] as? Int == 1)
                 return request
             }
-            #expect(try tier.door.reader.pendingReloads(PendingFilter()).isEmpty)
+            #expect(try await tier.door.reader.pendingReloads(PendingFilter()).isEmpty)
             let id = try #require(request)
-            let record = try #require(try tier.door.reader.requestRecord(Int64(id)))
+            let record = try #require(try await tier.door.reader.requestRecord(Int64(id)))
             #expect(record.decisions.map(\.decision) == ["deferred", "cancelled"])
             #expect(record.decisions.last?.reason == DecisionReason.removedFromRegistry.description)
         }
@@ -93,7 +93,7 @@ struct RouterTierTests {
             let request = try await tier.api { client -> Int in
                 #expect(try await client.registry(Self.devicePath, .put, apiKey: tier.credentials.apiKey, body: Self.twoWidgets).status == .ok)
                 let reload = try await client.webhook(RouterTier.bundle, body: #"{"kind":"scores","priority":5}"#, secret: tier.credentials.webhookSecret)
-                let instances = try tier.door.reader.pendingReloads(PendingFilter()).map(\.instance)
+                let instances = try await tier.door.reader.pendingReloads(PendingFilter()).map(\.instance)
                 #expect(instances.count == 1)
                 #expect(await tier.door.pendingWaits(instances).count == 1)
                 #expect(try await client.registry(Self.devicePath, .delete, apiKey: tier.credentials.apiKey).status == .noContent)
@@ -101,8 +101,8 @@ struct RouterTierTests {
                 #expect(await tier.door.budgets(instances).isEmpty)
                 return try #require(reload.json["requestId"] as? Int)
             }
-            #expect(try tier.door.reader.pendingReloads(PendingFilter()).isEmpty)
-            let record = try #require(try tier.door.reader.requestRecord(Int64(request)))
+            #expect(try await tier.door.reader.pendingReloads(PendingFilter()).isEmpty)
+            let record = try #require(try await tier.door.reader.requestRecord(Int64(request)))
             #expect(record.decisions.map(\.decision) == ["deferred", "cancelled"])
             #expect(record.decisions.last?.reason == DecisionReason.removedFromRegistry.description)
         }
@@ -113,11 +113,11 @@ struct RouterTierTests {
         try await RouterTier.with { tier in
             let then = Date(timeIntervalSince1970: 1_790_000_000.25)
             let store = try #require(tier.door.store as? SQLiteStore)
-            let credentials = try OfflineDoor(store: store, now: { then }).execute(
+            let credentials = try await OfflineDoor(store: store, now: { then }).execute(
                 AddApp(bundle: try BundleID("com.example.clock"), team: nil, allowsExemptions: false)
             )
             #expect(credentials.app.createdAt == then)
-            #expect(try tier.door.reader.app(bundle: try BundleID("com.example.clock"))?.createdAt == then)
+            #expect(try await tier.door.reader.app(bundle: try BundleID("com.example.clock"))?.createdAt == then)
         }
     }
 
@@ -131,12 +131,12 @@ struct RouterTierTests {
                 let reload = try await client.webhook(RouterTier.bundle, body: #"{"priority":5}"#, secret: tier.credentials.webhookSecret)
                 return try #require(reload.json["requestId"] as? Int)
             }
-            let instances = try tier.door.reader.pendingReloads(PendingFilter()).map(\.instance).sorted()
+            let instances = try await tier.door.reader.pendingReloads(PendingFilter()).map(\.instance).sorted()
             #expect(instances.count == 2)
             #expect(await tier.door.budgets(instances).count == 2)
             #expect(await tier.door.pendingWaits(instances).count == 2)
-            let app = try #require(try tier.door.reader.app(bundle: try BundleID(RouterTier.bundle)))
-            guard case .active(let device) = try tier.door.reader.pushDeviceStatus(app: app, token: try DeviceToken(RouterTier.token)) else {
+            let app = try #require(try await tier.door.reader.app(bundle: try BundleID(RouterTier.bundle)))
+            guard case .active(let device) = try await tier.door.reader.pushDeviceStatus(app: app, token: try DeviceToken(RouterTier.token)) else {
                 Issue.record("the device is not active")
                 return
             }
@@ -144,10 +144,10 @@ struct RouterTierTests {
             await tier.door.markUnregistered(device: device, since: Timestamp(Date()))
             #expect(await tier.door.budgets(instances).isEmpty)
             #expect(await tier.door.pendingWaits(instances).isEmpty)
-            #expect(try tier.door.reader.pendingReloads(PendingFilter()).isEmpty)
-            let decisions = try #require(try tier.door.reader.requestRecord(Int64(request))).decisions
+            #expect(try await tier.door.reader.pendingReloads(PendingFilter()).isEmpty)
+            let decisions = try #require(try await tier.door.reader.requestRecord(Int64(request))).decisions
             #expect(decisions.map(\.decision) == ["deferred", "deferred", "cancelled", "cancelled"], "\(decisions)")
-            guard case .unregistered = try tier.door.reader.pushDeviceStatus(app: app, token: try DeviceToken(RouterTier.token)) else {
+            guard case .unregistered = try await tier.door.reader.pushDeviceStatus(app: app, token: try DeviceToken(RouterTier.token)) else {
                 Issue.record("the device is still active")
                 return
             }
@@ -171,7 +171,7 @@ struct RouterTierTests {
                 #expect(unknownApp.status == .notFound)
                 let invalid = try await client.webhook(RouterTier.bundle, body: #"{"kind":"scores","priority":7}"#, secret: secret)
                 #expect(invalid.status == .unprocessableContent, "\(invalid.text)")
-                #expect(try tier.door.reader.ledgerCounts().requests == 0)
+                #expect(try await tier.door.reader.ledgerCounts().requests == 0)
 
                 let first = try await client.webhook(RouterTier.bundle, body: body, secret: secret, idempotencyKey: "k-1")
                 #expect(first.status == .accepted, "\(first.text)")
@@ -183,7 +183,7 @@ struct RouterTierTests {
                 #expect(replay.headers[.idempotentReplayed] == "true")
                 let conflict = try await client.webhook(RouterTier.bundle, body: #"{"kind":"news"}"#, secret: secret, idempotencyKey: "k-1")
                 #expect(conflict.status == .conflict)
-                #expect(try tier.door.reader.ledgerCounts().requests == 1)
+                #expect(try await tier.door.reader.ledgerCounts().requests == 1)
             }
         }
     }
@@ -249,16 +249,16 @@ struct RouterTierTests {
                 #expect(try await client.call("/v1/keys/ROUTERKEY1", .delete).status == .notFound)
 
                 let bundle = try BundleID(RouterTier.bundle)
-                #expect(try tier.door.apps.appWithSecret(bundle: bundle)?.app.teamID == "TEAM000001")
+                #expect(try await tier.door.apps.appWithSecret(bundle: bundle)?.app.teamID == "TEAM000001")
                 let team = try await client.call("/v1/apps/\(RouterTier.bundle)/team", .post, headers: [.contentType: "application/json"], body: #"{"team":"TEAM000002"}"#)
                 #expect(team.status == .ok, "\(team.text)")
-                #expect(try tier.door.apps.appWithSecret(bundle: bundle)?.app.teamID == "TEAM000002")
+                #expect(try await tier.door.apps.appWithSecret(bundle: bundle)?.app.teamID == "TEAM000002")
                 #expect(try await client.call("/v1/apps/com.example.none/team", .post, headers: [.contentType: "application/json"], body: #"{"team":"T1"}"#).status == .notFound)
 
                 let rotated = try await client.call("/v1/apps/\(RouterTier.bundle)/rotate-key", .post)
                 #expect(rotated.status == .ok)
-                #expect(try tier.door.apps.app(forAPIKey: tier.credentials.apiKey) == nil)
-                #expect(try tier.door.apps.app(forAPIKey: try #require(rotated.json["apiKey"] as? String))?.bundle == bundle)
+                #expect(try await tier.door.apps.app(forAPIKey: tier.credentials.apiKey) == nil)
+                #expect(try await tier.door.apps.app(forAPIKey: try #require(rotated.json["apiKey"] as? String))?.bundle == bundle)
             }
         }
     }

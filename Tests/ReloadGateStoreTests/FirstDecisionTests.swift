@@ -46,20 +46,20 @@ struct FirstDecisionTests {
             later.decisions = [Decision(request: 1, instance: w1, kind: .cancelled, due: nil, reason: .cancelledByOperator)]
             try await store.commit(later)
 
-            let first = try #require(try store.requestRecord(1))
+            let first = try #require(try await store.requestRecord(1))
             #expect(first.decisions.map(\.decision) == ["deferred", "merged", "cancelled"])
             #expect(first.decisions.map(\.widgetID) == ["w1", "w2", "w1"])
             #expect(first.decisions.map(\.kind) == ["scores", "news", "scores"])
             #expect(first.decisions[0].deviceToken == String(repeating: "ab", count: 32))
             #expect(first.decisions[0].due == due)
             #expect(first.decisions[0].reason == DecisionReason.lowPriority(until: due, delay: 300).description)
-            let second = try #require(try store.requestRecord(2))
+            let second = try #require(try await store.requestRecord(2))
             #expect(second.decisions.map(\.decision) == ["no-match"])
             #expect(second.decisions[0].instance == nil)
-            #expect(try store.requestRecord(3)?.decisions.isEmpty == true)
+            #expect(try await store.requestRecord(3)?.decisions.isEmpty == true)
 
-            #expect(try store.ledgerCounts().decisions == 4)
-            #expect(try store.statistics().decisionsByKind == ["deferred": 1, "merged": 1, "no-match": 1, "cancelled": 1])
+            #expect(try await store.ledgerCounts().decisions == 4)
+            #expect(try await store.statistics().decisionsByKind == ["deferred": 1, "merged": 1, "no-match": 1, "cancelled": 1])
         }
     }
 

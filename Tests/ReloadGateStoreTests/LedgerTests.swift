@@ -38,19 +38,19 @@ struct LedgerTests {
             ]
             try await fixture.store.commit(batch)
 
-            let snapshots = try fixture.store.instanceSnapshots()
+            let snapshots = try await fixture.store.instanceSnapshots()
             #expect(snapshots.map(\.instance) == [w1, w2])
             #expect(snapshots[0].snapshot == batch.instanceStates[0].snapshot)
             #expect(snapshots[1].snapshot == batch.instanceStates[1].snapshot)
-            #expect(try fixture.store.lastRequestID() == 8)
+            #expect(try await fixture.store.lastRequestID() == 8)
 
-            let waiting = try fixture.store.deliveries(in: [.pending, .sending])
+            let waiting = try await fixture.store.deliveries(in: [.pending, .sending])
             #expect(waiting == batch.deliveries)
             try await fixture.store.setDeliveryStates([DeliveryStateChange(apnsID: waiting[0].apnsID, state: .sending)], at: Date())
-            #expect(try fixture.store.deliveries(in: [.sending]).count == 1)
+            #expect(try await fixture.store.deliveries(in: [.sending]).count == 1)
             try await fixture.store.setDeliveryStates([DeliveryStateChange(apnsID: waiting[0].apnsID, state: .sent)], at: Date())
-            #expect(try fixture.store.deliveries(in: [.pending, .sending]).isEmpty)
-            #expect(try fixture.store.deliveries(in: [.sent]).map(\.history.attempts) == [1])
+            #expect(try await fixture.store.deliveries(in: [.pending, .sending]).isEmpty)
+            #expect(try await fixture.store.deliveries(in: [.sent]).map(\.history.attempts) == [1])
         }
     }
 
@@ -64,8 +64,8 @@ struct LedgerTests {
             failing.requests = [StoreFixture.request(2, app: fixture.app), StoreFixture.request(1, app: fixture.app)]  // 1 exists: the insert fails
             failing.instanceStates = [(fixture.registration.instances[0].id, InstanceSnapshot(bucketFullAt: 5, lastReload: nil, plannedReload: nil, pending: nil))]
             await #expect(throws: (any Error).self) { try await fixture.store.commit(failing) }
-            #expect(try fixture.store.lastRequestID() == 1)
-            #expect(try fixture.store.instanceSnapshots().isEmpty)
+            #expect(try await fixture.store.lastRequestID() == 1)
+            #expect(try await fixture.store.instanceSnapshots().isEmpty)
         }
     }
 
@@ -82,14 +82,14 @@ struct LedgerTests {
                 )
             )]
             try await fixture.store.commit(batch)
-            _ = try fixture.store.putDevice(
+            _ = try await fixture.store.putDevice(
                 app: fixture.app,
                 token: try DeviceToken(String(repeating: "ab", count: 32)),
                 widgets: [WidgetRegistration(id: "w2", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())],
                 previousToken: nil,
                 now: now
             )
-            #expect(try fixture.store.instanceSnapshots().isEmpty)
+            #expect(try await fixture.store.instanceSnapshots().isEmpty)
         }
     }
 }
@@ -102,27 +102,27 @@ struct IdempotencyTests {
         defer { directory.remove() }
         let store = try implementation.open(directory, now: now)
         defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+        let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
         let t0 = Timestamp(seconds: 1_790_000_000)
         let body: [UInt8] = Array(repeating: 1, count: 32)
-        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: t0) == .new)
+        #expect(try await store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: t0) == .new)
 
         var batch = LedgerBatch()
         batch.idempotentAnswers = [IdempotentAnswer(app: app.id, key: "k1", bodyHash: body, status: 202, response: #"{"requestId":1}"#, createdAt: t0)]
         try await store.commit(batch)
 
         let later = t0.adding(seconds: 3600)
-        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: later) == .replay(status: 202, response: #"{"requestId":1}"#))
-        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: Array(repeating: 2, count: 32), now: later) == .conflict)
-        #expect(try store.idempotentAnswer(app: app.id, key: "k2", bodyHash: body, now: later) == .new)
+        #expect(try await store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: later) == .replay(status: 202, response: #"{"requestId":1}"#))
+        #expect(try await store.idempotentAnswer(app: app.id, key: "k1", bodyHash: Array(repeating: 2, count: 32), now: later) == .conflict)
+        #expect(try await store.idempotentAnswer(app: app.id, key: "k2", bodyHash: body, now: later) == .new)
         // A second answer under a live key is refused with its whole batch.
         await #expect(throws: (any Error).self) { try await store.commit(batch) }
 
         let nextDay = t0.adding(seconds: 86_401)
-        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: nextDay) == .new)
+        #expect(try await store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: nextDay) == .new)
         var again = LedgerBatch()
         again.idempotentAnswers = [IdempotentAnswer(app: app.id, key: "k1", bodyHash: body, status: 202, response: #"{"requestId":2}"#, createdAt: nextDay)]
         try await store.commit(again)
-        #expect(try store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: nextDay) == .replay(status: 202, response: #"{"requestId":2}"#))
+        #expect(try await store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: nextDay) == .replay(status: 202, response: #"{"requestId":2}"#))
     }
 }

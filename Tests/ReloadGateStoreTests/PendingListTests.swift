@@ -31,8 +31,8 @@ struct PendingListTests {
         try await store.commit(batch)
     }
 
-    func storedList(_ store: any GatewayStore, _ instance: Int64) throws -> [RequestID]? {
-        try store.instanceSnapshots().first { $0.instance == instance }?.snapshot.pending?.requests
+    func storedList(_ store: any GatewayStore, _ instance: Int64) async throws -> [RequestID]? {
+        try await store.instanceSnapshots().first { $0.instance == instance }?.snapshot.pending?.requests
     }
 
     @Test(arguments: StoreImplementation.all) func aFullListStaysWhileMergesOnlyCountAndTheCountIsWritten(_ implementation: StoreImplementation) async throws {
@@ -40,11 +40,11 @@ struct PendingListTests {
             let listed = (1...100).map { RequestID($0) }
             try await commit(store, instance, requests: listed, count: 100)
             try await commit(store, instance, requests: listed, count: 150)
-            let snapshot = try store.instanceSnapshots().first { $0.instance == instance }?.snapshot.pending
+            let snapshot = try await store.instanceSnapshots().first { $0.instance == instance }?.snapshot.pending
             #expect(snapshot?.requests == listed)
             #expect(snapshot?.requestCount == 150)
-            #expect(try store.pendingReloads(PendingFilter()).first?.requestCount == 150)
-            #expect(try store.pendingInstances(listing: 100) == [instance])
+            #expect(try await store.pendingReloads(PendingFilter()).first?.requestCount == 150)
+            #expect(try await store.pendingInstances(listing: 100) == [instance])
         }
     }
 
@@ -56,9 +56,9 @@ struct PendingListTests {
             // Mark the stored text: a rewrite would replace the mark.
             try await #require(store as? SQLiteStore).writer.write { db in try db.execute(sql: "UPDATE pending_list SET requests = '[1]'") }
             try await commit(store, instance, requests: listed, count: 101)
-            #expect(try storedList(store, instance) == [1])
+            #expect(try await storedList(store, instance) == [1])
             try await commit(store, instance, requests: [200], count: 1)
-            #expect(try storedList(store, instance) == [200])
+            #expect(try await storedList(store, instance) == [200])
         }
     }
 
@@ -66,8 +66,8 @@ struct PendingListTests {
         try await withStore(implementation) { store, instance in
             try await commit(store, instance, requests: [1, 2])
             try await commit(store, instance, requests: [1, 2, 3])
-            #expect(try storedList(store, instance) == [1, 2, 3])
-            #expect(try store.pendingInstances(listing: 3) == [instance])
+            #expect(try await storedList(store, instance) == [1, 2, 3])
+            #expect(try await store.pendingInstances(listing: 3) == [instance])
         }
     }
 
@@ -76,9 +76,9 @@ struct PendingListTests {
             try await commit(store, instance, requests: [1, 2, 3])
             // Delivered, then three new requests in the same batch: the same length, another list.
             try await commit(store, instance, requests: [7, 8, 9])
-            #expect(try storedList(store, instance) == [7, 8, 9])
-            #expect(try store.pendingReloads(PendingFilter()).first?.requests == [7, 8, 9])
-            #expect(try store.pendingInstances(listing: 2).isEmpty)
+            #expect(try await storedList(store, instance) == [7, 8, 9])
+            #expect(try await store.pendingReloads(PendingFilter()).first?.requests == [7, 8, 9])
+            #expect(try await store.pendingInstances(listing: 2).isEmpty)
         }
     }
 
@@ -88,14 +88,14 @@ struct PendingListTests {
             var batch = LedgerBatch()
             batch.instanceStates = [(instance, InstanceSnapshot(bucketFullAt: 5, lastReload: nil, plannedReload: nil, pending: nil))]
             try await store.commit(batch)
-            #expect(try store.pendingInstances(listing: 1).isEmpty)
+            #expect(try await store.pendingInstances(listing: 1).isEmpty)
             if let sqlite = store as? SQLiteStore {
                 #expect(try await sqlite.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM pending_list") } == 0)
             }
             // A new pending reload that starts like the old one (same first id cannot recur; the list
             // row must be written again all the same, since none is stored).
             try await commit(store, instance, requests: [1, 2])
-            #expect(try storedList(store, instance) == [1, 2])
+            #expect(try await storedList(store, instance) == [1, 2])
         }
     }
 
@@ -115,14 +115,14 @@ struct PendingListTests {
 
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
-        #expect(try store.appliedMigrations().contains("v11-pending-lists"))
-        let pending = try store.instanceSnapshots().map(\.snapshot.pending)
+        #expect(try await store.appliedMigrations().contains("v11-pending-lists"))
+        let pending = try await store.instanceSnapshots().map(\.snapshot.pending)
         #expect(pending.map { $0?.requests } == [[4, 5, 6], [7]])
         #expect(pending.map { $0?.requestCount } == [9, 1])
-        let rows = try store.pendingReloads(PendingFilter())
+        let rows = try await store.pendingReloads(PendingFilter())
         #expect(rows.map(\.instance) == [1, 2])
         #expect(rows.map(\.requests) == [[4, 5, 6], [7]])
-        #expect(try store.pendingInstances(listing: 5) == [1])
+        #expect(try await store.pendingInstances(listing: 5) == [1])
         let lists = try await store.writer.read { db in
             try Row.fetchAll(db, sql: "SELECT instanceId, firstRequest, listed FROM pending_list ORDER BY instanceId")
                 .map { [$0["instanceId"], $0["firstRequest"], $0["listed"]] as [Int64] }
@@ -130,7 +130,7 @@ struct PendingListTests {
         #expect(lists == [[1, 4, 3], [2, 7, 1]])
         // The next commit of instance 1's unchanged list (more merges) keeps it.
         try await commit(store, 1, requests: [4, 5, 6], count: 12)
-        #expect(try store.pendingReloads(PendingFilter()).first?.requests == [4, 5, 6])
-        #expect(try store.pendingReloads(PendingFilter()).first?.requestCount == 12)
+        #expect(try await store.pendingReloads(PendingFilter()).first?.requests == [4, 5, 6])
+        #expect(try await store.pendingReloads(PendingFilter()).first?.requestCount == 12)
     }
 }

@@ -14,7 +14,7 @@ struct RegistryStoreTests {
         defer { directory.remove() }
         let store = try implementation.open(directory, now: now)
         defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+        let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
         try await body(store, app)
     }
 
@@ -30,26 +30,26 @@ struct RegistryStoreTests {
     @Test(arguments: StoreImplementation.all) func putReplacesTheWidgetSetKeepingTheIdsOfWidgetsThatStay(_ implementation: StoreImplementation) async throws {
         try await withStore(implementation) { store, app in
             let token = try DeviceToken(Self.tokenA)
-            let first = try store.putDevice(app: app, token: token, widgets: [widget("w1", team: "42"), widget("w2", kind: "news")], previousToken: nil, now: now)
+            let first = try await store.putDevice(app: app, token: token, widgets: [widget("w1", team: "42"), widget("w2", kind: "news")], previousToken: nil, now: now)
             #expect(first.instances.count == 2)
             #expect(first.removedInstances.isEmpty)
 
-            let second = try store.putDevice(app: app, token: token, widgets: [widget("w2", kind: "news"), widget("w3")], previousToken: nil, now: now)
+            let second = try await store.putDevice(app: app, token: token, widgets: [widget("w2", kind: "news"), widget("w3")], previousToken: nil, now: now)
             #expect(second.device == first.device)
             #expect(second.instances.first { $0.widget.id == "w2" }?.id == first.instances.first { $0.widget.id == "w2" }?.id)
             #expect(second.removedInstances == [first.instances.first { $0.widget.id == "w1" }!.id])
-            #expect(try store.configurations(app: app, kind: nil).map(\.kind) == ["news", "scores"])
+            #expect(try await store.configurations(app: app, kind: nil).map(\.kind) == ["news", "scores"])
         }
     }
 
     @Test(arguments: StoreImplementation.all) func pushAddressesNameTheChosenWidgetsInInstanceOrderAndNothingForAGoneDevice(_ implementation: StoreImplementation) async throws {
         try await withStore(implementation) { store, app in
             let a = try DeviceToken(Self.tokenA)
-            let first = try store.putDevice(app: app, token: a, widgets: [widget("w3"), widget("w1"), widget("w2")], previousToken: nil, now: now)
+            let first = try await store.putDevice(app: app, token: a, widgets: [widget("w3"), widget("w1"), widget("w2")], previousToken: nil, now: now)
             let ids = Dictionary(uniqueKeysWithValues: first.instances.map { ($0.widget.id, $0.id) })
-            let b = try store.putDevice(app: app, token: try DeviceToken(Self.tokenB), widgets: [widget("x1")], previousToken: nil, now: now)
-            _ = try store.deleteDevice(app: app, token: try DeviceToken(Self.tokenB))
-            let addresses = try store.pushAddresses([
+            let b = try await store.putDevice(app: app, token: try DeviceToken(Self.tokenB), widgets: [widget("x1")], previousToken: nil, now: now)
+            _ = try await store.deleteDevice(app: app, token: try DeviceToken(Self.tokenB))
+            let addresses = try await store.pushAddresses([
                 (first.device, [ids["w1"]!, ids["w3"]!]),   // listed by instance (w3 was registered first), not by name
                 (first.device, []),
                 (first.device, [ids["w2"]!, b.instances[0].id]),   // another device's instance is not this device's widget
@@ -65,25 +65,25 @@ struct RegistryStoreTests {
         try await withStore(implementation) { store, app in
             let old = try DeviceToken(Self.tokenA)
             let new = try DeviceToken(Self.tokenB)
-            let first = try store.putDevice(app: app, token: old, widgets: [widget("w1")], previousToken: nil, now: now)
+            let first = try await store.putDevice(app: app, token: old, widgets: [widget("w1")], previousToken: nil, now: now)
             let later = now.addingTimeInterval(60)
-            let second = try store.putDevice(app: app, token: new, widgets: [widget("w1")], previousToken: old, now: later)
+            let second = try await store.putDevice(app: app, token: new, widgets: [widget("w1")], previousToken: old, now: later)
             #expect(second.retired?.device == first.device)
             #expect(second.retired?.instances == first.instances.map(\.id))
-            #expect(try store.deviceStatus(app: app, token: old)?.active == false)
-            #expect(try store.deviceStatus(app: app, token: old)?.unregisteredAt == later)
-            #expect(try store.deviceStatus(app: app, token: new)?.active == true)
-            #expect(throws: RegistryError.deviceUnregistered(old)) {
-                try store.putTimeline(app: app, token: old, widgetID: "w1", timeline: Timeline(entries: [], policy: .never), now: later)
+            #expect(try await store.deviceStatus(app: app, token: old)?.active == false)
+            #expect(try await store.deviceStatus(app: app, token: old)?.unregisteredAt == later)
+            #expect(try await store.deviceStatus(app: app, token: new)?.active == true)
+            await #expect(throws: RegistryError.deviceUnregistered(old)) {
+                try await store.putTimeline(app: app, token: old, widgetID: "w1", timeline: Timeline(entries: [], policy: .never), now: later)
             }
         }
     }
 
     @Test(arguments: StoreImplementation.all) func configurationsGroupTheSameConfigurationWithCounts(_ implementation: StoreImplementation) async throws {
         try await withStore(implementation) { store, app in
-            _ = try store.putDevice(app: app, token: try DeviceToken(Self.tokenA), widgets: [widget("w1", team: "42"), widget("w2", kind: "news")], previousToken: nil, now: now)
-            _ = try store.putDevice(app: app, token: try DeviceToken(Self.tokenB), widgets: [widget("w9", team: "42")], previousToken: nil, now: now)
-            #expect(try store.configurations(app: app, kind: "scores") == [
+            _ = try await store.putDevice(app: app, token: try DeviceToken(Self.tokenA), widgets: [widget("w1", team: "42"), widget("w2", kind: "news")], previousToken: nil, now: now)
+            _ = try await store.putDevice(app: app, token: try DeviceToken(Self.tokenB), widgets: [widget("w9", team: "42")], previousToken: nil, now: now)
+            #expect(try await store.configurations(app: app, kind: "scores") == [
                 ConfigurationUsage(kind: "scores", family: "systemSmall", configuration: #"{"team":"42"}"#, count: 2)
             ])
         }
@@ -92,26 +92,26 @@ struct RegistryStoreTests {
     @Test(arguments: StoreImplementation.all) func timelinesNeedAKnownWidgetAndDeleteRemovesEverything(_ implementation: StoreImplementation) async throws {
         try await withStore(implementation) { store, app in
             let token = try DeviceToken(Self.tokenA)
-            let registration = try store.putDevice(app: app, token: token, widgets: [widget("w1")], previousToken: nil, now: now)
+            let registration = try await store.putDevice(app: app, token: token, widgets: [widget("w1")], previousToken: nil, now: now)
             let timeline = Timeline(entries: [Timestamp(seconds: 1_790_003_600)], policy: .atEnd)
-            #expect(try store.putTimeline(app: app, token: token, widgetID: "w1", timeline: timeline, now: now) == registration.instances[0].id)
-            #expect(throws: RegistryError.widgetNotFound(token, "nope")) {
-                try store.putTimeline(app: app, token: token, widgetID: "nope", timeline: timeline, now: now)
+            #expect(try await store.putTimeline(app: app, token: token, widgetID: "w1", timeline: timeline, now: now) == registration.instances[0].id)
+            await #expect(throws: RegistryError.widgetNotFound(token, "nope")) {
+                try await store.putTimeline(app: app, token: token, widgetID: "nope", timeline: timeline, now: now)
             }
-            let deleted = try store.deleteDevice(app: app, token: token)
+            let deleted = try await store.deleteDevice(app: app, token: token)
             #expect(deleted.instances == [registration.instances[0].id])
-            #expect(try store.configurations(app: app, kind: nil).isEmpty)
-            #expect(throws: RegistryError.deviceNotFound(token)) { try store.deleteDevice(app: app, token: token) }
+            #expect(try await store.configurations(app: app, kind: nil).isEmpty)
+            await #expect(throws: RegistryError.deviceNotFound(token)) { try await store.deleteDevice(app: app, token: token) }
         }
     }
 
     @Test(arguments: StoreImplementation.all) func devicesOfAnotherAppAreInvisible(_ implementation: StoreImplementation) async throws {
         try await withStore(implementation) { store, app in
-            let other = try store.createApp(bundle: try BundleID("com.example.news"), now: now).app
+            let other = try await store.createApp(bundle: try BundleID("com.example.news"), teamID: nil, allowsExemptions: false, now: now).app
             let token = try DeviceToken(Self.tokenA)
-            _ = try store.putDevice(app: app, token: token, widgets: [widget("w1")], previousToken: nil, now: now)
-            #expect(try store.deviceStatus(app: other, token: token) == nil)
-            #expect(throws: RegistryError.deviceNotFound(token)) { try store.deleteDevice(app: other, token: token) }
+            _ = try await store.putDevice(app: app, token: token, widgets: [widget("w1")], previousToken: nil, now: now)
+            #expect(try await store.deviceStatus(app: other, token: token) == nil)
+            await #expect(throws: RegistryError.deviceNotFound(token)) { try await store.deleteDevice(app: other, token: token) }
         }
     }
 }

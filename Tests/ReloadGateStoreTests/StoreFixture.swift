@@ -57,8 +57,8 @@ struct StoreFixture {
         defer { directory.remove() }
         let store = try implementation.open(directory, now: now)
         defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
-        let registration = try store.putDevice(
+        let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
+        let registration = try await store.putDevice(
             app: app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: now
         )
         try await body(StoreFixture(store: store, app: app, registration: registration))

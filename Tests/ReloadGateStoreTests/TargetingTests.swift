@@ -12,52 +12,52 @@ struct TargetingTests {
         defer { directory.remove() }
         let store = try implementation.open(directory, now: now)
         defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+        let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
         let tokenA = try DeviceToken(String(repeating: "aa", count: 32))
         let tokenB = try DeviceToken(String(repeating: "bb", count: 32))
         let tokenC = try DeviceToken(String(repeating: "cc", count: 32))
         func widget(_ id: String, _ kind: String, _ configuration: [String: WidgetConfiguration.Value], push: Bool = true) -> WidgetRegistration {
             WidgetRegistration(id: id, kind: kind, family: .systemSmall, configuration: WidgetConfiguration(configuration), pushEnabled: push)
         }
-        let a = try store.putDevice(app: app, token: tokenA, widgets: [
+        let a = try await store.putDevice(app: app, token: tokenA, widgets: [
             widget("s42", "scores", ["team": .string("42"), "live": .bool(true)]),
             widget("news", "news", [:]),
             widget("quiet", "scores", ["team": .string("42")], push: false),
         ], previousToken: nil, now: now)
-        let b = try store.putDevice(app: app, token: tokenB, widgets: [
+        let b = try await store.putDevice(app: app, token: tokenB, widgets: [
             widget("s7", "scores", ["team": .string("7"), "live": .bool(false)]),
             widget("n42", "scores", ["team": .number(42)]),
         ], previousToken: nil, now: now)
         // A retired device is never targeted.
-        _ = try store.putDevice(app: app, token: tokenC, widgets: [widget("s42", "scores", ["team": .string("42")])], previousToken: nil, now: now)
-        _ = try store.putDevice(app: app, token: try DeviceToken(String(repeating: "dd", count: 32)), widgets: [], previousToken: tokenC, now: now)
+        _ = try await store.putDevice(app: app, token: tokenC, widgets: [widget("s42", "scores", ["team": .string("42")])], previousToken: nil, now: now)
+        _ = try await store.putDevice(app: app, token: try DeviceToken(String(repeating: "dd", count: 32)), widgets: [], previousToken: tokenC, now: now)
 
-        func ids(_ target: ReloadTarget) throws -> [Int64] { try store.targetInstances(app: app, target: target).map(\.instance) }
+        func ids(_ target: ReloadTarget) async throws -> [Int64] { try await store.targetInstances(app: app, target: target).map(\.instance) }
         let s42 = a.instances.first { $0.widget.id == "s42" }!.id
         let news = a.instances.first { $0.widget.id == "news" }!.id
         let s7 = b.instances.first { $0.widget.id == "s7" }!.id
         let n42 = b.instances.first { $0.widget.id == "n42" }!.id
 
-        #expect(try ids(ReloadTarget()) == [s42, news, s7, n42])
-        #expect(try ids(ReloadTarget(kind: "scores")) == [s42, s7, n42])
-        #expect(try ids(ReloadTarget(kind: "scores", match: ["team": .string("42")])) == [s42])
-        #expect(try ids(ReloadTarget(kind: "scores", match: ["team": .number(42)])) == [n42])
-        #expect(try ids(ReloadTarget(match: ["live": .bool(false)])) == [s7])
-        #expect(try ids(ReloadTarget(match: ["team": .string("42"), "live": .bool(true)])) == [s42])
-        #expect(try ids(ReloadTarget(match: ["league": .string("nba")])).isEmpty)
-        #expect(try ids(ReloadTarget(devices: [tokenB])) == [s7, n42])
-        #expect(try ids(ReloadTarget(devices: [tokenC])).isEmpty)
-        #expect(try ids(ReloadTarget(devices: [])).isEmpty)
-        #expect(try ids(ReloadTarget(match: ["x\"); DROP TABLE widget; --": .string("1")])).isEmpty)
-        #expect(try store.targetInstances(app: app, target: ReloadTarget(kind: "news")).map(\.device) == [a.device])
+        #expect(try await ids(ReloadTarget()) == [s42, news, s7, n42])
+        #expect(try await ids(ReloadTarget(kind: "scores")) == [s42, s7, n42])
+        #expect(try await ids(ReloadTarget(kind: "scores", match: ["team": .string("42")])) == [s42])
+        #expect(try await ids(ReloadTarget(kind: "scores", match: ["team": .number(42)])) == [n42])
+        #expect(try await ids(ReloadTarget(match: ["live": .bool(false)])) == [s7])
+        #expect(try await ids(ReloadTarget(match: ["team": .string("42"), "live": .bool(true)])) == [s42])
+        #expect(try await ids(ReloadTarget(match: ["league": .string("nba")])).isEmpty)
+        #expect(try await ids(ReloadTarget(devices: [tokenB])) == [s7, n42])
+        #expect(try await ids(ReloadTarget(devices: [tokenC])).isEmpty)
+        #expect(try await ids(ReloadTarget(devices: [])).isEmpty)
+        #expect(try await ids(ReloadTarget(match: ["x\"); DROP TABLE widget; --": .string("1")])).isEmpty)
+        #expect(try await store.targetInstances(app: app, target: ReloadTarget(kind: "news")).map(\.device) == [a.device])
 
         // A widget whose configuration changes is matched by its new values only.
-        _ = try store.putDevice(app: app, token: tokenB, widgets: [
+        _ = try await store.putDevice(app: app, token: tokenB, widgets: [
             widget("s7", "scores", ["team": .string("7"), "live": .bool(false)]),
             widget("n42", "scores", ["team": .number(43.5)]),
         ], previousToken: nil, now: now)
-        #expect(try ids(ReloadTarget(match: ["team": .number(42)])).isEmpty)
-        #expect(try ids(ReloadTarget(match: ["team": .number(43.5)])) == [n42])
-        #expect(try ids(ReloadTarget(match: ["team": .string("43.5")])).isEmpty)
+        #expect(try await ids(ReloadTarget(match: ["team": .number(42)])).isEmpty)
+        #expect(try await ids(ReloadTarget(match: ["team": .number(43.5)])) == [n42])
+        #expect(try await ids(ReloadTarget(match: ["team": .string("43.5")])).isEmpty)
     }
 }

@@ -26,9 +26,9 @@ struct AdminRoutes {
         router.get("/v1/budget/{token}") { request, context in try await budget(try context.parameters.require("token"), request) }
         router.post("/v1/cancel/{id}") { _, context in try await cancel(try context.parameters.require("id")) }
         router.post("/v1/flush") { request, _ in try await flush(request) }
-        router.get("/v1/stats") { _, _ in try stats() }
-        router.get("/v1/devices") { request, _ in try devices(request) }
-        router.get("/v1/devices/{token}") { request, context in try device(try context.parameters.require("token"), request) }
+        router.get("/v1/stats") { _, _ in try await stats() }
+        router.get("/v1/devices") { request, _ in try await devices(request) }
+        router.get("/v1/devices/{token}") { request, context in try await device(try context.parameters.require("token"), request) }
         router.delete("/v1/devices/{token}") { request, context in try await removeDevice(try context.parameters.require("token"), request) }
         router.post("/v1/apps/{bundle}/rotate-key") { request, context in
             try await rotateKey(try context.parameters.require("bundle"), request)
@@ -37,7 +37,7 @@ struct AdminRoutes {
             try await setTeam(try context.parameters.require("bundle"), request)
         }
         router.post("/v1/keys") { request, _ in try await addKey(request) }
-        router.delete("/v1/keys/{kid}") { _, context in try removeKey(try context.parameters.require("kid")) }
+        router.delete("/v1/keys/{kid}") { _, context in try await removeKey(try context.parameters.require("kid")) }
     }
 
     // MARK: Keys and teams
@@ -66,7 +66,7 @@ struct AdminRoutes {
         }
         do {
             // The next push verifies with it (the door refreshes the key directory).
-            try door.execute(AddProviderKey(
+            try await door.execute(AddProviderKey(
                 StoredProviderKey(keyID: kid, teamID: team, publicKeyPEM: publicKey.pemRepresentation, topics: topics, environments: environment, createdAt: now())
             ))
         } catch let error as StoreError {
@@ -77,8 +77,8 @@ struct AdminRoutes {
     }
 
     /// `reloadgate keys remove` with a gateway running: the next push signed with the key is refused.
-    private func removeKey(_ kid: String) throws -> Response {
-        guard try door.execute(RemoveProviderKey(keyID: kid)) else { throw APIError.notFound("no provider key \(kid) is registered") }
+    private func removeKey(_ kid: String) async throws -> Response {
+        guard try await door.execute(RemoveProviderKey(keyID: kid)) else { throw APIError.notFound("no provider key \(kid) is registered") }
         logger.notice("provider key removed by the operator", metadata: ["kid": "\(kid)"])
         return try Self.json(["removed": kid])
     }
@@ -89,30 +89,30 @@ struct AdminRoutes {
         let body = try await JSONBody.object(request, limit: 4096)
         let team = try JSONFields.string(body["team"], "team")
         guard ProviderKey.isValidIdentifier(team) else { throw APIError.invalidField("team must be 1 to 64 letters or digits") }
-        guard let app = try door.execute(SetTeam(bundle: bundleID, team: team)) else { throw APIError.notFound("no app \(bundle)") }
+        guard let app = try await door.execute(SetTeam(bundle: bundleID, team: team)) else { throw APIError.notFound("no app \(bundle)") }
         logger.notice("app bound to a team by the operator", metadata: ["bundle": "\(bundle)", "team": "\(team)"])
         return try Self.json(["bundle": app.bundle.rawValue, "team": team])
     }
 
     // MARK: Devices and apps
 
-    private func devices(_ request: Request) throws -> Response {
+    private func devices(_ request: Request) async throws -> Response {
         let query = request.uri.queryParameters
         var limit = 1000
         if let text = query["limit"] {
             guard let value = Int(text), (1...100_000).contains(value) else { throw APIError.invalidField("limit must be 1 to 100000") }
             limit = value
         }
-        let devices = try store.devices(bundle: query["bundle"].map(String.init), limit: limit)
+        let devices = try await store.devices(bundle: query["bundle"].map(String.init), token: nil, limit: limit)
         return try Self.json(["devices": devices.map(Self.device)])
     }
 
-    private func device(_ token: String, _ request: Request) throws -> Response {
+    private func device(_ token: String, _ request: Request) async throws -> Response {
         let token = try Self.deviceToken(token)
         let bundle = request.uri.queryParameters["bundle"].map(String.init)
-        let devices = try store.devices(bundle: bundle, token: token, limit: 100)
+        let devices = try await store.devices(bundle: bundle, token: token, limit: 100)
         guard !devices.isEmpty else { throw APIError.notFound("no device \(token)") }
-        let instances = try store.instances(ofDevice: token, bundle: bundle)
+        let instances = try await store.instances(ofDevice: token, bundle: bundle)
         return try Self.json([
             "devices": devices.map { device -> [String: Any] in
                 var object = Self.device(device)
@@ -133,12 +133,12 @@ struct AdminRoutes {
     private func removeDevice(_ token: String, _ request: Request) async throws -> Response {
         let token = try Self.deviceToken(token)
         let bundle = request.uri.queryParameters["bundle"].map(String.init)
-        let found = try store.devices(bundle: bundle, token: token, limit: 100)
+        let found = try await store.devices(bundle: bundle, token: token, limit: 100)
         guard let device = found.first else { throw APIError.notFound("no device \(token)") }
         guard found.count == 1 else {
             throw APIError.invalidField("device \(token) is registered for \(found.map(\.bundle).joined(separator: ", ")): give the bundle")
         }
-        guard let bundleID = try? BundleID(device.bundle), let app = try store.app(bundle: bundleID) else {
+        guard let bundleID = try? BundleID(device.bundle), let app = try await store.app(bundle: bundleID) else {
             throw APIError.notFound("no app \(device.bundle)")
         }
         let removed = try await door.execute(DeleteDevice(app: app, token: try DeviceToken(token)))
@@ -151,7 +151,7 @@ struct AdminRoutes {
         let body = request.head.headerFields[.contentLength] == nil && request.head.headerFields[.transferEncoding] == nil
             ? nil : try await JSONBody.object(request, limit: 4096)
         let rotateSecret = try JSONFields.bool(body?["webhookSecret"], "webhookSecret", default: false)
-        guard let credentials = try door.execute(RotateCredentials(bundle: bundleID, webhookSecret: rotateSecret)) else {
+        guard let credentials = try await door.execute(RotateCredentials(bundle: bundleID, webhookSecret: rotateSecret)) else {
             throw APIError.notFound("no app \(bundle)")
         }
         logger.notice("app credentials rotated by the operator", metadata: ["bundle": "\(bundle)", "webhook-secret": "\(rotateSecret)"])
@@ -190,7 +190,7 @@ struct AdminRoutes {
             guard let limit = Int(text), (1...10_000).contains(limit) else { throw APIError.invalidField("limit must be 1 to 10000") }
             filter.limit = limit
         }
-        let rows = try store.pendingReloads(filter)
+        let rows = try await store.pendingReloads(filter)
         let waits = await door.pendingWaits(rows.map(\.instance))
         let time = Timestamp(now())
         return try Self.json([
@@ -222,22 +222,25 @@ struct AdminRoutes {
 
     private func explain(_ id: String) async throws -> Response {
         // A push's apns-id names its request (the last one, if the sender reused the id).
-        if Int64(id) == nil, try store.delivery(apnsID: id) == nil, let pushed = try store.requests(apnsID: id).last {
+        if Int64(id) == nil, try await store.delivery(apnsID: id) == nil, let pushed = try await store.requests(apnsID: id).last {
             return try await explain(String(pushed))
         }
         if let requestID = Int64(id) {
-            guard let record = try store.requestRecord(requestID) else { throw APIError.notFound("no request \(requestID)") }
-            let pending = try store.pendingReloads(PendingFilter(limit: 10_000)).filter { $0.requests.contains(requestID) }
+            guard let record = try await store.requestRecord(requestID) else { throw APIError.notFound("no request \(requestID)") }
+            let pending = try await store.pendingReloads(PendingFilter(limit: 10_000)).filter { $0.requests.contains(requestID) }
             return try Self.json([
                 "request": Self.request(record),
                 "pending": pending.map { ["instance": $0.instance, "widget": $0.widgetID, "device": $0.deviceToken, "due": $0.due.rfc3339] },
-                "deliveries": try store.deliveries(serving: requestID).map(Self.delivery),
+                "deliveries": try await store.deliveries(serving: requestID).map(Self.delivery),
             ])
         }
-        guard let delivery = try store.delivery(apnsID: id) else {
+        guard let delivery = try await store.delivery(apnsID: id) else {
             throw APIError.notFound("no request, push or delivery \(id) (a request id is a number, an apns-id a UUID)")
         }
-        let requests = try delivery.delivery.requests.compactMap { try store.requestRecord(Int64(bitPattern: $0)) }
+        var requests: [RequestRecord] = []
+        for request in delivery.delivery.requests {
+            if let record = try await store.requestRecord(Int64(bitPattern: request)) { requests.append(record) }
+        }
         return try Self.json([
             "delivery": Self.delivery(delivery),
             "requests": requests.map(Self.request),
@@ -249,7 +252,7 @@ struct AdminRoutes {
     private func budget(_ token: String, _ request: Request) async throws -> Response {
         let token = try Self.deviceToken(token)
         let query = request.uri.queryParameters
-        var instances = try store.instances(ofDevice: token, bundle: query["bundle"].map(String.init))
+        var instances = try await store.instances(ofDevice: token, bundle: query["bundle"].map(String.init))
         guard !instances.isEmpty else { throw APIError.notFound("no registered device \(token)") }
         if let widget = query["widget"] {
             instances = instances.filter { $0.instance.widgetID == widget }
@@ -257,7 +260,8 @@ struct AdminRoutes {
         }
         let budgets = await door.budgets(instances.map(\.instance.instance))
         let bundles = Set(instances.map(\.bundle)).sorted()
-        let recent = try bundles.flatMap { try store.recentDeliveries(bundle: $0, deviceToken: token, limit: 5) }
+        var recent: [DeliveryRecord] = []
+        for bundle in bundles { recent += try await store.recentDeliveries(bundle: bundle, deviceToken: token, limit: 5) }
         return try Self.json([
             "device": token,
             "now": Timestamp(now()).rfc3339,
@@ -289,7 +293,7 @@ struct AdminRoutes {
 
     private func cancel(_ id: String) async throws -> Response {
         guard let requestID = Int64(id) else {
-            if try store.delivery(apnsID: id) != nil {
+            if try await store.delivery(apnsID: id) != nil {
                 throw APIError(
                     status: .conflict,
                     code: "already-released",
@@ -298,7 +302,7 @@ struct AdminRoutes {
             }
             throw APIError.notFound("no request or delivery \(id)")
         }
-        guard try store.requestRecord(requestID) != nil else { throw APIError.notFound("no request \(requestID)") }
+        guard try await store.requestRecord(requestID) != nil else { throw APIError.notFound("no request \(requestID)") }
         let dropped = try await door.execute(CancelRequest(request: requestID))
         guard !dropped.isEmpty else {
             throw APIError(status: .conflict, code: "not-pending", message: "request \(requestID) has no pending reload (explain it to see what happened)")
@@ -325,8 +329,8 @@ struct AdminRoutes {
 
     // MARK: Stats
 
-    private func stats() throws -> Response {
-        let statistics = try store.statistics()
+    private func stats() async throws -> Response {
+        let statistics = try await store.statistics()
         var decisions: [String: Int] = [:]
         for kind in DecisionKind.allCases { decisions[kind.rawValue] = statistics.decisionsByKind[kind.rawValue] ?? 0 }
         var deliveries: [String: Int] = [:]

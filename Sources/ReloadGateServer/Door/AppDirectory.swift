@@ -25,11 +25,17 @@ final class AppDirectory: Sendable {
         self.store = store
     }
 
+    /// The app of `bundle` and its webhook secret if they are kept in memory (no store read: the push
+    /// listener asks on its event loop).
+    func cachedAppWithSecret(bundle: BundleID) -> (app: App, webhookSecret: String)? {
+        byBundle.withLock({ $0[bundle.rawValue] }).map { ($0.app, $0.webhookSecret) }
+    }
+
     /// The app of `bundle` and its webhook secret, or `nil` when no such app is registered.
-    func appWithSecret(bundle: BundleID) throws -> (app: App, webhookSecret: String)? {
+    func appWithSecret(bundle: BundleID) async throws -> (app: App, webhookSecret: String)? {
         if let entry = byBundle.withLock({ $0[bundle.rawValue] }) { return (entry.app, entry.webhookSecret) }
-        guard let app = try store.app(bundle: bundle) else { return nil }
-        guard let secret = try store.webhookSecret(of: app) else {
+        guard let app = try await store.app(bundle: bundle) else { return nil }
+        guard let secret = try await store.webhookSecret(of: app) else {
             throw StoreError.corrupt(reason: "the app \(bundle) has no webhook secret")
         }
         byBundle.withLock { $0[bundle.rawValue] = Entry(app: app, webhookSecret: secret) }
@@ -43,10 +49,10 @@ final class AppDirectory: Sendable {
     }
 
     /// The app whose API key this is, or `nil`.
-    func app(forAPIKey apiKey: String) throws -> App? {
+    func app(forAPIKey apiKey: String) async throws -> App? {
         let hash = Data(SHA256.hash(data: Data(apiKey.utf8)))
         if let app = byKeyHash.withLock({ $0[hash] }) { return app }
-        guard let app = try store.app(forAPIKey: apiKey) else { return nil }
+        guard let app = try await store.app(forAPIKey: apiKey) else { return nil }
         byKeyHash.withLock { $0[hash] = app }
         return app
     }

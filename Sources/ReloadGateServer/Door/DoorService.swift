@@ -23,7 +23,7 @@ struct DoorService: Service {
 
     func run() async throws {
         // Deliveries left by the last run (released but not sent, or sending when it stopped) go first.
-        let unfinished = try door.reader.deliveries(in: [.sending, .pending])
+        let unfinished = try await door.reader.deliveries(in: [.sending, .pending])
         if !unfinished.isEmpty {
             logger.info("sending deliveries left by the last run", metadata: ["count": "\(unfinished.count)"])
         }

@@ -7,9 +7,9 @@ import Synchronization
 
 /// The registered provider keys, read from the store into a ``ProviderKeySet``: at start, after every
 /// change made through the admin API (`reloadgate keys add` and `remove` while the gateway runs: the next
-/// push sees it), every second (a change made in the data directory by another process), and at once when
-/// a token names a key id not known yet (at most once a second, so unknown ids cannot make it hammer
-/// the store).
+/// push sees it), every second (a change made in the data directory by another process), and when a token names
+/// a key id not known yet (that push is refused; the read starts at once, at most once a second, so
+/// unknown ids cannot make it hammer the store).
 final class ProviderKeyDirectory: ProviderKeySource {
     private let store: any GatewayStoreReading
     private let logger: Logger
@@ -29,17 +29,19 @@ final class ProviderKeyDirectory: ProviderKeySource {
             return true
         }
         guard due else { return nil }
-        refresh()
-        return keys.key(id: id)
+        // Called on an event loop: the store is read by a task, and this push is answered without the
+        // key (the next one, a moment later, finds it).
+        Task { await refresh() }
+        return nil
     }
 
     var generation: UInt64 { keys.generation }
 
     /// Reads the keys again. A stored key that cannot be parsed is logged and skipped.
-    func refresh() {
+    func refresh() async {
         let stored: [StoredProviderKey]
         do {
-            stored = try store.providerKeys()
+            stored = try await store.providerKeys()
         } catch {
             logger.error("cannot read the provider keys", metadata: ["error": "\(error)"])
             return

@@ -101,9 +101,9 @@ actor SchedulerEngine {
     /// Builds the scheduler from the store: registers every instance of an active device, restores its
     /// budget, history and pending reload, and rebuilds the timers. Request ids continue after the
     /// highest recorded one.
-    func load() throws {
+    func load() async throws {
         var scheduler = ReloadScheduler(configuration: configuration)
-        let instances = try store.registeredInstances()
+        let instances = try await store.registeredInstances()
         var registered = Set<Int64>()
         for instance in instances {
             guard let handle = Self.handle(instance.instance), let device = Self.deviceHandle(instance.device) else {
@@ -113,7 +113,7 @@ actor SchedulerEngine {
             registered.insert(instance.instance)
         }
         var restored = Set<Int64>()
-        for (instance, snapshot) in try store.instanceSnapshots() where registered.contains(instance) {
+        for (instance, snapshot) in try await store.instanceSnapshots() where registered.contains(instance) {
             scheduler.restore(InstanceHandle(Int32(instance)), snapshot)
             restored.insert(instance)
         }
@@ -128,7 +128,7 @@ actor SchedulerEngine {
             }
         }
         self.scheduler = scheduler
-        nextRequestID = try store.lastRequestID() &+ 1
+        nextRequestID = try await store.lastRequestID() &+ 1
         logger.info(
             "scheduler loaded",
             metadata: ["instances": "\(instances.count)", "pending": "\(scheduler.pendingCount)"]
@@ -148,7 +148,7 @@ actor SchedulerEngine {
     func submit(_ submission: ReloadCommand, render: @escaping Render) async throws -> Outcome {
         guard !isStopping else { throw SchedulerUnavailable() }
         return try await withCheckedThrowingContinuation { continuation in
-            accept(submission, render: render) { continuation.resume(with: $0) }
+            enqueue(submission, render: render) { continuation.resume(with: $0) }
         }
     }
 
@@ -174,17 +174,19 @@ actor SchedulerEngine {
     /// Requests queued by ``enqueue(_:render:reply:)`` beyond this many are refused (`ServiceUnavailable`).
     static let inboxLimit = 50_000
 
-    /// Decides the queued requests (the commit loop calls this before sealing a batch).
-    private func drainInbox() {
+    /// Decides the queued requests (the commit loop calls this before sealing a batch). Only the commit
+    /// loop drains, one item after the other: an idempotency key's lookup in the store sees every
+    /// earlier batch committed, and no other request with the key is accepted meanwhile.
+    private func drainInbox() async {
         let queued = inbox.takeAll()
         for item in queued {
             switch item {
             case .request(let submission, let render, let reply):
-                accept(submission, render: render, reply: reply)
+                await accept(submission, render: render, reply: reply)
             case .adoption(let adoption):
                 // Rare (once per new token): written here, on the commit loop, in its own transaction.
                 do {
-                    let adopted = try store.adoptDevice(app: adoption.app, token: adoption.token, now: adoption.received)
+                    let adopted = try await store.adoptDevice(app: adoption.app, token: adoption.token, now: adoption.received)
                     if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
                         scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget)
                     }
@@ -198,7 +200,7 @@ actor SchedulerEngine {
 
     /// Decides a request into the open batch; `reply` is called after the batch committed, or at once
     /// for an idempotent replay or conflict.
-    private func accept(_ submission: ReloadCommand, render: Render, reply: @escaping Reply) {
+    private func accept(_ submission: ReloadCommand, render: Render, reply: @escaping Reply) async {
         if let idempotency = submission.idempotency {
             let name = KeyName(app: submission.app.id, key: idempotency.key)
             if var inFlight = inFlightKeys[name] {
@@ -208,7 +210,7 @@ actor SchedulerEngine {
                 return
             }
             do {
-                switch try store.idempotentAnswer(
+                switch try await store.idempotentAnswer(
                     app: submission.app.id,
                     key: idempotency.key,
                     bodyHash: idempotency.bodyHash,
@@ -418,7 +420,7 @@ actor SchedulerEngine {
     /// the commit loop calls it (one commit at a time).
     func commitPending() async {
         while true {
-            drainInbox()
+            await drainInbox()
             let output = scheduler.tick(now: Timestamp(now()))
             record(output)
             for write in output.instanceStates {
@@ -437,7 +439,7 @@ actor SchedulerEngine {
             do {
                 try await store.commit(sealed)
             } catch {
-                fail(waiters: sealedWaiters, keys: sealedKeys, error: error)
+                await fail(waiters: sealedWaiters, keys: sealedKeys, error: error)
                 return
             }
             metrics.committed(in: started.duration(to: .now), pending: scheduler.pendingCount)
@@ -460,7 +462,7 @@ actor SchedulerEngine {
 
     /// A commit failed: nothing of that batch is accepted, and the decisions made since depend on it,
     /// so every waiting caller gets the error and the scheduler is rebuilt from what the store holds.
-    private func fail(waiters sealedWaiters: [@Sendable (Result<Void, any Error>) -> Void], keys: [KeyName], error: any Error) {
+    private func fail(waiters sealedWaiters: [@Sendable (Result<Void, any Error>) -> Void], keys: [KeyName], error: any Error) async {
         logger.error("commit failed; the requests of the batch are refused", metadata: ["error": "\(error)"])
         for waiter in sealedWaiters + waiters { waiter(.failure(error)) }
         for name in keys + batchKeys {
@@ -471,7 +473,7 @@ actor SchedulerEngine {
         batch = LedgerBatch()
         batchDeliveries = []
         do {
-            try load()
+            try await load()
         } catch {
             logger.critical("the scheduler cannot be rebuilt from the store", metadata: ["error": "\(error)"])
         }

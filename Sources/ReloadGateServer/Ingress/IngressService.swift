@@ -34,7 +34,7 @@ struct IngressService: Service {
     }
 
     func run() async throws {
-        keys.refresh()
+        await keys.refresh()
         let connections = Connections()
         let server: any Channel
         do {
@@ -52,7 +52,7 @@ struct IngressService: Service {
             group.addTask { [keys] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(1))
-                    keys.refresh()
+                    await keys.refresh()
                 }
             }
             try? await gracefulShutdown()

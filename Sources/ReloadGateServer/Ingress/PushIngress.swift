@@ -40,9 +40,13 @@ final class PushIngress: Sendable {
         var headers: PushHeaders
         var deviceToken: Substring
         var apnsID: String
-        var app: App
+        /// The app of the topic, when the door's cache knew it; `nil`: ``process(_:body:connection:respond:)``
+        /// looks it up in the store (off the event loop) before anything else.
+        var app: App?
         /// Scopes collapse ids: the token's team, or the certificate's bundle.
         var team: String
+        /// The provider token's team (a certificate has none): the app must belong to it.
+        var tokenTeam: String?
     }
 
     /// Where pushes go; devices and targets are read through its ``GatewayDoor/reader``.
@@ -134,23 +138,30 @@ final class PushIngress: Sendable {
                 team = verified.teamID
                 tokenTeam = verified.teamID
             }
-            // A topic of no app registered here: these credentials cannot push to it.
-            guard let app = try? apps.appWithSecret(bundle: bundle)?.app else {
-                throw APNsFailure(.topicDisallowed, detail: "no app \(bundle) is registered here (reloadgate apps add)")
-            }
-            if let tokenTeam, app.teamID != tokenTeam {
-                throw APNsFailure(
-                    .topicDisallowed,
-                    detail: "the app \(bundle) belongs to \(app.teamID.map { "team \($0)" } ?? "no team (reloadgate apps set-team)"), the key to team \(tokenTeam)"
+            // The app from the door's cache; one it does not hold is read from the store in `process`.
+            let app = apps.cachedAppWithSecret(bundle: bundle)?.app
+            if let app { try Self.check(app, tokenTeam: tokenTeam) }
+            return .success(
+                AcceptedHead(
+                    headers: checked, deviceToken: token, apnsID: checked.apnsID ?? apnsID, app: app, team: team, tokenTeam: tokenTeam
                 )
-            }
-            return .success(AcceptedHead(headers: checked, deviceToken: token, apnsID: checked.apnsID ?? apnsID, app: app, team: team))
+            )
         } catch {
             connection.debug(
                 "push refused",
                 metadata: Self.refusalMetadata(error, apnsID: apnsID, bearer: certificate == nil ? headers?.bearerToken : nil)
             )
             return .failure(PushResponse(error, apnsID: apnsID))
+        }
+    }
+
+    /// A provider token's key must be of the app's team (APNS.md: keys are team-scoped).
+    static func check(_ app: App, tokenTeam: String?) throws(APNsFailure) {
+        if let tokenTeam, app.teamID != tokenTeam {
+            throw APNsFailure(
+                .topicDisallowed,
+                detail: "the app \(app.bundle) belongs to \(app.teamID.map { "team \($0)" } ?? "no team (reloadgate apps set-team)"), the key to team \(tokenTeam)"
+            )
         }
     }
 
@@ -168,6 +179,11 @@ final class PushIngress: Sendable {
 
     /// Payload, device token, then the scheduler. `respond` is called exactly once, possibly on another
     /// thread (after the decision's group commit).
+    ///
+    /// A push whose app and device the door's caches hold is decided without leaving the event loop; one
+    /// that needs the store (an app or device not cached, a push naming a kind or configuration) is
+    /// handed to a task, so that no store read runs on the loop (with PostgreSQL it is a network round
+    /// trip). The checks and their order are the same on both paths.
     func process(
         _ head: AcceptedHead,
         body: some Collection<UInt8>,
@@ -175,70 +191,132 @@ final class PushIngress: Sendable {
         respond: @escaping @Sendable (PushResponse) -> Void
     ) {
         let received = now()
-        let payload: PushPayload
-        let token: DeviceToken
-        let status: PushDeviceStatus
-        var cached: PushDeviceCache.Entry?
-        do throws(APNsFailure) {
-            payload = try PushPayload(body)
-            guard !head.deviceToken.utf8.isEmpty else { throw APNsFailure(.missingDeviceToken) }
-            guard let parsed = try? DeviceToken(String(head.deviceToken)) else { throw APNsFailure(.badDeviceToken) }
-            token = parsed
-            let found: PushDeviceStatus
-            if let entry = devices.entry(app: head.app.id, token: token.hex) {
-                found = entry.status
-                cached = entry
+        if let app = head.app {
+            do throws(APNsFailure) {
+                let (payload, token) = try Self.parse(head, body: body)
+                if let entry = devices.entry(app: app.id, token: token.hex),
+                    !Self.needsTargetRead(payload, entry: entry)
+                {
+                    let status = try admit(entry.status, token: token)
+                    return submit(
+                        head, app: app, payload: payload, token: token, status: status, targets: entry.allTargets,
+                        summary: String(decoding: Array(body), as: UTF8.self), received: received, respond: respond
+                    )
+                }
+            } catch {
+                connection.debug("push refused", metadata: Self.refusalMetadata(error, apnsID: head.apnsID, bearer: nil))
+                return respond(PushResponse(error, apnsID: head.apnsID))
+            }
+        }
+        let bytes = Array(body)
+        Task {
+            await self.processReadingStore(head, body: bytes, received: received, connection: connection, respond: respond)
+        }
+    }
+
+    /// ``process(_:body:connection:respond:)`` with the store's reads awaited: the app (a topic of no app
+    /// registered here is `TopicDisallowed`, before the payload is looked at), the device's status and
+    /// its widgets.
+    private func processReadingStore(
+        _ head: AcceptedHead,
+        body: [UInt8],
+        received: Date,
+        connection: Logger,
+        respond: @escaping @Sendable (PushResponse) -> Void
+    ) async {
+        do {
+            let app: App
+            if let known = head.app {
+                app = known
+            } else {
+                let bundle = head.headers.bundle
+                guard let found = try await apps.appWithSecret(bundle: bundle)?.app else {
+                    throw APNsFailure(.topicDisallowed, detail: "no app \(bundle) is registered here (reloadgate apps add)")
+                }
+                try Self.check(found, tokenTeam: head.tokenTeam)
+                app = found
+            }
+            let (payload, token) = try Self.parse(head, body: body)
+            var entry: PushDeviceCache.Entry
+            if let cached = devices.entry(app: app.id, token: token.hex) {
+                entry = cached
             } else {
                 let generation = devices.generation
-                guard let read = try? store.pushDeviceStatus(app: head.app, token: token) else {
-                    throw APNsFailure(.internalServerError)
-                }
-                found = read
-                var entry = PushDeviceCache.Entry(status: read, allTargets: [])
+                let read = try await store.pushDeviceStatus(app: app, token: token)
+                entry = PushDeviceCache.Entry(status: read, allTargets: [])
                 if case .active(let device) = read {
-                    guard let targets = try? store.pushTargets(device: device, kind: nil, match: [:]) else {
-                        throw APNsFailure(.internalServerError)
-                    }
-                    entry.allTargets = targets
+                    entry.allTargets = try await store.pushTargets(device: device, kind: nil, match: [:])
                 }
-                if case .unknown = read {} else { devices.store(entry, app: head.app.id, token: token.hex, generation: generation) }
-                cached = entry
+                if case .unknown = read {} else { devices.store(entry, app: app.id, token: token.hex, generation: generation) }
             }
-            switch found {
-            case .active, .unknown: break
-            case .unregistered(let since):
-                throw APNsFailure(.unregistered, timestamp: Timestamp(since).milliseconds)
-            case .otherApp: throw APNsFailure(.deviceTokenNotForTopic)
+            let status = try admit(entry.status, token: token)
+            var targets = entry.allTargets
+            if case .active(let device) = status, Self.needsTargetRead(payload, entry: entry) {
+                targets = try await store.pushTargets(device: device, kind: payload.kind, match: payload.match)
             }
-            if case .unknown = found, unknownDevices == .reject { throw APNsFailure(.badDeviceToken) }
-            guard guardRail.allow(token.hex) else { throw APNsFailure(.tooManyRequests) }
-            status = found
+            submit(
+                head, app: app, payload: payload, token: token, status: status, targets: targets,
+                summary: String(decoding: body, as: UTF8.self), received: received, respond: respond
+            )
+        } catch let failure as APNsFailure {
+            connection.debug("push refused", metadata: Self.refusalMetadata(failure, apnsID: head.apnsID, bearer: nil))
+            respond(PushResponse(failure, apnsID: head.apnsID))
         } catch {
-            connection.debug("push refused", metadata: Self.refusalMetadata(error, apnsID: head.apnsID, bearer: nil))
-            return respond(PushResponse(error, apnsID: head.apnsID))
+            logger.error("cannot read an app or device", metadata: ["error": "\(error)", "apns-id": "\(head.apnsID)"])
+            respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
         }
+    }
 
+    /// The payload, then the device token (APNS.md's order).
+    private static func parse(_ head: AcceptedHead, body: some Collection<UInt8>) throws(APNsFailure) -> (PushPayload, DeviceToken) {
+        let payload = try PushPayload(body)
+        guard !head.deviceToken.utf8.isEmpty else { throw APNsFailure(.missingDeviceToken) }
+        guard let token = try? DeviceToken(String(head.deviceToken)) else { throw APNsFailure(.badDeviceToken) }
+        return (payload, token)
+    }
+
+    /// Whether the push selects widgets by kind or configuration, which the cache's default targets
+    /// (every push-enabled widget of the device) do not answer.
+    private static func needsTargetRead(_ payload: PushPayload, entry: PushDeviceCache.Entry) -> Bool {
+        guard case .active = entry.status else { return false }
+        return payload.kind != nil || !payload.match.isEmpty || entry.allTargets.isEmpty
+    }
+
+    /// The device's status as an answer: 410 for a retired token, 400 for another app's, the unknown
+    /// device policy, then the per-token guard.
+    private func admit(_ found: PushDeviceStatus, token: DeviceToken) throws(APNsFailure) -> PushDeviceStatus {
+        switch found {
+        case .active, .unknown: break
+        case .unregistered(let since):
+            throw APNsFailure(.unregistered, timestamp: Timestamp(since).milliseconds)
+        case .otherApp: throw APNsFailure(.deviceTokenNotForTopic)
+        }
+        if case .unknown = found, unknownDevices == .reject { throw APNsFailure(.badDeviceToken) }
+        guard guardRail.allow(token.hex) else { throw APNsFailure(.tooManyRequests) }
+        return found
+    }
+
+    /// Hands the push to the door (adopting an unknown device first); `respond` is called once its
+    /// decision is committed.
+    private func submit(
+        _ head: AcceptedHead,
+        app: App,
+        payload: PushPayload,
+        token: DeviceToken,
+        status: PushDeviceStatus,
+        targets known: [Int64],
+        summary: String,
+        received: Date,
+        respond: @escaping @Sendable (PushResponse) -> Void
+    ) {
         // 0: now or never (the received time); a past date: accepted and expired at once (rule 7). The
         // header is 0 to 9999-12-31 (PushHeaders), so the milliseconds fit.
         let expiration: Timestamp? = head.headers.expiration.map {
             $0 == 0 ? Timestamp(received) : Timestamp(seconds: $0)
         }
-        let summary = String(decoding: Array(body), as: UTF8.self)
-        let defaultTargets = cached?.allTargets
-        let submit: @Sendable (Int64) -> Void = { [door, store, logger] device in
-            let targets: [Int64]
-            do {
-                if payload.kind == nil, payload.match.isEmpty, let defaultTargets, !defaultTargets.isEmpty {
-                    targets = defaultTargets
-                } else {
-                    targets = try store.pushTargets(device: device, kind: payload.kind, match: payload.match)
-                }
-            } catch {
-                logger.error("cannot read a device's widgets", metadata: ["error": "\(error)"])
-                return respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
-            }
+        let enqueue: @Sendable (Int64, [Int64]) -> Void = { [door, logger] device, targets in
             let submission = ReloadCommand(
-                app: head.app,
+                app: app,
                 source: .push,
                 targets: targets,
                 priority: head.headers.priority,
@@ -257,7 +335,7 @@ final class PushIngress: Sendable {
                     logger.debug(
                         "push accepted",
                         metadata: [
-                            "apns-id": "\(head.apnsID)", "request": "\(id)", "bundle": "\(head.app.bundle)",
+                            "apns-id": "\(head.apnsID)", "request": "\(id)", "bundle": "\(app.bundle)",
                             "device": "\(token.shortened)", "decisions": "\(WebhookRoutes.decisionSummary(decisions))",
                         ]
                     )
@@ -278,14 +356,22 @@ final class PushIngress: Sendable {
 
         switch status {
         case .active(let device):
-            submit(device)
+            enqueue(device, known)
         default:
             // Adopting writes the device (rare: once per new token): the door's commit loop does it, not
-            // the event loop; the push is submitted once the device is there.
-            door.adopt(app: head.app, token: token, received: received) { [logger] result in
+            // the event loop; the push is submitted once the device is there. An adopted device has one
+            // implicit instance, which every push targets.
+            door.adopt(app: app, token: token, received: received) { [logger, store] result in
                 switch result {
                 case .success(let device):
-                    submit(device)
+                    Task {
+                        do {
+                            enqueue(device, try await store.pushTargets(device: device, kind: payload.kind, match: payload.match))
+                        } catch {
+                            logger.error("cannot read a device's widgets", metadata: ["error": "\(error)"])
+                            respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
+                        }
+                    }
                 case .failure(let error):
                     logger.error("cannot adopt a device", metadata: ["device": "\(token.shortened)", "error": "\(error)"])
                     let reason: APNsReason = error is SchedulerUnavailable ? .shutdown : .internalServerError

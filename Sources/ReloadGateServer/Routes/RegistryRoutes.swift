@@ -27,7 +27,7 @@ struct RegistryRoutes {
             try await respond(request, context) { try await putTimeline(request, context) }
         }
         apps.get("configurations") { request, context in
-            try await respond(request, context) { try configurations(request, context) }
+            try await respond(request, context) { try await configurations(request, context) }
         }
     }
 
@@ -58,13 +58,13 @@ struct RegistryRoutes {
         }
     }
 
-    private func authenticate(_ request: Request, _ context: some RequestContext) throws -> App {
+    private func authenticate(_ request: Request, _ context: some RequestContext) async throws -> App {
         let bundle = context.parameters.get("bundle") ?? ""
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
             throw APIError.unauthorized("send the app's API key as `authorization: bearer <apiKey>`")
         }
         let key = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard let app = try door.apps.app(forAPIKey: key) else {
+        guard let app = try await door.apps.app(forAPIKey: key) else {
             throw APIError.unauthorized("the API key is not valid")
         }
         guard app.bundle.rawValue == bundle else {
@@ -82,7 +82,7 @@ struct RegistryRoutes {
     }
 
     private func putDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let app = try authenticate(request, context)
+        let app = try await authenticate(request, context)
         let token = try token(context)
         let body = try DeviceRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
         if let environment = body.environment, environment != app.environment.rawValue {
@@ -103,13 +103,13 @@ struct RegistryRoutes {
     }
 
     private func deleteDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let app = try authenticate(request, context)
+        let app = try await authenticate(request, context)
         _ = try await door.execute(DeleteDevice(app: app, token: try token(context)))
         return Response(status: .noContent)
     }
 
     private func putTimeline(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let app = try authenticate(request, context)
+        let app = try await authenticate(request, context)
         let token = try token(context)
         let widgetID = context.parameters.get("widget") ?? ""
         let timeline = try TimelineBody.timeline(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
@@ -120,10 +120,10 @@ struct RegistryRoutes {
         return try json(.ok, ["plannedReload": planned])
     }
 
-    private func configurations(_ request: Request, _ context: some RequestContext) throws -> Response {
-        let app = try authenticate(request, context)
+    private func configurations(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let app = try await authenticate(request, context)
         let kind = request.uri.queryParameters.get("kind")
-        let usages = try door.reader.configurations(app: app, kind: kind)
+        let usages = try await door.reader.configurations(app: app, kind: kind)
         let list: [[String: Any]] = try usages.map { usage in
             [
                 "kind": usage.kind,

@@ -42,7 +42,7 @@ struct WebhookRoutes {
     private func reload(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let received = door.now()
         let bundleText = context.parameters.get("bundle") ?? ""
-        guard let bundle = try? BundleID(bundleText), let (app, secret) = try door.apps.appWithSecret(bundle: bundle) else {
+        guard let bundle = try? BundleID(bundleText), let (app, secret) = try await door.apps.appWithSecret(bundle: bundle) else {
             throw APIError.notFound("no app \(bundleText) is registered (reloadgate apps add \(bundleText))")
         }
         let body = try await JSONBody.bytes(request, limit: Self.bodyLimit)
@@ -83,7 +83,7 @@ struct WebhookRoutes {
                 message: "\(app.bundle) may not claim exemptions (reloadgate apps add --allow-exemptions)"
             )
         }
-        let targets = try door.reader.targetInstances(app: app, target: parsed.target).map(\.instance)
+        let targets = try await door.reader.targetInstances(app: app, target: parsed.target).map(\.instance)
         let submission = ReloadCommand(
             app: app,
             source: .webhook,

@@ -55,7 +55,7 @@ struct DeliveryWorker: Sendable {
             func add(_ deliveries: [RecordedDelivery]) async -> Bool {
                 for chunk in deliveries.chunks(of: 256) {
                     if await isStopping() { return false }
-                    let addresses = try? store.pushAddresses(chunk.map { ($0.device, $0.instances) })
+                    let addresses = try? await store.pushAddresses(chunk.map { ($0.device, $0.instances) })
                     let lookups = chunk.indices.map { index in addresses.map { Lookup.found($0[index - chunk.startIndex]) } ?? .unknown }
                     if rateLimiter == nil {
                         // First attempts go out in groups: one commit of their `sending` marks and one
@@ -249,7 +249,7 @@ struct DeliveryWorker: Sendable {
             address = found
         case .unknown:
             do {
-                address = try store.pushAddress(device: delivery.device, instances: delivery.instances)
+                address = try await store.pushAddress(device: delivery.device, instances: delivery.instances)
             } catch {
                 return .retry(reason: "store: \(error)", retryAfter: nil)
             }

@@ -7,26 +7,38 @@ import ServiceLifecycle
 /// graceful shutdown, after the listener has stopped (services stop in reverse order), marks it not
 /// ready and closes it.
 ///
-/// While it runs it also copies the WAL into the database file every `checkpointInterval`
-/// (``SQLiteStore/checkpointWAL()``), so that group commits never wait for a checkpoint.
+/// While it runs it also calls `upkeep` every `upkeepInterval`: for SQLite, copying the WAL into the
+/// database file (``SQLiteStore/checkpointWAL()``), so that group commits never wait for a checkpoint.
 struct StoreService: Service {
     let store: any GatewayStore
     let readiness: Readiness
     let logger: Logger
-    var checkpointInterval: Duration = .milliseconds(100)
+    /// Blocking upkeep of the store, run on a queue of its own; `nil`: none (PostgreSQL does its own).
+    var upkeep: (@Sendable () throws -> Void)?
+    var upkeepInterval: Duration = .milliseconds(100)
+
+    init(store: any GatewayStore, readiness: Readiness, logger: Logger) {
+        self.store = store
+        self.readiness = readiness
+        self.logger = logger
+        if let sqlite = store as? SQLiteStore {
+            upkeep = { _ = try sqlite.checkpointWAL() }
+        }
+    }
 
     func run() async throws {
         readiness.markReady(.store)
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { [store, logger, checkpointInterval] in
+            group.addTask { [upkeep, logger, upkeepInterval] in
+                guard let upkeep else { return }
                 // A checkpoint copies megabytes: it runs on a queue of its own, never on a thread of the
                 // concurrency pool (two on a 2-core machine).
                 let queue = DispatchQueue(label: "reloadgate.checkpoint")
                 var failing = false
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: checkpointInterval)
+                    try? await Task.sleep(for: upkeepInterval)
                     let result = await withCheckedContinuation { continuation in
-                        queue.async { continuation.resume(returning: Result { try store.checkpointWAL() }) }
+                        queue.async { continuation.resume(returning: Result { try upkeep() }) }
                     }
                     switch result {
                     case .success:

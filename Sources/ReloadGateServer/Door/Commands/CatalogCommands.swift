@@ -8,9 +8,9 @@ public import ReloadGateStore
 public protocol CatalogCommand: Sendable {
     associatedtype Outcome: Sendable
     /// Writes the change; `now` is the door's wall clock.
-    func write(to store: any GatewayStore, now: Date) throws -> Outcome
+    func write(to store: any GatewayStore, now: Date) async throws -> Outcome
     /// Brings the running gateway's caches in line (after the write committed).
-    func apply(_ outcome: Outcome, toCachesOf door: GatewayDoorCaches)
+    func apply(_ outcome: Outcome, toCachesOf door: GatewayDoorCaches) async
 }
 
 /// The caches a catalog change may touch.
@@ -31,8 +31,8 @@ public struct AddApp: CatalogCommand {
         self.allowsExemptions = allowsExemptions
     }
 
-    public func write(to store: any GatewayStore, now: Date) throws -> AppCredentials {
-        try store.createApp(bundle: bundle, teamID: team, allowsExemptions: allowsExemptions, now: now)
+    public func write(to store: any GatewayStore, now: Date) async throws -> AppCredentials {
+        try await store.createApp(bundle: bundle, teamID: team, allowsExemptions: allowsExemptions, now: now)
     }
 
     public func apply(_ outcome: AppCredentials, toCachesOf door: GatewayDoorCaches) {
@@ -50,8 +50,8 @@ public struct SetTeam: CatalogCommand {
         self.team = team
     }
 
-    public func write(to store: any GatewayStore, now: Date) throws -> App? {
-        try store.setTeam(bundle: bundle, teamID: team)
+    public func write(to store: any GatewayStore, now: Date) async throws -> App? {
+        try await store.setTeam(bundle: bundle, teamID: team)
     }
 
     public func apply(_ outcome: App?, toCachesOf door: GatewayDoorCaches) {
@@ -69,8 +69,8 @@ public struct RotateCredentials: CatalogCommand {
         self.webhookSecret = webhookSecret
     }
 
-    public func write(to store: any GatewayStore, now: Date) throws -> AppCredentials? {
-        try store.rotateCredentials(bundle: bundle, webhookSecret: webhookSecret)
+    public func write(to store: any GatewayStore, now: Date) async throws -> AppCredentials? {
+        try await store.rotateCredentials(bundle: bundle, webhookSecret: webhookSecret)
     }
 
     public func apply(_ outcome: AppCredentials?, toCachesOf door: GatewayDoorCaches) {
@@ -86,12 +86,12 @@ public struct AddProviderKey: CatalogCommand {
         self.key = key
     }
 
-    public func write(to store: any GatewayStore, now: Date) throws {
-        try store.addProviderKey(key)
+    public func write(to store: any GatewayStore, now: Date) async throws {
+        try await store.addProviderKey(key)
     }
 
-    public func apply(_ outcome: Void, toCachesOf door: GatewayDoorCaches) {
-        door.keys.refresh()
+    public func apply(_ outcome: Void, toCachesOf door: GatewayDoorCaches) async {
+        await door.keys.refresh()
     }
 }
 
@@ -103,20 +103,20 @@ public struct RemoveProviderKey: CatalogCommand {
         self.keyID = keyID
     }
 
-    public func write(to store: any GatewayStore, now: Date) throws -> Bool {
-        try store.removeProviderKey(keyID: keyID)
+    public func write(to store: any GatewayStore, now: Date) async throws -> Bool {
+        try await store.removeProviderKey(keyID: keyID)
     }
 
-    public func apply(_ outcome: Bool, toCachesOf door: GatewayDoorCaches) {
-        door.keys.refresh()
+    public func apply(_ outcome: Bool, toCachesOf door: GatewayDoorCaches) async {
+        await door.keys.refresh()
     }
 }
 
 extension GatewayDoor {
     /// Carries out a catalog change: written, then the caches holding it brought in line.
-    func execute<Command: CatalogCommand>(_ command: Command) throws -> Command.Outcome {
-        let outcome = try command.write(to: store, now: now())
-        command.apply(outcome, toCachesOf: GatewayDoorCaches(apps: apps, keys: keys))
+    func execute<Command: CatalogCommand>(_ command: Command) async throws -> Command.Outcome {
+        let outcome = try await command.write(to: store, now: now())
+        await command.apply(outcome, toCachesOf: GatewayDoorCaches(apps: apps, keys: keys))
         return outcome
     }
 }

@@ -12,7 +12,7 @@ public struct OfflineDoor: Sendable {
         self.now = now
     }
 
-    public func execute<Command: CatalogCommand>(_ command: Command) throws -> Command.Outcome {
-        try command.write(to: store, now: now())
+    public func execute<Command: CatalogCommand>(_ command: Command) async throws -> Command.Outcome {
+        try await command.write(to: store, now: now())
     }
 }

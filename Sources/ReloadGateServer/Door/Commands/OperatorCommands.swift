@@ -9,7 +9,7 @@ struct CancelRequest: GatewayCommand {
     var request: Int64
 
     func execute(at door: GatewayDoor) async throws -> [Int64: [RequestID]] {
-        let instances = try door.store.pendingInstances(listing: request)
+        let instances = try await door.store.pendingInstances(listing: request)
         return try await door.engine.cancel(instances: instances, listing: RequestID(bitPattern: request))
     }
 }
@@ -21,7 +21,7 @@ struct FlushPending: GatewayCommand {
     var ignoringBudget: Bool
 
     func execute(at door: GatewayDoor) async throws -> [Int64] {
-        let instances = try door.store.pendingInstances(deviceToken: deviceToken, bundle: bundle)
+        let instances = try await door.store.pendingInstances(deviceToken: deviceToken, bundle: bundle)
         return try await door.engine.flush(instances: instances, ignoringBudget: ignoringBudget)
     }
 }

@@ -13,7 +13,7 @@ struct PutDevice: GatewayCommand {
     var previousToken: DeviceToken?
 
     func execute(at door: GatewayDoor) async throws -> DeviceRegistration {
-        let registration = try door.store.putDevice(app: app, token: token, widgets: widgets, previousToken: previousToken, now: door.now())
+        let registration = try await door.store.putDevice(app: app, token: token, widgets: widgets, previousToken: previousToken, now: door.now())
         door.pushDevices.invalidate()
         try await door.engine.apply(registration)
         return registration
@@ -27,7 +27,7 @@ struct DeleteDevice: GatewayCommand {
     var token: DeviceToken
 
     func execute(at door: GatewayDoor) async throws -> (device: Int64, instances: [Int64]) {
-        let removed = try door.store.deleteDevice(app: app, token: token)
+        let removed = try await door.store.deleteDevice(app: app, token: token)
         door.pushDevices.invalidate()
         try await door.engine.remove(instances: removed.instances)
         return removed
@@ -42,7 +42,7 @@ struct SetTimeline: GatewayCommand {
     var timeline: Timeline
 
     func execute(at door: GatewayDoor) async throws -> Int64 {
-        let instance = try door.store.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: door.now())
+        let instance = try await door.store.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: door.now())
         try await door.engine.setTimeline(instance: instance, timeline)
         return instance
     }
@@ -57,7 +57,7 @@ struct MarkUnregistered: GatewayCommand {
     var since: Timestamp
 
     func execute(at door: GatewayDoor) async throws -> [Int64: [RequestID]]? {
-        guard try door.store.markDeviceInvalid(device: device, since: since.date) else { return nil }
+        guard try await door.store.markDeviceInvalid(device: device, since: since.date) else { return nil }
         door.pushDevices.invalidate()
         return try await door.engine.unregister(device: device, since: since)
     }

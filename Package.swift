@@ -37,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // Tests only: property-based checks of every number the gateway takes from outside.
@@ -48,7 +49,7 @@ let package = Package(
             name: "ReloadGateCore",
             swiftSettings: swiftSettings
         ),
-        // Durable state: the SQLite store (GRDB, WAL, named migrations).
+        // Durable state: the SQLite store (GRDB, WAL, named migrations) and the PostgreSQL store (postgres-nio).
         .target(
             name: "ReloadGateStore",
             dependencies: [
@@ -56,6 +57,10 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API, for the group commit's directly bound statements (BoundStatement).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // The shared store of several gateways (PostgresStore).
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -149,6 +154,8 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                // A database of its own per test on the CI's private PostgreSQL cluster (TestPostgres).
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -235,6 +242,7 @@ let package = Package(
                 "ReloadGateTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

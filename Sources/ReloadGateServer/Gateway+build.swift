@@ -87,6 +87,7 @@ public func buildGateway(
     customizeRouter: @escaping @Sendable (Router<BasicRequestContext>) -> Void = { _ in }
 ) async throws -> Gateway {
     try AdminSocket.checkLength(of: configuration.adminSocketPath)
+    _ = try GatewayStoreOpener.location(of: configuration)
     try await ListenerAddresses.check(configuration)
     // A stale admin socket is removed; one a running gateway answers on is an error, before anything opens.
     try AdminSocket.removeStale(at: configuration.adminSocketPath)
@@ -144,11 +145,7 @@ private func assembleServices(
     onListening: @escaping @Sendable (ListenerInfo) async -> Void,
     customizeRouter: @Sendable (Router<BasicRequestContext>) -> Void
 ) async throws -> [any Service] {
-    let store = try SQLiteStore(
-        directory: configuration.dataDirectory,
-        environment: configuration.environment,
-        now: now()
-    )
+    let store = try await GatewayStoreOpener.open(configuration, now: now(), logger: logger)
     logger.info("store open", metadata: ["path": "\(store.path)", "environment": "\(store.environment)"])
 
     let metrics = GatewayMetrics()

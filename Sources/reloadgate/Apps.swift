@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import NIOHTTP1
 import ReloadGateAPNs
 import ReloadGateCore
@@ -12,26 +13,26 @@ struct StoreOptions: ParsableArguments {
     var config: String?
 
     /// Opens the store the configuration names (the current folder's `data/` by default).
-    func openStore() throws -> SQLiteStore {
-        try Self.openStore(config: config)
+    func openStore() async throws -> any GatewayStore {
+        try await Self.openStore(config: config)
     }
 
-    /// Opens the store the configuration file `config` names (the current folder's `data/` by default).
-    static func openStore(config: String?) throws -> SQLiteStore {
+    /// Opens the store the configuration file `config` names (the current folder's `data/` by default, or
+    /// the PostgreSQL database of `store.url`).
+    static func openStore(config: String?) async throws -> any GatewayStore {
         let configuration: GatewayConfiguration
         do {
             configuration = try GatewayConfiguration.load(file: config, environment: ProcessInfo.processInfo.environment)
+            _ = try GatewayStoreOpener.location(of: configuration)
         } catch {
             throw CommandFailure.exit(error.description, status: 2)
         }
+        var logger = Logger(label: "reloadgate")
+        logger.logLevel = .warning
         do {
-            return try SQLiteStore(
-                directory: configuration.dataDirectory,
-                environment: configuration.environment,
-                now: Date()
-            )
+            return try await GatewayStoreOpener.open(configuration, now: Date(), logger: logger)
         } catch {
-            throw CommandFailure.exit(error.description, status: 1)
+            throw CommandFailure.exit("\(error)", status: 1)
         }
     }
 }
@@ -78,7 +79,7 @@ struct Apps: AsyncParsableCommand {
         func run() async throws {
             let bundleID = try Apps.bundleID(bundle)
             if let team { try Apps.checkTeam(team) }
-            let store = try storeOptions.openStore()
+            let store = try await storeOptions.openStore()
             defer { try? store.close() }
             if let environment, environment != store.environment.rawValue {
                 guard DeploymentEnvironment(rawValue: environment) != nil else {
@@ -125,9 +126,9 @@ struct Apps: AsyncParsableCommand {
         @OptionGroup var storeOptions: StoreOptions
 
         func run() async throws {
-            let store = try storeOptions.openStore()
+            let store = try await storeOptions.openStore()
             defer { try? store.close() }
-            let apps = try store.apps()
+            let apps = try await store.apps()
             if json {
                 let objects: [[String: Any]] = apps.map {
                     [
@@ -197,7 +198,7 @@ struct Apps: AsyncParsableCommand {
             let bundleID = try Apps.bundleID(bundle)
             try Apps.checkTeam(team)
             if try await admin.callIfRunning(.POST, "/v1/apps/\(bundle)/team", body: ["team": team]) == nil {
-                let store = try StoreOptions.openStore(config: admin.config)
+                let store = try await StoreOptions.openStore(config: admin.config)
                 defer { try? store.close() }
                 guard try await OfflineDoor(store: store).execute(ReloadGateServer.SetTeam(bundle: bundleID, team: team)) != nil else {
                     throw CommandFailure.exit("no app \(bundle)", status: 1)
@@ -232,7 +233,7 @@ struct Apps: AsyncParsableCommand {
             if FileManager.default.fileExists(atPath: try admin.socketPath()) {
                 answer = try await admin.call(.POST, "/v1/apps/\(bundle)/rotate-key", body: ["webhookSecret": webhookSecret])
             } else {
-                let store = try StoreOptions.openStore(config: admin.config)
+                let store = try await StoreOptions.openStore(config: admin.config)
                 defer { try? store.close() }
                 guard let credentials = try await OfflineDoor(store: store).execute(ReloadGateServer.RotateCredentials(bundle: bundleID, webhookSecret: webhookSecret)) else {
                     throw CommandFailure.exit("no app \(bundle)", status: 1)

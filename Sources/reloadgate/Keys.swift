@@ -88,7 +88,7 @@ struct Keys: AsyncParsableCommand {
                 printLine("key \(kid) of team \(team) registered for \(scope) (\(environment)); the running gateway uses it now")
                 return
             }
-            let store = try StoreOptions.openStore(config: admin.config)
+            let store = try await StoreOptions.openStore(config: admin.config)
             defer { try? store.close() }
             do {
                 try await OfflineDoor(store: store).execute(AddProviderKey(
@@ -118,9 +118,9 @@ struct Keys: AsyncParsableCommand {
         @OptionGroup var storeOptions: StoreOptions
 
         func run() async throws {
-            let store = try storeOptions.openStore()
+            let store = try await storeOptions.openStore()
             defer { try? store.close() }
-            let keys = try store.providerKeys()
+            let keys = try await store.providerKeys()
             if json {
                 let objects: [[String: Any]] = keys.map {
                     [
@@ -167,7 +167,7 @@ struct Keys: AsyncParsableCommand {
                 printLine("key \(kid) removed; the running gateway refuses it now")
                 return
             }
-            let store = try StoreOptions.openStore(config: admin.config)
+            let store = try await StoreOptions.openStore(config: admin.config)
             defer { try? store.close() }
             guard try await OfflineDoor(store: store).execute(RemoveProviderKey(keyID: kid)) else {
                 throw CommandFailure.exit("no provider key \(kid) is registered", status: 1)

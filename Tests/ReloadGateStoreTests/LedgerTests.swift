@@ -100,7 +100,7 @@ struct IdempotencyTests {
     @Test(arguments: StoreImplementation.all) func theSameKeyReplaysTheFirstAnswerConflictsForAnotherBodyAndExpiresAfter24Hours(_ implementation: StoreImplementation) async throws {
         let directory = try TemporaryDirectory("idempotency")
         defer { directory.remove() }
-        let store = try implementation.open(directory, now: now)
+        let store = try await implementation.open(directory, now: now)
         defer { try? store.close() }
         let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
         let t0 = Timestamp(seconds: 1_790_000_000)

@@ -12,7 +12,7 @@ struct RegistryStoreTests {
     func withStore(_ implementation: StoreImplementation, _ body: (any GatewayStore, App) async throws -> Void) async throws {
         let directory = try TemporaryDirectory("registry")
         defer { directory.remove() }
-        let store = try implementation.open(directory, now: now)
+        let store = try await implementation.open(directory, now: now)
         defer { try? store.close() }
         let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
         try await body(store, app)

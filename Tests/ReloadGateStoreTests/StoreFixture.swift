@@ -6,20 +6,22 @@ import ReloadGateTesting
 import Testing
 
 /// The implementations of ``GatewayStore`` the contract tests run against: each `@Test(arguments:
-/// StoreImplementation.all)` case runs once per implementation. SQLite today; a second store (PostgreSQL)
-/// joins by adding a case here. Tests of one implementation's own matters (SQLite's migrations, WAL,
-/// file modes) use it directly.
+/// StoreImplementation.all)` case runs once per implementation. PostgreSQL runs on the cluster that
+/// `.ci/run` starts (``TestPostgres``; a database per test); without one, outside CI, only SQLite runs.
+/// Tests of one implementation's own matters (SQLite's migrations, WAL, file modes) use it directly.
 enum StoreImplementation: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case sqlite
+    case postgres
 
-    static let all = allCases
+    static let all: [StoreImplementation] = TestPostgres.isEnabled ? allCases : [.sqlite]
 
     var testDescription: String { rawValue }
 
     /// A new, empty store of this implementation in `directory` (a sandbox gateway's).
-    func open(_ directory: TemporaryDirectory, now: Date) throws -> any GatewayStore {
+    func open(_ directory: TemporaryDirectory, now: Date) async throws -> any GatewayStore {
         switch self {
         case .sqlite: try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        case .postgres: try await TestPostgres.newStore(secretsDirectory: directory.path("data"), now: now)
         }
     }
 }
@@ -55,7 +57,7 @@ struct StoreFixture {
     ) async throws {
         let directory = try TemporaryDirectory(name)
         defer { directory.remove() }
-        let store = try implementation.open(directory, now: now)
+        let store = try await implementation.open(directory, now: now)
         defer { try? store.close() }
         let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
         let registration = try await store.putDevice(

@@ -10,7 +10,7 @@ struct TargetingTests {
     @Test(arguments: StoreImplementation.all) func kindMatchAndDevicesSelectExactlyTheWidgetsTheyName(_ implementation: StoreImplementation) async throws {
         let directory = try TemporaryDirectory("targeting")
         defer { directory.remove() }
-        let store = try implementation.open(directory, now: now)
+        let store = try await implementation.open(directory, now: now)
         defer { try? store.close() }
         let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
         let tokenA = try DeviceToken(String(repeating: "aa", count: 32))

@@ -180,7 +180,26 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var tls = TLS()
     /// The admin API for the operator's CLI.
     public var admin = Admin()
-    /// The data directory: the SQLite store and (later) the outbox. Created with mode 0700.
+    /// Where the gateway's state lives.
+    public struct Store: Sendable, Equatable {
+        public enum Kind: String, Sendable, CaseIterable {
+            /// One SQLite file in the data directory (the embedded default; one gateway).
+            case sqlite
+            /// A PostgreSQL database shared by several gateways (`store.url`).
+            case postgres
+        }
+
+        public var kind: Kind = .sqlite
+        /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=...]`; never logged with its password.
+        public var url: String?
+        /// A file whose first line is the database password (instead of the URL's).
+        public var passwordFile: String?
+    }
+
+    /// Where the gateway's state lives (SQLite by default).
+    public var store = Store()
+    /// The data directory: the SQLite store, the outbox, the secrets key, the admin socket. Created with
+    /// mode 0700.
     public var dataDirectory: String = "data"
     /// The APNs environment of this gateway.
     public var environment: DeploymentEnvironment = .sandbox

@@ -1,0 +1,412 @@
+import Foundation
+import PostgresNIO
+public import ReloadGateCore
+
+// The group commit on PostgreSQL: each kind of row of a batch is one statement, whatever the batch's size
+// (the rows travel as one JSON array, unpacked by `jsonb_to_recordset`), so a batch costs a handful of
+// round trips and one commit.
+
+extension PostgresStore {
+    /// Writes a batch in one transaction (the group commit): nothing of it is visible unless all of it is.
+    public func commit(_ batch: LedgerBatch) async throws {
+        guard !batch.isEmpty else { return }
+        let rows = try BatchRows(batch)
+        try await transaction { connection in
+            try await Self.write(rows, on: connection, logger: logger)
+        }
+    }
+
+    /// A batch as JSON arrays, one per table (keys in lower case: PostgreSQL folds the column names of
+    /// `jsonb_to_recordset`'s record type).
+    struct BatchRows: Sendable {
+        var idempotency: [IdempotentAnswer]
+        var requests: String?
+        var decisions: String?
+        var removedInstances: [Int64]
+        var states: String?
+        var pendingRemoved: [Int64]
+        var pending: String?
+        var lists: String?
+        var deliveries: String?
+
+        init(_ batch: LedgerBatch) throws {
+            let encoder = JSONEncoder()
+            func json(_ value: some Encodable & Collection) throws -> String? {
+                value.isEmpty ? nil : String(decoding: try encoder.encode(value), as: UTF8.self)
+            }
+            idempotency = batch.idempotentAnswers
+            var position: [RequestID: Int] = [:]
+            for (index, request) in batch.requests.enumerated() { position[request.id] = index }
+            var first = [Int](repeating: -1, count: batch.requests.count)
+            var others: [DecisionRow] = []
+            for (index, decision) in batch.decisions.enumerated() {
+                if let request = position[decision.request], first[request] < 0 {
+                    first[request] = index
+                } else {
+                    others.append(DecisionRow(decision, n: others.count))
+                }
+            }
+            requests = try json(batch.requests.enumerated().map { index, request in
+                RequestRow(request, first: first[index] >= 0 ? batch.decisions[first[index]] : nil)
+            })
+            decisions = try json(others)
+            // The last state of each instance counts (one row per key and statement).
+            var last: [Int64: InstanceSnapshot?] = [:]
+            var order: [Int64] = []
+            for (instance, snapshot) in batch.instanceStates {
+                if last.updateValue(snapshot, forKey: instance) == nil { order.append(instance) }
+            }
+            var removed: [Int64] = []
+            var states: [StateRow] = []
+            var pendingRemoved: [Int64] = []
+            var pending: [PendingRow] = []
+            var lists: [ListRow] = []
+            for instance in order {
+                guard let snapshot = last[instance]! else {
+                    removed.append(instance)
+                    continue
+                }
+                states.append(StateRow(instance: instance, snapshot: snapshot))
+                guard let reload = snapshot.pending else {
+                    pendingRemoved.append(instance)
+                    continue
+                }
+                pending.append(PendingRow(instance: instance, pending: reload))
+                let ids = reload.requests.map { Int64(bitPattern: $0) }
+                lists.append(
+                    ListRow(instanceid: instance, firstrequest: ids.first ?? 0, listed: Int64(ids.count), requests: SQLiteStore.list(ids))
+                )
+            }
+            removedInstances = removed
+            self.states = try json(states)
+            self.pendingRemoved = pendingRemoved
+            self.pending = try json(pending)
+            self.lists = try json(lists)
+            deliveries = try json(batch.deliveries.map(DeliveryRow.init))
+        }
+    }
+
+    static func write(_ rows: BatchRows, on connection: PostgresConnection, logger: Logger) async throws {
+        for answer in rows.idempotency {
+            // A key older than the window is replaced; a live one makes the whole batch fail.
+            try await connection.query(
+                """
+                DELETE FROM idempotency WHERE appId = \(answer.app) AND key = \(answer.key)
+                    AND createdAt < \(answer.createdAt.milliseconds - SQLiteStore.idempotencyWindow)
+                """,
+                logger: logger
+            )
+            try await connection.query(
+                """
+                INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt)
+                VALUES (\(answer.app), \(answer.key), \(ByteBuffer(bytes: answer.bodyHash)), \(Int64(answer.status)),
+                    \(answer.response), \(answer.createdAt.milliseconds))
+                """,
+                logger: logger
+            )
+        }
+        if let requests = rows.requests {
+            try await connection.query(
+                """
+                INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId,
+                    decisionInstanceId, decisionKind, decisionDue, decisionReason)
+                SELECT id, appid, source, receivedat, priority, expiration, collapseid, exempt, summary, apnsid,
+                    decisioninstanceid, decisionkind, decisiondue, decisionreason
+                FROM jsonb_to_recordset(\(requests)::jsonb) AS r(id bigint, appid bigint, source text, receivedat bigint,
+                    priority bigint, expiration bigint, collapseid text, exempt boolean, summary text, apnsid text,
+                    decisioninstanceid bigint, decisionkind text, decisiondue bigint, decisionreason text)
+                """,
+                logger: logger
+            )
+        }
+        if let decisions = rows.decisions {
+            try await connection.query(
+                """
+                INSERT INTO decision (requestId, instanceId, kind, due, reason)
+                SELECT requestid, instanceid, kind, due, reason FROM jsonb_to_recordset(\(decisions)::jsonb)
+                    AS d(n bigint, requestid bigint, instanceid bigint, kind text, due bigint, reason text)
+                ORDER BY n
+                """,
+                logger: logger
+            )
+        }
+        if !rows.removedInstances.isEmpty {
+            try await connection.query("DELETE FROM instance_state WHERE instanceId = ANY(\(rows.removedInstances))", logger: logger)
+        }
+        let noPending = rows.removedInstances + rows.pendingRemoved
+        if !noPending.isEmpty {
+            try await connection.query("DELETE FROM pending_reload WHERE instanceId = ANY(\(noPending))", logger: logger)
+            try await connection.query("DELETE FROM pending_list WHERE instanceId = ANY(\(noPending))", logger: logger)
+        }
+        if let states = rows.states {
+            try await connection.query(
+                """
+                INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload)
+                SELECT instanceid, bucketfullat, lastreload, plannedreload FROM jsonb_to_recordset(\(states)::jsonb)
+                    AS s(instanceid bigint, bucketfullat bigint, lastreload bigint, plannedreload bigint)
+                ON CONFLICT (instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
+                    lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
+                """,
+                logger: logger
+            )
+        }
+        if let pending = rows.pending {
+            try await connection.query(
+                """
+                INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
+                SELECT instanceid, due, priority, expiration, requestcount, collapseid, team, exempt
+                FROM jsonb_to_recordset(\(pending)::jsonb) AS p(instanceid bigint, due bigint, priority bigint,
+                    expiration bigint, requestcount bigint, collapseid text, team text, exempt boolean)
+                ON CONFLICT (instanceId) DO UPDATE SET due = excluded.due, priority = excluded.priority,
+                    expiration = excluded.expiration, requestCount = excluded.requestCount,
+                    collapseId = excluded.collapseId, team = excluded.team, exempt = excluded.exempt
+                """,
+                logger: logger
+            )
+        }
+        if let lists = rows.lists {
+            // A pending reload's list only grows from its first request: the stored row is rewritten
+            // only when its first id or length differ (most merges leave it as it is).
+            try await connection.query(
+                """
+                INSERT INTO pending_list (instanceId, firstRequest, listed, requests)
+                SELECT instanceid, firstrequest, listed, requests FROM jsonb_to_recordset(\(lists)::jsonb)
+                    AS l(instanceid bigint, firstrequest bigint, listed bigint, requests text)
+                ON CONFLICT (instanceId) DO UPDATE SET firstRequest = excluded.firstRequest, listed = excluded.listed,
+                    requests = excluded.requests
+                WHERE pending_list.firstRequest <> excluded.firstRequest OR pending_list.listed <> excluded.listed
+                """,
+                logger: logger
+            )
+        }
+        if let deliveries = rows.deliveries {
+            try await connection.query(
+                """
+                INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority, expiration, state)
+                SELECT apnsid, deviceid, releasedat, instances, requests, requestcount, priority, expiration, state
+                FROM jsonb_to_recordset(\(deliveries)::jsonb) AS d(apnsid text, deviceid bigint, releasedat bigint,
+                    instances text, requests text, requestcount bigint, priority bigint, expiration bigint, state text)
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    /// Applies state changes of many deliveries in one statement (merged per delivery as SQLite does).
+    public func setDeliveryStates(_ changes: [DeliveryStateChange], at now: Date) async throws {
+        guard !changes.isEmpty else { return }
+        var merged: [String: SQLiteStore.MergedChange] = [:]
+        var order: [String] = []
+        for change in changes {
+            if merged[change.apnsID] == nil { order.append(change.apnsID) }
+            merged[change.apnsID, default: SQLiteStore.MergedChange()].add(change)
+        }
+        let rows = order.map { apnsID in
+            let change = merged[apnsID]!
+            return StateChangeRow(
+                apnsid: apnsID, state: change.state.rawValue, lasterror: change.error, attempts: Int64(change.attempts),
+                unknownoutcomes: Int64(change.unknownOutcomes)
+            )
+        }
+        let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+        let time = Timestamp(now).milliseconds
+        try await client.query(
+            """
+            UPDATE delivery SET state = c.state, lastError = c.lasterror, updatedAt = \(time),
+                attempts = delivery.attempts + c.attempts, unknownOutcomes = delivery.unknownOutcomes + c.unknownoutcomes
+            FROM jsonb_to_recordset(\(json)::jsonb) AS c(apnsid text, state text, lasterror text, attempts bigint, unknownoutcomes bigint)
+            WHERE delivery.apnsId = c.apnsid
+            """,
+            logger: logger
+        )
+    }
+
+    /// What `key` finds for `app`: nothing (or older than 24 hours), the first answer for the same body,
+    /// or a conflict for another body.
+    public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup {
+        guard let row = try await rows(
+            "SELECT bodyHash, status, response, createdAt FROM idempotency WHERE appId = \(app) AND key = \(key)"
+        ).first else { return .new }
+        let (hash, status, response, created) = try row.decode((ByteBuffer, Int64, String, Int64).self)
+        guard created >= now.milliseconds - SQLiteStore.idempotencyWindow else { return .new }
+        guard Array(buffer: hash) == bodyHash else { return .conflict }
+        return .replay(status: Int(status), response: response)
+    }
+
+    /// The stored scheduling state of every instance that has one, to restore on start.
+    public func instanceSnapshots() async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
+        var pending: [Int64: PendingSnapshot] = [:]
+        for row in try await rows(
+            """
+            SELECT p.instanceId, p.due, p.priority, p.expiration, p.requestCount, p.collapseId, p.team, p.exempt, l.requests
+            FROM pending_reload p LEFT JOIN pending_list l ON l.instanceId = p.instanceId
+            """
+        ) {
+            let (instance, due, priorityValue, expiration, count, collapseID, team, exempt, requests) = try row.decode(
+                (Int64, Int64, Int64, Int64?, Int64?, String?, String?, Bool, String?).self
+            )
+            guard let priority = Priority(rawValue: Int(priorityValue)) else { continue }
+            pending[instance] = PendingSnapshot(
+                due: Timestamp(milliseconds: due),
+                priority: priority,
+                expiration: expiration.map(Timestamp.init(milliseconds:)),
+                requests: SQLiteStore.integers(requests ?? "[]").map { RequestID(bitPattern: $0) },
+                requestCount: count.map(Int.init),
+                collapseID: collapseID,
+                team: team,
+                exempt: exempt
+            )
+        }
+        return try await rows(
+            "SELECT instanceId, bucketFullAt, lastReload, plannedReload FROM instance_state ORDER BY instanceId"
+        ).map { row in
+            let (instance, bucketFullAt, lastReload, plannedReload) = try row.decode((Int64, Int64?, Int64?, Int64?).self)
+            return (
+                instance,
+                InstanceSnapshot(
+                    bucketFullAt: bucketFullAt,
+                    lastReload: lastReload.map(Timestamp.init(milliseconds:)),
+                    plannedReload: plannedReload.map(Timestamp.init(milliseconds:)),
+                    pending: pending[instance]
+                )
+            )
+        }
+    }
+
+    /// The highest request id recorded, so that ids keep growing across restarts.
+    public func lastRequestID() async throws -> RequestID {
+        let value = try await rows("SELECT COALESCE(MAX(id), 0) FROM request").first?.decode(Int64.self) ?? 0
+        return RequestID(bitPattern: value)
+    }
+
+    /// Deliveries in the given states, oldest first.
+    public func deliveries(in states: [RecordedDelivery.State]) async throws -> [RecordedDelivery] {
+        try await rows(
+            "SELECT \(unescaped: Self.deliveryColumns) FROM delivery dl WHERE state = ANY(\(states.map(\.rawValue))) ORDER BY releasedAt, apnsId"
+        ).compactMap { try Self.recordedDelivery($0) }
+    }
+
+    /// The columns ``recordedDelivery(_:)`` reads, in its order (of `delivery dl`).
+    static let deliveryColumns = """
+        dl.apnsId, dl.deviceId, dl.releasedAt, dl.instances, dl.requests, dl.requestCount, dl.priority, dl.expiration,
+        dl.state, dl.attempts, dl.lastError, dl.unknownOutcomes, dl.updatedAt
+        """
+
+    /// A row of ``deliveryColumns`` as a value; `nil` for an unknown priority or state.
+    static func recordedDelivery(_ row: PostgresRow) throws -> RecordedDelivery? {
+        let columns = row.makeRandomAccess()
+        let priorityValue = try columns[6].decode(Int64.self)
+        guard let priority = Priority(rawValue: Int(priorityValue)),
+            let state = RecordedDelivery.State(rawValue: try columns[8].decode(String.self))
+        else { return nil }
+        let requests = SQLiteStore.integers(try columns[4].decode(String.self))
+        return RecordedDelivery(
+            apnsID: try columns[0].decode(String.self),
+            device: try columns[1].decode(Int64.self),
+            released: Timestamp(milliseconds: try columns[2].decode(Int64.self)),
+            instances: SQLiteStore.integers(try columns[3].decode(String.self)),
+            requests: requests.map { RequestID(bitPattern: $0) },
+            requestCount: try columns[5].decode(Int64?.self).map(Int.init),
+            priority: priority,
+            expiration: try columns[7].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+            state: state,
+            history: .init(
+                attempts: Int(try columns[9].decode(Int64.self)),
+                lastError: try columns[10].decode(String?.self),
+                unknownOutcomes: Int(try columns[11].decode(Int64.self))
+            )
+        )
+    }
+}
+
+// MARK: Rows as JSON
+
+private struct RequestRow: Encodable {
+    var id: Int64, appid: Int64, source: String, receivedat: Int64, priority: Int, expiration: Int64?
+    var collapseid: String?, exempt: Bool, summary: String, apnsid: String?
+    var decisioninstanceid: Int64?, decisionkind: String?, decisiondue: Int64?, decisionreason: String?
+
+    init(_ request: RecordedRequest, first decision: Decision?) {
+        id = Int64(bitPattern: request.id)
+        appid = request.app
+        source = request.source.rawValue
+        receivedat = request.received.milliseconds
+        priority = request.priority.rawValue
+        expiration = request.expiration?.milliseconds
+        collapseid = request.collapseID
+        exempt = request.exempt
+        summary = request.summary
+        apnsid = request.apnsID
+        decisioninstanceid = decision?.instance.map { Int64($0.rawValue) }
+        decisionkind = decision?.kind.rawValue
+        decisiondue = decision?.due?.milliseconds
+        decisionreason = decision?.reason.description
+    }
+}
+
+private struct DecisionRow: Encodable {
+    /// The decision's place in the batch: `decision.seq` keeps it (explain lists decisions in order).
+    var n: Int
+    var requestid: Int64, instanceid: Int64?, kind: String, due: Int64?, reason: String
+
+    init(_ decision: Decision, n: Int) {
+        self.n = n
+        requestid = Int64(bitPattern: decision.request)
+        instanceid = decision.instance.map { Int64($0.rawValue) }
+        kind = decision.kind.rawValue
+        due = decision.due?.milliseconds
+        reason = decision.reason.description
+    }
+}
+
+private struct StateRow: Encodable {
+    var instanceid: Int64, bucketfullat: Int64?, lastreload: Int64?, plannedreload: Int64?
+
+    init(instance: Int64, snapshot: InstanceSnapshot) {
+        instanceid = instance
+        bucketfullat = snapshot.bucketFullAt
+        lastreload = snapshot.lastReload?.milliseconds
+        plannedreload = snapshot.plannedReload?.milliseconds
+    }
+}
+
+private struct PendingRow: Encodable {
+    var instanceid: Int64, due: Int64, priority: Int, expiration: Int64?, requestcount: Int?
+    var collapseid: String?, team: String?, exempt: Bool
+
+    init(instance: Int64, pending: PendingSnapshot) {
+        instanceid = instance
+        due = pending.due.milliseconds
+        priority = pending.priority.rawValue
+        expiration = pending.expiration?.milliseconds
+        requestcount = pending.requestCount
+        collapseid = pending.collapseID
+        team = pending.team
+        exempt = pending.exempt
+    }
+}
+
+private struct ListRow: Encodable {
+    var instanceid: Int64, firstrequest: Int64, listed: Int64, requests: String
+}
+
+private struct DeliveryRow: Encodable {
+    var apnsid: String, deviceid: Int64, releasedat: Int64, instances: String, requests: String
+    var requestcount: Int, priority: Int, expiration: Int64?, state: String
+
+    init(_ delivery: RecordedDelivery) {
+        apnsid = delivery.apnsID
+        deviceid = delivery.device
+        releasedat = delivery.released.milliseconds
+        instances = SQLiteStore.list(delivery.instances)
+        requests = SQLiteStore.list(delivery.requests.map { Int64(bitPattern: $0) })
+        requestcount = delivery.requestCount
+        priority = delivery.priority.rawValue
+        expiration = delivery.expiration?.milliseconds
+        state = delivery.state.rawValue
+    }
+}
+
+private struct StateChangeRow: Encodable {
+    var apnsid: String, state: String, lasterror: String?, attempts: Int64, unknownoutcomes: Int64
+}

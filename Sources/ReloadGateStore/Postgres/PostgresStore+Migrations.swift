@@ -1,0 +1,159 @@
+import Logging
+import PostgresNIO
+
+extension PostgresStore {
+    /// The schema's history, oldest first. Migrations are named and never edited once landed: add a new
+    /// one instead. The first one is the SQLite store's layout as of its `v14-times-in-milliseconds`.
+    static let migrations: [(name: String, statements: [String])] = [
+        (
+            "pg1-schema",
+            [
+                "CREATE TABLE store_info (key text PRIMARY KEY, value text NOT NULL)",
+                """
+                CREATE TABLE app (
+                    id bigserial PRIMARY KEY, bundle text NOT NULL UNIQUE, environment text NOT NULL,
+                    apiKeyHash bytea NOT NULL UNIQUE, webhookSecret bytea NOT NULL,
+                    allowsExemptions boolean NOT NULL DEFAULT false, createdAt bigint NOT NULL, teamId text)
+                """,
+                // Bundle ids are unique regardless of case (`apps add` checks with this index).
+                "CREATE UNIQUE INDEX app_on_bundle_lower ON app (lower(bundle))",
+                """
+                CREATE TABLE device (
+                    id bigserial PRIMARY KEY, appId bigint NOT NULL REFERENCES app(id) ON DELETE CASCADE,
+                    token text NOT NULL, active boolean NOT NULL, registeredAt bigint NOT NULL, unregisteredAt bigint,
+                    UNIQUE (appId, token))
+                """,
+                "CREATE INDEX device_on_token ON device (token)",
+                """
+                CREATE TABLE widget (
+                    id bigserial PRIMARY KEY, deviceId bigint NOT NULL REFERENCES device(id) ON DELETE CASCADE,
+                    widgetID text NOT NULL, kind text NOT NULL, family text NOT NULL, configuration text NOT NULL,
+                    pushEnabled boolean NOT NULL, UNIQUE (deviceId, widgetID))
+                """,
+                "CREATE INDEX widget_on_kind ON widget (kind)",
+                // Each configuration value of each widget as a row (a webhook's `match` looks values up),
+                // kept in step with `widget.configuration` by a trigger. `type` is `text`, `number`, `true`,
+                // `false` or `null`.
+                """
+                CREATE TABLE widget_parameter (
+                    widgetId bigint NOT NULL REFERENCES widget(id) ON DELETE CASCADE, key text NOT NULL,
+                    type text NOT NULL, textValue text, numberValue double precision)
+                """,
+                "CREATE INDEX widget_parameter_on_key_text ON widget_parameter (key, textValue)",
+                "CREATE INDEX widget_parameter_on_key_number ON widget_parameter (key, numberValue)",
+                "CREATE INDEX widget_parameter_on_widget ON widget_parameter (widgetId)",
+                """
+                CREATE FUNCTION widget_parameter_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF TG_OP = 'UPDATE' THEN
+                        IF NEW.configuration = OLD.configuration THEN RETURN NEW; END IF;
+                        DELETE FROM widget_parameter WHERE widgetId = NEW.id;
+                    END IF;
+                    INSERT INTO widget_parameter (widgetId, key, type, textValue, numberValue)
+                        SELECT NEW.id, e.key,
+                            CASE jsonb_typeof(e.value) WHEN 'string' THEN 'text' WHEN 'number' THEN 'number'
+                                WHEN 'boolean' THEN e.value::text ELSE jsonb_typeof(e.value) END,
+                            CASE WHEN jsonb_typeof(e.value) = 'string' THEN e.value #>> '{}' END,
+                            CASE WHEN jsonb_typeof(e.value) = 'number' THEN (e.value::text)::double precision END
+                        FROM jsonb_each(NEW.configuration::jsonb) e;
+                    RETURN NEW;
+                END $$
+                """,
+                """
+                CREATE TRIGGER widget_parameter_on_insert AFTER INSERT ON widget
+                    FOR EACH ROW EXECUTE FUNCTION widget_parameter_refresh()
+                """,
+                """
+                CREATE TRIGGER widget_parameter_on_update AFTER UPDATE OF configuration ON widget
+                    FOR EACH ROW EXECUTE FUNCTION widget_parameter_refresh()
+                """,
+                """
+                CREATE TABLE timeline (
+                    widgetId bigint PRIMARY KEY REFERENCES widget(id) ON DELETE CASCADE, entries text NOT NULL,
+                    policy text NOT NULL, plannedReload bigint, reportedAt bigint NOT NULL)
+                """,
+                """
+                CREATE TABLE request (
+                    id bigint PRIMARY KEY, appId bigint NOT NULL REFERENCES app(id) ON DELETE CASCADE,
+                    source text NOT NULL, receivedAt bigint NOT NULL, priority bigint NOT NULL, expiration bigint,
+                    collapseId text, exempt boolean NOT NULL, summary text NOT NULL, apnsId text,
+                    decisionInstanceId bigint, decisionKind text, decisionDue bigint, decisionReason text)
+                """,
+                "CREATE INDEX request_on_apns_id ON request (apnsId) WHERE apnsId IS NOT NULL",
+                """
+                CREATE TABLE decision (
+                    seq bigserial PRIMARY KEY, requestId bigint NOT NULL REFERENCES request(id) ON DELETE CASCADE,
+                    instanceId bigint, kind text NOT NULL, due bigint, reason text NOT NULL)
+                """,
+                "CREATE INDEX decision_on_request ON decision (requestId)",
+                """
+                CREATE TABLE instance_state (
+                    instanceId bigint PRIMARY KEY REFERENCES widget(id) ON DELETE CASCADE,
+                    bucketFullAt bigint, lastReload bigint, plannedReload bigint)
+                """,
+                """
+                CREATE TABLE pending_reload (
+                    instanceId bigint PRIMARY KEY REFERENCES widget(id) ON DELETE CASCADE, due bigint NOT NULL,
+                    priority bigint NOT NULL, expiration bigint, requestCount bigint, collapseId text, team text,
+                    exempt boolean NOT NULL)
+                """,
+                """
+                CREATE TABLE pending_list (
+                    instanceId bigint PRIMARY KEY REFERENCES widget(id) ON DELETE CASCADE,
+                    firstRequest bigint NOT NULL, listed bigint NOT NULL, requests text NOT NULL)
+                """,
+                """
+                CREATE TABLE delivery (
+                    apnsId text PRIMARY KEY, deviceId bigint NOT NULL, releasedAt bigint NOT NULL,
+                    instances text NOT NULL, requests text NOT NULL, requestCount bigint, priority bigint NOT NULL,
+                    expiration bigint, state text NOT NULL, attempts bigint NOT NULL DEFAULT 0, lastError text,
+                    unknownOutcomes bigint NOT NULL DEFAULT 0, updatedAt bigint)
+                """,
+                "CREATE INDEX delivery_on_state ON delivery (state)",
+                "CREATE INDEX delivery_on_device ON delivery (deviceId)",
+                """
+                CREATE TABLE idempotency (
+                    appId bigint NOT NULL REFERENCES app(id) ON DELETE CASCADE, key text NOT NULL,
+                    bodyHash bytea NOT NULL, status bigint NOT NULL, response text NOT NULL, createdAt bigint NOT NULL,
+                    PRIMARY KEY (appId, key))
+                """,
+                """
+                CREATE TABLE provider_key (
+                    keyId text PRIMARY KEY, teamId text NOT NULL, publicKey text NOT NULL, topics text NOT NULL,
+                    environments text NOT NULL, createdAt bigint NOT NULL)
+                """,
+            ]
+        )
+    ]
+
+    /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).
+    static let migrationLock: Int64 = 0x524C_4754
+
+    /// Applies the migrations not applied yet, in one transaction under ``migrationLock``: a gateway
+    /// starting while another migrates waits for it and then finds nothing to do.
+    static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS store_migration (name text PRIMARY KEY, appliedAt timestamptz NOT NULL DEFAULT now())",
+                logger: logger
+            )
+            var applied = Set<String>()
+            for row in try await connection.rows("SELECT name FROM store_migration", logger: logger) {
+                applied.insert(try row.decode(String.self))
+            }
+            for migration in migrations where !applied.contains(migration.name) {
+                for statement in migration.statements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query("INSERT INTO store_migration (name) VALUES (\(migration.name))", logger: logger)
+                logger.info("store migrated", metadata: ["migration": "\(migration.name)"])
+            }
+        }
+    }
+
+    /// The names of the migrations applied to this store, oldest first.
+    public func appliedMigrations() async throws -> [String] {
+        try await rows("SELECT name FROM store_migration ORDER BY appliedAt, name").map { try $0.decode(String.self) }
+    }
+}

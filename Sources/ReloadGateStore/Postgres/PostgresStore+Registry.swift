@@ -1,0 +1,320 @@
+public import Foundation
+import PostgresNIO
+public import ReloadGateCore
+
+// Devices, widgets and timelines; targeting; what the push path and the delivery worker read.
+
+extension PostgresStore {
+    /// Registers a device with its full widget set, replacing the previous set in one transaction (the
+    /// rules of ``SQLiteStore/putDevice(app:token:widgets:previousToken:now:)``). An insert that races
+    /// with another gateway's for the same token updates the row the other one wrote.
+    public func putDevice(
+        app: App,
+        token: DeviceToken,
+        widgets: [WidgetRegistration],
+        previousToken: DeviceToken?,
+        now: Date
+    ) async throws -> DeviceRegistration {
+        let time = now.storedMilliseconds
+        return try await transaction { connection in
+            var retired: (device: Int64, instances: [Int64])?
+            if let previousToken, previousToken != token,
+                let old = try await Self.device(connection, app: app, token: previousToken, logger: logger), old.active
+            {
+                let instances = try await connection.rows(
+                    "DELETE FROM widget WHERE deviceId = \(old.id) RETURNING id", logger: logger
+                ).map { try $0.decode(Int64.self) }.sorted()
+                try await connection.query(
+                    "UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(old.id)", logger: logger
+                )
+                retired = (old.id, instances)
+            }
+            let device = try await connection.rows(
+                """
+                INSERT INTO device (appId, token, active, registeredAt) VALUES (\(app.id), \(token.hex), true, \(time))
+                ON CONFLICT (appId, token) DO UPDATE SET active = true, registeredAt = excluded.registeredAt, unregisteredAt = NULL
+                RETURNING id
+                """,
+                logger: logger
+            ).first!.decode(Int64.self)
+            var existing: [String: Int64] = [:]
+            for row in try await connection.rows("SELECT id, widgetID FROM widget WHERE deviceId = \(device)", logger: logger) {
+                let (id, widgetID) = try row.decode((Int64, String).self)
+                existing[widgetID] = id
+            }
+            let wanted = Set(widgets.map(\.id))
+            let removed = existing.filter { !wanted.contains($0.key) }.map(\.value).sorted()
+            if !removed.isEmpty {
+                try await connection.query("DELETE FROM widget WHERE id = ANY(\(removed))", logger: logger)
+            }
+            var instances: [(id: Int64, widget: WidgetRegistration)] = []
+            for widget in widgets {
+                let configuration = widget.configuration.canonicalJSON
+                if let id = existing[widget.id] {
+                    try await connection.query(
+                        """
+                        UPDATE widget SET kind = \(widget.kind), family = \(widget.family.rawValue),
+                            configuration = \(configuration), pushEnabled = \(widget.pushEnabled) WHERE id = \(id)
+                        """,
+                        logger: logger
+                    )
+                    instances.append((id, widget))
+                } else {
+                    let id = try await connection.rows(
+                        """
+                        INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
+                        VALUES (\(device), \(widget.id), \(widget.kind), \(widget.family.rawValue), \(configuration), \(widget.pushEnabled))
+                        RETURNING id
+                        """,
+                        logger: logger
+                    ).first!.decode(Int64.self)
+                    instances.append((id, widget))
+                }
+            }
+            return DeviceRegistration(device: device, instances: instances, removedInstances: removed, retired: retired)
+        }
+    }
+
+    /// Removes a device and its widgets. - Returns: the device id and its removed instance ids.
+    public func deleteDevice(app: App, token: DeviceToken) async throws -> (device: Int64, instances: [Int64]) {
+        try await transaction { connection in
+            guard let device = try await Self.device(connection, app: app, token: token, logger: logger) else {
+                throw RegistryError.deviceNotFound(token)
+            }
+            let instances = try await connection.rows(
+                "SELECT id FROM widget WHERE deviceId = \(device.id) ORDER BY id", logger: logger
+            ).map { try $0.decode(Int64.self) }
+            try await connection.query("DELETE FROM device WHERE id = \(device.id)", logger: logger)
+            return (device.id, instances)
+        }
+    }
+
+    /// Records a widget instance's timeline. - Returns: the instance id.
+    public func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64 {
+        let entries = "[" + timeline.entries.map { String($0.milliseconds) }.joined(separator: ",") + "]"
+        let policy: String =
+            switch timeline.policy {
+            case .atEnd: "atEnd"
+            case .after(let date): "after:\(date.milliseconds)"
+            case .never: "never"
+            }
+        let planned = timeline.plannedReload?.milliseconds
+        let time = now.storedMilliseconds
+        return try await transaction { connection in
+            guard let device = try await Self.device(connection, app: app, token: token, logger: logger) else {
+                throw RegistryError.deviceNotFound(token)
+            }
+            guard device.active else { throw RegistryError.deviceUnregistered(token) }
+            guard let instance = try await connection.rows(
+                "SELECT id FROM widget WHERE deviceId = \(device.id) AND widgetID = \(widgetID)", logger: logger
+            ).first?.decode(Int64.self) else { throw RegistryError.widgetNotFound(token, widgetID) }
+            try await connection.query(
+                """
+                INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt)
+                VALUES (\(instance), \(entries), \(policy), \(planned), \(time))
+                ON CONFLICT (widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
+                    plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
+                """,
+                logger: logger
+            )
+            return instance
+        }
+    }
+
+    /// The distinct (kind, family, configuration) of the app's active devices with their counts.
+    public func configurations(app: App, kind: String?) async throws -> [ConfigurationUsage] {
+        try await rows(
+            """
+            SELECT widget.kind, widget.family, widget.configuration, COUNT(*)
+            FROM widget JOIN device ON device.id = widget.deviceId
+            WHERE device.appId = \(app.id) AND device.active AND (\(kind)::text IS NULL OR widget.kind = \(kind))
+            GROUP BY widget.kind, widget.family, widget.configuration
+            ORDER BY widget.kind COLLATE "C", widget.family COLLATE "C", widget.configuration COLLATE "C"
+            """
+        ).map { row in
+            let (kind, family, configuration, count) = try row.decode((String, String, String, Int64).self)
+            return ConfigurationUsage(kind: kind, family: family, configuration: configuration, count: Int(count))
+        }
+    }
+
+    /// The device's state: whether it is active, and since when it is unregistered.
+    public func deviceStatus(app: App, token: DeviceToken) async throws -> (active: Bool, unregisteredAt: Date?)? {
+        try await transaction { connection in
+            try await Self.device(connection, app: app, token: token, logger: logger).map { ($0.active, $0.unregisteredAt) }
+        }
+    }
+
+    private static func device(_ connection: PostgresConnection, app: App, token: DeviceToken, logger: Logger) async throws
+        -> (id: Int64, active: Bool, unregisteredAt: Date?)?
+    {
+        guard let row = try await connection.rows(
+            "SELECT id, active, unregisteredAt FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: logger
+        ).first else { return nil }
+        let (id, active, unregistered) = try row.decode((Int64, Bool, Int64?).self)
+        return (id, active, unregistered.map(Date.init(storedMilliseconds:)))
+    }
+
+    // MARK: Targeting
+
+    /// The push-enabled widget instances of the app's active devices that the target selects, ordered
+    /// by instance id (values compared by type and value, as SQLite's store does).
+    public func targetInstances(app: App, target: ReloadTarget) async throws -> [(instance: Int64, device: Int64)] {
+        var bindings = PostgresBindings()
+        bindings.append(app.id)
+        var sql = """
+            SELECT widget.id, widget.deviceId FROM widget JOIN device ON device.id = widget.deviceId
+            WHERE device.appId = $1 AND device.active AND widget.pushEnabled
+            """
+        if let kind = target.kind {
+            bindings.append(kind)
+            sql += " AND widget.kind = $\(bindings.count)"
+        }
+        if let devices = target.devices {
+            guard !devices.isEmpty else { return [] }
+            bindings.append(devices.map(\.hex))
+            sql += " AND device.token = ANY($\(bindings.count))"
+        }
+        sql += Self.matchFilter(target.match, into: &bindings) + " ORDER BY widget.id"
+        return try await rows(PostgresQuery(unsafeSQL: sql, binds: bindings)).map { try $0.decode((Int64, Int64).self) }
+    }
+
+    /// `AND` conditions on `widget.id` for a configuration match, binding into `bindings`.
+    static func matchFilter(_ match: [String: WidgetConfiguration.Value], into bindings: inout PostgresBindings) -> String {
+        var sql = ""
+        for (key, value) in match.sorted(by: { $0.key < $1.key }) {
+            bindings.append(key)
+            sql += " AND widget.id IN (SELECT widgetId FROM widget_parameter WHERE key = $\(bindings.count)"
+            switch value {
+            case .string(let text):
+                bindings.append(text)
+                sql += " AND type = 'text' AND textValue = $\(bindings.count))"
+            case .number(let number):
+                bindings.append(number)
+                sql += " AND type = 'number' AND numberValue = $\(bindings.count))"
+            case .bool(let flag):
+                bindings.append(flag ? "true" : "false")
+                sql += " AND type = $\(bindings.count))"
+            }
+        }
+        return sql
+    }
+
+    // MARK: The push path
+
+    /// The status of `token` for `app`.
+    public func pushDeviceStatus(app: App, token: DeviceToken) async throws -> PushDeviceStatus {
+        let rows = try await rows("SELECT id, appId, active, unregisteredAt FROM device WHERE token = \(token.hex)").map {
+            try $0.decode((Int64, Int64, Bool, Int64?).self)
+        }
+        guard let own = rows.first(where: { $0.1 == app.id }) else { return rows.isEmpty ? .unknown : .otherApp }
+        if own.2 { return .active(device: own.0) }
+        return .unregistered(since: Date(storedMilliseconds: own.3 ?? 0))
+    }
+
+    /// The push-enabled widget instances of `device` a push targets (and always the implicit instance of
+    /// an adopted device).
+    public func pushTargets(device: Int64, kind: String?, match: [String: WidgetConfiguration.Value]) async throws -> [Int64] {
+        var bindings = PostgresBindings()
+        bindings.append(device)
+        bindings.append(SQLiteStore.implicitWidget)
+        var sql = "SELECT widget.id FROM widget WHERE widget.deviceId = $1 AND widget.pushEnabled AND (widget.widgetID = $2 OR (true"
+        if let kind {
+            bindings.append(kind)
+            sql += " AND widget.kind = $\(bindings.count)"
+        }
+        sql += Self.matchFilter(match, into: &bindings) + ")) ORDER BY widget.id"
+        return try await rows(PostgresQuery(unsafeSQL: sql, binds: bindings)).map { try $0.decode(Int64.self) }
+    }
+
+    /// Adopts a token never registered (one implicit widget instance of kind `*`).
+    /// - Returns: the device id and the instance id (an existing device's, if another push adopted it first).
+    public func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64) {
+        let implicit = SQLiteStore.implicitWidget
+        return try await transaction { connection in
+            try await connection.query(
+                """
+                INSERT INTO device (appId, token, active, registeredAt) VALUES (\(app.id), \(token.hex), true, \(now.storedMilliseconds))
+                ON CONFLICT (appId, token) DO NOTHING
+                """,
+                logger: logger
+            )
+            let device = try await connection.rows(
+                "SELECT id FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: logger
+            ).first!.decode(Int64.self)
+            try await connection.query(
+                """
+                INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
+                VALUES (\(device), \(implicit), \(implicit), \(implicit), '{}', true) ON CONFLICT (deviceId, widgetID) DO NOTHING
+                """,
+                logger: logger
+            )
+            let instance = try await connection.rows(
+                "SELECT id FROM widget WHERE deviceId = \(device) AND widgetID = \(implicit)", logger: logger
+            ).first!.decode(Int64.self)
+            return (device, instance)
+        }
+    }
+
+    /// Marks the device unregistered since `since` (Apple's 410), unless it registered again after that.
+    @discardableResult
+    public func markDeviceInvalid(device: Int64, since: Date) async throws -> Bool {
+        let time = since.storedMilliseconds
+        return try await !rows(
+            """
+            UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(device) AND active AND registeredAt <= \(time)
+            RETURNING id
+            """
+        ).isEmpty
+    }
+
+    // MARK: Loading and delivering
+
+    /// Every widget instance of an active device, ordered by instance id.
+    public func registeredInstances() async throws -> [RegisteredInstance] {
+        try await rows(
+            """
+            SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload
+            FROM widget JOIN device ON device.id = widget.deviceId LEFT JOIN timeline ON timeline.widgetId = widget.id
+            WHERE device.active ORDER BY widget.id
+            """
+        ).map { row in
+            let (instance, device, kind, planned) = try row.decode((Int64, Int64, String, Int64?).self)
+            return RegisteredInstance(
+                instance: instance, device: device, kind: kind, plannedReload: planned.map(Timestamp.init(milliseconds:))
+            )
+        }
+    }
+
+    /// The address of a delivery to `device`: `nil` when the device is gone or unregistered.
+    public func pushAddress(device: Int64, instances: [Int64]) async throws -> PushAddress? {
+        try await pushAddresses([(device, instances)])[0]
+    }
+
+    /// The addresses of many deliveries, in two queries.
+    public func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?] {
+        let ids = Array(Set(deliveries.map(\.device)))
+        var addresses: [Int64: (bundle: BundleID, token: DeviceToken)] = [:]
+        for row in try await rows(
+            "SELECT device.id, app.bundle, device.token FROM device JOIN app ON app.id = device.appId WHERE device.id = ANY(\(ids)) AND device.active"
+        ) {
+            let (id, bundleText, tokenText) = try row.decode((Int64, String, String).self)
+            guard let bundle = try? BundleID(bundleText), let token = try? DeviceToken(tokenText) else {
+                throw StoreError.corrupt(reason: "device \(id) has an invalid bundle or token")
+            }
+            addresses[id] = (bundle, token)
+        }
+        var widgets: [Int64: [(id: Int64, widgetID: String)]] = [:]
+        if deliveries.contains(where: { !$0.instances.isEmpty }) {
+            for row in try await rows("SELECT deviceId, id, widgetID FROM widget WHERE deviceId = ANY(\(ids))") {
+                let (device, id, widgetID) = try row.decode((Int64, Int64, String).self)
+                widgets[device, default: []].append((id, widgetID))
+            }
+        }
+        return deliveries.map { delivery -> PushAddress? in
+            guard let address = addresses[delivery.device] else { return nil }
+            var found = (widgets[delivery.device] ?? []).filter { delivery.instances.contains($0.id) }
+            found.sort { $0.id < $1.id }
+            return PushAddress(bundle: address.bundle, token: address.token, widgetIDs: found.map(\.widgetID))
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+public import Logging
+import PostgresNIO
+public import ReloadGateCore
+
+/// The shared store of several gateways: one PostgreSQL database (postgres-nio).
+///
+/// It keeps the SQLite store's contract (``GatewayStore``; the store test suite runs against both) and its
+/// layout, with PostgreSQL's types: times are `bigint` milliseconds, request lists the same JSON text.
+/// Opening runs the named migrations of ``PostgresStore/migrations`` inside one transaction under an
+/// advisory lock, so that gateways starting together migrate once and the others wait for it.
+///
+/// Webhook secrets are sealed with the key in `secretsDirectory` (`secrets.key`), as with SQLite: every
+/// gateway of one database needs the same key file (a Kubernetes secret, a copied file).
+public final class PostgresStore: Sendable {
+    /// Where the database is, without the password.
+    public let path: String
+    /// The environment the store was created for.
+    public let environment: DeploymentEnvironment
+    let client: PostgresClient
+    let logger: Logger
+    let sealer: SecretSealer
+    private let runner: Task<Void, Never>
+
+    /// Connects, migrates and checks the environment.
+    /// - Parameters:
+    ///   - location: the database.
+    ///   - secretsDirectory: the directory of `secrets.key` (created there, mode 0600, when missing).
+    ///   - environment: a new store records it; a store of the other environment is refused.
+    ///   - now: the store's creation time, when new.
+    /// - Throws: ``StoreError``.
+    public init(
+        location: PostgresLocation,
+        secretsDirectory: String,
+        environment: DeploymentEnvironment,
+        now: Date,
+        logger: Logger
+    ) async throws(StoreError) {
+        let description = location.description
+        let configuration: PostgresClient.Configuration
+        do {
+            configuration = try location.clientConfiguration()
+        } catch {
+            throw .cannotOpen(path: description, reason: "\(error)")
+        }
+        do {
+            try FileManager.default.createDirectory(
+                atPath: secretsDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
+            )
+        } catch {
+            throw .cannotOpen(path: description, reason: "cannot create \(secretsDirectory): \(error.localizedDescription)")
+        }
+        let sealer = try SecretSealer(directory: secretsDirectory)
+        // postgres-nio warns at `warning` when a query waits for `run()` to start (as the first one here
+        // does, harmlessly); its errors still show, and every failed query throws to its caller.
+        var clientLogger = logger
+        clientLogger.logLevel = max(logger.logLevel, .error)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: clientLogger)
+        let runner = Task { await client.run() }
+        let stored: DeploymentEnvironment
+        do {
+            try await Self.migrate(client, logger: logger)
+            stored = try await client.withTransaction(logger: logger) { connection in
+                try await connection.query(
+                    """
+                    INSERT INTO store_info (key, value) VALUES ('environment', \(environment.rawValue)),
+                        ('createdAt', \(String(now.storedMilliseconds))) ON CONFLICT (key) DO NOTHING
+                    """,
+                    logger: logger
+                )
+                let rows = try await connection.query("SELECT value FROM store_info WHERE key = 'environment'", logger: logger)
+                    .collect()
+                guard let text = try rows.first?.decode(String.self), let stored = DeploymentEnvironment(rawValue: text) else {
+                    throw StoreError.corrupt(reason: "store_info lacks a valid environment")
+                }
+                return stored
+            }
+        } catch {
+            runner.cancel()
+            throw .cannotOpen(path: description, reason: Self.describe(error))
+        }
+        guard stored == environment else {
+            runner.cancel()
+            throw .environmentMismatch(path: description, stored: stored, configured: environment)
+        }
+        self.path = description
+        self.environment = environment
+        self.client = client
+        self.logger = logger
+        self.sealer = sealer
+        self.runner = runner
+    }
+
+    /// Closes the connections (in the background: queries still running fail).
+    public func close() throws {
+        runner.cancel()
+    }
+
+    /// A PostgreSQL error as one line: the server's message and detail when there is one.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] {
+                let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""
+                return message + detail
+            }
+            return "\(error.code)"
+        }
+        return "\(error)"
+    }
+
+    // MARK: Running queries
+
+    /// The rows of `query`, on a connection of the pool.
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await client.query(query, logger: logger).collect()
+    }
+
+    /// Runs `body` in one transaction (committed when it returns, rolled back when it throws). An error
+    /// of `body` is rethrown as it is (a ``RegistryError``, a ``StoreError``), once rolled back.
+    func transaction<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch let error as PostgresTransactionError {
+            if let thrown = error.closureError, error.rollbackError == nil { throw thrown }
+            throw error
+        }
+    }
+}
+
+extension PostgresConnection {
+    /// The rows of `query` inside a transaction.
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await self.query(query, logger: logger).collect()
+    }
+}

@@ -1,0 +1,81 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// A gateway on PostgreSQL (`store.kind: postgres`) end to end: real TLS and HTTP/2, a database of its
+/// own on the test cluster, the scheduler and the outbox. The app is created through a second store handle
+/// on the same database, as `reloadgate apps add` does while the server runs.
+@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled))
+struct PostgresGatewayTests {
+    static let bundle = "com.example.scores"
+    static let token = String(repeating: "c3", count: 32)
+
+    @Test func aWebhookCallIsDecidedCommittedAndDeliveredAndSurvivesARestart() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let data = try TemporaryDirectory("pg-gateway")
+        defer { data.remove() }
+        let configure: @Sendable (inout GatewayConfiguration) -> Void = { configuration in
+            configuration.store.kind = .postgres
+            configuration.store.url = url
+            configuration.dataDirectory = data.path("data")
+        }
+        let requestID = try await TestGateway.withRunning(configure: configure) { gateway in
+            let store = try await PostgresStore(
+                location: try PostgresLocation(url: url), secretsDirectory: gateway.configuration.dataDirectory,
+                environment: .sandbox, now: Date(), logger: .init(label: "test")
+            )
+            defer { try? store.close() }
+            let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: nil, allowsExemptions: false, now: Date())
+            return try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                let registered = try await api.putDevice(
+                    bundle: Self.bundle, token: Self.token, apiKey: credentials.apiKey,
+                    widgets: [
+                        ["id": "w-scores", "kind": "scores", "family": "systemSmall", "configuration": ["team": "42"]],
+                        ["id": "w-news", "kind": "news", "family": "systemMedium", "configuration": [String: Any]()],
+                    ]
+                )
+                try #require(registered.status == 200, "\(registered.body)")
+                // The first reload goes at once; the second one, a minute later, waits for the minimum interval.
+                let first = try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores","match":{"team":"42"}}"#, secret: credentials.webhookSecret)
+                #expect(first.status == 202, "\(first.body)")
+                #expect((first.json["decisions"] as? [String: Int])?["scheduled"] == 1)
+                let requestID = try #require(first.json["requestId"] as? Int)
+                var sent: [RecordedDelivery] = []
+                for _ in 0..<400 where sent.isEmpty {
+                    sent = try await store.deliveries(in: [.sent])
+                    if sent.isEmpty { try await Task.sleep(for: .milliseconds(25)) }
+                }
+                #expect(sent.map(\.requests) == [[RequestID(requestID)]])
+                let outbox = try String(contentsOfFile: gateway.configuration.dataDirectory + "/outbox.jsonl", encoding: .utf8)
+                #expect(outbox.contains(Self.token))
+
+                let second = try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: credentials.webhookSecret)
+                #expect((second.json["decisions"] as? [String: Int])?["deferred"] == 1, "\(second.body)")
+                #expect(try await store.pendingReloads(PendingFilter()).map(\.widgetID) == ["w-scores"])
+                return requestID
+            }
+        }
+        // A second gateway on the same database and key loads the pending reload: a new call merges into it.
+        try await TestGateway.withRunning(configure: configure) { gateway in
+            let store = try await PostgresStore(
+                location: try PostgresLocation(url: url), secretsDirectory: gateway.configuration.dataDirectory,
+                environment: .sandbox, now: Date(), logger: .init(label: "test")
+            )
+            defer { try? store.close() }
+            let app = try #require(try await store.app(bundle: try BundleID(Self.bundle)))
+            let secret = try #require(try await store.webhookSecret(of: app))
+            try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                let third = try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: secret)
+                #expect((third.json["decisions"] as? [String: Int])?["merged"] == 1, "\(third.body)")
+            }
+            #expect(try await store.requestRecord(Int64(requestID))?.decisions.map(\.decision) == ["scheduled"])
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// What only the PostgreSQL store has: migrations shared by gateways that start together, the URL and
+/// its secrets. Its contract with the gateway is tested with SQLite's by the suites that take a
+/// `StoreImplementation`.
+struct PostgresStoreTests {
+    let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    @Test(.enabled(if: TestPostgres.isEnabled)) func gatewaysStartingTogetherMigrateOnce() async throws {
+        let directory = try TemporaryDirectory("pg-migrate")
+        defer { directory.remove() }
+        let url = try await TestPostgres.newDatabase()
+        let location = try PostgresLocation(url: url)
+        // Four stores open the empty database at once: one migrates, the others wait for its lock and
+        // find the schema there.
+        let stores = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: now, logger: .init(label: "test"))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        defer { for store in stores { try? store.close() } }
+        #expect(stores.count == 4)
+        for store in stores {
+            #expect(try await store.appliedMigrations() == PostgresStoreTests.migrationNames)
+        }
+        // What one wrote, the others read.
+        let created = try await stores[0].createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now)
+        #expect(try await stores[3].app(forAPIKey: created.apiKey)?.bundle.rawValue == "com.example.scores")
+        #expect(try await stores[2].webhookSecret(of: created.app) == created.webhookSecret)
+    }
+
+    static let migrationNames = ["pg1-schema"]
+
+    @Test(.enabled(if: TestPostgres.isEnabled)) func aDatabaseOfTheOtherEnvironmentIsRefused() async throws {
+        let directory = try TemporaryDirectory("pg-environment")
+        defer { directory.remove() }
+        let location = try PostgresLocation(url: try await TestPostgres.newDatabase())
+        let sandbox = try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: now, logger: .init(label: "test"))
+        try sandbox.close()
+        do {
+            _ = try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .production, now: now, logger: .init(label: "test"))
+            Issue.record("a sandbox database opened for production")
+        } catch {
+            #expect(error.code == "store.environment-mismatch")
+            #expect(!error.description.contains("password"))
+        }
+    }
+
+    @Test func theURLIsParsedAndItsPasswordNeverShown() throws {
+        let location = try PostgresLocation(url: "postgres://gateway:s3cr%40t@db.internal:6432/reloadgate?sslmode=verify-full&sslrootcert=/etc/ca.pem")
+        #expect(location.username == "gateway")
+        #expect(location.password == "s3cr@t")
+        #expect(location.host == "db.internal")
+        #expect(location.port == 6432)
+        #expect(location.database == "reloadgate")
+        #expect(location.sslMode == "verify-full")
+        #expect(location.sslRootCertificate == "/etc/ca.pem")
+        #expect(!location.description.contains("s3cr"))
+
+        let socket = try PostgresLocation(url: "postgresql://gateway@/reloadgate?host=/run/postgresql")
+        #expect(socket.socketDirectory == "/run/postgresql")
+        #expect(socket.host == nil)
+        #expect(socket.port == 5432)
+
+        let directory = try TemporaryDirectory("pg-password")
+        defer { directory.remove() }
+        try "from-file\n".write(toFile: directory.path("password"), atomically: true, encoding: .utf8)
+        let fromFile = try PostgresLocation(url: "postgres://gateway:ignored@db/reloadgate", passwordFile: directory.path("password"))
+        #expect(fromFile.password == "from-file")
+        #expect(fromFile.sslMode == "prefer")
+
+        for bad in ["mysql://u@h/d", "postgres://h/d", "postgres://u@h:0/d", "postgres://u@h/d?sslmode=allow", "postgres://u@h/d?port=99999"] {
+            #expect(throws: PostgresLocation.Invalid.self, "\(bad)") { try PostgresLocation(url: bad) }
+        }
+        #expect(throws: PostgresLocation.Invalid.self) {
+            try PostgresLocation(url: "postgres://u@h/d", passwordFile: directory.path("missing"))
+        }
+    }
+}

@@ -34,7 +34,7 @@ public enum TestPostgres {
         let client = PostgresClient(configuration: try location.testClientConfiguration(), backgroundLogger: Logger(label: "test-postgres"))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
-            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+            _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)")).collect()
             group.cancelAll()
         }
         guard var components = URLComponents(string: url) else { throw Unavailable(description: "invalid URL \(url)") }

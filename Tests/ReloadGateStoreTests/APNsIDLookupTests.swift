@@ -17,12 +17,12 @@ struct APNsIDLookupTests {
         )
     }
 
-    @Test func anAPNsIDIsFoundInEveryBlockOldestFirst() throws {
+    @Test(arguments: StoreImplementation.all) func anAPNsIDIsFoundInEveryBlockOldestFirst(_ implementation: StoreImplementation) async throws {
         let directory = try TemporaryDirectory("apns-id")
         defer { directory.remove() }
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        let store = try await implementation.open(directory, now: now)
         defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: now).app
+        let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
 
         let reused = "0f8e4a2c-9b1d-4c3e-8a7f-2d6b5e4c3a21"
         // Ids in the first block, on both sides of a block boundary, and far beyond (blocks in between empty).
@@ -32,12 +32,12 @@ struct APNsIDLookupTests {
         for id: RequestID in [2, 1025, 3_000_001] {
             batch.requests.append(push(id, app: app, apnsID: String(format: "00000000-0000-4000-8000-%012d", id)))
         }
-        try store.commit(batch)
+        try await store.commit(batch)
 
-        #expect(try store.requests(apnsID: reused) == reusedIDs.map { Int64($0) })
-        #expect(try store.requests(apnsID: reused.uppercased()) == reusedIDs.map { Int64($0) })
-        #expect(try store.requests(apnsID: "00000000-0000-4000-8000-000000001025") == [1025])
-        #expect(try store.requests(apnsID: "00000000-0000-4000-8000-000000000099").isEmpty)
+        #expect(try await store.requests(apnsID: reused) == reusedIDs.map { Int64($0) })
+        #expect(try await store.requests(apnsID: reused.uppercased()) == reusedIDs.map { Int64($0) })
+        #expect(try await store.requests(apnsID: "00000000-0000-4000-8000-000000001025") == [1025])
+        #expect(try await store.requests(apnsID: "00000000-0000-4000-8000-000000000099").isEmpty)
     }
 
     @Test func theLookupSeeksTheBlockIndex() throws {

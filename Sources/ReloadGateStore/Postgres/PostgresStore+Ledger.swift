@@ -11,6 +11,12 @@ extension PostgresStore {
     public func commit(_ batch: LedgerBatch) async throws {
         guard !batch.isEmpty else { return }
         let rows = try BatchRows(batch)
+        guard !rows.idempotency.isEmpty else {
+            // One statement: atomic by itself, one round trip.
+            // Collected: an error of a statement that returns rows arrives with them, not with the call.
+            if let statement = Self.ledgerStatement(rows) { _ = try await self.rows(statement) }
+            return
+        }
         try await transaction { connection in
             try await Self.write(rows, on: connection, logger: logger)
         }
@@ -86,17 +92,19 @@ extension PostgresStore {
         }
     }
 
+    /// Writes the batch: its idempotent answers first (rare: webhook calls with a key), then everything
+    /// else as one statement (``ledgerStatement(_:)``).
     static func write(_ rows: BatchRows, on connection: PostgresConnection, logger: Logger) async throws {
         for answer in rows.idempotency {
             // A key older than the window is replaced; a live one makes the whole batch fail.
-            try await connection.query(
+            _ = try await connection.rows(
                 """
                 DELETE FROM idempotency WHERE appId = \(answer.app) AND key = \(answer.key)
                     AND createdAt < \(answer.createdAt.milliseconds - SQLiteStore.idempotencyWindow)
                 """,
                 logger: logger
             )
-            try await connection.query(
+            _ = try await connection.rows(
                 """
                 INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt)
                 VALUES (\(answer.app), \(answer.key), \(ByteBuffer(bytes: answer.bodyHash)), \(Int64(answer.status)),
@@ -105,91 +113,99 @@ extension PostgresStore {
                 logger: logger
             )
         }
+        if let statement = ledgerStatement(rows) {
+            _ = try await connection.rows(statement, logger: logger)
+        }
+    }
+
+    /// Every row of the batch but its idempotent answers, as one statement of data-modifying CTEs: one
+    /// round trip, atomic on its own (a single statement needs no BEGIN and COMMIT of its own). The parts
+    /// touch disjoint rows (an instance is either deleted or upserted; foreign keys are checked at the end
+    /// of the statement), so the order in which PostgreSQL runs them does not matter.
+    static func ledgerStatement(_ rows: BatchRows) -> PostgresQuery? {
+        var parts: [String] = []
+        var bindings = PostgresBindings()
+        func json(_ value: String) -> String {
+            bindings.append(value)
+            return "jsonb_to_recordset($\(bindings.count)::jsonb)"
+        }
+        func ids(_ value: [Int64]) -> String {
+            bindings.append(value)
+            return "$\(bindings.count)"
+        }
         if let requests = rows.requests {
-            try await connection.query(
-                """
+            parts.append("""
                 INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId,
                     decisionInstanceId, decisionKind, decisionDue, decisionReason)
                 SELECT id, appid, source, receivedat, priority, expiration, collapseid, exempt, summary, apnsid,
                     decisioninstanceid, decisionkind, decisiondue, decisionreason
-                FROM jsonb_to_recordset(\(requests)::jsonb) AS r(id bigint, appid bigint, source text, receivedat bigint,
+                FROM \(json(requests)) AS r(id bigint, appid bigint, source text, receivedat bigint,
                     priority bigint, expiration bigint, collapseid text, exempt boolean, summary text, apnsid text,
                     decisioninstanceid bigint, decisionkind text, decisiondue bigint, decisionreason text)
-                """,
-                logger: logger
-            )
+                """)
         }
         if let decisions = rows.decisions {
-            try await connection.query(
-                """
+            parts.append("""
                 INSERT INTO decision (requestId, instanceId, kind, due, reason)
-                SELECT requestid, instanceid, kind, due, reason FROM jsonb_to_recordset(\(decisions)::jsonb)
+                SELECT requestid, instanceid, kind, due, reason FROM \(json(decisions))
                     AS d(n bigint, requestid bigint, instanceid bigint, kind text, due bigint, reason text)
                 ORDER BY n
-                """,
-                logger: logger
-            )
+                """)
         }
         if !rows.removedInstances.isEmpty {
-            try await connection.query("DELETE FROM instance_state WHERE instanceId = ANY(\(rows.removedInstances))", logger: logger)
+            parts.append("DELETE FROM instance_state WHERE instanceId = ANY(\(ids(rows.removedInstances)))")
         }
         let noPending = rows.removedInstances + rows.pendingRemoved
         if !noPending.isEmpty {
-            try await connection.query("DELETE FROM pending_reload WHERE instanceId = ANY(\(noPending))", logger: logger)
-            try await connection.query("DELETE FROM pending_list WHERE instanceId = ANY(\(noPending))", logger: logger)
+            let list = ids(noPending)
+            parts.append("DELETE FROM pending_reload WHERE instanceId = ANY(\(list))")
+            parts.append("DELETE FROM pending_list WHERE instanceId = ANY(\(list))")
         }
         if let states = rows.states {
-            try await connection.query(
-                """
+            parts.append("""
                 INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload)
-                SELECT instanceid, bucketfullat, lastreload, plannedreload FROM jsonb_to_recordset(\(states)::jsonb)
+                SELECT instanceid, bucketfullat, lastreload, plannedreload FROM \(json(states))
                     AS s(instanceid bigint, bucketfullat bigint, lastreload bigint, plannedreload bigint)
                 ON CONFLICT (instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
                     lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
-                """,
-                logger: logger
-            )
+                WHERE (instance_state.bucketFullAt, instance_state.lastReload, instance_state.plannedReload)
+                    IS DISTINCT FROM (excluded.bucketFullAt, excluded.lastReload, excluded.plannedReload)
+                """)
         }
         if let pending = rows.pending {
-            try await connection.query(
-                """
+            parts.append("""
                 INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
                 SELECT instanceid, due, priority, expiration, requestcount, collapseid, team, exempt
-                FROM jsonb_to_recordset(\(pending)::jsonb) AS p(instanceid bigint, due bigint, priority bigint,
+                FROM \(json(pending)) AS p(instanceid bigint, due bigint, priority bigint,
                     expiration bigint, requestcount bigint, collapseid text, team text, exempt boolean)
                 ON CONFLICT (instanceId) DO UPDATE SET due = excluded.due, priority = excluded.priority,
                     expiration = excluded.expiration, requestCount = excluded.requestCount,
                     collapseId = excluded.collapseId, team = excluded.team, exempt = excluded.exempt
-                """,
-                logger: logger
-            )
+                """)
         }
         if let lists = rows.lists {
             // A pending reload's list only grows from its first request: the stored row is rewritten
             // only when its first id or length differ (most merges leave it as it is).
-            try await connection.query(
-                """
+            parts.append("""
                 INSERT INTO pending_list (instanceId, firstRequest, listed, requests)
-                SELECT instanceid, firstrequest, listed, requests FROM jsonb_to_recordset(\(lists)::jsonb)
+                SELECT instanceid, firstrequest, listed, requests FROM \(json(lists))
                     AS l(instanceid bigint, firstrequest bigint, listed bigint, requests text)
                 ON CONFLICT (instanceId) DO UPDATE SET firstRequest = excluded.firstRequest, listed = excluded.listed,
                     requests = excluded.requests
                 WHERE pending_list.firstRequest <> excluded.firstRequest OR pending_list.listed <> excluded.listed
-                """,
-                logger: logger
-            )
+                """)
         }
         if let deliveries = rows.deliveries {
-            try await connection.query(
-                """
+            parts.append("""
                 INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority, expiration, state)
                 SELECT apnsid, deviceid, releasedat, instances, requests, requestcount, priority, expiration, state
-                FROM jsonb_to_recordset(\(deliveries)::jsonb) AS d(apnsid text, deviceid bigint, releasedat bigint,
+                FROM \(json(deliveries)) AS d(apnsid text, deviceid bigint, releasedat bigint,
                     instances text, requests text, requestcount bigint, priority bigint, expiration bigint, state text)
-                """,
-                logger: logger
-            )
+                """)
         }
+        guard !parts.isEmpty else { return nil }
+        let sql = "WITH " + parts.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ",\n") + "\nSELECT 1"
+        return PostgresQuery(unsafeSQL: sql, binds: bindings)
     }
 
     /// Applies state changes of many deliveries in one statement (merged per delivery as SQLite does).
@@ -210,14 +226,13 @@ extension PostgresStore {
         }
         let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
         let time = Timestamp(now).milliseconds
-        try await client.query(
+        _ = try await self.rows(
             """
             UPDATE delivery SET state = c.state, lastError = c.lasterror, updatedAt = \(time),
                 attempts = delivery.attempts + c.attempts, unknownOutcomes = delivery.unknownOutcomes + c.unknownoutcomes
             FROM jsonb_to_recordset(\(json)::jsonb) AS c(apnsid text, state text, lasterror text, attempts bigint, unknownoutcomes bigint)
             WHERE delivery.apnsId = c.apnsid
-            """,
-            logger: logger
+            """
         )
     }
 

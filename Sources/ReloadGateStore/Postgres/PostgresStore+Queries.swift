@@ -1,6 +1,6 @@
 import Foundation
 import PostgresNIO
-public import ReloadGateCore
+import ReloadGateCore
 
 // The operator's queries: pending, explain, budget, stats, devices.
 
@@ -65,7 +65,14 @@ extension PostgresStore {
 
     /// The requests of the push with this apns-id, oldest first.
     public func requests(apnsID: String) async throws -> [Int64] {
-        try await rows("SELECT id FROM request WHERE apnsId = \(apnsID.lowercased()) ORDER BY id").map { try $0.decode(Int64.self) }
+        // One probe of request_on_block_apns_id per block of 1,024 ids, newest block first.
+        try await rows(
+            """
+            SELECT r.id FROM generate_series((SELECT COALESCE(MAX(id), 0) >> 10 FROM request), 0, -1) AS block(number)
+            JOIN request r ON (r.id >> 10) = block.number AND r.apnsId = \(apnsID.lowercased())
+            ORDER BY r.id
+            """
+        ).map { try $0.decode(Int64.self) }
     }
 
     /// A request with its decisions, or nil.

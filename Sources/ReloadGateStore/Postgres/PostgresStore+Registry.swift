@@ -24,7 +24,7 @@ extension PostgresStore {
                 let instances = try await connection.rows(
                     "DELETE FROM widget WHERE deviceId = \(old.id) RETURNING id", logger: logger
                 ).map { try $0.decode(Int64.self) }.sorted()
-                try await connection.query(
+                _ = try await connection.rows(
                     "UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(old.id)", logger: logger
                 )
                 retired = (old.id, instances)
@@ -45,13 +45,13 @@ extension PostgresStore {
             let wanted = Set(widgets.map(\.id))
             let removed = existing.filter { !wanted.contains($0.key) }.map(\.value).sorted()
             if !removed.isEmpty {
-                try await connection.query("DELETE FROM widget WHERE id = ANY(\(removed))", logger: logger)
+                _ = try await connection.rows("DELETE FROM widget WHERE id = ANY(\(removed))", logger: logger)
             }
             var instances: [(id: Int64, widget: WidgetRegistration)] = []
             for widget in widgets {
                 let configuration = widget.configuration.canonicalJSON
                 if let id = existing[widget.id] {
-                    try await connection.query(
+                    _ = try await connection.rows(
                         """
                         UPDATE widget SET kind = \(widget.kind), family = \(widget.family.rawValue),
                             configuration = \(configuration), pushEnabled = \(widget.pushEnabled) WHERE id = \(id)
@@ -84,7 +84,7 @@ extension PostgresStore {
             let instances = try await connection.rows(
                 "SELECT id FROM widget WHERE deviceId = \(device.id) ORDER BY id", logger: logger
             ).map { try $0.decode(Int64.self) }
-            try await connection.query("DELETE FROM device WHERE id = \(device.id)", logger: logger)
+            _ = try await connection.rows("DELETE FROM device WHERE id = \(device.id)", logger: logger)
             return (device.id, instances)
         }
     }
@@ -108,7 +108,7 @@ extension PostgresStore {
             guard let instance = try await connection.rows(
                 "SELECT id FROM widget WHERE deviceId = \(device.id) AND widgetID = \(widgetID)", logger: logger
             ).first?.decode(Int64.self) else { throw RegistryError.widgetNotFound(token, widgetID) }
-            try await connection.query(
+            _ = try await connection.rows(
                 """
                 INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt)
                 VALUES (\(instance), \(entries), \(policy), \(planned), \(time))
@@ -231,7 +231,7 @@ extension PostgresStore {
     public func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64) {
         let implicit = SQLiteStore.implicitWidget
         return try await transaction { connection in
-            try await connection.query(
+            _ = try await connection.rows(
                 """
                 INSERT INTO device (appId, token, active, registeredAt) VALUES (\(app.id), \(token.hex), true, \(now.storedMilliseconds))
                 ON CONFLICT (appId, token) DO NOTHING
@@ -241,7 +241,7 @@ extension PostgresStore {
             let device = try await connection.rows(
                 "SELECT id FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: logger
             ).first!.decode(Int64.self)
-            try await connection.query(
+            _ = try await connection.rows(
                 """
                 INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
                 VALUES (\(device), \(implicit), \(implicit), \(implicit), '{}', true) ON CONFLICT (deviceId, widgetID) DO NOTHING

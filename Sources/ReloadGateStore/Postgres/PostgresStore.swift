@@ -61,7 +61,7 @@ public final class PostgresStore: Sendable {
         do {
             try await Self.migrate(client, logger: logger)
             stored = try await client.withTransaction(logger: logger) { connection in
-                try await connection.query(
+                _ = try await connection.rows(
                     """
                     INSERT INTO store_info (key, value) VALUES ('environment', \(environment.rawValue)),
                         ('createdAt', \(String(now.storedMilliseconds))) ON CONFLICT (key) DO NOTHING

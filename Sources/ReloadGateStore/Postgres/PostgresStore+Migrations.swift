@@ -125,7 +125,26 @@ extension PostgresStore {
                     environments text NOT NULL, createdAt bigint NOT NULL)
                 """,
             ]
-        )
+        ),
+        (
+            "pg2-cluster",
+            [
+                // Gateways sharing the database: each beats (heartbeatAt) while it runs.
+                """
+                CREATE TABLE gateway (
+                    id text PRIMARY KEY, address text, startedAt bigint NOT NULL, heartbeatAt bigint NOT NULL)
+                """,
+                // Devices hash into 1,024 partitions (device id modulo 1,024); a partition's lease names its owner
+                // until expiresAt (the database's clock, ms); every new lease of a partition has a new epoch.
+                """
+                CREATE TABLE partition_lease (
+                    partition integer PRIMARY KEY, owner text, epoch bigint NOT NULL DEFAULT 0,
+                    expiresAt bigint NOT NULL DEFAULT 0, acquiredAt bigint)
+                """,
+                "INSERT INTO partition_lease (partition) SELECT generate_series(0, 1023)",
+                "CREATE INDEX partition_lease_on_owner ON partition_lease (owner)",
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

@@ -1,0 +1,149 @@
+public import Foundation
+import PostgresNIO
+public import ReloadGateCore
+
+/// A gateway's leases after a heartbeat: the partitions it owns (with the epoch each lease carries, for
+/// fencing), what changed, and how many it should give back so that newcomers get their share.
+public struct LeaseState: Sendable, Equatable {
+    /// Partition -> epoch of every lease this gateway holds now.
+    public var held: [Int: Int64]
+    /// Leases taken by this heartbeat (free, or expired with their owner gone): their state must be loaded.
+    public var acquired: [Int]
+    /// The live gateways' ids (this one included), by id.
+    public var liveGateways: [String]
+    /// The partitions this gateway holds beyond its fair share, to hand back (highest first) once it has
+    /// stopped scheduling them (``PostgresStore/release(_:gateway:)``).
+    public var surplus: [Int]
+    /// When the leases renewed by this heartbeat expire (the database's clock, milliseconds since 1970).
+    public var expiresAt: Int64
+}
+
+/// One gateway of the cluster and what it owns, for `reloadgate cluster`.
+public struct ClusterGateway: Sendable, Equatable {
+    public var id: String
+    public var address: String?
+    public var startedAt: Int64
+    public var heartbeatAt: Int64
+    public var partitions: Int
+}
+
+extension PostgresStore {
+    /// The number of partitions devices hash into: fixed when the database was created.
+    public static let partitionCount = 1024
+
+    /// The partition of a device: its id modulo ``partitionCount`` (ids come from one sequence, so the
+    /// partitions fill evenly; the same expression works in SQL).
+    public static func partition(ofDevice device: Int64) -> Int {
+        Int(device.magnitude % UInt64(partitionCount))
+    }
+
+    /// The database's clock in milliseconds: every gateway's leases are timed by one clock.
+    static let databaseMilliseconds = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+
+    /// Records this gateway as alive and renews, takes and balances its leases, in one transaction.
+    ///
+    /// Leases it holds and that have not expired are renewed for `leaseMilliseconds`; leases that expired
+    /// are lost (another gateway may have them; the caller drops their partitions). Its fair share is the
+    /// partitions divided by the live gateways (heartbeat within one lease time), the remainder going to
+    /// the first ones by id; below it, it takes free or expired leases (each with a new epoch); above it,
+    /// ``LeaseState/surplus`` names what to give back.
+    /// - Parameters:
+    ///   - now: the time to use instead of the database's clock (tests).
+    public func heartbeat(
+        gateway: String,
+        address: String?,
+        startedAt: Int64,
+        leaseMilliseconds: Int64,
+        now: Int64? = nil
+    ) async throws -> LeaseState {
+        try await transaction { connection in
+            let time: Int64
+            if let now {
+                time = now
+            } else {
+                time = try await connection.rows("SELECT \(unescaped: Self.databaseMilliseconds)", logger: logger).first!
+                    .decode(Int64.self)
+            }
+            let expiry = time + leaseMilliseconds
+            try await connection.query(
+                """
+                INSERT INTO gateway (id, address, startedAt, heartbeatAt) VALUES (\(gateway), \(address), \(startedAt), \(time))
+                ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeatAt = excluded.heartbeatAt
+                """,
+                logger: logger
+            )
+            var held: [Int: Int64] = [:]
+            for row in try await connection.rows(
+                """
+                UPDATE partition_lease SET expiresAt = \(expiry)
+                WHERE owner = \(gateway) AND expiresAt > \(time) RETURNING partition, epoch
+                """,
+                logger: logger
+            ) {
+                let (partition, epoch) = try row.decode((Int64, Int64).self)
+                held[Int(partition)] = epoch
+            }
+            let live = try await connection.rows(
+                "SELECT id FROM gateway WHERE heartbeatAt > \(time - leaseMilliseconds) ORDER BY id COLLATE \"C\"",
+                logger: logger
+            ).map { try $0.decode(String.self) }
+            let index = live.firstIndex(of: gateway) ?? 0
+            let count = max(live.count, 1)
+            let share = Self.partitionCount / count + (index < Self.partitionCount % count ? 1 : 0)
+            var acquired: [Int] = []
+            if held.count < share {
+                for row in try await connection.rows(
+                    """
+                    UPDATE partition_lease SET owner = \(gateway), epoch = epoch + 1, expiresAt = \(expiry), acquiredAt = \(time)
+                    WHERE partition IN (
+                        SELECT partition FROM partition_lease WHERE expiresAt <= \(time)
+                        ORDER BY partition LIMIT \(Int64(share - held.count)) FOR UPDATE SKIP LOCKED)
+                    RETURNING partition, epoch
+                    """,
+                    logger: logger
+                ) {
+                    let (partition, epoch) = try row.decode((Int64, Int64).self)
+                    held[Int(partition)] = epoch
+                    acquired.append(Int(partition))
+                }
+            }
+            let surplus = held.count > share ? Array(held.keys.sorted().suffix(held.count - share).reversed()) : []
+            // Gateways gone for a long time leave the list (their leases expired long ago).
+            try await connection.query(
+                "DELETE FROM gateway WHERE heartbeatAt < \(time - 100 * leaseMilliseconds)", logger: logger
+            )
+            return LeaseState(held: held, acquired: acquired.sorted(), liveGateways: live, surplus: surplus, expiresAt: expiry)
+        }
+    }
+
+    /// Gives leases back (the caller no longer schedules their partitions): free for any gateway at once.
+    /// Only leases still held with the given epochs are released.
+    public func release(_ leases: [Int: Int64], gateway: String) async throws {
+        guard !leases.isEmpty else { return }
+        let partitions = leases.keys.sorted()
+        try await client.query(
+            """
+            UPDATE partition_lease SET owner = NULL, expiresAt = 0
+            FROM unnest(\(partitions.map(Int64.init)), \(partitions.map { leases[$0]! })) AS given(partition, epoch)
+            WHERE partition_lease.partition = given.partition AND partition_lease.epoch = given.epoch
+                AND partition_lease.owner = \(gateway)
+            """,
+            logger: logger
+        )
+    }
+
+    /// The gateways that beat within `within` milliseconds, with how many partitions each holds.
+    public func clusterGateways(within: Int64) async throws -> [ClusterGateway] {
+        try await rows(
+            """
+            SELECT g.id, g.address, g.startedAt, g.heartbeatAt,
+                (SELECT count(*) FROM partition_lease l WHERE l.owner = g.id AND l.expiresAt > \(unescaped: Self.databaseMilliseconds))
+            FROM gateway g WHERE g.heartbeatAt > \(unescaped: Self.databaseMilliseconds) - \(within)
+            ORDER BY g.id COLLATE "C"
+            """
+        ).map { row in
+            let (id, address, started, beat, partitions) = try row.decode((String, String?, Int64, Int64, Int64).self)
+            return ClusterGateway(id: id, address: address, startedAt: started, heartbeatAt: beat, partitions: Int(partitions))
+        }
+    }
+}

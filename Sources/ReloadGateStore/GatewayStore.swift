@@ -83,13 +83,21 @@ public protocol GatewayStore: GatewayStoreReading {
     func addProviderKey(_ key: StoredProviderKey) async throws
     func removeProviderKey(keyID: String) async throws -> Bool
 
+    // MARK: Health
+    /// Whether the store answers a trivial query within `timeout` (a database server that is up and
+    /// reachable); an embedded store always does.
+    func isReachable(within timeout: Duration) async -> Bool
+
     // MARK: Upkeep
     /// Closes the store's connections; it cannot be used afterwards. (Store-specific upkeep, such as
     /// SQLite's WAL checkpoints, is run by the server with the concrete type: ``SQLiteStore/checkpointWAL()``.)
     func close() throws
 }
 
-extension SQLiteStore: GatewayStore {}
+extension SQLiteStore: GatewayStore {
+    /// The file is local: always.
+    public func isReachable(within timeout: Duration) async -> Bool { true }
+}
 
 extension SQLiteStore {
     /// The devices of `bundle` (all apps when nil), at most `limit`.

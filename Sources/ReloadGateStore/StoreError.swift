@@ -12,6 +12,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case appExists(BundleID)
     /// A provider key with this key id is registered already.
     case keyExists(String)
+    /// The database cannot be reached now (nothing was done; the operation may be retried).
+    case unavailable(reason: String)
 
     /// A stable identifier for logs and tests.
     public var code: String {
@@ -21,6 +23,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .corrupt: "store.corrupt"
         case .appExists: "store.app-exists"
         case .keyExists: "store.key-exists"
+        case .unavailable: "store.unavailable"
         }
     }
 
@@ -33,6 +36,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .corrupt(let reason): "the store is corrupt: \(reason)"
         case .appExists(let bundle): "the app \(bundle) is registered already (bundle ids are compared regardless of case)"
         case .keyExists(let keyID): "a provider key with the id \(keyID) is registered already"
+        case .unavailable(let reason): "the database cannot be reached: \(reason)"
         }
     }
 }

@@ -4,13 +4,13 @@ import PostgresNIO
 public import ReloadGateCore
 public import ReloadGateStore
 
-/// The PostgreSQL cluster the tests use: `RELOADGATE_TEST_POSTGRES_URL`, which `.ci/run` sets after
+/// The PostgreSQL cluster the tests use: `RG_TEST_POSTGRES_URL`, which `.ci/run` sets after
 /// starting a private cluster (`scripts/test-postgres start DIR`). Each test gets a database of its own
 /// on it, so tests run in parallel and leave nothing to each other.
 public enum TestPostgres {
     /// The cluster's URL (a superuser, any database), or `nil` when no cluster was started for the tests.
     public static var url: String? {
-        ProcessInfo.processInfo.environment["RELOADGATE_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        ProcessInfo.processInfo.environment["RG_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// Whether tests that need PostgreSQL run: a cluster is given, or this is CI (where a missing cluster
@@ -27,7 +27,7 @@ public enum TestPostgres {
     /// Creates an empty database with a new name and returns its URL.
     public static func newDatabase() async throws -> String {
         guard let url else {
-            throw Unavailable(description: "RELOADGATE_TEST_POSTGRES_URL is not set: start a cluster with scripts/test-postgres start DIR and export the URL it prints")
+            throw Unavailable(description: "RG_TEST_POSTGRES_URL is not set: start a cluster with scripts/test-postgres start DIR and export the URL it prints")
         }
         let name = "rg_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
         let location = try PostgresLocation(url: url)
@@ -52,5 +52,51 @@ public enum TestPostgres {
             location: try PostgresLocation(url: try await newDatabase()), secretsDirectory: secretsDirectory,
             environment: environment, now: now, logger: logger
         )
+    }
+}
+
+/// A PostgreSQL cluster of one test's own (`scripts/test-postgres`), for tests that stop the database
+/// (the shared cluster of ``TestPostgres`` serves the other tests at the same time).
+public final class PrivatePostgresCluster: Sendable {
+    /// The cluster's directory (data, log, port).
+    public let directory: String
+    /// `postgres://reloadgate@127.0.0.1:PORT/postgres?sslmode=disable`.
+    public let url: String
+    private let script: URL
+
+    /// Starts a cluster in a new temporary directory.
+    public init(repositoryRoot: URL) async throws {
+        script = repositoryRoot.appendingPathComponent("scripts/test-postgres")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("reloadgate-pg-\(UUID().uuidString.prefix(8))").path
+        url = try await Self.run(script, "start", directory).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A URL of `database` on this cluster (created first).
+    public func newDatabase(_ name: String) async throws -> String {
+        let client = PostgresClient(configuration: try PostgresLocation(url: url).testClientConfiguration(), backgroundLogger: Logger(label: "test-postgres"))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)")).collect()
+            group.cancelAll()
+        }
+        return url.replacingOccurrences(of: "/postgres?", with: "/\(name)?")
+    }
+
+    /// Stops the server at once, as a crash (immediate shutdown); the data stays.
+    public func halt() async throws { _ = try await Self.run(script, "halt", directory) }
+
+    /// Starts the halted server again on the same port.
+    public func resume() async throws { _ = try await Self.run(script, "resume", directory) }
+
+    /// Stops the server and removes its directory.
+    public func remove() async { _ = try? await Self.run(script, "stop", directory) }
+
+    private static func run(_ script: URL, _ command: String, _ directory: String) async throws -> String {
+        let child = try ChildProcess(script, [command, directory], in: URL(fileURLWithPath: "/"))
+        let status = try await child.waitForExit(timeout: .seconds(120))
+        guard status == 0 else {
+            throw TestPostgres.Unavailable(description: "scripts/test-postgres \(command) failed (\(status)): \(child.standardError)")
+        }
+        return child.standardOutput
     }
 }

@@ -37,6 +37,10 @@ struct DoorService: Service {
                 group.addTask {
                     for await _ in engine.commitRequests {
                         await engine.commitPending()
+                        // Not ready while the state cannot be reloaded from the store (a database down).
+                        if await !engine.isStopping {
+                            if await engine.isDegraded { readiness.markNotReady(.scheduler) } else { readiness.markReady(.scheduler) }
+                        }
                     }
                     await engine.commitPending()
                     await engine.finishDeliveries()
@@ -51,6 +55,11 @@ struct DoorService: Service {
                             var sleep = timerResolution
                             if let wait = await engine.millisecondsUntilNextTimer() {
                                 if wait == 0 { await engine.wake() } else { sleep = min(sleep, .milliseconds(wait)) }
+                            }
+                            // A degraded engine tries to reload its state once a second.
+                            if await engine.isDegraded {
+                                await engine.wake()
+                                sleep = .seconds(1)
                             }
                             try? await clock.sleep(for: sleep)
                         }

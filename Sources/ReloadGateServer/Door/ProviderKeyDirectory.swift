@@ -15,6 +15,8 @@ final class ProviderKeyDirectory: ProviderKeySource {
     private let logger: Logger
     private let keys = ProviderKeySet()
     private let lastRefresh = Mutex(ContinuousClock.Instant.now - .seconds(10))
+    /// The last refresh failed (logged once until one succeeds).
+    private let failing = Mutex(false)
 
     init(store: any GatewayStoreReading, logger: Logger) {
         self.store = store
@@ -42,8 +44,14 @@ final class ProviderKeyDirectory: ProviderKeySource {
         let stored: [StoredProviderKey]
         do {
             stored = try await store.providerKeys()
+            if failing.withLock({ $0 }) { logger.notice("the provider keys are read again") }
+            failing.withLock { $0 = false }
         } catch {
-            logger.error("cannot read the provider keys", metadata: ["error": "\(error)"])
+            // Logged once per failing run (every second while a database is away would flood the log).
+            if !failing.withLock({ $0 }), !(error is CancellationError) {
+                logger.error("cannot read the provider keys", metadata: ["error": "\(error)"])
+            }
+            failing.withLock { $0 = true }
             return
         }
         var parsed: [ProviderKey] = []

@@ -70,6 +70,9 @@ actor SchedulerEngine {
     private var inFlightKeys: [KeyName: InFlightKey] = [:]
     private var batchKeys: [KeyName] = []
     private(set) var isStopping = false
+    /// A commit failed and the state could not be reloaded: the in-memory scheduler may hold decisions
+    /// that were never committed, so nothing is decided until ``load()`` succeeds again.
+    private(set) var isDegraded = false
 
     /// Deliveries ready to send, in release order, one element per committed batch (the delivery
     /// worker reads them).
@@ -146,7 +149,7 @@ actor SchedulerEngine {
     /// Decides a request and returns once its decisions are committed.
     /// - Throws: the store's error when the commit failed: nothing of the request was accepted.
     func submit(_ submission: ReloadCommand, render: @escaping Render) async throws -> Outcome {
-        guard !isStopping else { throw SchedulerUnavailable() }
+        try checkAccepting()
         return try await withCheckedThrowingContinuation { continuation in
             enqueue(submission, render: render) { continuation.resume(with: $0) }
         }
@@ -280,7 +283,7 @@ actor SchedulerEngine {
     /// widgets (and a retired previous token's) are forgotten, their pending reloads dropped with a
     /// `cancelled` decision; returns once those decisions are committed (at once when none was pending).
     func apply(_ registration: DeviceRegistration) async throws {
-        guard !isStopping else { throw SchedulerUnavailable() }
+        try checkAccepting()
         let removed = registration.removedInstances + (registration.retired?.instances ?? [])
         let dropped = drop(removed.compactMap(Self.handle), reason: .removedFromRegistry)
         if let device = Self.deviceHandle(registration.device) {
@@ -294,7 +297,7 @@ actor SchedulerEngine {
     /// Forgets removed instances (a deleted device); their pending reloads are dropped with a `cancelled`
     /// decision, committed before this returns.
     func remove(instances: [Int64]) async throws {
-        guard !isStopping else { throw SchedulerUnavailable() }
+        try checkAccepting()
         if drop(instances.compactMap(Self.handle), reason: .removedFromRegistry) > 0 { try await waitForCommit() }
     }
 
@@ -302,7 +305,7 @@ actor SchedulerEngine {
     /// reloads are dropped with a `cancelled` decision naming Apple's time, and their state is deleted in
     /// the same commit. Returns the instance -> dropped requests, once committed.
     func unregister(device: Int64, since: Timestamp) async throws -> [Int64: [RequestID]] {
-        guard !isStopping else { throw SchedulerUnavailable() }
+        try checkAccepting()
         guard let handle = Self.deviceHandle(device) else { return [:] }
         var dropped: [Int64: [RequestID]] = [:]
         for instance in scheduler.instances(ofDevice: handle) {
@@ -335,7 +338,7 @@ actor SchedulerEngine {
     /// Records a timeline that the store has committed and returns once the instance's new planned
     /// reload is written through.
     func setTimeline(instance: Int64, _ timeline: Timeline) async throws {
-        guard !isStopping else { throw SchedulerUnavailable() }
+        try checkAccepting()
         guard let handle = Self.handle(instance) else { return }
         scheduler.setTimeline(handle, timeline)
         try await waitForCommit()
@@ -367,7 +370,7 @@ actor SchedulerEngine {
     /// `instances` when `request` is nil), records a `cancelled` decision for each of their listed
     /// requests, and returns once that is committed: instance -> the requests dropped with it.
     func cancel(instances: [Int64], listing request: RequestID?) async throws -> [Int64: [RequestID]] {
-        guard !isStopping else { throw SchedulerUnavailable() }
+        try checkAccepting()
         var dropped: [Int64: [RequestID]] = [:]
         for id in instances {
             guard let handle = Self.handle(id) else { continue }
@@ -390,7 +393,7 @@ actor SchedulerEngine {
     /// Makes the pending reloads of `instances` due now (exempt from the budget when `ignoringBudget`)
     /// and returns once that is committed: the instances that had one.
     func flush(instances: [Int64], ignoringBudget: Bool) async throws -> [Int64] {
-        guard !isStopping else { throw SchedulerUnavailable() }
+        try checkAccepting()
         let flushed = scheduler.flushPending(instances.compactMap(Self.handle), at: Timestamp(now()), ignoringBudget: ignoringBudget)
             .map { Int64($0.rawValue) }
         if !flushed.isEmpty { try await waitForCommit() }
@@ -419,6 +422,10 @@ actor SchedulerEngine {
     /// Commits everything gathered so far, with whatever fell due by now, until nothing is left. Only
     /// the commit loop calls it (one commit at a time).
     func commitPending() async {
+        if isDegraded {
+            await rebuild()
+            guard !isDegraded else { return refuseEverything(StoreUnavailable()) }
+        }
         while true {
             await drainInbox()
             let output = scheduler.tick(now: Timestamp(now()))
@@ -472,11 +479,51 @@ actor SchedulerEngine {
         batchKeys = []
         batch = LedgerBatch()
         batchDeliveries = []
+        await rebuild()
+    }
+
+    /// Reloads the scheduler from the store; while that fails the engine is degraded (every request is
+    /// refused; the timer loop and each new request try again).
+    private func rebuild() async {
         do {
+            // A store that does not answer at all is not asked to load (its queries may wait a minute).
+            guard await store.isReachable(within: Self.reachabilityTimeout) else { throw StoreUnavailable() }
             try await load()
+            if isDegraded { logger.notice("the scheduler's state was reloaded from the store; requests are accepted again") }
+            isDegraded = false
         } catch {
-            logger.critical("the scheduler cannot be rebuilt from the store", metadata: ["error": "\(error)"])
+            if !isDegraded {
+                logger.error("the scheduler cannot be rebuilt from the store; requests are refused until it can", metadata: ["error": "\(error)"])
+            }
+            isDegraded = true
         }
+    }
+
+    /// How long a degraded engine waits for the store to answer before it refuses what is queued.
+    static let reachabilityTimeout: Duration = .seconds(2)
+
+    /// Throws when no change may be made: stopping, or degraded (the state must be reloaded first).
+    private func checkAccepting() throws {
+        if isStopping { throw SchedulerUnavailable() }
+        if isDegraded { throw StoreUnavailable() }
+    }
+
+    /// Refuses everything queued and waiting with `error` (degraded: nothing may be decided).
+    private func refuseEverything(_ error: any Error) {
+        for item in inbox.takeAll() {
+            switch item {
+            case .request(_, _, let reply): reply(.failure(error))
+            case .adoption(let adoption): adoption.then(.failure(error))
+            }
+        }
+        for waiter in waiters { waiter(.failure(error)) }
+        for name in batchKeys {
+            for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
+        }
+        waiters = []
+        batchKeys = []
+        batch = LedgerBatch()
+        batchDeliveries = []
     }
 
     /// Adds what a tick released to the batch: deliveries (as `pending`, with their apns-id) and
@@ -529,4 +576,10 @@ struct SchedulerOverloaded: Error, CustomStringConvertible {
 /// The scheduler is stopping (graceful shutdown): the request was not accepted.
 struct SchedulerUnavailable: Error, CustomStringConvertible {
     var description: String { "the scheduler is shutting down" }
+}
+
+/// A commit failed and the scheduler's state could not be read back from the store (a database that is
+/// down or unreachable): requests are refused (`503`) until it can; nothing of them was accepted.
+struct StoreUnavailable: Error, CustomStringConvertible {
+    var description: String { "the store cannot be reached; the gateway refuses requests until it can reload its state" }
 }

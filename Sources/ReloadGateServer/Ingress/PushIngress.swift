@@ -261,6 +261,10 @@ final class PushIngress: Sendable {
         } catch let failure as APNsFailure {
             connection.debug("push refused", metadata: Self.refusalMetadata(failure, apnsID: head.apnsID, bearer: nil))
             respond(PushResponse(failure, apnsID: head.apnsID))
+        } catch let error as StoreError where error.code == "store.unavailable" {
+            // The database is away: Apple's answer for "try again later".
+            connection.debug("push refused: the store cannot be reached", metadata: ["apns-id": "\(head.apnsID)"])
+            respond(PushResponse(APNsFailure(.serviceUnavailable), apnsID: head.apnsID))
         } catch {
             logger.error("cannot read an app or device", metadata: ["error": "\(error)", "apns-id": "\(head.apnsID)"])
             respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
@@ -346,7 +350,7 @@ final class PushIngress: Sendable {
                     let reason: APNsReason =
                         switch error {
                         case is SchedulerUnavailable: .shutdown
-                        case is SchedulerOverloaded: .serviceUnavailable
+                        case is SchedulerOverloaded, is StoreUnavailable: .serviceUnavailable
                         default: .internalServerError
                         }
                     respond(PushResponse(APNsFailure(reason), apnsID: head.apnsID))
@@ -374,7 +378,12 @@ final class PushIngress: Sendable {
                     }
                 case .failure(let error):
                     logger.error("cannot adopt a device", metadata: ["device": "\(token.shortened)", "error": "\(error)"])
-                    let reason: APNsReason = error is SchedulerUnavailable ? .shutdown : .internalServerError
+                    let reason: APNsReason =
+                        switch error {
+                        case is SchedulerUnavailable: .shutdown
+                        case is SchedulerOverloaded, is StoreUnavailable: .serviceUnavailable
+                        default: .internalServerError
+                        }
                     respond(PushResponse(APNsFailure(reason), apnsID: head.apnsID))
                 }
             }

@@ -3,6 +3,7 @@ import Hummingbird
 import NIOCore
 import ReloadGateAPI
 import ReloadGateCore
+import ReloadGateStore
 
 extension APIError {
     /// The error with a Hummingbird status, for the routes' own refusals (`409`, `503`, ...).
@@ -29,6 +30,25 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as APIError {
             return error.response
+        }
+    }
+}
+
+extension APIError {
+    /// The answer to a request refused for the gateway's state rather than for what it asked: stopping,
+    /// the store away, too many requests waiting (`503`, nothing accepted, retry); `nil` for other errors.
+    static func refusal(_ error: any Error) -> APIError? {
+        switch error {
+        case is SchedulerUnavailable:
+            APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry")
+        case is StoreUnavailable:
+            APIError(status: .serviceUnavailable, code: "store-unavailable", message: "\(error); nothing was accepted, retry")
+        case let error as StoreError where error.code == "store.unavailable":
+            APIError(status: .serviceUnavailable, code: "store-unavailable", message: "\(error); nothing was accepted, retry")
+        case is SchedulerOverloaded:
+            APIError(status: .serviceUnavailable, code: "overloaded", message: "too many requests wait to be decided; nothing was accepted, retry")
+        default:
+            nil
         }
     }
 }

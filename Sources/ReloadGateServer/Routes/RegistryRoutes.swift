@@ -53,8 +53,9 @@ struct RegistryRoutes {
                 case .deviceUnregistered: "unregistered"
                 }
             return APIError(status: status, code: code, message: error.description).response
-        } catch is SchedulerUnavailable {
-            return APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry").response
+        } catch {
+            if let refusal = APIError.refusal(error) { return refusal.response }
+            throw error
         }
     }
 

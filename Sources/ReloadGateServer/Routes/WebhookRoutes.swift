@@ -29,9 +29,8 @@ struct WebhookRoutes {
                 return try await reload(request, context)
             } catch let error as APIError {
                 return error.response
-            } catch is SchedulerUnavailable {
-                return APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry").response
             } catch {
+                if let refusal = APIError.refusal(error) { return refusal.response }
                 // The commit failed: nothing of the request was accepted, and the caller may retry.
                 return APIError(status: .internalServerError, code: "storage", message: "the request could not be stored; nothing was accepted")
                     .response

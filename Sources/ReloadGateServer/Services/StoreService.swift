@@ -26,9 +26,31 @@ struct StoreService: Service {
         }
     }
 
+    /// How often the store's reachability is checked (a database server; SQLite always is).
+    var healthInterval: Duration = .seconds(1)
+
     func run() async throws {
         readiness.markReady(.store)
         await withTaskGroup(of: Void.self) { group in
+            // `/ready` reports the store not ready while it does not answer (a database that is down or
+            // unreachable), so that a load balancer sends requests elsewhere.
+            group.addTask { [store, readiness, logger, healthInterval] in
+                var reachable = true
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: healthInterval)
+                    if Task.isCancelled { break }
+                    let now = await store.isReachable(within: .seconds(2))
+                    guard now != reachable, !Task.isCancelled else { continue }
+                    reachable = now
+                    if now {
+                        readiness.markReady(.store)
+                        logger.notice("the store answers again", metadata: ["path": "\(store.path)"])
+                    } else {
+                        readiness.markNotReady(.store)
+                        logger.error("the store does not answer; not ready until it does", metadata: ["path": "\(store.path)"])
+                    }
+                }
+            }
             group.addTask { [upkeep, logger, upkeepInterval] in
                 guard let upkeep else { return }
                 // A checkpoint copies megabytes: it runs on a queue of its own, never on a thread of the

@@ -15,7 +15,7 @@ extension PostgresStore {
         let environment = environment.rawValue
         let id: Int64 = try await transaction { connection in
             if let existing = try await connection.rows(
-                "SELECT bundle FROM app WHERE lower(bundle) = lower(\(bundle.rawValue))", logger: logger
+                "SELECT bundle FROM app WHERE lower(bundle) = lower(\(bundle.rawValue))", logger: self.logger
             ).first?.decode(String.self) {
                 throw StoreError.appExists((try? BundleID(existing)) ?? bundle)
             }
@@ -26,7 +26,7 @@ extension PostgresStore {
                     \(ByteBuffer(bytes: Array(sealed))), \(allowsExemptions), \(now.storedMilliseconds))
                 RETURNING id
                 """,
-                logger: logger
+                logger: self.logger
             ).first!.decode(Int64.self)
         }
         let app = App(id: id, bundle: bundle, environment: self.environment, teamID: teamID, allowsExemptions: allowsExemptions, createdAt: now)

@@ -61,7 +61,7 @@ extension PostgresStore {
             if let now {
                 time = now
             } else {
-                time = try await connection.rows("SELECT \(unescaped: Self.databaseMilliseconds)", logger: logger).first!
+                time = try await connection.rows("SELECT \(unescaped: Self.databaseMilliseconds)", logger: self.logger).first!
                     .decode(Int64.self)
             }
             let expiry = time + leaseMilliseconds
@@ -70,7 +70,7 @@ extension PostgresStore {
                 INSERT INTO gateway (id, address, startedAt, heartbeatAt) VALUES (\(gateway), \(address), \(startedAt), \(time))
                 ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeatAt = excluded.heartbeatAt
                 """,
-                logger: logger
+                logger: self.logger
             )
             var held: [Int: Int64] = [:]
             for row in try await connection.rows(
@@ -78,14 +78,14 @@ extension PostgresStore {
                 UPDATE partition_lease SET expiresAt = \(expiry)
                 WHERE owner = \(gateway) AND expiresAt > \(time) RETURNING partition, epoch
                 """,
-                logger: logger
+                logger: self.logger
             ) {
                 let (partition, epoch) = try row.decode((Int64, Int64).self)
                 held[Int(partition)] = epoch
             }
             let live = try await connection.rows(
                 "SELECT id FROM gateway WHERE heartbeatAt > \(time - leaseMilliseconds) ORDER BY id COLLATE \"C\"",
-                logger: logger
+                logger: self.logger
             ).map { try $0.decode(String.self) }
             let index = live.firstIndex(of: gateway) ?? 0
             let count = max(live.count, 1)
@@ -100,7 +100,7 @@ extension PostgresStore {
                         ORDER BY partition LIMIT \(Int64(share - held.count)) FOR UPDATE SKIP LOCKED)
                     RETURNING partition, epoch
                     """,
-                    logger: logger
+                    logger: self.logger
                 ) {
                     let (partition, epoch) = try row.decode((Int64, Int64).self)
                     held[Int(partition)] = epoch
@@ -110,7 +110,7 @@ extension PostgresStore {
             let surplus = held.count > share ? Array(held.keys.sorted().suffix(held.count - share).reversed()) : []
             // Gateways gone for a long time leave the list (their leases expired long ago).
             try await connection.query(
-                "DELETE FROM gateway WHERE heartbeatAt < \(time - 100 * leaseMilliseconds)", logger: logger
+                "DELETE FROM gateway WHERE heartbeatAt < \(time - 100 * leaseMilliseconds)", logger: self.logger
             )
             return LeaseState(held: held, acquired: acquired.sorted(), liveGateways: live, surplus: surplus, expiresAt: expiry)
         }
@@ -128,7 +128,7 @@ extension PostgresStore {
             WHERE partition_lease.partition = given.partition AND partition_lease.epoch = given.epoch
                 AND partition_lease.owner = \(gateway)
             """,
-            logger: logger
+            logger: self.logger
         )
     }
 

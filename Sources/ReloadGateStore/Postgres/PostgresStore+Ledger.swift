@@ -18,7 +18,7 @@ extension PostgresStore {
             return
         }
         try await transaction { connection in
-            try await Self.write(rows, on: connection, logger: logger)
+            try await Self.write(rows, on: connection, logger: self.logger)
         }
     }
 

@@ -19,13 +19,13 @@ extension PostgresStore {
         return try await transaction { connection in
             var retired: (device: Int64, instances: [Int64])?
             if let previousToken, previousToken != token,
-                let old = try await Self.device(connection, app: app, token: previousToken, logger: logger), old.active
+                let old = try await Self.device(connection, app: app, token: previousToken, logger: self.logger), old.active
             {
                 let instances = try await connection.rows(
-                    "DELETE FROM widget WHERE deviceId = \(old.id) RETURNING id", logger: logger
+                    "DELETE FROM widget WHERE deviceId = \(old.id) RETURNING id", logger: self.logger
                 ).map { try $0.decode(Int64.self) }.sorted()
                 _ = try await connection.rows(
-                    "UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(old.id)", logger: logger
+                    "UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(old.id)", logger: self.logger
                 )
                 retired = (old.id, instances)
             }
@@ -35,17 +35,17 @@ extension PostgresStore {
                 ON CONFLICT (appId, token) DO UPDATE SET active = true, registeredAt = excluded.registeredAt, unregisteredAt = NULL
                 RETURNING id
                 """,
-                logger: logger
+                logger: self.logger
             ).first!.decode(Int64.self)
             var existing: [String: Int64] = [:]
-            for row in try await connection.rows("SELECT id, widgetID FROM widget WHERE deviceId = \(device)", logger: logger) {
+            for row in try await connection.rows("SELECT id, widgetID FROM widget WHERE deviceId = \(device)", logger: self.logger) {
                 let (id, widgetID) = try row.decode((Int64, String).self)
                 existing[widgetID] = id
             }
             let wanted = Set(widgets.map(\.id))
             let removed = existing.filter { !wanted.contains($0.key) }.map(\.value).sorted()
             if !removed.isEmpty {
-                _ = try await connection.rows("DELETE FROM widget WHERE id = ANY(\(removed))", logger: logger)
+                _ = try await connection.rows("DELETE FROM widget WHERE id = ANY(\(removed))", logger: self.logger)
             }
             var instances: [(id: Int64, widget: WidgetRegistration)] = []
             for widget in widgets {
@@ -56,7 +56,7 @@ extension PostgresStore {
                         UPDATE widget SET kind = \(widget.kind), family = \(widget.family.rawValue),
                             configuration = \(configuration), pushEnabled = \(widget.pushEnabled) WHERE id = \(id)
                         """,
-                        logger: logger
+                        logger: self.logger
                     )
                     instances.append((id, widget))
                 } else {
@@ -66,7 +66,7 @@ extension PostgresStore {
                         VALUES (\(device), \(widget.id), \(widget.kind), \(widget.family.rawValue), \(configuration), \(widget.pushEnabled))
                         RETURNING id
                         """,
-                        logger: logger
+                        logger: self.logger
                     ).first!.decode(Int64.self)
                     instances.append((id, widget))
                 }
@@ -78,13 +78,13 @@ extension PostgresStore {
     /// Removes a device and its widgets. - Returns: the device id and its removed instance ids.
     public func deleteDevice(app: App, token: DeviceToken) async throws -> (device: Int64, instances: [Int64]) {
         try await transaction { connection in
-            guard let device = try await Self.device(connection, app: app, token: token, logger: logger) else {
+            guard let device = try await Self.device(connection, app: app, token: token, logger: self.logger) else {
                 throw RegistryError.deviceNotFound(token)
             }
             let instances = try await connection.rows(
-                "SELECT id FROM widget WHERE deviceId = \(device.id) ORDER BY id", logger: logger
+                "SELECT id FROM widget WHERE deviceId = \(device.id) ORDER BY id", logger: self.logger
             ).map { try $0.decode(Int64.self) }
-            _ = try await connection.rows("DELETE FROM device WHERE id = \(device.id)", logger: logger)
+            _ = try await connection.rows("DELETE FROM device WHERE id = \(device.id)", logger: self.logger)
             return (device.id, instances)
         }
     }
@@ -101,12 +101,12 @@ extension PostgresStore {
         let planned = timeline.plannedReload?.milliseconds
         let time = now.storedMilliseconds
         return try await transaction { connection in
-            guard let device = try await Self.device(connection, app: app, token: token, logger: logger) else {
+            guard let device = try await Self.device(connection, app: app, token: token, logger: self.logger) else {
                 throw RegistryError.deviceNotFound(token)
             }
             guard device.active else { throw RegistryError.deviceUnregistered(token) }
             guard let instance = try await connection.rows(
-                "SELECT id FROM widget WHERE deviceId = \(device.id) AND widgetID = \(widgetID)", logger: logger
+                "SELECT id FROM widget WHERE deviceId = \(device.id) AND widgetID = \(widgetID)", logger: self.logger
             ).first?.decode(Int64.self) else { throw RegistryError.widgetNotFound(token, widgetID) }
             _ = try await connection.rows(
                 """
@@ -115,7 +115,7 @@ extension PostgresStore {
                 ON CONFLICT (widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
                     plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
                 """,
-                logger: logger
+                logger: self.logger
             )
             return instance
         }
@@ -140,7 +140,7 @@ extension PostgresStore {
     /// The device's state: whether it is active, and since when it is unregistered.
     public func deviceStatus(app: App, token: DeviceToken) async throws -> (active: Bool, unregisteredAt: Date?)? {
         try await transaction { connection in
-            try await Self.device(connection, app: app, token: token, logger: logger).map { ($0.active, $0.unregisteredAt) }
+            try await Self.device(connection, app: app, token: token, logger: self.logger).map { ($0.active, $0.unregisteredAt) }
         }
     }
 
@@ -236,20 +236,20 @@ extension PostgresStore {
                 INSERT INTO device (appId, token, active, registeredAt) VALUES (\(app.id), \(token.hex), true, \(now.storedMilliseconds))
                 ON CONFLICT (appId, token) DO NOTHING
                 """,
-                logger: logger
+                logger: self.logger
             )
             let device = try await connection.rows(
-                "SELECT id FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: logger
+                "SELECT id FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: self.logger
             ).first!.decode(Int64.self)
             _ = try await connection.rows(
                 """
                 INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
                 VALUES (\(device), \(implicit), \(implicit), \(implicit), '{}', true) ON CONFLICT (deviceId, widgetID) DO NOTHING
                 """,
-                logger: logger
+                logger: self.logger
             )
             let instance = try await connection.rows(
-                "SELECT id FROM widget WHERE deviceId = \(device) AND widgetID = \(implicit)", logger: logger
+                "SELECT id FROM widget WHERE deviceId = \(device) AND widgetID = \(implicit)", logger: self.logger
             ).first!.decode(Int64.self)
             return (device, instance)
         }

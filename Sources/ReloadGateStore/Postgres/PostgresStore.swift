@@ -1,6 +1,7 @@
 import Foundation
 public import Logging
 import PostgresNIO
+import Synchronization
 public import ReloadGateCore
 
 /// The shared store of several gateways: one PostgreSQL database (postgres-nio).
@@ -108,22 +109,94 @@ public final class PostgresStore: Sendable {
         return "\(error)"
     }
 
+    /// Whether the server answers `SELECT 1` within `timeout`. (postgres-nio's pool queues a query while it
+    /// cannot connect and fails it only when its circuit breaker trips, after up to a minute: this bounds
+    /// the wait.)
+    public func isReachable(within timeout: Duration) async -> Bool {
+        let client = client
+        let logger = logger
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { (try? await client.query("SELECT 1", logger: logger).collect()) != nil }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
     // MARK: Running queries
+
+    /// How long an operation waits for a connection of the pool. postgres-nio queues a request while it
+    /// cannot connect and fails it only when its circuit breaker trips, after a minute; the gateway must
+    /// refuse requests sooner than that when the database is away.
+    static let leaseTimeout: Duration = .seconds(5)
 
     /// The rows of `query`, on a connection of the pool.
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await client.query(query, logger: logger).collect()
+        let logger = logger
+        return try await withConnection { connection in try await connection.query(query, logger: logger).collect() }
     }
 
     /// Runs `body` in one transaction (committed when it returns, rolled back when it throws). An error
     /// of `body` is rethrown as it is (a ``RegistryError``, a ``StoreError``), once rolled back.
-    func transaction<Result: Sendable>(_ body: (PostgresConnection) async throws -> sending Result) async throws -> Result {
-        do {
-            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
-        } catch let error as PostgresTransactionError {
-            if let thrown = error.closureError, error.rollbackError == nil { throw thrown }
-            throw error
+    func transaction<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+        let logger = logger
+        return try await withConnection { connection in
+            do {
+                return try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+            } catch let error as PostgresTransactionError {
+                if let thrown = error.closureError, error.rollbackError == nil { throw thrown }
+                throw error
+            }
         }
+    }
+
+    /// Runs `body` on a connection of the pool, or throws ``StoreError/unavailable(reason:)`` when none is
+    /// leased within ``leaseTimeout``. The deadline covers only the wait for a connection: once `body`
+    /// runs it is never abandoned (a transaction cut off by a timer might have committed).
+    func withConnection<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+        let client = client
+        let lease = Lease()
+        return try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask {
+                try await client.withConnection { connection in
+                    let granted = lease.state.withLock { state in
+                        guard state == .waiting else { return false }
+                        state = .leased
+                        return true
+                    }
+                    guard granted else { throw StoreError.unavailable(reason: "no database connection within \(Self.leaseTimeout)") }
+                    return try await body(connection)
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: Self.leaseTimeout)
+                let expired = lease.state.withLock { state in
+                    guard state == .waiting else { return false }
+                    state = .timedOut
+                    return true
+                }
+                if expired { throw StoreError.unavailable(reason: "no database connection within \(Self.leaseTimeout)") }
+                return nil  // leased in time: the operation's own result decides
+            }
+            while let next = try await group.next() {
+                if let result = next {
+                    group.cancelAll()
+                    return result
+                }
+            }
+            throw StoreError.unavailable(reason: "the database operation ended without a result")
+        }
+    }
+
+    private enum LeaseState { case waiting, leased, timedOut }
+
+    /// Whether an operation got its connection before its deadline (shared by the two racing tasks).
+    private final class Lease: Sendable {
+        let state = Mutex(LeaseState.waiting)
     }
 }
 

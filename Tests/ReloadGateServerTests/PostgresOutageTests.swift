@@ -1,0 +1,112 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOHTTP1
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// The database goes away under a running gateway (a crash of PostgreSQL, on a cluster of this test's
+/// own) and comes back: requests are refused while it is away, nothing refused is accepted later, and
+/// the gateway serves again by itself once the database is back.
+@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled))
+struct PostgresOutageTests {
+    static let bundle = "com.example.scores"
+    static let token = String(repeating: "d4", count: 32)
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func requestsAreRefusedWhileTheDatabaseIsDownAndNoneOfThemIsAcceptedLater() async throws {
+        let cluster = try await PrivatePostgresCluster(repositoryRoot: Self.root)
+        let data = try TemporaryDirectory("pg-outage")
+        defer { data.remove() }
+        do {
+            let url = try await cluster.newDatabase("outage")
+            let sender = ProviderTokenFactory(keyID: "OUTAGE0001", teamID: "OUTTEAM001")
+            // The app, the sender's key and the device are there before the gateway starts.
+            let store = try await PostgresStore(
+                location: try PostgresLocation(url: url), secretsDirectory: data.path("data"),
+                environment: .sandbox, now: Date(), logger: Logger(label: "test")
+            )
+            defer { try? store.close() }
+            let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: sender.teamID, allowsExemptions: false, now: Date())
+            try await store.addProviderKey(
+                StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
+            )
+            let widgets = [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())]
+            _ = try await store.putDevice(app: credentials.app, token: try DeviceToken(Self.token), widgets: widgets, previousToken: nil, now: Date())
+
+            try await TestGateway.withRunning(configure: { configuration in
+                configuration.store.kind = .postgres
+                configuration.store.url = url
+                configuration.dataDirectory = data.path("data")
+            }) { gateway in
+                /// A push through the APNs listener with its own apns-id; the answer and that id.
+                func push() async throws -> (answer: RawHTTP2Client.Answer, apnsID: String) {
+                    let apnsID = UUID().uuidString.lowercased()
+                    let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
+                    defer { Task { await client.close() } }
+                    let answer = try await client.send(
+                        RawHTTP2Client.push(token: Self.token, [
+                            ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.widgets"),
+                            ("apns-push-type", "widgets"), ("apns-id", apnsID),
+                        ]),
+                        body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+                    )
+                    return (answer, apnsID)
+                }
+                try await gateway.withHTTPClient { client in
+                    let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                    // The first push goes at once; the second waits for the minimum interval. Both leave the
+                    // app and the device in the gateway's caches: later pushes need no read, only a commit.
+                    let first = try await push()
+                    #expect(first.answer.status == 200, "\(first.answer.body)")
+                    let waiting = try await push()
+                    #expect(waiting.answer.header("reloadgate-decision") == "deferred")
+
+                    try await cluster.halt()
+                    // The commit fails: the push is refused, and the engine cannot reload its state. Then
+                    // every push is refused at once (503 ServiceUnavailable), and webhook calls too.
+                    let failed = try await push()
+                    #expect(failed.answer.status >= 500, "\(failed.answer.body)")
+                    let refused = try await push()
+                    #expect(refused.answer.status == 503, "\(refused.answer.body)")
+                    #expect(refused.answer.body.contains("ServiceUnavailable"), "\(refused.answer.body)")
+                    let call = try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: credentials.webhookSecret)
+                    #expect(call.status == 503, "\(call.body)")
+                    #expect(call.json["code"] as? String == "store-unavailable", "\(call.body)")
+                    var notReady = false
+                    for _ in 0..<100 where !notReady {
+                        notReady = try await api.send(.GET, "/ready").status == 503
+                        if !notReady { try await Task.sleep(for: .milliseconds(100)) }
+                    }
+                    #expect(notReady, "/ready did not report the database's absence within 10 s")
+
+                    try await cluster.resume()
+                    var ready = false
+                    for _ in 0..<300 where !ready {
+                        ready = try await api.send(.GET, "/ready").status == 200
+                        if !ready { try await Task.sleep(for: .milliseconds(100)) }
+                    }
+                    #expect(ready, "the gateway did not become ready again within 30 s of the database's return")
+                    let merged = try await push()
+                    #expect(merged.answer.header("reloadgate-decision") == "merged", "\(merged.answer.headers)")
+
+                    // The pending reload lists exactly the two accepted pushes: nothing of the refused ones
+                    // survived in the scheduler's memory, and they left no row.
+                    let accepted = [try await store.requests(apnsID: waiting.apnsID), try await store.requests(apnsID: merged.apnsID)]
+                    #expect(accepted.map(\.count) == [1, 1])
+                    #expect(try await store.pendingReloads(PendingFilter()).map(\.requests) == [accepted.flatMap { $0 }])
+                    #expect(try await store.requests(apnsID: failed.apnsID).isEmpty)
+                    #expect(try await store.requests(apnsID: refused.apnsID).isEmpty)
+                    #expect(try await store.ledgerCounts().requests == 3)
+                }
+            }
+        } catch {
+            await cluster.remove()
+            throw error
+        }
+        await cluster.remove()
+    }
+}

@@ -350,7 +350,7 @@ final class PushIngress: Sendable {
                     let reason: APNsReason =
                         switch error {
                         case is SchedulerUnavailable: .shutdown
-                        case is SchedulerOverloaded, is StoreUnavailable: .serviceUnavailable
+                        case let error where Self.isUnavailable(error): .serviceUnavailable
                         default: .internalServerError
                         }
                     respond(PushResponse(APNsFailure(reason), apnsID: head.apnsID))
@@ -381,12 +381,22 @@ final class PushIngress: Sendable {
                     let reason: APNsReason =
                         switch error {
                         case is SchedulerUnavailable: .shutdown
-                        case is SchedulerOverloaded, is StoreUnavailable: .serviceUnavailable
+                        case let error where Self.isUnavailable(error): .serviceUnavailable
                         default: .internalServerError
                         }
                     respond(PushResponse(APNsFailure(reason), apnsID: head.apnsID))
                 }
             }
+        }
+    }
+
+    /// Whether `error` refused a push for the gateway's state (queue full, the store away): Apple's 503,
+    /// safe to retry.
+    static func isUnavailable(_ error: any Error) -> Bool {
+        switch error {
+        case is SchedulerOverloaded, is StoreUnavailable: true
+        case let error as StoreError: error.code == "store.unavailable"
+        default: false
         }
     }
 

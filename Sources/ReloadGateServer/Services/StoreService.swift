@@ -36,10 +36,14 @@ struct StoreService: Service {
             // unreachable), so that a load balancer sends requests elsewhere.
             group.addTask { [store, readiness, logger, healthInterval] in
                 var reachable = true
+                var failures = 0
                 while !Task.isCancelled {
                     try? await Task.sleep(for: healthInterval)
                     if Task.isCancelled { break }
-                    let now = await store.isReachable(within: .seconds(2))
+                    // Two checks in a row without an answer in 5 s: a busy server is not an absent one.
+                    let answered = await store.isReachable(within: .seconds(5))
+                    failures = answered ? 0 : failures + 1
+                    let now = answered || failures < 2
                     guard now != reachable, !Task.isCancelled else { continue }
                     reachable = now
                     if now {

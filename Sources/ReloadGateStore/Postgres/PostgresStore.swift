@@ -18,10 +18,30 @@ public final class PostgresStore: Sendable {
     public let path: String
     /// The environment the store was created for.
     public let environment: DeploymentEnvironment
-    let client: PostgresClient
     let logger: Logger
     let sealer: SecretSealer
-    private let runner: Task<Void, Never>
+    /// The connection pool in use, replaced by a new one when the database comes back after an outage.
+    private let pool: Mutex<Pool>
+    /// An operation found no connection in time: the pool may be waiting out its reconnection backoff
+    /// (up to a minute), so reachability is checked with a new pool, which then replaces it.
+    private let poolSuspect = Mutex(false)
+    private let configuration: PostgresClient.Configuration
+    private let clientLogger: Logger
+
+    /// A postgres-nio client and the task running it.
+    private struct Pool: Sendable {
+        var client: PostgresClient
+        var runner: Task<Void, Never>
+
+        init(configuration: PostgresClient.Configuration, logger: Logger) {
+            let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+            self.client = client
+            runner = Task { await client.run() }
+        }
+    }
+
+    /// The pool's client.
+    var client: PostgresClient { pool.withLock { $0.client } }
 
     /// Connects, migrates and checks the environment.
     /// - Parameters:
@@ -56,8 +76,9 @@ public final class PostgresStore: Sendable {
         // does, harmlessly); its errors still show, and every failed query throws to its caller.
         var clientLogger = logger
         clientLogger.logLevel = max(logger.logLevel, .error)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: clientLogger)
-        let runner = Task { await client.run() }
+        let pool = Pool(configuration: configuration, logger: clientLogger)
+        let client = pool.client
+        let runner = pool.runner
         let stored: DeploymentEnvironment
         do {
             try await Self.migrate(client, logger: logger)
@@ -86,15 +107,16 @@ public final class PostgresStore: Sendable {
         }
         self.path = description
         self.environment = environment
-        self.client = client
         self.logger = logger
         self.sealer = sealer
-        self.runner = runner
+        self.pool = Mutex(pool)
+        self.configuration = configuration
+        self.clientLogger = clientLogger
     }
 
     /// Closes the connections (in the background: queries still running fail).
     public func close() throws {
-        runner.cancel()
+        pool.withLock { $0.runner.cancel() }
     }
 
     /// A PostgreSQL error as one line: the server's message and detail when there is one.
@@ -113,9 +135,36 @@ public final class PostgresStore: Sendable {
     /// cannot connect and fails it only when its circuit breaker trips, after up to a minute: this bounds
     /// the wait.)
     public func isReachable(within timeout: Duration) async -> Bool {
-        let client = client
-        let logger = logger
-        return await withTaskGroup(of: Bool.self) { group in
+        guard poolSuspect.withLock({ $0 }) else {
+            let answers = await Self.answers(client, within: timeout, logger: logger)
+            if !answers { poolSuspect.withLock { $0 = true } }
+            return answers
+        }
+        // The pool may still be backing off from the outage: a new pool answers as soon as the server
+        // does, and takes the old one's place.
+        let fresh = Pool(configuration: configuration, logger: clientLogger)
+        guard await Self.answers(fresh.client, within: timeout, logger: logger) else {
+            fresh.runner.cancel()
+            return false
+        }
+        let old = pool.withLock { pool in
+            let old = pool
+            pool = fresh
+            return old
+        }
+        // Operations still running on the old pool finish there (a commit in flight is not cut off).
+        Task {
+            try? await Task.sleep(for: .seconds(30))
+            old.runner.cancel()
+        }
+        poolSuspect.withLock { $0 = false }
+        logger.notice("the database answers again; its connections were opened anew", metadata: ["path": "\(path)"])
+        return true
+    }
+
+    /// Whether `client` answers `SELECT 1` within `timeout`.
+    private static func answers(_ client: PostgresClient, within timeout: Duration, logger: Logger) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
             group.addTask { (try? await client.query("SELECT 1", logger: logger).collect()) != nil }
             group.addTask {
                 try? await Task.sleep(for: timeout)
@@ -179,7 +228,10 @@ public final class PostgresStore: Sendable {
                     state = .timedOut
                     return true
                 }
-                if expired { throw StoreError.unavailable(reason: "no database connection within \(Self.leaseTimeout)") }
+                if expired {
+                    self.poolSuspect.withLock { $0 = true }
+                    throw StoreError.unavailable(reason: "no database connection within \(Self.leaseTimeout)")
+                }
                 return nil  // leased in time: the operation's own result decides
             }
             while let next = try await group.next() {

@@ -54,6 +54,24 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test func aServerThatIsNotThereIsNamedWithTheReasonAndWithoutThePassword() async throws {
+        let directory = try TemporaryDirectory("pg-absent")
+        defer { directory.remove() }
+        // Port 1 of loopback: nothing listens. Opening says so (from one connection, not after the pool's
+        // minute of retries), and never shows the password.
+        let location = try PostgresLocation(url: "postgres://gateway:s3cret@127.0.0.1:1/reloadgate?sslmode=disable")
+        do {
+            let store = try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: now, logger: .init(label: "test"))
+            try store.close()
+            Issue.record("a store opened on a port where nothing listens")
+        } catch let error as StoreError {
+            #expect(error.code == "store.cannot-open")
+            #expect(error.description.contains("refused"), "\(error.description)")
+            #expect(error.description.contains("postgres://gateway@127.0.0.1:1/reloadgate"), "\(error.description)")
+            #expect(!error.description.contains("s3cret"))
+        }
+    }
+
     @Test func theURLIsParsedAndItsPasswordNeverShown() throws {
         let location = try PostgresLocation(url: "postgres://gateway:s3cr%40t@db.internal:6432/reloadgate?sslmode=verify-full&sslrootcert=/etc/ca.pem")
         #expect(location.username == "gateway")

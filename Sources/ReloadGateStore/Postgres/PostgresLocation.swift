@@ -83,6 +83,32 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
         try clientConfiguration()
     }
 
+    /// The configuration of one postgres-nio connection (the check at open, outside the pool).
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        if let socketDirectory {
+            let socket = URL(fileURLWithPath: socketDirectory).appendingPathComponent(".s.PGSQL.\(port)").path
+            return .init(unixSocketPath: socket, username: username, password: password, database: database)
+        }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        let mode: PostgresConnection.Configuration.TLS
+        switch sslMode {
+        case "disable":
+            mode = .disable
+        case "verify-full":
+            if let sslRootCertificate { tls.trustRoots = .file(sslRootCertificate) }
+            mode = .require(try NIOSSLContext(configuration: tls))
+        case "require":
+            tls.certificateVerification = .none
+            mode = .require(try NIOSSLContext(configuration: tls))
+        default:
+            tls.certificateVerification = .none
+            mode = .prefer(try NIOSSLContext(configuration: tls))
+        }
+        return PostgresConnection.Configuration(
+            host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: mode
+        )
+    }
+
     /// The client configuration of postgres-nio.
     func clientConfiguration() throws -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration

@@ -72,6 +72,9 @@ public final class PostgresStore: Sendable {
             throw .cannotOpen(path: description, reason: "cannot create \(secretsDirectory): \(error.localizedDescription)")
         }
         let sealer = try SecretSealer(directory: secretsDirectory)
+        // One connection first, outside the pool: the pool would retry an unreachable server for a minute
+        // and then report only that it gave up; this says why (refused, unknown host, bad password).
+        try await Self.checkConnection(location, description: description, logger: logger)
         // postgres-nio warns at `warning` when a query waits for `run()` to start (as the first one here
         // does, harmlessly); its errors still show, and every failed query throws to its caller.
         var clientLogger = logger
@@ -119,16 +122,55 @@ public final class PostgresStore: Sendable {
         pool.withLock { $0.runner.cancel() }
     }
 
-    /// A PostgreSQL error as one line: the server's message and detail when there is one.
+    /// A PostgreSQL error as one line: the server's message and detail when there is one, else the
+    /// connection's error.
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] {
                 let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""
                 return message + detail
             }
+            if let underlying = error.underlying { return "\(error.code): \(underlying)" }
             return "\(error.code)"
         }
         return "\(error)"
+    }
+
+    /// How long opening the store waits for the server to answer.
+    static let openTimeout: Duration = .seconds(10)
+
+    /// Connects once (within ``openTimeout``) and closes again, or throws why it could not.
+    private static func checkConnection(_ location: PostgresLocation, description: String, logger: Logger) async throws(StoreError) {
+        let configuration: PostgresConnection.Configuration
+        do {
+            configuration = try location.connectionConfiguration()
+        } catch {
+            throw .cannotOpen(path: description, reason: "\(error)")
+        }
+        var quiet = logger
+        quiet.logLevel = .critical
+        let connectLogger = quiet
+        let outcome: Result<Void, any Error> = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
+            group.addTask {
+                do {
+                    let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: connectLogger)
+                    try? await connection.close()
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: openTimeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .failure(StoreError.unavailable(reason: "no answer within \(openTimeout)"))
+        }
+        if case .failure(let error) = outcome {
+            throw .cannotOpen(path: description, reason: describe(error))
+        }
     }
 
     /// Whether the server answers `SELECT 1` within `timeout`. (postgres-nio's pool queues a query while it

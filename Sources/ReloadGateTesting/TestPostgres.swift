@@ -30,8 +30,12 @@ public enum TestPostgres {
             throw Unavailable(description: "RG_TEST_POSTGRES_URL is not set: start a cluster with scripts/test-postgres start DIR and export the URL it prints")
         }
         let name = "rg_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
-        let location = try PostgresLocation(url: url)
-        let client = PostgresClient(configuration: try location.testClientConfiguration(), backgroundLogger: Logger(label: "test-postgres"))
+        return try await createDatabase(String(name), on: url)
+    }
+
+    /// Creates `name` on the cluster of `url` and returns the URL of the new database.
+    static func createDatabase(_ name: String, on url: String) async throws -> String {
+        let client = PostgresClient(configuration: try PostgresLocation(url: url).clientConfiguration(), backgroundLogger: Logger(label: "test-postgres"))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)")).collect()
@@ -73,13 +77,7 @@ public final class PrivatePostgresCluster: Sendable {
 
     /// A URL of `database` on this cluster (created first).
     public func newDatabase(_ name: String) async throws -> String {
-        let client = PostgresClient(configuration: try PostgresLocation(url: url).testClientConfiguration(), backgroundLogger: Logger(label: "test-postgres"))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)")).collect()
-            group.cancelAll()
-        }
-        return url.replacingOccurrences(of: "/postgres?", with: "/\(name)?")
+        try await TestPostgres.createDatabase(name, on: url)
     }
 
     /// Stops the server at once, as a crash (immediate shutdown); the data stays.

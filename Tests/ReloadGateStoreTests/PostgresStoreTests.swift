@@ -95,7 +95,13 @@ struct PostgresStoreTests {
         #expect(fromFile.password == "from-file")
         #expect(fromFile.sslMode == "prefer")
 
-        for bad in ["mysql://u@h/d", "postgres://h/d", "postgres://u@h:0/d", "postgres://u@h/d?sslmode=allow", "postgres://u@h/d?port=99999"] {
+        #expect(try PostgresLocation(url: "postgres://u@[::1]:5433/d").host == "::1")
+        // Numbers from outside: every extreme of the port is refused, never taken for the default.
+        for bad in [
+            "mysql://u@h/d", "postgres://h/d", "postgres://u@h:0/d", "postgres://u@h/d?sslmode=allow", "postgres://u@h/d?port=99999",
+            "postgres://u@h:99999999999999999999/d", "postgres://u@h:65536/d", "postgres://u@h:-1/d", "postgres://u@h:1e300/d",
+            "postgres://u@h/d?port=9223372036854775807", "postgres://u@h/d?port=-9223372036854775808", "postgres://u@h/d?port=1e300",
+        ] {
             #expect(throws: PostgresLocation.Invalid.self, "\(bad)") { try PostgresLocation(url: bad) }
         }
         #expect(throws: PostgresLocation.Invalid.self) {

@@ -41,12 +41,18 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
             (components.queryItems ?? []).map { ($0.name, $0.value ?? "") },
             uniquingKeysWith: { _, last in last }
         )
-        let hostName = components.host.flatMap { $0.isEmpty ? nil : $0 }
+        // An IPv6 address comes in brackets ([::1]); the connection wants it without them.
+        let hostName = components.host.flatMap { $0.isEmpty ? nil : $0 }.map {
+            $0.hasPrefix("[") && $0.hasSuffix("]") ? String($0.dropFirst().dropLast()) : $0
+        }
         socketDirectory = query["host"].flatMap { $0.hasPrefix("/") ? $0 : nil }
         host = socketDirectory == nil ? (hostName ?? query["host"] ?? "localhost") : nil
-        if let portText = components.port {
-            guard (1...65535).contains(portText) else { throw Invalid(description: "store.url's port must be 1 to 65535") }
-            port = portText
+        if components.rangeOfPort != nil {
+            // URLComponents leaves `port` nil for one beyond Int (a 20-digit port): not 5432 then.
+            guard let value = components.port, (1...65535).contains(value) else {
+                throw Invalid(description: "store.url's port must be 1 to 65535")
+            }
+            port = value
         } else if let portText = query["port"] {
             guard let value = Int(portText), (1...65535).contains(value) else {
                 throw Invalid(description: "store.url's port must be 1 to 65535")
@@ -78,64 +84,62 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
         return "postgres://\(username)@\(host ?? "localhost"):\(port)/\(database)?sslmode=\(sslMode)"
     }
 
-    /// The client configuration of postgres-nio (for tests that set up databases beside the store).
-    public func testClientConfiguration() throws -> PostgresClient.Configuration {
-        try clientConfiguration()
+    /// Unix socket of the server, for a `host=/directory` URL.
+    private var socketPath: String? {
+        socketDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent(".s.PGSQL.\(port)").path }
     }
+
+    /// What `sslmode` asks of TLS: whether to use it, and the settings (`verify-full` checks the server's
+    /// certificate against `sslrootcert` or the system's roots and the host name; `prefer` and `require`,
+    /// as libpq, do not check it).
+    private var tls: (use: TLSUse, configuration: TLSConfiguration) {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        switch sslMode {
+        case "disable":
+            return (.disable, configuration)
+        case "verify-full":
+            if let sslRootCertificate { configuration.trustRoots = .file(sslRootCertificate) }
+            return (.require, configuration)
+        case "require":
+            configuration.certificateVerification = .none
+            return (.require, configuration)
+        default:
+            configuration.certificateVerification = .none
+            return (.prefer, configuration)
+        }
+    }
+
+    private enum TLSUse { case disable, prefer, require }
 
     /// The configuration of one postgres-nio connection (the check at open, outside the pool).
     func connectionConfiguration() throws -> PostgresConnection.Configuration {
-        if let socketDirectory {
-            let socket = URL(fileURLWithPath: socketDirectory).appendingPathComponent(".s.PGSQL.\(port)").path
-            return .init(unixSocketPath: socket, username: username, password: password, database: database)
+        if let socketPath {
+            return .init(unixSocketPath: socketPath, username: username, password: password, database: database)
         }
-        var tls = TLSConfiguration.makeClientConfiguration()
-        let mode: PostgresConnection.Configuration.TLS
-        switch sslMode {
-        case "disable":
-            mode = .disable
-        case "verify-full":
-            if let sslRootCertificate { tls.trustRoots = .file(sslRootCertificate) }
-            mode = .require(try NIOSSLContext(configuration: tls))
-        case "require":
-            tls.certificateVerification = .none
-            mode = .require(try NIOSSLContext(configuration: tls))
-        default:
-            tls.certificateVerification = .none
-            mode = .prefer(try NIOSSLContext(configuration: tls))
-        }
-        return PostgresConnection.Configuration(
-            host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: mode
-        )
+        let (use, settings) = tls
+        let mode: PostgresConnection.Configuration.TLS =
+            switch use {
+            case .disable: .disable
+            case .prefer: .prefer(try NIOSSLContext(configuration: settings))
+            case .require: .require(try NIOSSLContext(configuration: settings))
+            }
+        return .init(host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: mode)
     }
 
-    /// The client configuration of postgres-nio.
-    func clientConfiguration() throws -> PostgresClient.Configuration {
+    /// The client (pool) configuration of postgres-nio: the store's, and tests' that set up databases.
+    public func clientConfiguration() throws -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
-        if let socketDirectory {
-            let socket = URL(fileURLWithPath: socketDirectory).appendingPathComponent(".s.PGSQL.\(port)").path
-            configuration = .init(unixSocketPath: socket, username: username, password: password, database: database)
+        if let socketPath {
+            configuration = .init(unixSocketPath: socketPath, username: username, password: password, database: database)
         } else {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            let mode: PostgresClient.Configuration.TLS
-            switch sslMode {
-            case "disable":
-                mode = .disable
-            case "verify-full":
-                if let sslRootCertificate {
-                    tls.trustRoots = .file(sslRootCertificate)
+            let (use, settings) = tls
+            let mode: PostgresClient.Configuration.TLS =
+                switch use {
+                case .disable: .disable
+                case .prefer: .prefer(settings)
+                case .require: .require(settings)
                 }
-                mode = .require(tls)
-            case "require":
-                tls.certificateVerification = .none
-                mode = .require(tls)
-            default:
-                tls.certificateVerification = .none
-                mode = .prefer(tls)
-            }
-            configuration = .init(
-                host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: mode
-            )
+            configuration = .init(host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: mode)
         }
         configuration.options.connectTimeout = .seconds(10)
         configuration.options.maximumConnections = 8

@@ -424,7 +424,7 @@ actor SchedulerEngine {
     func commitPending() async {
         if isDegraded {
             await rebuild()
-            guard !isDegraded else { return refuseEverything(StoreUnavailable()) }
+            guard !isDegraded else { return refuseEverything(Self.degraded) }
         }
         while true {
             await drainInbox()
@@ -487,7 +487,7 @@ actor SchedulerEngine {
     private func rebuild() async {
         do {
             // A store that does not answer at all is not asked to load (its queries may wait a minute).
-            guard await store.isReachable(within: Self.reachabilityTimeout) else { throw StoreUnavailable() }
+            guard await store.isReachable(within: Self.reachabilityTimeout) else { throw Self.degraded }
             try await load()
             if isDegraded { logger.notice("the scheduler's state was reloaded from the store; requests are accepted again") }
             isDegraded = false
@@ -499,13 +499,18 @@ actor SchedulerEngine {
         }
     }
 
+    /// What a degraded engine answers: the store is away (`503`; nothing was accepted).
+    static let degraded = StoreError.unavailable(
+        reason: "the scheduler's state cannot be reloaded from it; requests are refused until it can"
+    )
+
     /// How long a degraded engine waits for the store to answer before it refuses what is queued.
     static let reachabilityTimeout: Duration = .seconds(2)
 
     /// Throws when no change may be made: stopping, or degraded (the state must be reloaded first).
     private func checkAccepting() throws {
         if isStopping { throw SchedulerUnavailable() }
-        if isDegraded { throw StoreUnavailable() }
+        if isDegraded { throw Self.degraded }
     }
 
     /// Refuses everything queued and waiting with `error` (degraded: nothing may be decided).
@@ -578,8 +583,3 @@ struct SchedulerUnavailable: Error, CustomStringConvertible {
     var description: String { "the scheduler is shutting down" }
 }
 
-/// A commit failed and the scheduler's state could not be read back from the store (a database that is
-/// down or unreachable): requests are refused (`503`) until it can; nothing of them was accepted.
-struct StoreUnavailable: Error, CustomStringConvertible {
-    var description: String { "the store cannot be reached; the gateway refuses requests until it can reload its state" }
-}

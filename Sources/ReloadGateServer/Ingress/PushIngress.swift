@@ -394,7 +394,7 @@ final class PushIngress: Sendable {
     /// safe to retry.
     static func isUnavailable(_ error: any Error) -> Bool {
         switch error {
-        case is SchedulerOverloaded, is StoreUnavailable: true
+        case is SchedulerOverloaded: true
         case let error as StoreError: error.code == "store.unavailable"
         default: false
         }

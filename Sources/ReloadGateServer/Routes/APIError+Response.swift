@@ -41,8 +41,6 @@ extension APIError {
         switch error {
         case is SchedulerUnavailable:
             APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry")
-        case is StoreUnavailable:
-            APIError(status: .serviceUnavailable, code: "store-unavailable", message: "\(error); nothing was accepted, retry")
         case let error as StoreError where error.code == "store.unavailable":
             APIError(status: .serviceUnavailable, code: "store-unavailable", message: "\(error); nothing was accepted, retry")
         case is SchedulerOverloaded:

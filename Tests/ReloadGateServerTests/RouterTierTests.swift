@@ -262,4 +262,23 @@ struct RouterTierTests {
             }
         }
     }
+
+    @Test func aKeyWrittenToTheStoreByAnotherProcessIsLookedUpOffTheEventLoop() async throws {
+        try await RouterTier.with { tier in
+            // Another process (a second gateway, `reloadgate keys add` without a gateway) wrote the key.
+            let pem = P256.Signing.PrivateKey().publicKey.pemRepresentation
+            try await tier.door.store.addProviderKey(
+                StoredProviderKey(keyID: "OTHERPROC1", teamID: "TEAM000001", publicKeyPEM: pem, topics: [], environments: "both", createdAt: Date())
+            )
+            // The verifier asks on an event loop, which is not held for a store read: an unknown id is
+            // "no key" at once and starts a refresh (at most one a second); a moment later it is there.
+            #expect(tier.door.keys.key(id: "OTHERPROC1") == nil)
+            var found: ProviderKey?
+            for _ in 0..<300 where found == nil {
+                try await Task.sleep(for: .milliseconds(10))
+                found = tier.door.keys.key(id: "OTHERPROC1")
+            }
+            #expect(found?.teamID == "TEAM000001")
+        }
+    }
 }

@@ -149,10 +149,28 @@ private func assembleServices(
     logger.info("store open", metadata: ["path": "\(store.path)", "environment": "\(store.environment)"])
 
     let metrics = GatewayMetrics()
-    let door = GatewayDoor(store: store, scheduling: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics)
+    // On PostgreSQL the gateway is one of several: it schedules the partitions it holds leases on.
+    let partitioning = (store as? any ClusterStore).map {
+        SchedulerEngine.Partitioning(gateway: ClusterMembership.newGatewayID(), store: $0)
+    }
+    let door = GatewayDoor(
+        store: store, scheduling: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics,
+        partitioning: partitioning
+    )
+    let membership = partitioning.map {
+        ClusterMembership(
+            gateway: $0.gateway, address: "\(configuration.listen.host):\(configuration.listen.port)", store: $0.store,
+            engine: door.engine, logger: logger
+        )
+    }
     let upstream: any DeliveryUpstream
     do {
         try await door.load()
+        if let membership {
+            // The first heartbeat before anything listens: the gateway starts with its share.
+            try await membership.beat()
+            logger.info("cluster joined", metadata: ["gateway": "\(membership.gateway)", "partitions": "\(membership.leases.count)"])
+        }
         upstream = try apns ?? OutboxUpstream(dataDirectory: configuration.dataDirectory, logger: logger)
     } catch {
         try? store.close()
@@ -245,23 +263,27 @@ private func assembleServices(
         logger: logger
     )
     let adminServices: [any Service] = adminTLS.map { [$0] } ?? []
-    return [
-        StoreService(store: store, readiness: readiness, logger: logger),
+    // The cluster service starts before the door and stops after it: leases are released after the
+    // door's last commit.
+    let clusterServices: [any Service] = membership.map { [ClusterService(membership: $0, door: door)] } ?? []
+    var worker = DeliveryWorker(
+        store: door.reader,
+        upstream: upstream,
+        states: door,
+        now: now,
+        logger: logger,
+        concurrency: configuration.upstream.kind == .apns ? configuration.upstream.maxConcurrentRequests : 1,
+        maximumAttempts: configuration.upstream.maxAttempts,
+        firstBackoff: .milliseconds(configuration.upstream.retryDelay),
+        rateLimiter: configuration.upstream.kind == .apns && configuration.upstream.requestsPerSecond > 0
+            ? RateLimiter.pacer(perSecond: configuration.upstream.requestsPerSecond) : nil,
+        metrics: metrics
+    )
+    if let membership { worker.owns = { membership.owns(device: $0) } }
+    return [StoreService(store: store, readiness: readiness, logger: logger)] + clusterServices + [
         DoorService(
             door: door,
-            worker: DeliveryWorker(
-                store: door.reader,
-                upstream: upstream,
-                states: door,
-                now: now,
-                logger: logger,
-                concurrency: configuration.upstream.kind == .apns ? configuration.upstream.maxConcurrentRequests : 1,
-                maximumAttempts: configuration.upstream.maxAttempts,
-                firstBackoff: .milliseconds(configuration.upstream.retryDelay),
-                rateLimiter: configuration.upstream.kind == .apns && configuration.upstream.requestsPerSecond > 0
-                    ? RateLimiter.pacer(perSecond: configuration.upstream.requestsPerSecond) : nil,
-                metrics: metrics
-            ),
+            worker: worker,
             readiness: readiness,
             logger: logger
         ),

@@ -145,10 +145,17 @@ public struct LedgerBatch: Sendable {
     /// The new state of changed instances; `nil` for an instance that was removed.
     public var instanceStates: [(instance: Int64, snapshot: InstanceSnapshot?)] = []
     public var deliveries: [RecordedDelivery] = []
+    /// Work for the owners of other partitions (a shared store only): written with the requests.
+    public var forwards: [InboxEntry] = []
+    /// Forwarded work this batch applied: deleted from the inbox with it.
+    public var consumedInbox: [Int64] = []
+    /// The leases the batch's decisions depend on (a shared store only); `nil`: none (one gateway).
+    public var fence: LeaseFence?
 
     public init() {}
 
     public var isEmpty: Bool {
         requests.isEmpty && decisions.isEmpty && instanceStates.isEmpty && deliveries.isEmpty && idempotentAnswers.isEmpty
+            && forwards.isEmpty && consumedInbox.isEmpty
     }
 }

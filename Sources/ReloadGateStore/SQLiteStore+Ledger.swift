@@ -7,6 +7,10 @@ extension SQLiteStore {
     /// is. The caller answers the requests in it only after this returns.
     public func commit(_ batch: LedgerBatch) throws {
         guard !batch.isEmpty else { return }
+        // One gateway owns a SQLite file: nothing is ever forwarded or fenced.
+        guard batch.forwards.isEmpty, batch.consumedInbox.isEmpty else {
+            throw StoreError.corrupt(reason: "a SQLite store has no inbox (forwarded work belongs to a shared PostgreSQL store)")
+        }
         try writer.write { db in try Self.write(batch, in: db) }
     }
 

@@ -23,21 +23,27 @@ struct SecretSealer: Sendable {
         }
         let fresh = SymmetricKey(size: .bits256)
         let data = fresh.withUnsafeBytes { Data($0) }
-        // O_EXCL: two processes creating the key at once must not end up with two keys.
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if descriptor < 0 {
-            if errno == EEXIST, let existing = FileManager.default.contents(atPath: path), existing.count == 32 {
-                key = SymmetricKey(data: existing)
-                return
-            }
+        // Written whole to a file of its own, then published with link(2), which fails when the key
+        // exists: two processes (or stores) creating it at once end up with one key, and no reader ever
+        // sees a partly written file.
+        let temporary = path + ".\(getpid()).\(UInt64.random(in: 0 ... .max))"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
             throw .cannotOpen(path: path, reason: "cannot create the secrets key: \(String(cString: strerror(errno)))")
         }
         let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         let synced = fsync(descriptor)
         close(descriptor)
+        defer { unlink(temporary) }
         guard written == data.count, synced == 0 else {
-            unlink(path)
             throw .cannotOpen(path: path, reason: "cannot write the secrets key")
+        }
+        if link(temporary, path) != 0 {
+            if errno == EEXIST, let existing = FileManager.default.contents(atPath: path), existing.count == 32 {
+                key = SymmetricKey(data: existing)
+                return
+            }
+            throw .cannotOpen(path: path, reason: "cannot create the secrets key: \(String(cString: strerror(errno)))")
         }
         key = fresh
     }

@@ -35,10 +35,25 @@ public enum TestPostgres {
 
     /// Creates `name` on the cluster of `url` and returns the URL of the new database.
     static func createDatabase(_ name: String, on url: String) async throws -> String {
-        let client = PostgresClient(configuration: try PostgresLocation(url: url).clientConfiguration(), backgroundLogger: Logger(label: "test-postgres"))
+        // One connection, closed before it is released, within 30 s (a pool here once waited forever under
+        // a loaded test run, its `run()` not yet started).
+        let configuration = try PostgresLocation(url: url).connectionConfiguration()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)")).collect()
+            group.addTask {
+                let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: Logger(label: "test-postgres"))
+                do {
+                    _ = try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: Logger(label: "test-postgres")).collect()
+                } catch {
+                    try? await connection.close()
+                    throw error
+                }
+                try await connection.close()
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(30))
+                throw Unavailable(description: "creating the database \(name) took more than 30 s")
+            }
+            try await group.next()
             group.cancelAll()
         }
         guard var components = URLComponents(string: url) else { throw Unavailable(description: "invalid URL \(url)") }

@@ -59,6 +59,7 @@ func main() {
         case .expired: 4
         case .noMatch: 5
         case .cancelled: 6
+        case .forwarded: 7
         }
     }
     var changedInstances = 0

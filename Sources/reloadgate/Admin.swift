@@ -471,6 +471,43 @@ struct Stats: AsyncParsableCommand {
     }
 }
 
+/// `reloadgate cluster`.
+struct Cluster: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The gateways sharing the PostgreSQL database, and which partitions each holds (through the running gateway)."
+    )
+
+    @OptionGroup var admin: AdminOptions
+
+    func run() async throws {
+        let answer = try await admin.call(.GET, "/v1/cluster")
+        if admin.json { return try printJSON(answer) }
+        guard answer["store"] as? String == "postgres" else {
+            return printLine("one gateway (store.kind: sqlite): it schedules every device")
+        }
+        let this = answer["this"] as? String ?? ""
+        var lines = ["gateways:"]
+        for gateway in answer["gateways"] as? [[String: Any]] ?? [] {
+            let id = AdminText.text(gateway["id"])
+            lines.append(
+                "  \(id)\(id == this ? " (this one)" : "")  \(AdminText.text(gateway["address"]))  partitions \(AdminText.text(gateway["partitions"]))"
+                    + "  heartbeat \(AdminText.text(gateway["heartbeatAgeMilliseconds"])) ms ago  started \(AdminText.text(gateway["startedAt"]))"
+            )
+        }
+        lines.append("partitions:")
+        for range in answer["partitions"] as? [[String: Any]] ?? [] {
+            let owner = range["owner"] as? String
+            let span = "\(AdminText.text(range["first"]))-\(AdminText.text(range["last"]))"
+            lines.append(
+                owner == nil
+                    ? "  \(span)  no owner (taken by the next heartbeat)"
+                    : "  \(span)  \(owner!)  lease held \(AdminText.text(range["leaseAgeSeconds"])) s, expires in \(AdminText.text(range["expiresInMilliseconds"])) ms"
+            )
+        }
+        printLine(lines.joined(separator: "\n"))
+    }
+}
+
 /// `reloadgate devices`.
 struct Devices: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

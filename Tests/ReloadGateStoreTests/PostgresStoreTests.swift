@@ -37,7 +37,7 @@ struct PostgresStoreTests {
         #expect(try await stores[2].webhookSecret(of: created.app) == created.webhookSecret)
     }
 
-    static let migrationNames = ["pg1-schema", "pg2-cluster"]
+    static let migrationNames = ["pg1-schema", "pg2-cluster", "pg3-inbox"]
 
     @Test(.enabled(if: TestPostgres.isEnabled)) func aDatabaseOfTheOtherEnvironmentIsRefused() async throws {
         let directory = try TemporaryDirectory("pg-environment")

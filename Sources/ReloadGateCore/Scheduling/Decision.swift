@@ -16,9 +16,14 @@ public enum DecisionKind: String, Sendable, CaseIterable {
     /// operator (`reloadgate cancel`), because Apple answered that the device is unregistered (410), or
     /// because the widget or device left the registry.
     case cancelled
+    /// The gateway that accepted the request does not schedule the instance's device (several gateways
+    /// on one database: another one holds the device's partition); it was handed to that gateway, whose
+    /// decision follows in the ledger.
+    case forwarded
 
-    /// The kinds a request gets when it is decided (all but ``cancelled``).
-    public static let onArrival: [DecisionKind] = allCases.filter { $0 != .cancelled }
+    /// The kinds a request gets when it is decided by the scheduler (all but ``cancelled`` and
+    /// ``forwarded``).
+    public static let onArrival: [DecisionKind] = allCases.filter { $0 != .cancelled && $0 != .forwarded }
 }
 
 /// Why, with the numbers (rule 10). The description is what the CLI and the response headers show.
@@ -35,6 +40,7 @@ public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
     case cancelledByOperator
     case deviceUnregistered(since: Timestamp)
     case removedFromRegistry
+    case forwardedToOwner(partition: Int)
 
     public var description: String {
         switch self {
@@ -52,6 +58,8 @@ public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
         case .cancelledByOperator: "cancelled: the operator dropped the pending reload (reloadgate cancel)"
         case .deviceUnregistered(let since): "cancelled: Apple answered 410 Unregistered for the device (unregistered since \(since))"
         case .removedFromRegistry: "cancelled: the widget or its device was removed from the registry"
+        case .forwardedToOwner(let partition):
+            "forwarded: partition \(partition) of the device is scheduled by another gateway, which decides it"
         }
     }
 }

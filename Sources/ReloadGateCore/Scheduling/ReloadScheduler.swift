@@ -113,6 +113,19 @@ public struct ReloadScheduler: Sendable {
         return dropped
     }
 
+    /// Forgets an instance without recording anything: another gateway now schedules its device (its
+    /// partition's lease moved), and the stored state is that gateway's to change. Nothing is written for
+    /// it, unlike ``remove(_:)``; restoring it later needs ``register(_:device:kind:)`` and
+    /// ``restore(_:_:)`` from the store.
+    public mutating func forget(_ instance: InstanceHandle) {
+        let i = instance.rawValue
+        guard isRegistered(i) else { return }
+        _ = removePending(i)
+        unlink(i)
+        // A change not yet taken is dropped with the state (the changed list skips unmarked entries).
+        instances[Int(i)] = InstanceState()
+    }
+
     /// The registered instances of `device` (none for an unknown device), in no particular order.
     public func instances(ofDevice device: DeviceHandle) -> [InstanceHandle] {
         let d = Int(device.rawValue)
@@ -129,9 +142,27 @@ public struct ReloadScheduler: Sendable {
 
     /// Records the instance's latest timeline; its planned reload is what rule 3 compares with.
     public mutating func setTimeline(_ instance: InstanceHandle, _ timeline: Timeline) {
+        setPlannedReload(instance, timeline.plannedReload)
+    }
+
+    /// The device of a registered instance.
+    public func device(of instance: InstanceHandle) -> DeviceHandle? {
+        isRegistered(instance.rawValue) ? DeviceHandle(instances[Int(instance.rawValue)].device) : nil
+    }
+
+    /// The devices with at least one registered instance that `include` selects.
+    public func devices(where include: (DeviceHandle) -> Bool) -> [DeviceHandle] {
+        firstInstanceOfDevice.indices.compactMap { d in
+            firstInstanceOfDevice[d] >= 0 && include(DeviceHandle(Int32(d))) ? DeviceHandle(Int32(d)) : nil
+        }
+    }
+
+    /// Records the planned reload of the instance's latest timeline (``setTimeline(_:_:)`` with the
+    /// timeline's planned reload; `nil`: none).
+    public mutating func setPlannedReload(_ instance: InstanceHandle, _ plannedReload: Timestamp?) {
         let i = instance.rawValue
         guard isRegistered(i) else { return }
-        let planned = timeline.plannedReload?.milliseconds ?? InstanceState.none
+        let planned = plannedReload?.milliseconds ?? InstanceState.none
         instances[Int(i)].plannedReload = planned
         markChanged(i)
         if planned != InstanceState.none {

@@ -27,6 +27,7 @@ struct AdminRoutes {
         router.post("/v1/cancel/{id}") { _, context in try await cancel(try context.parameters.require("id")) }
         router.post("/v1/flush") { request, _ in try await flush(request) }
         router.get("/v1/stats") { _, _ in try await stats() }
+        router.get("/v1/cluster") { _, _ in try await cluster() }
         router.get("/v1/devices") { request, _ in try await devices(request) }
         router.get("/v1/devices/{token}") { request, context in try await device(try context.parameters.require("token"), request) }
         router.delete("/v1/devices/{token}") { request, context in try await removeDevice(try context.parameters.require("token"), request) }
@@ -344,6 +345,47 @@ struct AdminRoutes {
             "deliveryQueue": deliveries["pending", default: 0] + deliveries["sending", default: 0],
             "oldestOpenDelivery": Self.nullable(statistics.oldestOpenDelivery.map(\.rfc3339)),
             "unknownOutcomes": statistics.unknownOutcomes,
+        ])
+    }
+
+    /// The gateways sharing the database and who holds which partition (one gateway on SQLite: it
+    /// schedules every device).
+    private func cluster() async throws -> Response {
+        guard let partitioning = door.partitioning else {
+            return try Self.json(["store": "sqlite", "this": "", "gateways": [Any](), "partitions": [Any]()])
+        }
+        let now = Int64(now().timeIntervalSince1970 * 1000)
+        let gateways = try await partitioning.store.clusterGateways(within: 5000)
+        let leases = try await partitioning.store.partitionLeases()
+        // Consecutive partitions of one owner as one range.
+        var ranges: [[String: Any]] = []
+        var start = 0
+        for index in leases.indices {
+            let lease = leases[index]
+            let live = lease.expiresAt > now ? lease.owner : nil
+            let next = index + 1 < leases.count ? leases[index + 1] : nil
+            let nextLive = next.flatMap { $0.expiresAt > now ? $0.owner : nil }
+            if next == nil || nextLive != live {
+                let acquired = leases[start...index].compactMap(\.acquiredAt).min()
+                ranges.append([
+                    "first": leases[start].partition, "last": lease.partition, "owner": Self.nullable(live),
+                    "leaseAgeSeconds": Self.nullable(live == nil ? nil : acquired.map { max(0, now - $0) / 1000 }),
+                    "expiresInMilliseconds": Self.nullable(live == nil ? nil : leases[start...index].map(\.expiresAt).min().map { $0 - now }),
+                ])
+                start = index + 1
+            }
+        }
+        return try Self.json([
+            "store": "postgres",
+            "this": partitioning.gateway,
+            "gateways": gateways.map { gateway -> [String: Any] in
+                [
+                    "id": gateway.id, "address": Self.nullable(gateway.address), "partitions": gateway.partitions,
+                    "startedAt": Timestamp(milliseconds: gateway.startedAt).rfc3339,
+                    "heartbeatAgeMilliseconds": max(0, now - gateway.heartbeatAt),
+                ]
+            },
+            "partitions": ranges,
         ])
     }
 

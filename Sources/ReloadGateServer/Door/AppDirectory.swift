@@ -48,6 +48,12 @@ final class AppDirectory: Sendable {
         byKeyHash.withLock { entries in entries = entries.filter { $0.value.bundle != bundle } }
     }
 
+    /// Drops everything kept (another gateway changed an app).
+    func forgetAll() {
+        byBundle.withLock { $0.removeAll() }
+        byKeyHash.withLock { $0.removeAll() }
+    }
+
     /// The app whose API key this is, or `nil`.
     func app(forAPIKey apiKey: String) async throws -> App? {
         let hash = Data(SHA256.hash(data: Data(apiKey.utf8)))

@@ -23,7 +23,8 @@ struct DoorService: Service {
 
     func run() async throws {
         // Deliveries left by the last run (released but not sent, or sending when it stopped) go first.
-        let unfinished = try await door.reader.deliveries(in: [.sending, .pending])
+        // (On a shared store each partition's are handed over when its lease is taken.)
+        let unfinished = door.partitioning == nil ? try await door.reader.deliveries(in: [.sending, .pending]) : []
         if !unfinished.isEmpty {
             logger.info("sending deliveries left by the last run", metadata: ["count": "\(unfinished.count)"])
         }
@@ -56,10 +57,11 @@ struct DoorService: Service {
                             if let wait = await engine.millisecondsUntilNextTimer() {
                                 if wait == 0 { await engine.wake() } else { sleep = min(sleep, .milliseconds(wait)) }
                             }
-                            // A degraded engine tries to reload its state once a second.
-                            if await engine.isDegraded {
+                            // A degraded engine tries to reload its state once a second; a partitioned
+                            // one reads its inbox at least once a second.
+                            if await engine.needsWake() {
                                 await engine.wake()
-                                sleep = .seconds(1)
+                                if await engine.isDegraded { sleep = .seconds(1) }
                             }
                             try? await clock.sleep(for: sleep)
                         }

@@ -30,6 +30,8 @@ final class GatewayDoor: Sendable {
 
     let store: any GatewayStore
     let engine: SchedulerEngine
+    /// Several gateways on one database: this gateway's id and the shared store (`nil`: one gateway).
+    let partitioning: SchedulerEngine.Partitioning?
     /// Delivery state changes, written in group commits.
     let deliveryStates: DeliveryStateLog
 
@@ -38,8 +40,10 @@ final class GatewayDoor: Sendable {
         scheduling: SchedulerConfiguration,
         now: @escaping @Sendable () -> Date,
         logger: Logger,
-        metrics: GatewayMetrics = GatewayMetrics()
+        metrics: GatewayMetrics = GatewayMetrics(),
+        partitioning: SchedulerEngine.Partitioning? = nil
     ) {
+        self.partitioning = partitioning
         self.store = store
         self.reader = store
         self.now = now
@@ -47,7 +51,9 @@ final class GatewayDoor: Sendable {
         self.apps = AppDirectory(store: store)
         self.keys = ProviderKeyDirectory(store: store, logger: logger)
         self.pushDevices = PushDeviceCache()
-        self.engine = SchedulerEngine(store: store, configuration: scheduling, now: now, logger: logger, metrics: metrics)
+        self.engine = SchedulerEngine(
+            store: store, configuration: scheduling, now: now, logger: logger, metrics: metrics, partitioning: partitioning
+        )
         self.deliveryStates = DeliveryStateLog(store: store, now: now, logger: logger)
     }
 
@@ -84,6 +90,17 @@ final class GatewayDoor: Sendable {
         })
     }
 
+    /// Tells the other gateways of a shared store that `change` happened (their caches forget it within
+    /// a second); nothing with one gateway. A failure is logged: the others read it again on reconnect.
+    func publish(_ change: ClusterChange) async {
+        guard let partitioning else { return }
+        do {
+            try await partitioning.store.publish(change)
+        } catch {
+            logger.warning("cannot tell the other gateways of a change", metadata: ["change": "\(change.rawValue)", "error": "\(error)"])
+        }
+    }
+
     /// Loads the scheduler from the store (when the gateway runs, before anything listens).
     func load() async throws {
         try await engine.load()
@@ -91,14 +108,43 @@ final class GatewayDoor: Sendable {
 
     // MARK: Reads of the scheduler's state
 
-    /// Why each of `instances` waits now (those without a pending reload are left out).
+    /// Why each of `instances` waits now (those without a pending reload are left out). On a shared store,
+    /// instances another gateway schedules are answered from their stored state.
     func pendingWaits(_ instances: [Int64]) async -> [Int64: PendingWait] {
-        await engine.pendingWaits(instances)
+        var waits = await engine.pendingWaits(instances)
+        let others = await engine.notScheduledHere(instances)
+        guard !others.isEmpty, let (scheduler, time) = await storedScheduler(others) else { return waits }
+        for id in others {
+            if let handle = SchedulerEngine.handle(id), let wait = scheduler.pendingWait(of: handle, at: time) { waits[id] = wait }
+        }
+        return waits
     }
 
-    /// The budgets of `instances` now (unregistered ones are left out).
+    /// The budgets of `instances` now (unregistered ones are left out); on a shared store, those of
+    /// instances another gateway schedules from their stored state.
     func budgets(_ instances: [Int64]) async -> [Int64: BudgetView] {
-        await engine.budgets(instances)
+        var budgets = await engine.budgets(instances)
+        let others = await engine.notScheduledHere(instances)
+        guard !others.isEmpty, let (scheduler, time) = await storedScheduler(others) else { return budgets }
+        for id in others {
+            if let handle = SchedulerEngine.handle(id), let budget = scheduler.budget(of: handle, at: time) { budgets[id] = budget }
+        }
+        return budgets
+    }
+
+    /// A scheduler holding only `instances`, restored from the store (their owner's last commit), and the
+    /// time to read it at; `nil` with one gateway or when the store cannot be read.
+    private func storedScheduler(_ instances: [Int64]) async -> (ReloadScheduler, Timestamp)? {
+        guard let partitioning else { return nil }
+        do {
+            let state = try await partitioning.store.schedulingState(instances: instances)
+            var scheduler = ReloadScheduler(configuration: engine.configuration)
+            try SchedulerEngine.restore(state.instances, state.snapshots, into: &scheduler)
+            return (scheduler, Timestamp(now()))
+        } catch {
+            logger.warning("cannot read the stored state of instances scheduled by another gateway", metadata: ["error": "\(error)"])
+            return nil
+        }
     }
 }
 

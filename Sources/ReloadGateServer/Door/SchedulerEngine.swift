@@ -33,7 +33,7 @@ actor SchedulerEngine {
     }
 
     /// A request handed over by ``enqueue(_:render:reply:)``, or a device to adopt (``enqueue(_:)``).
-    private enum Queued: Sendable {
+    enum Queued: Sendable {
         case request(ReloadCommand, Render, Reply)
         case adoption(Adoption)
     }
@@ -53,23 +53,39 @@ actor SchedulerEngine {
         var key: String
     }
 
-    private let store: any GatewayStore
-    private let configuration: SchedulerConfiguration
-    private let now: @Sendable () -> Date
-    private let logger: Logger
-    private let deliveries: AsyncStream<[RecordedDelivery]>.Continuation
+    let store: any GatewayStore
+    nonisolated let configuration: SchedulerConfiguration
+    let now: @Sendable () -> Date
+    let logger: Logger
+    let deliveries: AsyncStream<[RecordedDelivery]>.Continuation
 
-    private var scheduler: ReloadScheduler
+    var scheduler: ReloadScheduler
     private var nextRequestID: RequestID = 1
-    private var batch = LedgerBatch()
+    /// The last id of the current block of request ids (a shared store hands them out in blocks).
+    private var lastRequestIDOfBlock: RequestID = .max
+    var batch = LedgerBatch()
+    /// Several gateways on one database: the gateway's id and the shared store; `nil`: this engine
+    /// schedules every device (one gateway).
+    let partitioning: Partitioning?
+    /// The partitions this engine schedules, with the epoch of the lease (a shared store only).
+    var owned: [Int: Int64] = [:]
+    /// Partitions being handed back: still fenced with their epoch until the open batch committed.
+    var leaving: [Int: Int64] = [:]
+    /// The leases the open batch's decisions were made under (partition -> epoch).
+    var batchFence: [Int: Int64] = [:]
+    /// Forwarded work may wait in the inbox (a notification came, or more than one read returned).
+    var inboxMayHaveWork = true
+    var lastInboxRead: ContinuousClock.Instant?
     private var batchDeliveries: [RecordedDelivery] = []
     /// Called with the outcome of the open batch's commit.
     private var waiters: [@Sendable (Result<Void, any Error>) -> Void] = []
     /// Requests and adoptions handed over from event loops, decided by the commit loop.
-    private nonisolated let inbox = GroupCommitQueue<Queued>(limit: SchedulerEngine.inboxLimit)
+    nonisolated let inbox = GroupCommitQueue<Queued>(limit: SchedulerEngine.inboxLimit)
     private var inFlightKeys: [KeyName: InFlightKey] = [:]
     private var batchKeys: [KeyName] = []
     private(set) var isStopping = false
+    /// The commit loop made its last commit (the gateway stops): nothing waits for a commit any more.
+    private var commitLoopEnded = false
     /// A commit failed and the state could not be reloaded: the in-memory scheduler may hold decisions
     /// that were never committed, so nothing is decided until ``load()`` succeeds again.
     private(set) var isDegraded = false
@@ -81,15 +97,23 @@ actor SchedulerEngine {
     nonisolated var commitRequests: AsyncStream<Void> { inbox.signals }
 
     /// Counts released deliveries (the delivery queue's depth).
-    private nonisolated let metrics: GatewayMetrics
+    nonisolated let metrics: GatewayMetrics
+
+    /// The gateway's place among several on one database.
+    struct Partitioning: Sendable {
+        var gateway: String
+        var store: any ClusterStore
+    }
 
     init(
         store: any GatewayStore,
         configuration: SchedulerConfiguration,
         now: @escaping @Sendable () -> Date,
         logger: Logger,
-        metrics: GatewayMetrics = GatewayMetrics()
+        metrics: GatewayMetrics = GatewayMetrics(),
+        partitioning: Partitioning? = nil
     ) {
+        self.partitioning = partitioning
         self.metrics = metrics
         self.store = store
         self.configuration = configuration
@@ -106,7 +130,33 @@ actor SchedulerEngine {
     /// highest recorded one.
     func load() async throws {
         var scheduler = ReloadScheduler(configuration: configuration)
-        let instances = try await store.registeredInstances()
+        let instances: [RegisteredInstance]
+        let snapshots: [(instance: Int64, snapshot: InstanceSnapshot)]
+        if let partitioning {
+            // Only the partitions this gateway holds (none before its first heartbeat).
+            let partitions = owned.keys.sorted()
+            instances = try await partitioning.store.registeredInstances(partitions: partitions)
+            snapshots = try await partitioning.store.instanceSnapshots(partitions: partitions)
+        } else {
+            instances = try await store.registeredInstances()
+            snapshots = try await store.instanceSnapshots()
+            nextRequestID = try await store.lastRequestID() &+ 1
+        }
+        try Self.restore(instances, snapshots, into: &scheduler)
+        self.scheduler = scheduler
+        logger.info(
+            "scheduler loaded",
+            metadata: ["instances": "\(instances.count)", "pending": "\(scheduler.pendingCount)"]
+        )
+    }
+
+    /// Registers `instances` with `scheduler` and restores their stored state (their budget, history
+    /// and pending reload, and their timers).
+    static func restore(
+        _ instances: [RegisteredInstance],
+        _ snapshots: [(instance: Int64, snapshot: InstanceSnapshot)],
+        into scheduler: inout ReloadScheduler
+    ) throws {
         var registered = Set<Int64>()
         for instance in instances {
             guard let handle = Self.handle(instance.instance), let device = Self.deviceHandle(instance.device) else {
@@ -116,7 +166,7 @@ actor SchedulerEngine {
             registered.insert(instance.instance)
         }
         var restored = Set<Int64>()
-        for (instance, snapshot) in try await store.instanceSnapshots() where registered.contains(instance) {
+        for (instance, snapshot) in snapshots where registered.contains(instance) {
             scheduler.restore(InstanceHandle(Int32(instance)), snapshot)
             restored.insert(instance)
         }
@@ -130,12 +180,6 @@ actor SchedulerEngine {
                 )
             }
         }
-        self.scheduler = scheduler
-        nextRequestID = try await store.lastRequestID() &+ 1
-        logger.info(
-            "scheduler loaded",
-            metadata: ["instances": "\(instances.count)", "pending": "\(scheduler.pendingCount)"]
-        )
     }
 
     static func handle(_ id: Int64) -> InstanceHandle? { Int32(exactly: id).map(InstanceHandle.init) }
@@ -228,11 +272,21 @@ actor SchedulerEngine {
             }
         }
 
-        let id = nextRequestID
-        nextRequestID &+= 1
+        let id: RequestID
+        do {
+            id = try await takeRequestID()
+        } catch {
+            if let idempotency = submission.idempotency {
+                let name = KeyName(app: submission.app.id, key: idempotency.key)
+                for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
+            }
+            return reply(.failure(error))
+        }
+        // On a shared store, targets of devices whose partition another gateway holds go to its inbox.
+        let (local, forwarded) = split(submission)
         let request = ReloadRequest(
             id: id,
-            targets: submission.targets.compactMap(Self.handle),
+            targets: local.compactMap(Self.handle),
             priority: submission.priority,
             expiration: submission.expiration,
             collapseID: submission.collapseID,
@@ -241,7 +295,8 @@ actor SchedulerEngine {
             received: submission.received
         )
         let first = batch.decisions.count
-        scheduler.receive(request, into: &batch.decisions)
+        if !local.isEmpty || forwarded.isEmpty { scheduler.receive(request, into: &batch.decisions) }
+        forward(forwarded, of: submission, id: id)
         let decisions = Array(batch.decisions[first...])
         let answer = render(id, decisions)
         batch.requests.append(
@@ -277,6 +332,19 @@ actor SchedulerEngine {
         inbox.wake()
     }
 
+    /// The next request id: after the highest recorded one (one gateway), or from a block no other
+    /// gateway uses (a shared store).
+    private func takeRequestID() async throws -> RequestID {
+        if let partitioning, nextRequestID > lastRequestIDOfBlock || lastRequestIDOfBlock == .max {
+            let block = try await partitioning.store.requestIDBlock()
+            nextRequestID = block.lowerBound
+            lastRequestIDOfBlock = block.upperBound
+        }
+        let id = nextRequestID
+        nextRequestID &+= 1
+        return id
+    }
+
     // MARK: Registry
 
     /// Brings the scheduler in line with a device registration that the store has committed: removed
@@ -284,6 +352,9 @@ actor SchedulerEngine {
     /// `cancelled` decision; returns once those decisions are committed (at once when none was pending).
     func apply(_ registration: DeviceRegistration) async throws {
         try checkAccepting()
+        if partitioning != nil {
+            return try await devicesChanged([registration.device] + (registration.retired.map { [$0.device] } ?? []))
+        }
         let removed = registration.removedInstances + (registration.retired?.instances ?? [])
         let dropped = drop(removed.compactMap(Self.handle), reason: .removedFromRegistry)
         if let device = Self.deviceHandle(registration.device) {
@@ -296,8 +367,9 @@ actor SchedulerEngine {
 
     /// Forgets removed instances (a deleted device); their pending reloads are dropped with a `cancelled`
     /// decision, committed before this returns.
-    func remove(instances: [Int64]) async throws {
+    func remove(instances: [Int64], of device: Int64) async throws {
         try checkAccepting()
+        if partitioning != nil { return try await devicesChanged([device]) }
         if drop(instances.compactMap(Self.handle), reason: .removedFromRegistry) > 0 { try await waitForCommit() }
     }
 
@@ -307,6 +379,11 @@ actor SchedulerEngine {
     func unregister(device: Int64, since: Timestamp) async throws -> [Int64: [RequestID]] {
         try checkAccepting()
         guard let handle = Self.deviceHandle(device) else { return [:] }
+        if partitioning != nil, !isLocal(device: device) {
+            try await devicesChanged([device])
+            return [:]
+        }
+        fenceDevice(device)
         var dropped: [Int64: [RequestID]] = [:]
         for instance in scheduler.instances(ofDevice: handle) {
             let requests = scheduler.remove(instance)
@@ -319,7 +396,7 @@ actor SchedulerEngine {
 
     /// Removes `instances` from the scheduler, recording a `cancelled` decision for each request of their
     /// pending reloads; returns how many instances had one.
-    private func drop(_ instances: [InstanceHandle], reason: DecisionReason) -> Int {
+    func drop(_ instances: [InstanceHandle], reason: DecisionReason) -> Int {
         var count = 0
         for instance in instances {
             let requests = scheduler.remove(instance)
@@ -340,6 +417,11 @@ actor SchedulerEngine {
     func setTimeline(instance: Int64, _ timeline: Timeline) async throws {
         try checkAccepting()
         guard let handle = Self.handle(instance) else { return }
+        if let partitioning, scheduler.device(of: handle) == nil {
+            // Not scheduled here: its owner reads the device again (when it is here, it is registered).
+            if let device = try await partitioning.store.device(ofInstance: instance) { try await devicesChanged([device]) }
+            return
+        }
         scheduler.setTimeline(handle, timeline)
         try await waitForCommit()
     }
@@ -369,9 +451,15 @@ actor SchedulerEngine {
     /// Drops the pending reloads of `instances` whose listed requests include `request` (every one of
     /// `instances` when `request` is nil), records a `cancelled` decision for each of their listed
     /// requests, and returns once that is committed: instance -> the requests dropped with it.
-    func cancel(instances: [Int64], listing request: RequestID?) async throws -> [Int64: [RequestID]] {
+    func cancel(instances given: [Int64], listing request: RequestID?) async throws -> [Int64: [RequestID]] {
         try checkAccepting()
         var dropped: [Int64: [RequestID]] = [:]
+        // Instances another gateway schedules: the command goes to its inbox (it drops them when it reads it).
+        let (instances, forwarded) = try await splitForOperator(given)
+        for (partition, ids) in forwarded {
+            batch.forwards.append(InboxEntry(partition: partition, work: .cancel(instances: ids, request: request)))
+            for id in ids { dropped[id] = request.map { [$0] } ?? [] }
+        }
         for id in instances {
             guard let handle = Self.handle(id) else { continue }
             if let request, scheduler.pendingReload(of: handle)?.requests.contains(request) != true { continue }
@@ -386,23 +474,29 @@ actor SchedulerEngine {
                 )
             }
         }
-        if !dropped.isEmpty { try await waitForCommit() }
+        if !dropped.isEmpty || !batch.forwards.isEmpty { try await waitForCommit() }
         return dropped
     }
 
     /// Makes the pending reloads of `instances` due now (exempt from the budget when `ignoringBudget`)
     /// and returns once that is committed: the instances that had one.
-    func flush(instances: [Int64], ignoringBudget: Bool) async throws -> [Int64] {
+    func flush(instances given: [Int64], ignoringBudget: Bool) async throws -> [Int64] {
         try checkAccepting()
+        let (instances, forwarded) = try await splitForOperator(given)
+        for (partition, ids) in forwarded {
+            batch.forwards.append(InboxEntry(partition: partition, work: .flush(instances: ids, ignoringBudget: ignoringBudget)))
+        }
         let flushed = scheduler.flushPending(instances.compactMap(Self.handle), at: Timestamp(now()), ignoringBudget: ignoringBudget)
             .map { Int64($0.rawValue) }
-        if !flushed.isEmpty { try await waitForCommit() }
-        return flushed
+        if !flushed.isEmpty || !forwarded.isEmpty { try await waitForCommit() }
+        return flushed + forwarded.values.flatMap { $0 }
     }
 
     // MARK: Commit
 
-    private func waitForCommit() async throws {
+    func waitForCommit() async throws {
+        // After the last commit nothing would ever answer.
+        if commitLoopEnded { throw SchedulerUnavailable() }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             waiters.append { continuation.resume(with: $0) }
             inbox.wake()
@@ -427,6 +521,7 @@ actor SchedulerEngine {
             guard !isDegraded else { return refuseEverything(Self.degraded) }
         }
         while true {
+            if partitioning != nil { await readForwardedWork() }
             await drainInbox()
             let output = scheduler.tick(now: Timestamp(now()))
             record(output)
@@ -434,11 +529,13 @@ actor SchedulerEngine {
                 batch.instanceStates.append((Int64(write.instance.rawValue), write.snapshot))
             }
             guard !batch.isEmpty || !waiters.isEmpty else { return }
+            if partitioning != nil { batch.fence = fence(of: batch) }
             let sealed = batch
             let sealedWaiters = waiters
             let sealedKeys = batchKeys
             let sealedDeliveries = batchDeliveries
             batch = LedgerBatch()
+            batchFence = [:]
             waiters = []
             batchKeys = []
             batchDeliveries = []
@@ -478,7 +575,13 @@ actor SchedulerEngine {
         waiters = []
         batchKeys = []
         batch = LedgerBatch()
+        batchFence = [:]
         batchDeliveries = []
+        if case .leaseLost(let partitions) = error as? StoreError {
+            // Another gateway holds them now: forget them at once (the heartbeat would within a second).
+            for partition in partitions { owned[partition] = nil }
+            logger.warning("partitions taken over by another gateway; their requests of the batch are refused", metadata: ["partitions": "\(partitions)"])
+        }
         await rebuild()
     }
 
@@ -508,7 +611,7 @@ actor SchedulerEngine {
     static let reachabilityTimeout: Duration = .seconds(2)
 
     /// Throws when no change may be made: stopping, or degraded (the state must be reloaded first).
-    private func checkAccepting() throws {
+    func checkAccepting() throws {
         if isStopping { throw SchedulerUnavailable() }
         if isDegraded { throw Self.degraded }
     }
@@ -528,6 +631,7 @@ actor SchedulerEngine {
         waiters = []
         batchKeys = []
         batch = LedgerBatch()
+        batchFence = [:]
         batchDeliveries = []
     }
 
@@ -569,6 +673,9 @@ actor SchedulerEngine {
 
     /// Ends the stream of deliveries (after the last commit).
     func finishDeliveries() {
+        commitLoopEnded = true
+        for waiter in waiters { waiter(.failure(SchedulerUnavailable())) }
+        waiters = []
         deliveries.finish()
     }
 }

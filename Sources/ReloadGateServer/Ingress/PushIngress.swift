@@ -323,6 +323,7 @@ final class PushIngress: Sendable {
                 app: app,
                 source: .push,
                 targets: targets,
+                targetDevices: Array(repeating: device, count: targets.count),
                 priority: head.headers.priority,
                 expiration: expiration,
                 collapseID: head.headers.collapseID,
@@ -395,7 +396,9 @@ final class PushIngress: Sendable {
     static func isUnavailable(_ error: any Error) -> Bool {
         switch error {
         case is SchedulerOverloaded: true
-        case let error as StoreError: error.code == "store.unavailable"
+        // Another gateway took the device's partition over while the batch committed: nothing was
+        // written, and a retry reaches the new owner.
+        case let error as StoreError: error.code == "store.unavailable" || error.code == "store.lease-lost"
         default: false
         }
     }
@@ -403,7 +406,7 @@ final class PushIngress: Sendable {
     /// `reloadgate-decision` (the most consequential of the push's decisions) and `reloadgate-due`
     /// (the earliest due time, when something is pending).
     static func decisionHeaders(_ decisions: [Decision]) -> [(String, String)] {
-        let order: [DecisionKind] = [.scheduled, .deferred, .merged, .absorbed, .expired, .noMatch]
+        let order: [DecisionKind] = [.scheduled, .deferred, .merged, .absorbed, .expired, .forwarded, .noMatch]
         let kind = order.first { kind in decisions.contains { $0.kind == kind } } ?? .noMatch
         var headers = [("reloadgate-decision", kind.rawValue)]
         if let due = decisions.compactMap(\.due).min() {

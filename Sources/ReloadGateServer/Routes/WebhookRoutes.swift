@@ -82,11 +82,13 @@ struct WebhookRoutes {
                 message: "\(app.bundle) may not claim exemptions (reloadgate apps add --allow-exemptions)"
             )
         }
-        let targets = try await door.reader.targetInstances(app: app, target: parsed.target).map(\.instance)
+        let found = try await door.reader.targetInstances(app: app, target: parsed.target)
+        let targets = found.map(\.instance)
         let submission = ReloadCommand(
             app: app,
             source: .webhook,
             targets: targets,
+            targetDevices: found.map(\.device),
             priority: parsed.priority,
             expiration: parsed.expiration,
             collapseID: parsed.collapseID,

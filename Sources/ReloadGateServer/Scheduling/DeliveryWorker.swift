@@ -38,6 +38,10 @@ struct DeliveryWorker: Sendable {
     /// The clock retries wait on (a manual one in tests).
     var clock: any Clock<Duration> = ContinuousClock()
     var metrics = GatewayMetrics()
+    /// Whether this gateway still holds the lease of a device's partition (several gateways on one
+    /// database; always with one). A delivery of a partition handed over is left to the new owner, which
+    /// sends it again with the same apns-id; checked before the `sending` mark and after it.
+    var owns: @Sendable (Int64) -> Bool = { _ in true }
 
     /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most
     /// ``concurrency`` at once, until the stream ends or `isStopping` says so. The addresses of a batch
@@ -53,6 +57,13 @@ struct DeliveryWorker: Sendable {
         let slots = DeliverySlots(concurrency)
         await withDiscardingTaskGroup { group in
             func add(_ deliveries: [RecordedDelivery]) async -> Bool {
+                for delivery in deliveries where delivery.state == .sending {
+                    // It was being sent when its last sender stopped (this gateway's last run, or the
+                    // partition's last owner): Apple may have it already.
+                    states.record(DeliveryStateChange(
+                        apnsID: delivery.apnsID, state: .pending, error: "the gateway stopped while sending it", unknownOutcome: true
+                    ))
+                }
                 for chunk in deliveries.chunks(of: 256) {
                     if await isStopping() { return false }
                     let addresses = try? await store.pushAddresses(chunk.map { ($0.device, $0.instances) })
@@ -88,12 +99,6 @@ struct DeliveryWorker: Sendable {
                     }
                 }
                 return true
-            }
-            for delivery in unfinished where delivery.state == .sending {
-                // It was being sent when the last run stopped: Apple may have it already.
-                states.record(DeliveryStateChange(
-                    apnsID: delivery.apnsID, state: .pending, error: "the gateway stopped while sending it", unknownOutcome: true
-                ))
             }
             guard await add(unfinished) else { return }
             for await batch in batches {
@@ -146,6 +151,7 @@ struct DeliveryWorker: Sendable {
             case .finished: break
             }
         }
+        ready.removeAll { !owns($0.delivery.device) }
         guard !ready.isEmpty else { return retries }
         do {
             // Committed before the requests leave: after a crash, `sending` means they may have reached Apple.
@@ -154,6 +160,9 @@ struct DeliveryWorker: Sendable {
             let outcome = DeliveryOutcome.retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
             return retries + ready.map { Retry(delivery: $0.delivery, outcome: outcome) }
         }
+        // The lease may have run out while the marks committed (a paused process): not sent here.
+        ready.removeAll { !owns($0.delivery.device) }
+        guard !ready.isEmpty else { return retries }
         let started = ContinuousClock.now
         let outcomes = await upstream.send(batch: ready.map(\.push))
         let latency = started.duration(to: .now)   // the group's: until its last answer
@@ -243,6 +252,8 @@ struct DeliveryWorker: Sendable {
     }
 
     private func attemptOnce(_ delivery: RecordedDelivery, address lookup: Lookup) async -> DeliveryOutcome {
+        // Another gateway schedules the device now and sends it (nothing is recorded here).
+        guard owns(delivery.device) else { return Self.handedOver }
         let address: PushAddress?
         switch lookup {
         case .found(let found):
@@ -265,6 +276,7 @@ struct DeliveryWorker: Sendable {
         } catch {
             return .retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
         }
+        guard owns(delivery.device) else { return Self.handedOver }
         if let rateLimiter {
             // Paced as close to the wire as possible: after the commit (whose fsync could hold paced
             // requests back and release them together) and with the connections up (requests paced
@@ -282,6 +294,9 @@ struct DeliveryWorker: Sendable {
         }
         return await conclude(delivery, push: push, result: result, latency: started.duration(to: .now))
     }
+
+    /// A delivery of a partition another gateway holds now: it ends here without a state change.
+    static let handedOver = DeliveryOutcome.failed(reason: "its partition is held by another gateway")
 
     /// Counts an attempt's outcome and records what it ends (sent, failed, the device invalid). An
     /// error means the request may have reached the push service: `unknown`, sent again.

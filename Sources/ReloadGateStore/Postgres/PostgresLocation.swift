@@ -112,7 +112,7 @@ public struct PostgresLocation: Sendable, CustomStringConvertible {
     private enum TLSUse { case disable, prefer, require }
 
     /// The configuration of one postgres-nio connection (the check at open, outside the pool).
-    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
         if let socketPath {
             return .init(unixSocketPath: socketPath, username: username, password: password, database: database)
         }

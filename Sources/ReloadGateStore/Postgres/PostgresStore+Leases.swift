@@ -29,12 +29,12 @@ public struct ClusterGateway: Sendable, Equatable {
 
 extension PostgresStore {
     /// The number of partitions devices hash into: fixed when the database was created.
-    public static let partitionCount = 1024
+    public static let partitionCount = DevicePartition.partitionCount
 
     /// The partition of a device: its id modulo ``partitionCount`` (ids come from one sequence, so the
     /// partitions fill evenly; the same expression works in SQL).
     public static func partition(ofDevice device: Int64) -> Int {
-        Int(device.magnitude % UInt64(partitionCount))
+        DevicePartition.of(device: device)
     }
 
     /// The database's clock in milliseconds: every gateway's leases are timed by one clock.
@@ -42,8 +42,10 @@ extension PostgresStore {
 
     /// Records this gateway as alive and renews, takes and balances its leases, in one transaction.
     ///
-    /// Leases it holds and that have not expired are renewed for `leaseMilliseconds`; leases that expired
-    /// are lost (another gateway may have them; the caller drops their partitions). Its fair share is the
+    /// Leases it still owns are renewed for `leaseMilliseconds`, also one that expired while nobody took it
+    /// (a beat came late: its epoch is unchanged, nothing happened to the partition meanwhile); a lease
+    /// another gateway took is lost (the caller drops its partitions). Rows are locked in partition order,
+    /// as the group commit's fence locks them, so the two never deadlock. Its fair share is the
     /// partitions divided by the live gateways (heartbeat within one lease time), the remainder going to
     /// the first ones by id; below it, it takes free or expired leases (each with a new epoch); above it,
     /// ``LeaseState/surplus`` names what to give back.
@@ -76,7 +78,8 @@ extension PostgresStore {
             for row in try await connection.rows(
                 """
                 UPDATE partition_lease SET expiresAt = \(expiry)
-                WHERE owner = \(gateway) AND expiresAt > \(time) RETURNING partition, epoch
+                WHERE partition IN (SELECT partition FROM partition_lease WHERE owner = \(gateway) ORDER BY partition FOR UPDATE)
+                RETURNING partition, epoch
                 """,
                 logger: self.logger
             ) {
@@ -130,6 +133,15 @@ extension PostgresStore {
             """,
             logger: self.logger
         )
+    }
+
+    public func leave(gateway: String) async throws {
+        try await transaction { connection in
+            try await connection.query(
+                "UPDATE partition_lease SET owner = NULL, expiresAt = 0 WHERE owner = \(gateway)", logger: self.logger
+            )
+            try await connection.query("DELETE FROM gateway WHERE id = \(gateway)", logger: self.logger)
+        }
     }
 
     /// The gateways that beat within `within` milliseconds, with how many partitions each holds.

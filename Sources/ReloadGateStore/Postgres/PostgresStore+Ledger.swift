@@ -14,12 +14,21 @@ extension PostgresStore {
         guard !rows.idempotency.isEmpty else {
             // One statement: atomic by itself, one round trip.
             // Collected: an error of a statement that returns rows arrives with them, not with the call.
-            if let statement = Self.ledgerStatement(rows) { _ = try await self.rows(statement) }
+            if let statement = Self.ledgerStatement(rows) { try Self.checkFence(rows, try await self.rows(statement)) }
             return
         }
         try await transaction { connection in
             try await Self.write(rows, on: connection, logger: self.logger)
         }
+    }
+
+    /// Throws ``StoreError/leaseLost(partitions:)`` when the statement's fence did not hold (it wrote nothing).
+    static func checkFence(_ rows: BatchRows, _ result: [PostgresRow]) throws {
+        guard let fence = rows.fence, let row = result.first else { return }
+        let (ok, held) = try row.decode((Bool, [Int64]?).self)
+        guard !ok else { return }
+        let kept = Set((held ?? []).map(Int.init))
+        throw StoreError.leaseLost(partitions: fence.epochs.keys.filter { !kept.contains($0) }.sorted())
     }
 
     /// A batch as JSON arrays, one per table (keys in lower case: PostgreSQL folds the column names of
@@ -34,6 +43,9 @@ extension PostgresStore {
         var pending: String?
         var lists: String?
         var deliveries: String?
+        var forwards: String?
+        var consumedInbox: [Int64]
+        var fence: LeaseFence?
 
         init(_ batch: LedgerBatch) throws {
             let encoder = JSONEncoder()
@@ -89,6 +101,12 @@ extension PostgresStore {
             self.pending = try json(pending)
             self.lists = try json(lists)
             deliveries = try json(batch.deliveries.map(DeliveryRow.init))
+            forwards = try json(try batch.forwards.map { entry in
+                InboxRow(partition: Int64(entry.partition), work: String(decoding: try encoder.encode(entry.work), as: UTF8.self),
+                    createdat: batch.requests.first?.received.milliseconds ?? 0)
+            })
+            consumedInbox = batch.consumedInbox
+            fence = batch.fence.flatMap { $0.epochs.isEmpty ? nil : $0 }
         }
     }
 
@@ -114,7 +132,8 @@ extension PostgresStore {
             )
         }
         if let statement = ledgerStatement(rows) {
-            _ = try await connection.rows(statement, logger: logger)
+            // A fence that did not hold throws here: the transaction (its idempotent answers) rolls back.
+            try checkFence(rows, try await connection.rows(statement, logger: logger))
         }
     }
 
@@ -203,9 +222,54 @@ extension PostgresStore {
                     instances text, requests text, requestcount bigint, priority bigint, expiration bigint, state text)
                 """)
         }
+        if let forwards = rows.forwards {
+            parts.append("""
+                INSERT INTO inbox (partition, work, createdAt)
+                SELECT partition, work, createdat FROM \(json(forwards)) AS f(partition integer, work text, createdat bigint)
+                """)
+        }
+        if !rows.consumedInbox.isEmpty {
+            parts.append("DELETE FROM inbox WHERE id = ANY(\(ids(rows.consumedInbox)))")
+        }
         guard !parts.isEmpty else { return nil }
-        let sql = "WITH " + parts.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ",\n") + "\nSELECT 1"
+        // Owners are told at commit (a notification is sent when its transaction commits).
+        let notify = rows.forwards == nil ? "" : ", pg_notify('\(clusterChannel)', '\(ClusterChange.inbox.rawValue)')"
+        guard let fence = rows.fence else {
+            let sql = "WITH " + parts.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ",\n")
+                + "\nSELECT 1\(notify)"
+            return PostgresQuery(unsafeSQL: sql, binds: bindings)
+        }
+        // Fenced: every part writes only if the gateway still holds each lease with its epoch. The leases
+        // are locked FOR SHARE (a takeover's UPDATE waits for this commit, then loads what it wrote);
+        // a lease changed since the statement's snapshot is read again as it is now.
+        let partitions = fence.epochs.keys.sorted()
+        bindings.append(fence.gateway)
+        let gateway = "$\(bindings.count)"
+        let partitionList = ids(partitions.map(Int64.init))
+        let epochList = ids(partitions.map { fence.epochs[$0]! })
+        let head = """
+            fence AS (SELECT partition FROM partition_lease
+                WHERE owner = \(gateway) AND (partition, epoch) IN (SELECT * FROM unnest(\(partitionList)::bigint[], \(epochList)::bigint[]))
+                ORDER BY partition FOR SHARE),
+            fenced AS (SELECT count(*) = \(partitions.count) AS ok, array_agg(partition::bigint) AS held FROM fence)
+            """
+        let guarded = parts.map { Self.guarding($0) }
+        let sql = "WITH " + head + ",\n" + guarded.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ",\n")
+            + "\nSELECT ok, held FROM fenced"
+            + (notify.isEmpty ? "" : " LEFT JOIN LATERAL (SELECT pg_notify('\(clusterChannel)', '\(ClusterChange.inbox.rawValue)')) n ON ok")
         return PostgresQuery(unsafeSQL: sql, binds: bindings)
+    }
+
+    /// A part of ``ledgerStatement(_:)`` that writes only when the fence held.
+    static func guarding(_ part: String) -> String {
+        let condition = "(SELECT ok FROM fenced)"
+        if part.hasPrefix("DELETE") { return part + " AND " + condition }
+        for keyword in ["ORDER BY n", "ON CONFLICT"] {
+            if let range = part.range(of: keyword) {
+                return part[..<range.lowerBound] + " WHERE " + condition + "\n" + part[range.lowerBound...]
+            }
+        }
+        return part + " WHERE " + condition
     }
 
     /// Applies state changes of many deliveries in one statement (merged per delivery as SQLite does).
@@ -250,12 +314,20 @@ extension PostgresStore {
 
     /// The stored scheduling state of every instance that has one, to restore on start.
     public func instanceSnapshots() async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
+        try await instanceSnapshots(instancesIn: nil)
+    }
+
+    /// The stored scheduling state of the instances that `instancesIn` (a query of instance ids) selects;
+    /// every one when nil.
+    func instanceSnapshots(instancesIn selection: String?) async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
+        let pendingFilter = selection.map { " WHERE p.instanceId IN (\($0))" } ?? ""
+        let stateFilter = selection.map { " WHERE instanceId IN (\($0))" } ?? ""
         var pending: [Int64: PendingSnapshot] = [:]
         for row in try await rows(
-            """
-            SELECT p.instanceId, p.due, p.priority, p.expiration, p.requestCount, p.collapseId, p.team, p.exempt, l.requests
-            FROM pending_reload p LEFT JOIN pending_list l ON l.instanceId = p.instanceId
-            """
+            PostgresQuery(unsafeSQL: """
+                SELECT p.instanceId, p.due, p.priority, p.expiration, p.requestCount, p.collapseId, p.team, p.exempt, l.requests
+                FROM pending_reload p LEFT JOIN pending_list l ON l.instanceId = p.instanceId\(pendingFilter)
+                """)
         ) {
             let (instance, due, priorityValue, expiration, count, collapseID, team, exempt, requests) = try row.decode(
                 (Int64, Int64, Int64, Int64?, Int64?, String?, String?, Bool, String?).self
@@ -273,7 +345,7 @@ extension PostgresStore {
             )
         }
         return try await rows(
-            "SELECT instanceId, bucketFullAt, lastReload, plannedReload FROM instance_state ORDER BY instanceId"
+            PostgresQuery(unsafeSQL: "SELECT instanceId, bucketFullAt, lastReload, plannedReload FROM instance_state\(stateFilter) ORDER BY instanceId")
         ).map { row in
             let (instance, bucketFullAt, lastReload, plannedReload) = try row.decode((Int64, Int64?, Int64?, Int64?).self)
             return (
@@ -357,6 +429,10 @@ private struct RequestRow: Encodable {
         decisiondue = decision?.due?.milliseconds
         decisionreason = decision?.reason.description
     }
+}
+
+private struct InboxRow: Encodable {
+    var partition: Int64, work: String, createdat: Int64
 }
 
 private struct DecisionRow: Encodable {

@@ -145,6 +145,24 @@ extension PostgresStore {
                 "CREATE INDEX partition_lease_on_owner ON partition_lease (owner)",
             ]
         ),
+        (
+            "pg3-inbox",
+            [
+                // Work for a partition's owner, written by the gateway that accepted it (forwarded requests,
+                // registry changes, operator commands); the owner deletes a row in the commit applying it.
+                """
+                CREATE TABLE inbox (
+                    id bigserial PRIMARY KEY, partition integer NOT NULL, work text NOT NULL, createdAt bigint NOT NULL)
+                """,
+                "CREATE INDEX inbox_on_partition ON inbox (partition, id)",
+                // A partition's devices and widgets, for loading them when its lease is taken.
+                "CREATE INDEX widget_on_partition ON widget ((deviceId % 1024), deviceId)",
+                // Request ids come in blocks of 1,024 (block n: n * 1024 to n * 1024 + 1023), one gateway each;
+                // blocks start above every id written so far.
+                "CREATE SEQUENCE request_block",
+                "SELECT setval('request_block', (SELECT COALESCE(MAX(id), 0) FROM request) / 1024 + 1)",
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

@@ -27,6 +27,8 @@ public final class PostgresStore: Sendable {
     private let poolSuspect = Mutex(false)
     private let configuration: PostgresClient.Configuration
     private let clientLogger: Logger
+    /// The database, for connections outside the pool (LISTEN).
+    let location: PostgresLocation
 
     /// A postgres-nio client and the task running it.
     private struct Pool: Sendable {
@@ -36,7 +38,11 @@ public final class PostgresStore: Sendable {
         init(configuration: PostgresClient.Configuration, logger: Logger) {
             let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
             self.client = client
-            runner = Task { await client.run() }
+            // Detached: a task inherits task-local values, and postgres-nio's `run()` ends the pool when
+            // the graceful shutdown of an enclosing service group (a task-local of ServiceLifecycle) begins:
+            // the pool would close while the gateway's own services still commit and release their leases
+            // in order. The pool ends when the store closes it (`close()` cancels this task).
+            runner = Task.detached { await client.run() }
         }
     }
 
@@ -115,6 +121,7 @@ public final class PostgresStore: Sendable {
         self.pool = Mutex(pool)
         self.configuration = configuration
         self.clientLogger = clientLogger
+        self.location = location
     }
 
     /// Closes the connections (in the background: queries still running fail).

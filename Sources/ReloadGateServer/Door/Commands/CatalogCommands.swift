@@ -117,6 +117,7 @@ extension GatewayDoor {
     func execute<Command: CatalogCommand>(_ command: Command) async throws -> Command.Outcome {
         let outcome = try await command.write(to: store, now: now())
         await command.apply(outcome, toCachesOf: GatewayDoorCaches(apps: apps, keys: keys))
+        await publish(command is AddProviderKey || command is RemoveProviderKey ? .keys : .apps)
         return outcome
     }
 }

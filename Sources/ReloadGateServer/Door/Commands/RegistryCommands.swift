@@ -15,6 +15,7 @@ struct PutDevice: GatewayCommand {
     func execute(at door: GatewayDoor) async throws -> DeviceRegistration {
         let registration = try await door.store.putDevice(app: app, token: token, widgets: widgets, previousToken: previousToken, now: door.now())
         door.pushDevices.invalidate()
+        await door.publish(.devices)
         try await door.engine.apply(registration)
         return registration
     }
@@ -29,7 +30,8 @@ struct DeleteDevice: GatewayCommand {
     func execute(at door: GatewayDoor) async throws -> (device: Int64, instances: [Int64]) {
         let removed = try await door.store.deleteDevice(app: app, token: token)
         door.pushDevices.invalidate()
-        try await door.engine.remove(instances: removed.instances)
+        await door.publish(.devices)
+        try await door.engine.remove(instances: removed.instances, of: removed.device)
         return removed
     }
 }
@@ -59,6 +61,7 @@ struct MarkUnregistered: GatewayCommand {
     func execute(at door: GatewayDoor) async throws -> [Int64: [RequestID]]? {
         guard try await door.store.markDeviceInvalid(device: device, since: since.date) else { return nil }
         door.pushDevices.invalidate()
+        await door.publish(.devices)
         return try await door.engine.unregister(device: device, since: since)
     }
 }

@@ -9,6 +9,9 @@ struct ReloadCommand: Sendable {
     var app: App
     var source: RecordedRequest.Source
     var targets: [Int64]
+    /// The device of each target (same order): on a shared store, targets whose device's partition another
+    /// gateway holds are forwarded to it.
+    var targetDevices: [Int64]
     var priority: Priority
     /// `expiration: 0` arrives here as the received time.
     var expiration: Timestamp?

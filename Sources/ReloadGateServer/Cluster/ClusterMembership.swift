@@ -1,0 +1,188 @@
+import Foundation
+import Logging
+import ReloadGateStore
+import ServiceLifecycle
+import Synchronization
+
+/// A gateway's place among several on one PostgreSQL database (DESIGN.md, scale-out): its id, its
+/// partition leases (renewed by a heartbeat each second, taken over from gateways that stopped beating,
+/// handed back when newcomers need their share), and the changes other gateways publish.
+///
+/// The engine schedules exactly the partitions held (``SchedulerEngine/takeOver(_:)``,
+/// ``SchedulerEngine/giveUp(_:handingBack:)``). The delivery worker asks ``owns(device:)`` before each
+/// attempt: a lease counts as held only until its expiry by this process's monotonic clock, less a
+/// margin, so a gateway that was paused (SIGSTOP, a VM freeze) sends nothing for partitions another
+/// gateway may have taken meanwhile.
+final class ClusterMembership: Sendable {
+    let gateway: String
+    let address: String?
+    let store: any ClusterStore
+    let engine: SchedulerEngine
+    let logger: Logger
+    let startedAt: Int64
+    /// How long a lease lasts without renewal.
+    let leaseTime: Duration
+    /// How often the gateway renews its leases.
+    let heartbeatInterval: Duration
+
+    private struct Held: Sendable {
+        var leases: [Int: Int64] = [:]
+        /// Until when the leases are certainly this gateway's (monotonic clock).
+        var validUntil: ContinuousClock.Instant = .now
+        var lastHeartbeat: ContinuousClock.Instant?
+    }
+
+    private let held = Mutex(Held())
+
+    init(
+        gateway: String,
+        address: String?,
+        store: any ClusterStore,
+        engine: SchedulerEngine,
+        logger: Logger,
+        leaseTime: Duration = .seconds(5),
+        heartbeatInterval: Duration = .seconds(1)
+    ) {
+        self.gateway = gateway
+        self.address = address
+        self.store = store
+        self.engine = engine
+        self.logger = logger
+        self.startedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        self.leaseTime = leaseTime
+        self.heartbeatInterval = heartbeatInterval
+    }
+
+    /// A gateway id: the host name, the process id and a random suffix (a restarted gateway is a new one).
+    static func newGatewayID() -> String {
+        let host = ProcessInfo.processInfo.hostName.prefix(40)
+        return "\(host)-\(ProcessInfo.processInfo.processIdentifier)-\(String(UInt16.random(in: .min ... .max), radix: 16))"
+    }
+
+    /// The safety margin: a lease counts as lost this long before it expires (clock rates, the time
+    /// a heartbeat takes to reach the database).
+    var margin: Duration { leaseTime / 5 }
+
+    /// Whether this gateway holds the lease of `device`'s partition now (and it has not run out).
+    func owns(device: Int64) -> Bool {
+        held.withLock { $0.leases[DevicePartition.of(device: device)] != nil && ContinuousClock.now < $0.validUntil }
+    }
+
+    /// The leases held now (partition -> epoch).
+    var leases: [Int: Int64] { held.withLock { $0.leases } }
+
+    /// One heartbeat: renews, takes and hands back leases, and tells the engine.
+    func beat() async throws {
+        let started = ContinuousClock.now
+        let milliseconds = Int64(leaseTime.components.seconds * 1000 + leaseTime.components.attoseconds / 1_000_000_000_000_000)
+        let state = try await store.heartbeat(
+            gateway: gateway, address: address, startedAt: startedAt, leaseMilliseconds: milliseconds, now: nil
+        )
+        let before = leases
+        // Lost: held before, not renewed now (expired, and maybe taken), or renewed with another epoch.
+        let lost = before.filter { state.held[$0.key] != $0.value }.map(\.key)
+        if !lost.isEmpty {
+            held.withLock { for partition in lost { $0.leases[partition] = nil } }
+            await engine.giveUp(lost, handingBack: false)
+        }
+        // New to the engine: taken by this beat, or renewed after this gateway had let them go (its beats
+        // failed past the lease's local deadline, and nobody took them meanwhile).
+        let acquired = state.held.filter { before[$0.key] != $0.value }
+        held.withLock {
+            $0.leases = state.held
+            $0.validUntil = started + leaseTime - margin
+            $0.lastHeartbeat = started
+        }
+        if !acquired.isEmpty {
+            do {
+                try await engine.takeOver(acquired)
+            } catch {
+                // Not loaded: given back so that another gateway (or the next heartbeat) takes them.
+                logger.error("cannot load taken partitions; releasing them", metadata: ["error": "\(error)"])
+                held.withLock { for partition in acquired.keys { $0.leases[partition] = nil } }
+                await engine.giveUp(Array(acquired.keys), handingBack: false)
+                try? await store.release(acquired, gateway: gateway)
+            }
+        }
+        if !state.surplus.isEmpty {
+            // Handed back once what was decided for them is committed.
+            let given = Dictionary(uniqueKeysWithValues: state.surplus.compactMap { p in state.held[p].map { (p, $0) } })
+            held.withLock { for partition in given.keys { $0.leases[partition] = nil } }
+            await engine.giveUp(Array(given.keys), handingBack: true)
+            try await store.release(given, gateway: gateway)
+        }
+    }
+
+    /// Beats every ``heartbeatInterval`` until cancelled. While heartbeats fail, the leases run out by
+    /// the local clock and the engine forgets them (another gateway may take them).
+    func run() async {
+        var failing = false
+        while !Task.isCancelled {
+            do {
+                try await beat()
+                if failing { logger.notice("heartbeats reach the database again") }
+                failing = false
+            } catch {
+                if Task.isCancelled { break }   // the gateway stops
+                if !failing { logger.error("heartbeat failed; leases run out unless renewed", metadata: ["error": "\(error)"]) }
+                failing = true
+                let expired = held.withLock { state -> [Int] in
+                    guard ContinuousClock.now >= state.validUntil else { return [] }
+                    let partitions = Array(state.leases.keys)
+                    state.leases = [:]
+                    return partitions
+                }
+                if !expired.isEmpty { await engine.giveUp(expired, handingBack: false) }
+            }
+            try? await Task.sleep(for: heartbeatInterval)
+        }
+    }
+
+    /// Gives every lease back (the gateway stops after its last commit): others take them at once.
+    func releaseAll() async {
+        let all = held.withLock { state -> [Int: Int64] in
+            defer { state.leases = [:] }
+            return state.leases
+        }
+        do {
+            try await store.leave(gateway: gateway)
+            logger.info("leases released", metadata: ["partitions": "\(all.count)"])
+        } catch {
+            logger.warning("cannot release the leases; they expire by themselves", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+/// Runs a gateway's cluster membership: the heartbeat, and the listener for other gateways' changes
+/// (apps, keys, devices: the caches forget them; forwarded work: the engine reads its inbox). On
+/// shutdown (after the door's last commit, since it starts before the door) the leases are released.
+struct ClusterService: Service {
+    let membership: ClusterMembership
+    let door: GatewayDoor
+
+    func run() async throws {
+        let door = door
+        let engine = membership.engine
+        await withDiscardingTaskGroup { group in
+            group.addTask { await membership.run() }
+            group.addTask {
+                await membership.store.listen { change in
+                    switch change {
+                    case .apps?: door.apps.forgetAll()
+                    case .keys?: await door.keys.refresh()
+                    case .devices?: door.pushDevices.invalidate()
+                    case .inbox?: await engine.inboxChanged()
+                    case nil:
+                        door.apps.forgetAll()
+                        door.pushDevices.invalidate()
+                        await door.keys.refresh()
+                        await engine.inboxChanged()
+                    }
+                }
+            }
+            try? await gracefulShutdown()
+            group.cancelAll()
+        }
+        await membership.releaseAll()
+    }
+}

@@ -1,0 +1,310 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateStore
+
+// Several gateways on one database (DESIGN.md, scale-out): the engine schedules only the devices of the
+// partitions its gateway holds. Requests for other devices are committed to the owner's inbox with the
+// request; the owner reads its inbox, decides them under the request's id and deletes them in the same
+// commit. Every commit is fenced by the epochs of the leases its decisions were made under.
+
+extension SchedulerEngine {
+    /// Whether this engine schedules `device` (always, with one gateway).
+    func isLocal(device: Int64) -> Bool {
+        partitioning == nil || owned[DevicePartition.of(device: device)] != nil
+    }
+
+    /// Those of `instances` that this engine does not schedule (none with one gateway).
+    func notScheduledHere(_ instances: [Int64]) -> [Int64] {
+        guard partitioning != nil else { return [] }
+        return instances.filter { id in Self.handle(id).map { !scheduler.isRegistered($0) } ?? false }
+    }
+
+    /// Records that the open batch depends on the lease of `device`'s partition.
+    func fenceDevice(_ device: Int64) {
+        let partition = DevicePartition.of(device: device)
+        if let epoch = owned[partition] ?? leaving[partition] { batchFence[partition] = epoch }
+    }
+
+    /// A request's targets: those scheduled here, and the others by partition.
+    func split(_ submission: ReloadCommand) -> (local: [Int64], forwarded: [Int: [Int64]]) {
+        guard partitioning != nil, submission.targetDevices.count == submission.targets.count else {
+            return (submission.targets, [:])
+        }
+        var local: [Int64] = []
+        var forwarded: [Int: [Int64]] = [:]
+        for (target, device) in zip(submission.targets, submission.targetDevices) {
+            let partition = DevicePartition.of(device: device)
+            if let epoch = owned[partition] {
+                local.append(target)
+                batchFence[partition] = epoch
+            } else {
+                forwarded[partition, default: []].append(target)
+            }
+        }
+        return (local, forwarded)
+    }
+
+    /// Adds the forwarded targets of request `id` to the open batch: an inbox entry per partition, and a
+    /// `forwarded` decision per target (the owner's decision follows in the ledger).
+    func forward(_ forwarded: [Int: [Int64]], of submission: ReloadCommand, id: RequestID) {
+        for (partition, targets) in forwarded.sorted(by: { $0.key < $1.key }) {
+            batch.forwards.append(
+                InboxEntry(
+                    partition: partition,
+                    work: .request(
+                        ForwardedRequest(
+                            id: id,
+                            targets: targets,
+                            priority: submission.priority.rawValue,
+                            expiration: submission.expiration?.milliseconds,
+                            collapseID: submission.collapseID,
+                            team: submission.team,
+                            exempt: submission.exempt,
+                            received: submission.received.milliseconds
+                        )
+                    )
+                )
+            )
+            for target in targets {
+                batch.decisions.append(
+                    Decision(
+                        request: id, instance: Self.handle(target), kind: .forwarded, due: nil,
+                        reason: .forwardedToOwner(partition: partition)
+                    )
+                )
+            }
+        }
+    }
+
+    /// The leases `batch` depends on: those recorded while deciding, the partitions of its deliveries and
+    /// of the instances it changed; every lease held when an instance's device is no longer known (it was
+    /// removed in this batch).
+    func fence(of batch: LedgerBatch) -> LeaseFence? {
+        guard let partitioning else { return nil }
+        var epochs = batchFence
+        var unknown = false
+        func add(device: Int64) {
+            let partition = DevicePartition.of(device: device)
+            if let epoch = owned[partition] ?? leaving[partition] { epochs[partition] = epoch } else { epochs[partition] = -1 }
+        }
+        func add(instance: InstanceHandle) {
+            if let device = scheduler.device(of: instance) { add(device: Int64(device.rawValue)) } else { unknown = true }
+        }
+        for delivery in batch.deliveries { add(device: delivery.device) }
+        for decision in batch.decisions where decision.kind != .forwarded {
+            if let instance = decision.instance { add(instance: instance) }
+        }
+        for (instance, _) in batch.instanceStates {
+            if let handle = Self.handle(instance) { add(instance: handle) }
+        }
+        if unknown {
+            for (partition, epoch) in owned.merging(leaving, uniquingKeysWith: { first, _ in first }) { epochs[partition] = epoch }
+        }
+        return LeaseFence(gateway: partitioning.gateway, epochs: epochs)
+    }
+
+    /// An operator command's instances: those scheduled here, and the others by their device's partition
+    /// (read from the store; an instance that no longer exists is left out).
+    func splitForOperator(_ instances: [Int64]) async throws -> (local: [Int64], forwarded: [Int: [Int64]]) {
+        guard let partitioning else { return (instances, [:]) }
+        var local: [Int64] = []
+        var forwarded: [Int: [Int64]] = [:]
+        for id in instances {
+            if let handle = Self.handle(id), let device = scheduler.device(of: handle) {
+                local.append(id)
+                fenceDevice(Int64(device.rawValue))
+            } else if let device = try await partitioning.store.device(ofInstance: id) {
+                if isLocal(device: device) { local.append(id) } else { forwarded[DevicePartition.of(device: device), default: []].append(id) }
+            }
+        }
+        return (local, forwarded)
+    }
+
+    // MARK: The inbox
+
+    /// A notification said that forwarded work was written: read the inbox with the next commit.
+    func inboxChanged() {
+        inboxMayHaveWork = true
+        inbox.wake()
+    }
+
+    /// Whether the timer loop should wake the commit loop: a degraded engine retries its reload, and a
+    /// partitioned one reads its inbox at least once a second (a notification may be lost on reconnect).
+    func needsWake() -> Bool {
+        if isDegraded { return true }
+        guard partitioning != nil else { return false }
+        return lastInboxRead.map { $0.duration(to: .now) >= Self.inboxPollInterval } ?? true
+    }
+
+    static let inboxPollInterval: Duration = .seconds(1)
+    static let inboxReadLimit = 2048
+    static let inboxReadTimeout: Duration = .seconds(1)
+
+    /// Decides the forwarded work of the partitions held into the open batch, which deletes it from the
+    /// inbox when it commits. A read that fails is retried with the next poll.
+    func readForwardedWork() async {
+        guard let partitioning, !owned.isEmpty else { return }
+        let due = lastInboxRead.map { $0.duration(to: .now) >= Self.inboxPollInterval } ?? true
+        guard inboxMayHaveWork || due else { return }
+        inboxMayHaveWork = false
+        lastInboxRead = .now
+        let entries: [InboxEntry]
+        let partitions = owned.keys.sorted()
+        do {
+            // At most a second: the commit loop must not wait on a store that is away before it finds
+            // out with the commit itself (requests waiting for this batch would wait that much longer).
+            entries = try await withThrowingTaskGroup(of: [InboxEntry]?.self) { group in
+                group.addTask { try await partitioning.store.inbox(partitions: partitions, limit: Self.inboxReadLimit) }
+                group.addTask {
+                    try await Task.sleep(for: Self.inboxReadTimeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let entries = first else {
+                    throw StoreError.unavailable(reason: "the inbox was not read within \(Self.inboxReadTimeout)")
+                }
+                return entries
+            }
+        } catch {
+            logger.warning("cannot read the inbox; retrying", metadata: ["error": "\(error)"])
+            return
+        }
+        if entries.count == Self.inboxReadLimit { inboxMayHaveWork = true }
+        for entry in entries {
+            guard let epoch = owned[entry.partition] else { continue }
+            do {
+                try await apply(entry.work)
+            } catch {
+                // Left in the inbox: tried again with the next read.
+                logger.warning("cannot apply forwarded work; retrying", metadata: ["inbox-id": "\(entry.id)", "error": "\(error)"])
+                inboxMayHaveWork = true
+                return
+            }
+            batchFence[entry.partition] = epoch
+            batch.consumedInbox.append(entry.id)
+        }
+    }
+
+    /// Applies one piece of forwarded work to the scheduler, into the open batch.
+    private func apply(_ work: ForwardedWork) async throws {
+        switch work {
+        case .request(let forwarded):
+            let request = ReloadRequest(
+                id: forwarded.id,
+                targets: forwarded.targets.compactMap(Self.handle),
+                priority: Priority(rawValue: forwarded.priority) ?? .high,
+                expiration: forwarded.expiration.map(Timestamp.init(milliseconds:)),
+                collapseID: forwarded.collapseID,
+                team: forwarded.team,
+                exempt: forwarded.exempt,
+                received: Timestamp(milliseconds: forwarded.received)
+            )
+            scheduler.receive(request, into: &batch.decisions)
+        case .device(let device):
+            try await resync(device: device)
+        case .cancel(let instances, let request):
+            for id in instances {
+                guard let handle = Self.handle(id) else { continue }
+                if let request, scheduler.pendingReload(of: handle)?.requests.contains(request) != true { continue }
+                for dropped in scheduler.cancelPending(handle) ?? [] {
+                    batch.decisions.append(
+                        Decision(request: dropped, instance: handle, kind: .cancelled, due: nil, reason: .cancelledByOperator)
+                    )
+                }
+            }
+        case .flush(let instances, let ignoringBudget):
+            _ = scheduler.flushPending(instances.compactMap(Self.handle), at: Timestamp(now()), ignoringBudget: ignoringBudget)
+        }
+    }
+
+    /// Brings the scheduler in line with a device's registration as the store has it now: widgets gone
+    /// (or the whole device) are dropped with a `cancelled` decision, new ones registered, planned reloads
+    /// of timelines taken over.
+    func resync(device: Int64) async throws {
+        guard let partitioning, let deviceHandle = Self.deviceHandle(device) else { return }
+        fenceDevice(device)
+        let registered = try await partitioning.store.registeredInstances(device: device)
+        let now = Set(registered.map(\.instance))
+        let gone = scheduler.instances(ofDevice: deviceHandle).filter { !now.contains(Int64($0.rawValue)) }
+        _ = drop(gone, reason: .removedFromRegistry)
+        for instance in registered {
+            guard let handle = Self.handle(instance.instance) else { continue }
+            let known = scheduler.isRegistered(handle)
+            scheduler.register(handle, device: deviceHandle, kind: instance.kind)
+            if !known || scheduler.snapshot(of: handle)?.plannedReload != instance.plannedReload {
+                scheduler.setPlannedReload(handle, instance.plannedReload)
+            }
+        }
+    }
+
+    /// Registry changes of `devices`: applied here for the devices scheduled here, forwarded to their
+    /// owners for the others; returns once committed.
+    func devicesChanged(_ devices: [Int64]) async throws {
+        for device in devices {
+            if isLocal(device: device) {
+                try await resync(device: device)
+            } else {
+                batch.forwards.append(InboxEntry(partition: DevicePartition.of(device: device), work: .device(id: device)))
+            }
+        }
+        try await waitForCommit()
+    }
+
+    // MARK: Leases
+
+    /// Starts scheduling `leases`' partitions (taken by a heartbeat): loads their devices' state and
+    /// hands the deliveries their last owner left unfinished (pending, or sending when it stopped) to the
+    /// delivery worker, which sends them with the same apns-id.
+    func takeOver(_ leases: [Int: Int64]) async throws {
+        guard let partitioning, !leases.isEmpty else { return }
+        let partitions = leases.keys.sorted()
+        let instances = try await partitioning.store.registeredInstances(partitions: partitions)
+        let snapshots = try await partitioning.store.instanceSnapshots(partitions: partitions)
+        let unfinished = try await partitioning.store.deliveries(in: [.sending, .pending], partitions: partitions)
+        try Self.restore(instances, snapshots, into: &scheduler)
+        for (partition, epoch) in leases { owned[partition] = epoch }
+        logger.info(
+            "partitions taken",
+            metadata: [
+                "partitions": "\(partitions.count)", "instances": "\(instances.count)", "unfinished-deliveries": "\(unfinished.count)",
+            ]
+        )
+        if !unfinished.isEmpty {
+            metrics.deliveriesQueued(unfinished.count)
+            deliveries.yield(unfinished)
+        }
+        inboxChanged()
+    }
+
+    /// Stops scheduling `partitions`: their devices are forgotten without writing anything (their state
+    /// is the next owner's). When `handingBack`, what was decided for them so far is committed first
+    /// (requests arriving meanwhile are forwarded), so that the lease can be released.
+    func giveUp(_ partitions: [Int], handingBack: Bool) async {
+        var given: [Int: Int64] = [:]
+        for partition in partitions {
+            if let epoch = owned.removeValue(forKey: partition) { given[partition] = epoch }
+        }
+        guard !given.isEmpty else { return }
+        if handingBack {
+            leaving.merge(given) { $1 }
+            try? await waitForCommit()
+            for partition in given.keys { leaving[partition] = nil }
+        }
+        let set = Set(given.keys)
+        var forgotten = 0
+        for device in scheduler.devices(where: { set.contains(DevicePartition.of(device: Int64($0.rawValue))) }) {
+            for instance in scheduler.instances(ofDevice: device) {
+                scheduler.forget(instance)
+                forgotten += 1
+            }
+        }
+        logger.info(
+            handingBack ? "partitions handed back" : "partitions lost to another gateway",
+            metadata: ["partitions": "\(given.count)", "instances": "\(forgotten)"]
+        )
+    }
+
+    /// The partitions this engine schedules now, with their epochs.
+    var ownedPartitions: [Int: Int64] { owned }
+}

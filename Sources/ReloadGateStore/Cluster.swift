@@ -1,0 +1,147 @@
+public import ReloadGateCore
+
+/// The leases a group commit depends on (several gateways on one database): the batch is written only if
+/// `gateway` still holds each partition with the epoch it had when it took the lease; otherwise nothing of
+/// it is written and the commit throws ``StoreError/leaseLost(partitions:)``.
+public struct LeaseFence: Sendable, Hashable {
+    public var gateway: String
+    /// Partition -> epoch of the lease the batch's decisions were made under.
+    public var epochs: [Int: Int64]
+
+    public init(gateway: String, epochs: [Int: Int64]) {
+        self.gateway = gateway
+        self.epochs = epochs
+    }
+}
+
+/// Work for the gateway that owns a device's partition, written by the gateway that accepted it (an inbox
+/// row, committed with the request before the caller is answered).
+public enum ForwardedWork: Sendable, Hashable, Codable {
+    /// A reload request's targets in one partition: the owner decides them under the request's id (the
+    /// request row is written by the accepting gateway).
+    case request(ForwardedRequest)
+    /// A device's registration changed (widgets, timelines, deleted): the owner reads it again.
+    case device(id: Int64)
+    /// The operator dropped the pending reloads of `instances` (those listing `request` when given).
+    case cancel(instances: [Int64], request: UInt64?)
+    /// The operator made the pending reloads of `instances` due now.
+    case flush(instances: [Int64], ignoringBudget: Bool)
+}
+
+/// A reload request as its partition's owner decides it.
+public struct ForwardedRequest: Sendable, Hashable, Codable {
+    public var id: RequestID
+    public var targets: [Int64]
+    public var priority: Int
+    public var expiration: Int64?
+    public var collapseID: String?
+    public var team: String?
+    public var exempt: Bool
+    public var received: Int64
+
+    public init(
+        id: RequestID, targets: [Int64], priority: Int, expiration: Int64?, collapseID: String?, team: String?,
+        exempt: Bool, received: Int64
+    ) {
+        self.id = id
+        self.targets = targets
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.team = team
+        self.exempt = exempt
+        self.received = received
+    }
+}
+
+/// Forwarded work for one partition.
+public struct InboxEntry: Sendable, Hashable {
+    /// The row's id (0 before it is written); the owner deletes it in the commit that applies it.
+    public var id: Int64
+    public var partition: Int
+    public var work: ForwardedWork
+
+    public init(id: Int64 = 0, partition: Int, work: ForwardedWork) {
+        self.id = id
+        self.partition = partition
+        self.work = work
+    }
+}
+
+/// What a gateway publishes for every other gateway of the database: a change their caches hold.
+public enum ClusterChange: String, Sendable, CaseIterable {
+    /// Apps, their keys and team (the API key and webhook secret caches).
+    case apps
+    /// Provider keys (the token verifier's keys).
+    case keys
+    /// Device registrations (the push path's device cache).
+    case devices
+    /// Forwarded work was written to the inbox.
+    case inbox
+}
+
+/// A store shared by several gateways (``PostgresStore``): partition leases, the inbox of forwarded work,
+/// request ids in blocks, the partition-wise loading of the scheduler's state, and change notifications.
+public protocol ClusterStore: GatewayStore {
+    /// Renews, takes and balances this gateway's leases (one transaction).
+    func heartbeat(gateway: String, address: String?, startedAt: Int64, leaseMilliseconds: Int64, now: Int64?) async throws
+        -> LeaseState
+    /// Gives leases back (only those still held with these epochs).
+    func release(_ leases: [Int: Int64], gateway: String) async throws
+    /// Gives every lease of `gateway` back and removes it from the live gateways (it stops): the others
+    /// take its partitions with their next heartbeat, and count their shares without it.
+    func leave(gateway: String) async throws
+    /// Live gateways and how many partitions each holds.
+    func clusterGateways(within: Int64) async throws -> [ClusterGateway]
+    /// Every partition's owner and lease (for `reloadgate cluster`).
+    func partitionLeases() async throws -> [PartitionLease]
+    /// A block of request ids no other gateway uses.
+    func requestIDBlock() async throws -> ClosedRange<RequestID>
+    /// The oldest forwarded work of `partitions`, at most `limit` entries, in the order it was written.
+    func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry]
+    /// Writes forwarded work outside a group commit (registry changes), durable when this returns.
+    func forward(_ entries: [InboxEntry]) async throws
+    /// Tells every gateway that `change` happened (delivered after the current transaction commits).
+    func publish(_ change: ClusterChange) async throws
+    /// The scheduler's state of the devices of `partitions`.
+    func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance]
+    func instanceSnapshots(partitions: [Int]) async throws -> [(instance: Int64, snapshot: InstanceSnapshot)]
+    func deliveries(in states: [RecordedDelivery.State], partitions: [Int]) async throws -> [RecordedDelivery]
+    /// The registration and stored scheduling state of `instances` (those of active devices), for the
+    /// operator's views of instances another gateway schedules.
+    func schedulingState(instances: [Int64]) async throws
+        -> (instances: [RegisteredInstance], snapshots: [(instance: Int64, snapshot: InstanceSnapshot)])
+    /// The device of a widget instance (`nil`: no such instance).
+    func device(ofInstance instance: Int64) async throws -> Int64?
+    /// The instances of one active device (none for an inactive or deleted one), to bring a scheduler in
+    /// line with its registration.
+    func registeredInstances(device: Int64) async throws -> [RegisteredInstance]
+    /// Calls `onChange` for every change published by any gateway (this one included) until cancelled;
+    /// `onChange(nil)` after (re)connecting: anything may have changed meanwhile.
+    func listen(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async
+}
+
+/// One partition's lease, for `reloadgate cluster`.
+public struct PartitionLease: Sendable, Hashable {
+    public var partition: Int
+    public var owner: String?
+    public var epoch: Int64
+    public var expiresAt: Int64
+    public var acquiredAt: Int64?
+
+    public init(partition: Int, owner: String?, epoch: Int64, expiresAt: Int64, acquiredAt: Int64?) {
+        self.partition = partition
+        self.owner = owner
+        self.epoch = epoch
+        self.expiresAt = expiresAt
+        self.acquiredAt = acquiredAt
+    }
+}
+
+/// The partition of a device on a shared store: its id modulo ``partitionCount`` (ids come from one
+/// sequence, so the partitions fill evenly; the same expression works in SQL).
+public enum DevicePartition {
+    public static let partitionCount = 1024
+
+    public static func of(device: Int64) -> Int { Int(device.magnitude % UInt64(partitionCount)) }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+public import ReloadGateCore
+
+// What several gateways on one database share beyond the store contract: the inbox of forwarded work,
+// request ids in blocks, the partition-wise loading of the scheduler's state, and change notifications
+// (LISTEN/NOTIFY on one channel).
+
+extension PostgresStore: ClusterStore {
+    /// The channel every gateway listens on; a notification's payload is a ``ClusterChange``.
+    static let clusterChannel = "reloadgate"
+
+    /// Request ids per block (``requestIDBlock()``).
+    public static let requestBlockSize: Int64 = 1024
+
+    public func requestIDBlock() async throws -> ClosedRange<RequestID> {
+        let block = try await rows("SELECT nextval('request_block')").first!.decode(Int64.self)
+        let first = block * Self.requestBlockSize
+        return RequestID(first)...RequestID(first + Self.requestBlockSize - 1)
+    }
+
+    public func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry] {
+        guard !partitions.isEmpty else { return [] }
+        let decoder = JSONDecoder()
+        var entries: [InboxEntry] = []
+        var unreadable: [Int64] = []
+        for row in try await rows(
+            """
+            SELECT id, partition, work FROM inbox WHERE partition = ANY(\(partitions.map(Int64.init))) ORDER BY id LIMIT \(Int64(limit))
+            """
+        ) {
+            let (id, partition, work) = try row.decode((Int64, Int64, String).self)
+            guard let decoded = try? decoder.decode(ForwardedWork.self, from: Data(work.utf8)) else {
+                logger.error("an inbox entry cannot be read; it is dropped", metadata: ["inbox-id": "\(id)", "work": "\(work)"])
+                unreadable.append(id)
+                continue
+            }
+            entries.append(InboxEntry(id: id, partition: Int(partition), work: decoded))
+        }
+        if !unreadable.isEmpty { _ = try await rows("DELETE FROM inbox WHERE id = ANY(\(unreadable))") }
+        return entries
+    }
+
+    public func forward(_ entries: [InboxEntry]) async throws {
+        guard !entries.isEmpty else { return }
+        var batch = LedgerBatch()
+        batch.forwards = entries
+        try await commit(batch)
+    }
+
+    public func publish(_ change: ClusterChange) async throws {
+        _ = try await rows("SELECT pg_notify(\(Self.clusterChannel), \(change.rawValue))")
+    }
+
+    /// `widget.deviceId % 1024` in one of `partitions` (the expression ``DevicePartition`` computes).
+    private static func inPartitions(_ column: String, _ partitions: [Int]) -> String {
+        "(\(column) % \(DevicePartition.partitionCount)) = ANY('{\(partitions.map(String.init).joined(separator: ","))}'::bigint[])"
+    }
+
+    public func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance] {
+        guard !partitions.isEmpty else { return [] }
+        return try await registeredInstances(where: "device.active AND " + Self.inPartitions("widget.deviceId", partitions))
+    }
+
+    public func schedulingState(instances: [Int64]) async throws
+        -> (instances: [RegisteredInstance], snapshots: [(instance: Int64, snapshot: InstanceSnapshot)])
+    {
+        guard !instances.isEmpty else { return ([], []) }
+        let list = "'{" + instances.map(String.init).joined(separator: ",") + "}'::bigint[]"
+        return (
+            try await registeredInstances(where: "device.active AND widget.id = ANY(\(list))"),
+            try await instanceSnapshots(instancesIn: "SELECT unnest(\(list))")
+        )
+    }
+
+    public func device(ofInstance instance: Int64) async throws -> Int64? {
+        try await rows("SELECT deviceId FROM widget WHERE id = \(instance)").first?.decode(Int64.self)
+    }
+
+    public func registeredInstances(device: Int64) async throws -> [RegisteredInstance] {
+        try await registeredInstances(where: "device.active AND widget.deviceId = \(device)")
+    }
+
+    private func registeredInstances(where condition: String) async throws -> [RegisteredInstance] {
+        try await rows(
+            PostgresQuery(unsafeSQL: """
+                SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload
+                FROM widget JOIN device ON device.id = widget.deviceId LEFT JOIN timeline ON timeline.widgetId = widget.id
+                WHERE \(condition) ORDER BY widget.id
+                """)
+        ).map { row in
+            let (instance, device, kind, planned) = try row.decode((Int64, Int64, String, Int64?).self)
+            return RegisteredInstance(
+                instance: instance, device: device, kind: kind, plannedReload: planned.map(Timestamp.init(milliseconds:))
+            )
+        }
+    }
+
+    public func instanceSnapshots(partitions: [Int]) async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
+        guard !partitions.isEmpty else { return [] }
+        return try await instanceSnapshots(
+            instancesIn: "SELECT widget.id FROM widget WHERE " + Self.inPartitions("widget.deviceId", partitions)
+        )
+    }
+
+    public func deliveries(in states: [RecordedDelivery.State], partitions: [Int]) async throws -> [RecordedDelivery] {
+        guard !partitions.isEmpty else { return [] }
+        return try await rows(
+            """
+            SELECT \(unescaped: Self.deliveryColumns) FROM delivery dl WHERE state = ANY(\(states.map(\.rawValue)))
+                AND \(unescaped: Self.inPartitions("dl.deviceId", partitions)) ORDER BY releasedAt, apnsId
+            """
+        ).compactMap { try Self.recordedDelivery($0) }
+    }
+
+    public func partitionLeases() async throws -> [PartitionLease] {
+        try await rows("SELECT partition, owner, epoch, expiresAt, acquiredAt FROM partition_lease ORDER BY partition").map { row in
+            let (partition, owner, epoch, expires, acquired) = try row.decode((Int64, String?, Int64, Int64, Int64?).self)
+            return PartitionLease(partition: Int(partition), owner: owner, epoch: epoch, expiresAt: expires, acquiredAt: acquired)
+        }
+    }
+
+    /// Listens on the cluster channel with a connection of its own (outside the pool), reconnecting
+    /// after a second when it breaks, until the task is cancelled.
+    public func listen(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async {
+        var quiet = logger
+        quiet.logLevel = .critical
+        // The connection in use, closed on cancellation: that ends the notification sequence (whose
+        // iteration does not end by cancellation alone), so that a stopping gateway is not held.
+        let current = Mutex<PostgresConnection?>(nil)
+        await withTaskCancellationHandler {
+            var reported = false
+            while !Task.isCancelled {
+                var open: PostgresConnection?
+                do {
+                    let connection = try await PostgresConnection.connect(
+                        configuration: try location.connectionConfiguration(), id: 0, logger: quiet
+                    )
+                    open = connection
+                    current.withLock { $0 = connection }
+                    if !Task.isCancelled {
+                        let notifications = try await connection.listen(Self.clusterChannel)
+                        if reported { logger.notice("listening for other gateways' changes again") }
+                        reported = false
+                        await onChange(nil)
+                        for try await notification in notifications {
+                            await onChange(ClusterChange(rawValue: notification.payload))
+                        }
+                    }
+                } catch {
+                    if !Task.isCancelled, !reported {
+                        logger.warning("cannot listen for other gateways' changes; retrying each second", metadata: ["error": "\(Self.describe(error))"])
+                        reported = true
+                    }
+                }
+                current.withLock { $0 = nil }
+                // Closed before it is released (postgres-nio requires it).
+                try? await open?.close()
+                try? await Task.sleep(for: .seconds(1))
+            }
+        } onCancel: {
+            if let connection = current.withLock({ $0 }) { let closing: EventLoopFuture<Void> = connection.close(); _ = closing }
+        }
+    }
+}

@@ -8,11 +8,18 @@ import ReloadGateStore
 import ReloadGateTesting
 import Testing
 
+/// `RG_CLUSTER_TESTS` is set: run the multi-process cluster tests.
+let clusterTestsEnabled = ProcessInfo.processInfo.environment["RG_CLUSTER_TESTS"] != nil
+
 /// Several `reloadgate serve` processes on one PostgreSQL database (DESIGN.md, scale-out), delivering to
 /// the mock APNs: any gateway accepts any request, each device is scheduled by the gateway holding its
 /// partition's lease, a killed gateway's partitions are taken over, and a paused one sends nothing for
 /// partitions it lost.
-@Suite(.timeLimit(.minutes(8)), .enabled(if: TestPostgres.isEnabled), .serialized)
+///
+/// They run when `RG_CLUSTER_TESTS` is set (and a PostgreSQL cluster is given), one test per `swift test`
+/// process, as `.ci/run` does: in the full parallel run on two cores the second of them once stopped in
+/// its set-up with every task suspended (not understood yet; alone they pass every time).
+@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled && clusterTestsEnabled), .serialized)
 struct ClusterTests {
     static let bundle = "com.example.cluster"
     /// Short rules, so that the test sees several reloads per device: one per 2 s at most.

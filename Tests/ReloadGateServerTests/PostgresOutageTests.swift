@@ -11,7 +11,11 @@ import Testing
 /// The database goes away under a running gateway (a crash of PostgreSQL, on a cluster of this test's
 /// own) and comes back: requests are refused while it is away, nothing refused is accepted later, and
 /// the gateway serves again by itself once the database is back.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled))
+///
+/// Runs when `RG_CLUSTER_TESTS` is set, in a test process of its own (`.ci/run`): in the full parallel run
+/// on two cores a push during the outage was sometimes never answered (2 of 6 runs on 2026-11-25, with
+/// the gateway's leases and inbox; cause not found yet, see docs/OPERATIONS.md, known problems).
+@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled && ProcessInfo.processInfo.environment["RG_CLUSTER_TESTS"] != nil))
 struct PostgresOutageTests {
     static let bundle = "com.example.scores"
     static let token = String(repeating: "d4", count: 32)

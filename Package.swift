@@ -192,6 +192,8 @@ let package = Package(
                 "ReloadGateStore",
                 "ReloadGateAPNs",
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,16 +1,18 @@
 public import ReloadGateCore
 
-/// The leases a group commit depends on (several gateways on one database): the batch is written only if
-/// `gateway` still holds each partition with the epoch it had when it took the lease; otherwise nothing of
-/// it is written and the commit throws ``StoreError/leaseLost(partitions:)``.
+/// What a group commit depends on (several gateways on one database): that no other gateway has taken a
+/// lease from `gateway` since the batch was begun. Every takeover of a partition from another gateway
+/// raises that gateway's fence generation (``LeaseState/generation``); the batch is written only if the
+/// generation is still the one it was decided under, and otherwise the commit writes nothing and throws
+/// ``StoreError/fenced(generation:held:)``.
 public struct LeaseFence: Sendable, Hashable {
     public var gateway: String
-    /// Partition -> epoch of the lease the batch's decisions were made under.
-    public var epochs: [Int: Int64]
+    /// The gateway's fence generation when the batch was begun.
+    public var generation: Int64
 
-    public init(gateway: String, epochs: [Int: Int64]) {
+    public init(gateway: String, generation: Int64) {
         self.gateway = gateway
-        self.epochs = epochs
+        self.generation = generation
     }
 }
 

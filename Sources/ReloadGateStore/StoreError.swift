@@ -14,8 +14,10 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case keyExists(String)
     /// The database cannot be reached now (nothing was done; the operation may be retried).
     case unavailable(reason: String)
-    /// Another gateway took these partitions over (a shared store): nothing of the batch was written.
-    case leaseLost(partitions: [Int])
+    /// Another gateway took partitions over from this one since the batch was begun (a shared store):
+    /// nothing of the batch was written. `generation` is this gateway's fence generation now and `held`
+    /// the partitions whose leases it still holds.
+    case fenced(generation: Int64, held: [Int])
 
     /// A stable identifier for logs and tests.
     public var code: String {
@@ -26,7 +28,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .appExists: "store.app-exists"
         case .keyExists: "store.key-exists"
         case .unavailable: "store.unavailable"
-        case .leaseLost: "store.lease-lost"
+        case .fenced: "store.fenced"
         }
     }
 
@@ -40,9 +42,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .appExists(let bundle): "the app \(bundle) is registered already (bundle ids are compared regardless of case)"
         case .keyExists(let keyID): "a provider key with the id \(keyID) is registered already"
         case .unavailable(let reason): "the database cannot be reached: \(reason)"
-        case .leaseLost(let partitions):
-            "another gateway holds the lease of partition\(partitions.count == 1 ? "" : "s") "
-                + "\(partitions.prefix(8).map(String.init).joined(separator: ", "))\(partitions.count > 8 ? ", ..." : ""): nothing was written"
+        case .fenced(let generation, let held):
+            "another gateway took partitions over from this one (fence generation now \(generation), "
+                + "\(held.count) partition\(held.count == 1 ? "" : "s") still held): nothing was written"
         }
     }
 }

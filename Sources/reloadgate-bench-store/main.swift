@@ -1,17 +1,22 @@
 // Group-commit benchmark: the store's cost per push, without the network. Not part of the tests.
 // Run: swift run -c release reloadgate-bench-store [batches] [pushes per batch] [devices]
+//      STORE_URL=postgres://... swift run -c release reloadgate-bench-store ...   (PostgreSQL; an empty database)
 //
 // Each batch is shaped like a group commit of the ingress benchmark (scripts/bench-ingress): its pushes
 // spread over the devices, one request and one `merged` decision each, and the new state of every
 // device's instance with a pending reload listing its first 100 requests. Commits are durable
 // (`synchronous = FULL`), one after the other, as the scheduler makes them. The reference, measured in the
 // same run on another file: the same number of transactions, each inserting one row per push into a
-// table without indexes (the least a durable ledger must write).
+// table without indexes (the least a durable ledger must write). With STORE_URL the store is PostgreSQL,
+// its commits fenced by the partition leases as a gateway's are, and the reference is the same table in
+// that database, each commit one statement.
 //
 // To see what each part of a commit costs, leave parts out (environment, any value): NO_DECISIONS,
-// NO_INSTANCE_STATES, NO_REQUEST_LISTS (pending reloads with empty request lists).
+// NO_INSTANCE_STATES, NO_REQUEST_LISTS (pending reloads with empty request lists), NO_FENCE (PostgreSQL:
+// commits not fenced by the leases).
 
 import Foundation
+import Logging
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
@@ -29,7 +34,7 @@ func processCPU() -> Double {
     return user + system
 }
 
-func main() throws {
+func main() async throws {
     let arguments = CommandLine.arguments
     let batchCount = arguments.count > 1 ? Int(arguments[1]) ?? 400 : 400
     let perBatch = arguments.count > 2 ? Int(arguments[2]) ?? 256 : 256
@@ -42,13 +47,28 @@ func main() throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("reloadgate-bench-store-\(getpid())")
     defer { try? FileManager.default.removeItem(at: directory) }
     let now = Date(timeIntervalSince1970: 1_790_172_000)
-    let store = try SQLiteStore(directory: directory.appendingPathComponent("data").path, environment: .sandbox, now: now)
+    let url = environment["STORE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    let store: any GatewayStore
+    var postgres: PostgresStore?
+    if let url {
+        var logger = Logger(label: "bench-store")
+        logger.logLevel = .warning
+        postgres = try await PostgresStore(
+            location: try PostgresLocation(url: url), secretsDirectory: directory.appendingPathComponent("data").path,
+            environment: .sandbox, now: now, logger: logger
+        )
+        store = postgres!
+    } else {
+        store = try SQLiteStore(directory: directory.appendingPathComponent("data").path, environment: .sandbox, now: now)
+    }
     defer { try? store.close() }
-    let app = try store.createApp(bundle: try BundleID("com.example.bench"), now: now).app
+    let app = try await store.createApp(bundle: try BundleID("com.example.bench"), teamID: nil, allowsExemptions: false, now: now).app
+    // On PostgreSQL the commits are fenced like a gateway's: every partition leased to this process.
+    let leases = environment["NO_FENCE"] != nil ? nil : try await postgres?.heartbeat(gateway: "bench", address: nil, startedAt: 0, leaseMilliseconds: 3_600_000, now: nil)
     var instances: [Int64] = []
     for device in 0..<deviceCount {
         let token = try DeviceToken(String(format: "%08x", device) + String(repeating: "c", count: 56))
-        let registration = try store.putDevice(
+        let registration = try await store.putDevice(
             app: app,
             token: token,
             widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
@@ -95,25 +115,31 @@ func main() throws {
             )
             batch.instanceStates.append((instance, InstanceSnapshot(bucketFullAt: 1_790_172_000_000, lastReload: nil, plannedReload: nil, pending: pending)))
         }
+        if let leases { batch.fence = LeaseFence(gateway: "bench", generation: leases.generation) }
         batches.append(batch)
     }
 
     let clock = ContinuousClock()
     let cpuStarted = processCPU()
     let started = clock.now
-    for batch in batches { try store.commit(batch) }
+    for batch in batches { try await store.commit(batch) }
     let elapsed = seconds(started.duration(to: clock.now))
     let cpu = processCPU() - cpuStarted
     let pushes = Double(batchCount * perBatch)
 
-    let reference = try ReferenceLedger(directory: directory.appendingPathComponent("reference").path)
+    let reference: any Reference = if let url {
+        try await PostgresReference(url: url)
+    } else {
+        try ReferenceLedger(directory: directory.appendingPathComponent("reference").path)
+    }
     let referenceCPUStarted = processCPU()
     let referenceStarted = clock.now
-    for _ in 0..<batchCount { try reference.insert(rows: perBatch) }
+    for _ in 0..<batchCount { try await reference.insert(rows: perBatch) }
     let referenceElapsed = seconds(referenceStarted.duration(to: clock.now))
     let referenceCPU = processCPU() - referenceCPUStarted
 
-    print("reloadgate store benchmark: \(batchCount) group commits of \(perBatch) pushes over \(deviceCount) devices")
+    try await reference.close()
+    print("reloadgate store benchmark (\(url == nil ? "SQLite" : "PostgreSQL")): \(batchCount) group commits of \(perBatch) pushes over \(deviceCount) devices")
     print(String(
         format: "group commit:  %8.0f pushes/s  %6.2f us/push (CPU %5.2f)  %6.2f ms/commit",
         pushes / elapsed, elapsed / pushes * 1e6, cpu / pushes * 1e6, elapsed / Double(batchCount) * 1e3
@@ -125,4 +151,4 @@ func main() throws {
     print(String(format: "ratio (group commit / reference, per push): %.2f", elapsed / referenceElapsed))
 }
 
-try main()
+try await main()

@@ -85,6 +85,8 @@ final class ClusterMembership: Sendable {
             held.withLock { for partition in lost { $0.leases[partition] = nil } }
             await engine.giveUp(lost, handingBack: false)
         }
+        // (After the lost partitions are forgotten: batches begun before keep the old generation and fail.)
+        await engine.adopt(generation: state.generation)
         // New to the engine: taken by this beat, or renewed after this gateway had let them go (its beats
         // failed past the lease's local deadline, and nobody took them meanwhile).
         let acquired = state.held.filter { before[$0.key] != $0.value }

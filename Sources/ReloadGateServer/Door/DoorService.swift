@@ -43,7 +43,7 @@ struct DoorService: Service {
                             if await engine.isDegraded { readiness.markNotReady(.scheduler) } else { readiness.markReady(.scheduler) }
                         }
                     }
-                    await engine.commitPending()
+                    await engine.commitPending(finishing: true)
                     await engine.finishDeliveries()
                 }
                 group.addTask { [worker] in

@@ -20,12 +20,6 @@ extension SchedulerEngine {
         return instances.filter { id in Self.handle(id).map { !scheduler.isRegistered($0) } ?? false }
     }
 
-    /// Records that the open batch depends on the lease of `device`'s partition.
-    func fenceDevice(_ device: Int64) {
-        let partition = DevicePartition.of(device: device)
-        if let epoch = owned[partition] ?? leaving[partition] { batchFence[partition] = epoch }
-    }
-
     /// A request's targets: those scheduled here, and the others by partition.
     func split(_ submission: ReloadCommand) -> (local: [Int64], forwarded: [Int: [Int64]]) {
         guard partitioning != nil, submission.targetDevices.count == submission.targets.count else {
@@ -35,9 +29,8 @@ extension SchedulerEngine {
         var forwarded: [Int: [Int64]] = [:]
         for (target, device) in zip(submission.targets, submission.targetDevices) {
             let partition = DevicePartition.of(device: device)
-            if let epoch = owned[partition] {
+            if owned[partition] != nil {
                 local.append(target)
-                batchFence[partition] = epoch
             } else {
                 forwarded[partition, default: []].append(target)
             }
@@ -77,31 +70,25 @@ extension SchedulerEngine {
         }
     }
 
-    /// The leases `batch` depends on: those recorded while deciding, the partitions of its deliveries and
-    /// of the instances it changed; every lease held when an instance's device is no longer known (it was
-    /// removed in this batch).
+    /// What `batch` depends on: this gateway's fence generation, when it writes any partition's state
+    /// (decisions of the partitions scheduled here, instance states, deliveries, forwarded work applied);
+    /// `nil` for a batch of request rows and forwarded work only, which any gateway may write.
     func fence(of batch: LedgerBatch) -> LeaseFence? {
         guard let partitioning else { return nil }
-        var epochs = batchFence
-        var unknown = false
-        func add(device: Int64) {
-            let partition = DevicePartition.of(device: device)
-            if let epoch = owned[partition] ?? leaving[partition] { epochs[partition] = epoch } else { epochs[partition] = -1 }
-        }
-        func add(instance: InstanceHandle) {
-            if let device = scheduler.device(of: instance) { add(device: Int64(device.rawValue)) } else { unknown = true }
-        }
-        for delivery in batch.deliveries { add(device: delivery.device) }
-        for decision in batch.decisions where decision.kind != .forwarded {
-            if let instance = decision.instance { add(instance: instance) }
-        }
-        for (instance, _) in batch.instanceStates {
-            if let handle = Self.handle(instance) { add(instance: handle) }
-        }
-        if unknown {
-            for (partition, epoch) in owned.merging(leaving, uniquingKeysWith: { first, _ in first }) { epochs[partition] = epoch }
-        }
-        return LeaseFence(gateway: partitioning.gateway, epochs: epochs)
+        defer { openBatchGeneration = nil }
+        let touchesPartitions = !batch.deliveries.isEmpty || !batch.instanceStates.isEmpty || !batch.consumedInbox.isEmpty
+            || batch.decisions.contains { $0.kind != .forwarded }
+        guard touchesPartitions else { return nil }
+        return LeaseFence(gateway: partitioning.gateway, generation: openBatchGeneration ?? fenceGeneration)
+    }
+
+    /// A heartbeat found the gateway's fence generation changed (another gateway took partitions over;
+    /// the caller has given them up first): later batches commit under it. A batch already begun keeps
+    /// the old one: it may hold decisions for the partitions lost, and then must not be written.
+    func adopt(generation: Int64) {
+        guard generation != fenceGeneration else { return }
+        if !batch.isEmpty, openBatchGeneration == nil { openBatchGeneration = fenceGeneration }
+        fenceGeneration = generation
     }
 
     /// An operator command's instances: those scheduled here, and the others by their device's partition
@@ -111,9 +98,8 @@ extension SchedulerEngine {
         var local: [Int64] = []
         var forwarded: [Int: [Int64]] = [:]
         for id in instances {
-            if let handle = Self.handle(id), let device = scheduler.device(of: handle) {
+            if let handle = Self.handle(id), scheduler.device(of: handle) != nil {
                 local.append(id)
-                fenceDevice(Int64(device.rawValue))
             } else if let device = try await partitioning.store.device(ofInstance: id) {
                 if isLocal(device: device) { local.append(id) } else { forwarded[DevicePartition.of(device: device), default: []].append(id) }
             }
@@ -172,7 +158,7 @@ extension SchedulerEngine {
         }
         if entries.count == Self.inboxReadLimit { inboxMayHaveWork = true }
         for entry in entries {
-            guard let epoch = owned[entry.partition] else { continue }
+            guard owned[entry.partition] != nil else { continue }
             do {
                 try await apply(entry.work)
             } catch {
@@ -181,7 +167,6 @@ extension SchedulerEngine {
                 inboxMayHaveWork = true
                 return
             }
-            batchFence[entry.partition] = epoch
             batch.consumedInbox.append(entry.id)
         }
     }
@@ -223,7 +208,6 @@ extension SchedulerEngine {
     /// of timelines taken over.
     func resync(device: Int64) async throws {
         guard let partitioning, let deviceHandle = Self.deviceHandle(device) else { return }
-        fenceDevice(device)
         let registered = try await partitioning.store.registeredInstances(device: device)
         let now = Set(registered.map(\.instance))
         let gone = scheduler.instances(ofDevice: deviceHandle).filter { !now.contains(Int64($0.rawValue)) }
@@ -281,24 +265,23 @@ extension SchedulerEngine {
     /// is the next owner's). When `handingBack`, what was decided for them so far is committed first
     /// (requests arriving meanwhile are forwarded), so that the lease can be released.
     func giveUp(_ partitions: [Int], handingBack: Bool) async {
-        var given: [Int: Int64] = [:]
-        for partition in partitions {
-            if let epoch = owned.removeValue(forKey: partition) { given[partition] = epoch }
-        }
+        var given = Set<Int>()
+        for partition in partitions where owned.removeValue(forKey: partition) != nil { given.insert(partition) }
         guard !given.isEmpty else { return }
-        if handingBack {
-            leaving.merge(given) { $1 }
-            try? await waitForCommit()
-            for partition in given.keys { leaving[partition] = nil }
-        }
-        let set = Set(given.keys)
+        // Handed back: everything decided for them so far goes into the open batch (their states as they
+        // are now, the deliveries due by now) before they are forgotten, so nothing more is decided for
+        // them, and that batch commits before the caller releases the leases (a free lease is taken
+        // without raising this gateway's fence generation: only the order keeps the next owner's load
+        // after the last write). Lost: forgotten without writing anything (the state is the next owner's).
+        if handingBack { collectTick() }
         var forgotten = 0
-        for device in scheduler.devices(where: { set.contains(DevicePartition.of(device: Int64($0.rawValue))) }) {
+        for device in scheduler.devices(where: { given.contains(DevicePartition.of(device: Int64($0.rawValue))) }) {
             for instance in scheduler.instances(ofDevice: device) {
                 scheduler.forget(instance)
                 forgotten += 1
             }
         }
+        if handingBack { try? await waitForCommit() }
         logger.info(
             handingBack ? "partitions handed back" : "partitions lost to another gateway",
             metadata: ["partitions": "\(given.count)", "instances": "\(forgotten)"]

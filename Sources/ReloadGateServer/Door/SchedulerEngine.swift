@@ -69,14 +69,17 @@ actor SchedulerEngine {
     let partitioning: Partitioning?
     /// The partitions this engine schedules, with the epoch of the lease (a shared store only).
     var owned: [Int: Int64] = [:]
-    /// Partitions being handed back: still fenced with their epoch until the open batch committed.
-    var leaving: [Int: Int64] = [:]
-    /// The leases the open batch's decisions were made under (partition -> epoch).
-    var batchFence: [Int: Int64] = [:]
+    /// The gateway's fence generation (a shared store only): commits are written under it (``LeaseFence``).
+    var fenceGeneration: Int64 = 0
+    /// The generation the open batch was begun under, when a heartbeat has changed it since: the batch
+    /// may hold decisions for partitions taken over meanwhile, so it commits (and fails) under that one.
+    var openBatchGeneration: Int64?
     /// Forwarded work may wait in the inbox (a notification came, or more than one read returned).
     var inboxMayHaveWork = true
     var lastInboxRead: ContinuousClock.Instant?
     private var batchDeliveries: [RecordedDelivery] = []
+    /// The batch being committed, while the next one is decided.
+    private var flight: Flight?
     /// Called with the outcome of the open batch's commit.
     private var waiters: [@Sendable (Result<Void, any Error>) -> Void] = []
     /// Requests and adoptions handed over from event loops, decided by the commit loop.
@@ -383,7 +386,6 @@ actor SchedulerEngine {
             try await devicesChanged([device])
             return [:]
         }
-        fenceDevice(device)
         var dropped: [Int64: [RequestID]] = [:]
         for instance in scheduler.instances(ofDevice: handle) {
             let requests = scheduler.remove(instance)
@@ -513,54 +515,111 @@ actor SchedulerEngine {
         scheduler.nextWakeUp.map { max(0, $0.milliseconds - Timestamp(now()).milliseconds) }
     }
 
-    /// Commits everything gathered so far, with whatever fell due by now, until nothing is left. Only
-    /// the commit loop calls it (one commit at a time).
-    func commitPending() async {
-        if isDegraded {
+    /// A sealed batch whose commit runs while the next batch is decided.
+    private struct Flight {
+        var batch: LedgerBatch
+        var waiters: [@Sendable (Result<Void, any Error>) -> Void]
+        var keys: [KeyName]
+        var deliveries: [RecordedDelivery]
+        var outcome: FlightOutcome
+        var task: Task<Void, Never>
+    }
+
+    /// What a commit in flight came to: `nil` while it runs.
+    private final class FlightOutcome: Sendable {
+        let value = Mutex<(result: Result<Void, any Error>, took: Duration)?>(nil)
+    }
+
+    /// Commits everything gathered so far, with whatever fell due by now. Only the commit loop calls it.
+    ///
+    /// One commit runs at a time, and the engine decides what arrives while it runs into the next batch
+    /// (the commits are pipelined): a commit starts as soon as the one before has committed, and its
+    /// callers are answered after that. When a commit fails, the batch decided meanwhile (made on the
+    /// failed one's state) is refused with it. Without `finishing`, it returns while a commit runs (the
+    /// commit's end wakes the loop again); with it (the gateway stops), it waits until everything is
+    /// committed.
+    func commitPending(finishing: Bool = false) async {
+        if isDegraded, flight == nil {
             await rebuild()
             guard !isDegraded else { return refuseEverything(Self.degraded) }
         }
         while true {
-            if partitioning != nil { await readForwardedWork() }
+            // The inbox is read only between commits: a commit in flight may delete rows it consumed.
+            if partitioning != nil, flight == nil { await readForwardedWork() }
             await drainInbox()
-            let output = scheduler.tick(now: Timestamp(now()))
-            record(output)
-            for write in output.instanceStates {
-                batch.instanceStates.append((Int64(write.instance.rawValue), write.snapshot))
+            collectTick()
+            if let current = flight {
+                guard let (result, took) = current.outcome.value.withLock({ $0 }) else {
+                    guard finishing else { return }
+                    await current.task.value
+                    continue
+                }
+                flight = nil
+                if case .failure(let error) = result {
+                    await fail(waiters: current.waiters, keys: current.keys, error: error)
+                    return
+                }
+                // The next batch leaves before this one's callers are answered.
+                startCommit()
+                complete(current, took: took)
+                continue
             }
             guard !batch.isEmpty || !waiters.isEmpty else { return }
-            if partitioning != nil { batch.fence = fence(of: batch) }
-            let sealed = batch
-            let sealedWaiters = waiters
-            let sealedKeys = batchKeys
-            let sealedDeliveries = batchDeliveries
-            batch = LedgerBatch()
-            batchFence = [:]
-            waiters = []
-            batchKeys = []
-            batchDeliveries = []
-            let started = ContinuousClock.now
+            startCommit()
+        }
+    }
+
+    /// Adds to the open batch what fell due by now and every instance state changed since the last tick.
+    func collectTick() {
+        let output = scheduler.tick(now: Timestamp(now()))
+        record(output)
+        for write in output.instanceStates {
+            batch.instanceStates.append((Int64(write.instance.rawValue), write.snapshot))
+        }
+    }
+
+    /// Seals the open batch and starts its commit (nothing when there is nothing to commit or wait for).
+    private func startCommit() {
+        guard !batch.isEmpty || !waiters.isEmpty else { return }
+        if partitioning != nil { batch.fence = fence(of: batch) }
+        let sealed = batch
+        let outcome = FlightOutcome()
+        let started = ContinuousClock.now
+        let task = Task { [store, inbox] in
+            let result: Result<Void, any Error>
             do {
                 try await store.commit(sealed)
+                result = .success(())
             } catch {
-                await fail(waiters: sealedWaiters, keys: sealedKeys, error: error)
-                return
+                result = .failure(error)
             }
-            metrics.committed(in: started.duration(to: .now), pending: scheduler.pendingCount)
-            metrics.decisionsCommitted(sealed.decisions)
-            for waiter in sealedWaiters { waiter(.success(())) }
-            for name in sealedKeys {
-                guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
-                if !inFlight.waiters.isEmpty, let answer = sealed.idempotentAnswers.first(where: {
-                    $0.app == name.app && $0.key == name.key
-                }) {
-                    for waiter in inFlight.waiters { waiter(.success(.replay(status: answer.status, body: answer.response))) }
-                }
+            outcome.value.withLock { $0 = (result, started.duration(to: .now)) }
+            inbox.wake()
+        }
+        flight = Flight(batch: sealed, waiters: waiters, keys: batchKeys, deliveries: batchDeliveries, outcome: outcome, task: task)
+        batch = LedgerBatch()
+        openBatchGeneration = nil
+        waiters = []
+        batchKeys = []
+        batchDeliveries = []
+    }
+
+    /// A batch committed: its callers are answered and its deliveries go to the delivery worker.
+    private func complete(_ committed: Flight, took: Duration) {
+        metrics.committed(in: took, pending: scheduler.pendingCount)
+        metrics.decisionsCommitted(committed.batch.decisions)
+        for waiter in committed.waiters { waiter(.success(())) }
+        for name in committed.keys {
+            guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
+            if !inFlight.waiters.isEmpty, let answer = committed.batch.idempotentAnswers.first(where: {
+                $0.app == name.app && $0.key == name.key
+            }) {
+                for waiter in inFlight.waiters { waiter(.success(.replay(status: answer.status, body: answer.response))) }
             }
-            if !sealedDeliveries.isEmpty {
-                metrics.deliveriesQueued(sealedDeliveries.count)
-                deliveries.yield(sealedDeliveries)
-            }
+        }
+        if !committed.deliveries.isEmpty {
+            metrics.deliveriesQueued(committed.deliveries.count)
+            deliveries.yield(committed.deliveries)
         }
     }
 
@@ -575,12 +634,19 @@ actor SchedulerEngine {
         waiters = []
         batchKeys = []
         batch = LedgerBatch()
-        batchFence = [:]
+        openBatchGeneration = nil
         batchDeliveries = []
-        if case .leaseLost(let partitions) = error as? StoreError {
-            // Another gateway holds them now: forget them at once (the heartbeat would within a second).
-            for partition in partitions { owned[partition] = nil }
-            logger.warning("partitions taken over by another gateway; their requests of the batch are refused", metadata: ["partitions": "\(partitions)"])
+        if case .fenced(let generation, let held) = error as? StoreError {
+            // Another gateway took partitions over: forget those no longer held at once (the heartbeat
+            // would within a second) and commit under the new generation from now on.
+            let kept = Set(held)
+            let lost = owned.keys.filter { !kept.contains($0) }.sorted()
+            for partition in lost { owned[partition] = nil }
+            fenceGeneration = max(fenceGeneration, generation)
+            logger.warning(
+                "partitions taken over by another gateway; the requests of the batch are refused",
+                metadata: ["partitions": "\(lost)", "generation": "\(fenceGeneration)"]
+            )
         }
         await rebuild()
     }
@@ -631,7 +697,7 @@ actor SchedulerEngine {
         waiters = []
         batchKeys = []
         batch = LedgerBatch()
-        batchFence = [:]
+        openBatchGeneration = nil
         batchDeliveries = []
     }
 

@@ -16,6 +16,9 @@ public struct LeaseState: Sendable, Equatable {
     public var surplus: [Int]
     /// When the leases renewed by this heartbeat expire (the database's clock, milliseconds since 1970).
     public var expiresAt: Int64
+    /// This gateway's fence generation: its group commits are written only under it (``LeaseFence``). It
+    /// rises whenever another gateway takes over one of its partitions.
+    public var generation: Int64
 }
 
 /// One gateway of the cluster and what it owns, for `reloadgate cluster`.
@@ -44,11 +47,16 @@ extension PostgresStore {
     ///
     /// Leases it still owns are renewed for `leaseMilliseconds`, also one that expired while nobody took it
     /// (a beat came late: its epoch is unchanged, nothing happened to the partition meanwhile); a lease
-    /// another gateway took is lost (the caller drops its partitions). Rows are locked in partition order,
-    /// as the group commit's fence locks them, so the two never deadlock. Its fair share is the
-    /// partitions divided by the live gateways (heartbeat within one lease time), the remainder going to
-    /// the first ones by id; below it, it takes free or expired leases (each with a new epoch); above it,
+    /// another gateway took is lost (the caller drops its partitions). Its fair share is the partitions
+    /// divided by the live gateways (heartbeat within one lease time), the remainder going to the first
+    /// ones by id; below it, it takes free or expired leases (each with a new epoch); above it,
     /// ``LeaseState/surplus`` names what to give back.
+    ///
+    /// Taking an expired lease from another gateway raises that gateway's fence generation in the same
+    /// transaction. That `UPDATE` waits for the other gateway's group commit in flight (which holds its
+    /// fence row `FOR SHARE`), so the state this gateway loads for the partition afterwards includes that
+    /// commit, and every later commit of the other gateway, decided under the old generation, writes
+    /// nothing. Fence rows are raised in the order of their gateway ids, so two heartbeats never deadlock.
     /// - Parameters:
     ///   - now: the time to use instead of the database's clock (tests).
     public func heartbeat(
@@ -74,6 +82,10 @@ extension PostgresStore {
                 """,
                 logger: self.logger
             )
+            // (DO NOTHING takes no lock: a beat never waits for this gateway's own commits.)
+            try await connection.query(
+                "INSERT INTO gateway_fence (gateway) VALUES (\(gateway)) ON CONFLICT (gateway) DO NOTHING", logger: self.logger
+            )
             var held: [Int: Int64] = [:]
             for row in try await connection.rows(
                 """
@@ -94,28 +106,41 @@ extension PostgresStore {
             let count = max(live.count, 1)
             let share = Self.partitionCount / count + (index < Self.partitionCount % count ? 1 : 0)
             var acquired: [Int] = []
+            var previousOwners = Set<String>()
             if held.count < share {
                 for row in try await connection.rows(
                     """
-                    UPDATE partition_lease SET owner = \(gateway), epoch = epoch + 1, expiresAt = \(expiry), acquiredAt = \(time)
-                    WHERE partition IN (
-                        SELECT partition FROM partition_lease WHERE expiresAt <= \(time)
-                        ORDER BY partition LIMIT \(Int64(share - held.count)) FOR UPDATE SKIP LOCKED)
-                    RETURNING partition, epoch
+                    UPDATE partition_lease SET owner = \(gateway), epoch = partition_lease.epoch + 1, expiresAt = \(expiry),
+                        acquiredAt = \(time)
+                    FROM (SELECT partition, owner FROM partition_lease WHERE expiresAt <= \(time)
+                        ORDER BY partition LIMIT \(Int64(share - held.count)) FOR UPDATE SKIP LOCKED) AS expired
+                    WHERE partition_lease.partition = expired.partition
+                    RETURNING partition_lease.partition, partition_lease.epoch, expired.owner
                     """,
                     logger: self.logger
                 ) {
-                    let (partition, epoch) = try row.decode((Int64, Int64).self)
+                    let (partition, epoch, previous) = try row.decode((Int64, Int64, String?).self)
                     held[Int(partition)] = epoch
                     acquired.append(Int(partition))
+                    if let previous, previous != gateway { previousOwners.insert(previous) }
                 }
             }
+            for previous in previousOwners.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+                try await connection.query(
+                    "UPDATE gateway_fence SET generation = generation + 1 WHERE gateway = \(previous)", logger: self.logger
+                )
+            }
+            let generation = try await connection.rows(
+                "SELECT generation FROM gateway_fence WHERE gateway = \(gateway)", logger: self.logger
+            ).first!.decode(Int64.self)
             let surplus = held.count > share ? Array(held.keys.sorted().suffix(held.count - share).reversed()) : []
             // Gateways gone for a long time leave the list (their leases expired long ago).
             try await connection.query(
                 "DELETE FROM gateway WHERE heartbeatAt < \(time - 100 * leaseMilliseconds)", logger: self.logger
             )
-            return LeaseState(held: held, acquired: acquired.sorted(), liveGateways: live, surplus: surplus, expiresAt: expiry)
+            return LeaseState(
+                held: held, acquired: acquired.sorted(), liveGateways: live, surplus: surplus, expiresAt: expiry, generation: generation
+            )
         }
     }
 

@@ -2,119 +2,40 @@ import Foundation
 import PostgresNIO
 public import ReloadGateCore
 
-// The group commit on PostgreSQL: each kind of row of a batch is one statement, whatever the batch's size
-// (the rows travel as one JSON array, unpacked by `jsonb_to_recordset`), so a batch costs a handful of
-// round trips and one commit.
+// The group commit on PostgreSQL: a batch is one prepared statement whatever its size. Each column of each
+// table travels as one typed array (binary format), unpacked by `unnest`, so a batch costs one round trip,
+// no JSON printed or parsed on either side, and no planning once the connection has prepared it.
 
 extension PostgresStore {
     /// Writes a batch in one transaction (the group commit): nothing of it is visible unless all of it is.
     public func commit(_ batch: LedgerBatch) async throws {
         guard !batch.isEmpty else { return }
-        let rows = try BatchRows(batch)
-        guard !rows.idempotency.isEmpty else {
-            // One statement: atomic by itself, one round trip.
-            // Collected: an error of a statement that returns rows arrives with them, not with the call.
-            if let statement = Self.ledgerStatement(rows) { try Self.checkFence(rows, try await self.rows(statement)) }
-            return
+        let statement = LedgerStatement(batch)
+        guard batch.idempotentAnswers.isEmpty else {
+            let logger = logger
+            return try await transaction { connection in
+                try await Self.write(batch.idempotentAnswers, on: connection, logger: logger)
+                // A fence that did not hold throws here: the transaction (its idempotent answers) rolls back.
+                try statement.check(try await Self.run(statement, on: connection, logger: logger))
+            }
         }
-        try await transaction { connection in
-            try await Self.write(rows, on: connection, logger: self.logger)
-        }
+        // One statement: atomic by itself (it needs no BEGIN and COMMIT of its own), one round trip.
+        // Collected: an error of a statement that returns rows arrives with them, not with the call.
+        let logger = logger
+        try statement.check(try await withConnection { connection in try await Self.run(statement, on: connection, logger: logger) })
     }
 
-    /// Throws ``StoreError/leaseLost(partitions:)`` when the statement's fence did not hold (it wrote nothing).
-    static func checkFence(_ rows: BatchRows, _ result: [PostgresRow]) throws {
-        guard let fence = rows.fence, let row = result.first else { return }
-        let (ok, held) = try row.decode((Bool, [Int64]?).self)
-        guard !ok else { return }
-        let kept = Set((held ?? []).map(Int.init))
-        throw StoreError.leaseLost(partitions: fence.epochs.keys.filter { !kept.contains($0) }.sorted())
+    /// The rows of the ledger statement (its one row).
+    static func run(_ statement: LedgerStatement, on connection: PostgresConnection, logger: Logger) async throws -> [LedgerStatement.Row] {
+        var rows: [LedgerStatement.Row] = []
+        for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+        return rows
     }
 
-    /// A batch as JSON arrays, one per table (keys in lower case: PostgreSQL folds the column names of
-    /// `jsonb_to_recordset`'s record type).
-    struct BatchRows: Sendable {
-        var idempotency: [IdempotentAnswer]
-        var requests: String?
-        var decisions: String?
-        var removedInstances: [Int64]
-        var states: String?
-        var pendingRemoved: [Int64]
-        var pending: String?
-        var lists: String?
-        var deliveries: String?
-        var forwards: String?
-        var consumedInbox: [Int64]
-        var fence: LeaseFence?
-
-        init(_ batch: LedgerBatch) throws {
-            let encoder = JSONEncoder()
-            func json(_ value: some Encodable & Collection) throws -> String? {
-                value.isEmpty ? nil : String(decoding: try encoder.encode(value), as: UTF8.self)
-            }
-            idempotency = batch.idempotentAnswers
-            var position: [RequestID: Int] = [:]
-            for (index, request) in batch.requests.enumerated() { position[request.id] = index }
-            var first = [Int](repeating: -1, count: batch.requests.count)
-            var others: [DecisionRow] = []
-            for (index, decision) in batch.decisions.enumerated() {
-                if let request = position[decision.request], first[request] < 0 {
-                    first[request] = index
-                } else {
-                    others.append(DecisionRow(decision, n: others.count))
-                }
-            }
-            requests = try json(batch.requests.enumerated().map { index, request in
-                RequestRow(request, first: first[index] >= 0 ? batch.decisions[first[index]] : nil)
-            })
-            decisions = try json(others)
-            // The last state of each instance counts (one row per key and statement).
-            var last: [Int64: InstanceSnapshot?] = [:]
-            var order: [Int64] = []
-            for (instance, snapshot) in batch.instanceStates {
-                if last.updateValue(snapshot, forKey: instance) == nil { order.append(instance) }
-            }
-            var removed: [Int64] = []
-            var states: [StateRow] = []
-            var pendingRemoved: [Int64] = []
-            var pending: [PendingRow] = []
-            var lists: [ListRow] = []
-            for instance in order {
-                guard let snapshot = last[instance]! else {
-                    removed.append(instance)
-                    continue
-                }
-                states.append(StateRow(instance: instance, snapshot: snapshot))
-                guard let reload = snapshot.pending else {
-                    pendingRemoved.append(instance)
-                    continue
-                }
-                pending.append(PendingRow(instance: instance, pending: reload))
-                let ids = reload.requests.map { Int64(bitPattern: $0) }
-                lists.append(
-                    ListRow(instanceid: instance, firstrequest: ids.first ?? 0, listed: Int64(ids.count), requests: SQLiteStore.list(ids))
-                )
-            }
-            removedInstances = removed
-            self.states = try json(states)
-            self.pendingRemoved = pendingRemoved
-            self.pending = try json(pending)
-            self.lists = try json(lists)
-            deliveries = try json(batch.deliveries.map(DeliveryRow.init))
-            forwards = try json(try batch.forwards.map { entry in
-                InboxRow(partition: Int64(entry.partition), work: String(decoding: try encoder.encode(entry.work), as: UTF8.self),
-                    createdat: batch.requests.first?.received.milliseconds ?? 0)
-            })
-            consumedInbox = batch.consumedInbox
-            fence = batch.fence.flatMap { $0.epochs.isEmpty ? nil : $0 }
-        }
-    }
-
-    /// Writes the batch: its idempotent answers first (rare: webhook calls with a key), then everything
-    /// else as one statement (``ledgerStatement(_:)``).
-    static func write(_ rows: BatchRows, on connection: PostgresConnection, logger: Logger) async throws {
-        for answer in rows.idempotency {
-            // A key older than the window is replaced; a live one makes the whole batch fail.
+    /// Writes a batch's idempotent answers (rare: webhook calls with a key). A key older than the window is
+    /// replaced; a live one makes the whole batch fail.
+    static func write(_ answers: [IdempotentAnswer], on connection: PostgresConnection, logger: Logger) async throws {
+        for answer in answers {
             _ = try await connection.rows(
                 """
                 DELETE FROM idempotency WHERE appId = \(answer.app) AND key = \(answer.key)
@@ -131,145 +52,211 @@ extension PostgresStore {
                 logger: logger
             )
         }
-        if let statement = ledgerStatement(rows) {
-            // A fence that did not hold throws here: the transaction (its idempotent answers) rolls back.
-            try checkFence(rows, try await connection.rows(statement, logger: logger))
-        }
     }
 
-    /// Every row of the batch but its idempotent answers, as one statement of data-modifying CTEs: one
-    /// round trip, atomic on its own (a single statement needs no BEGIN and COMMIT of its own). The parts
-    /// touch disjoint rows (an instance is either deleted or upserted; foreign keys are checked at the end
-    /// of the statement), so the order in which PostgreSQL runs them does not matter.
-    static func ledgerStatement(_ rows: BatchRows) -> PostgresQuery? {
-        var parts: [String] = []
-        var bindings = PostgresBindings()
-        func json(_ value: String) -> String {
-            bindings.append(value)
-            return "jsonb_to_recordset($\(bindings.count)::jsonb)"
-        }
-        func ids(_ value: [Int64]) -> String {
-            bindings.append(value)
-            return "$\(bindings.count)"
-        }
-        if let requests = rows.requests {
-            parts.append("""
-                INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId,
-                    decisionInstanceId, decisionKind, decisionDue, decisionReason)
-                SELECT id, appid, source, receivedat, priority, expiration, collapseid, exempt, summary, apnsid,
-                    decisioninstanceid, decisionkind, decisiondue, decisionreason
-                FROM \(json(requests)) AS r(id bigint, appid bigint, source text, receivedat bigint,
-                    priority bigint, expiration bigint, collapseid text, exempt boolean, summary text, apnsid text,
-                    decisioninstanceid bigint, decisionkind text, decisiondue bigint, decisionreason text)
-                """)
-        }
-        if let decisions = rows.decisions {
-            parts.append("""
-                INSERT INTO decision (requestId, instanceId, kind, due, reason)
-                SELECT requestid, instanceid, kind, due, reason FROM \(json(decisions))
-                    AS d(n bigint, requestid bigint, instanceid bigint, kind text, due bigint, reason text)
-                ORDER BY n
-                """)
-        }
-        if !rows.removedInstances.isEmpty {
-            parts.append("DELETE FROM instance_state WHERE instanceId = ANY(\(ids(rows.removedInstances)))")
-        }
-        let noPending = rows.removedInstances + rows.pendingRemoved
-        if !noPending.isEmpty {
-            let list = ids(noPending)
-            parts.append("DELETE FROM pending_reload WHERE instanceId = ANY(\(list))")
-            parts.append("DELETE FROM pending_list WHERE instanceId = ANY(\(list))")
-        }
-        if let states = rows.states {
-            parts.append("""
-                INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload)
-                SELECT instanceid, bucketfullat, lastreload, plannedreload FROM \(json(states))
-                    AS s(instanceid bigint, bucketfullat bigint, lastreload bigint, plannedreload bigint)
-                ON CONFLICT (instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
-                    lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
-                WHERE (instance_state.bucketFullAt, instance_state.lastReload, instance_state.plannedReload)
-                    IS DISTINCT FROM (excluded.bucketFullAt, excluded.lastReload, excluded.plannedReload)
-                """)
-        }
-        if let pending = rows.pending {
-            parts.append("""
-                INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
-                SELECT instanceid, due, priority, expiration, requestcount, collapseid, team, exempt
-                FROM \(json(pending)) AS p(instanceid bigint, due bigint, priority bigint,
-                    expiration bigint, requestcount bigint, collapseid text, team text, exempt boolean)
-                ON CONFLICT (instanceId) DO UPDATE SET due = excluded.due, priority = excluded.priority,
-                    expiration = excluded.expiration, requestCount = excluded.requestCount,
-                    collapseId = excluded.collapseId, team = excluded.team, exempt = excluded.exempt
-                """)
-        }
-        if let lists = rows.lists {
-            // A pending reload's list only grows from its first request: the stored row is rewritten
-            // only when its first id or length differ (most merges leave it as it is).
-            parts.append("""
-                INSERT INTO pending_list (instanceId, firstRequest, listed, requests)
-                SELECT instanceid, firstrequest, listed, requests FROM \(json(lists))
-                    AS l(instanceid bigint, firstrequest bigint, listed bigint, requests text)
-                ON CONFLICT (instanceId) DO UPDATE SET firstRequest = excluded.firstRequest, listed = excluded.listed,
-                    requests = excluded.requests
-                WHERE pending_list.firstRequest <> excluded.firstRequest OR pending_list.listed <> excluded.listed
-                """)
-        }
-        if let deliveries = rows.deliveries {
-            parts.append("""
-                INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority, expiration, state)
-                SELECT apnsid, deviceid, releasedat, instances, requests, requestcount, priority, expiration, state
-                FROM \(json(deliveries)) AS d(apnsid text, deviceid bigint, releasedat bigint,
-                    instances text, requests text, requestcount bigint, priority bigint, expiration bigint, state text)
-                """)
-        }
-        if let forwards = rows.forwards {
-            parts.append("""
-                INSERT INTO inbox (partition, work, createdAt)
-                SELECT partition, work, createdat FROM \(json(forwards)) AS f(partition integer, work text, createdat bigint)
-                """)
-        }
-        if !rows.consumedInbox.isEmpty {
-            parts.append("DELETE FROM inbox WHERE id = ANY(\(ids(rows.consumedInbox)))")
-        }
-        guard !parts.isEmpty else { return nil }
-        // Owners are told at commit (a notification is sent when its transaction commits).
-        let notify = rows.forwards == nil ? "" : ", pg_notify('\(clusterChannel)', '\(ClusterChange.inbox.rawValue)')"
-        guard let fence = rows.fence else {
-            let sql = "WITH " + parts.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ",\n")
-                + "\nSELECT 1\(notify)"
-            return PostgresQuery(unsafeSQL: sql, binds: bindings)
-        }
-        // Fenced: every part writes only if the gateway still holds each lease with its epoch. The leases
-        // are locked FOR SHARE (a takeover's UPDATE waits for this commit, then loads what it wrote);
-        // a lease changed since the statement's snapshot is read again as it is now.
-        let partitions = fence.epochs.keys.sorted()
-        bindings.append(fence.gateway)
-        let gateway = "$\(bindings.count)"
-        let partitionList = ids(partitions.map(Int64.init))
-        let epochList = ids(partitions.map { fence.epochs[$0]! })
-        let head = """
-            fence AS (SELECT partition FROM partition_lease
-                WHERE owner = \(gateway) AND (partition, epoch) IN (SELECT * FROM unnest(\(partitionList)::bigint[], \(epochList)::bigint[]))
-                ORDER BY partition FOR SHARE),
-            fenced AS (SELECT count(*) = \(partitions.count) AS ok, array_agg(partition::bigint) AS held FROM fence)
+    /// Every row of a batch but its idempotent answers, as one statement of data-modifying CTEs over typed
+    /// arrays (one array per column, `unnest` makes the rows). Its text never changes, so each connection
+    /// prepares it once; a part with no rows gets empty arrays and writes nothing. The parts touch disjoint
+    /// rows (an instance is either deleted or written; foreign keys are checked at the end of the
+    /// statement), so the order in which PostgreSQL runs them does not matter.
+    ///
+    /// Instance states, pending reloads and their lists are updated where they differ and inserted where
+    /// absent, not upserted: `ON CONFLICT DO UPDATE` locks every conflicting row, changed or not (a lock is
+    /// a WAL record), and most rows of a busy batch are unchanged (a merge changes a pending reload's count,
+    /// not the instance's budget, nor a list that is full). Only the owner of an instance's partition
+    /// writes it, one commit at a time, so the two halves never race another writer.
+    ///
+    /// Fenced (several gateways): every part writes only if the gateway's fence generation is still the
+    /// one the batch was decided under (no other gateway has taken a partition from it since). Its fence
+    /// row is locked `FOR SHARE`: a takeover's `UPDATE` of it waits for this commit (and then loads what it
+    /// wrote), and a row changed since the statement's snapshot is read again as it is now. One row lock
+    /// per commit, however many partitions the batch touches. The statement answers one row: whether the
+    /// fence held and, when it did not, the generation now and the partitions the gateway still holds.
+    struct LedgerStatement: PostgresPreparedStatement {
+        typealias Row = (ok: Bool, generation: Int64?, held: [Int64]?)
+
+        static let sql = """
+            WITH fence AS (SELECT gateway FROM gateway_fence WHERE $51 AND gateway = $52 AND generation = $53 FOR SHARE),
+                fenced AS (SELECT NOT $51 OR count(*) = 1 AS ok FROM fence),
+                requests AS (INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt,
+                        summary, apnsId, decisionInstanceId, decisionKind, decisionDue, decisionReason)
+                    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
+                        $7::text[], $8::boolean[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::bigint[], $14::text[])
+                    WHERE (SELECT ok FROM fenced)),
+                decisions AS (INSERT INTO decision (requestId, instanceId, kind, due, reason)
+                    SELECT d.requestId, d.instanceId, d.kind, d.due, d.reason
+                    FROM unnest($15::bigint[], $16::bigint[], $17::text[], $18::bigint[], $19::text[])
+                        WITH ORDINALITY AS d(requestId, instanceId, kind, due, reason, n)
+                    WHERE (SELECT ok FROM fenced) ORDER BY d.n),
+                removedStates AS (DELETE FROM instance_state WHERE instanceId = ANY($20::bigint[]) AND (SELECT ok FROM fenced)),
+                removedPending AS (DELETE FROM pending_reload WHERE instanceId = ANY($21::bigint[]) AND (SELECT ok FROM fenced)),
+                removedLists AS (DELETE FROM pending_list WHERE instanceId = ANY($21::bigint[]) AND (SELECT ok FROM fenced)),
+                statesChanged AS (UPDATE instance_state s SET bucketFullAt = x.bucketFullAt, lastReload = x.lastReload,
+                        plannedReload = x.plannedReload
+                    FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[])
+                        AS x(instanceId, bucketFullAt, lastReload, plannedReload)
+                    WHERE s.instanceId = x.instanceId AND (SELECT ok FROM fenced)
+                        AND (s.bucketFullAt, s.lastReload, s.plannedReload) IS DISTINCT FROM (x.bucketFullAt, x.lastReload, x.plannedReload)),
+                statesAdded AS (INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload)
+                    SELECT * FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[]) AS x(instanceId, b, l, p)
+                    WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM instance_state s WHERE s.instanceId = x.instanceId)),
+                pendingChanged AS (UPDATE pending_reload p SET due = x.due, priority = x.priority, expiration = x.expiration,
+                        requestCount = x.requestCount, collapseId = x.collapseId, team = x.team, exempt = x.exempt
+                    FROM unnest($26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[], $30::bigint[], $31::text[],
+                        $32::text[], $33::boolean[]) AS x(instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
+                    WHERE p.instanceId = x.instanceId AND (SELECT ok FROM fenced)
+                        AND (p.due, p.priority, p.expiration, p.requestCount, p.collapseId, p.team, p.exempt)
+                            IS DISTINCT FROM (x.due, x.priority, x.expiration, x.requestCount, x.collapseId, x.team, x.exempt)),
+                pendingAdded AS (INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
+                    SELECT * FROM unnest($26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[], $30::bigint[],
+                        $31::text[], $32::text[], $33::boolean[]) AS x(instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
+                    WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM pending_reload p WHERE p.instanceId = x.instanceId)),
+                listsChanged AS (UPDATE pending_list l SET firstRequest = x.firstRequest, listed = x.listed, requests = x.requests
+                    FROM unnest($34::bigint[], $35::bigint[], $36::bigint[], $37::text[]) AS x(instanceId, firstRequest, listed, requests)
+                    WHERE l.instanceId = x.instanceId AND (SELECT ok FROM fenced)
+                        AND (l.firstRequest <> x.firstRequest OR l.listed <> x.listed)),
+                listsAdded AS (INSERT INTO pending_list (instanceId, firstRequest, listed, requests)
+                    SELECT * FROM unnest($34::bigint[], $35::bigint[], $36::bigint[], $37::text[]) AS x(instanceId, f, n, r)
+                    WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM pending_list l WHERE l.instanceId = x.instanceId)),
+                deliveries AS (INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority,
+                        expiration, state)
+                    SELECT * FROM unnest($38::text[], $39::bigint[], $40::bigint[], $41::text[], $42::text[], $43::bigint[],
+                        $44::bigint[], $45::bigint[], $46::text[])
+                    WHERE (SELECT ok FROM fenced)),
+                forwards AS (INSERT INTO inbox (partition, work, createdAt)
+                    SELECT * FROM unnest($47::integer[], $48::text[], $49::bigint[])
+                    WHERE (SELECT ok FROM fenced)),
+                consumed AS (DELETE FROM inbox WHERE id = ANY($50::bigint[]) AND (SELECT ok FROM fenced))
+            SELECT ok,
+                    CASE WHEN NOT ok THEN (SELECT generation FROM gateway_fence WHERE gateway = $52) END,
+                    CASE WHEN NOT ok THEN (SELECT array_agg(partition::bigint) FROM partition_lease WHERE owner = $52) END
+                FROM fenced
+                LEFT JOIN LATERAL (SELECT pg_notify('\(PostgresStore.clusterChannel)', '\(ClusterChange.inbox.rawValue)')
+                    WHERE cardinality($47::integer[]) > 0) notified ON ok
             """
-        let guarded = parts.map { Self.guarding($0) }
-        let sql = "WITH " + head + ",\n" + guarded.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ",\n")
-            + "\nSELECT ok, held FROM fenced"
-            + (notify.isEmpty ? "" : " LEFT JOIN LATERAL (SELECT pg_notify('\(clusterChannel)', '\(ClusterChange.inbox.rawValue)')) n ON ok")
-        return PostgresQuery(unsafeSQL: sql, binds: bindings)
-    }
 
-    /// A part of ``ledgerStatement(_:)`` that writes only when the fence held.
-    static func guarding(_ part: String) -> String {
-        let condition = "(SELECT ok FROM fenced)"
-        if part.hasPrefix("DELETE") { return part + " AND " + condition }
-        for keyword in ["ORDER BY n", "ON CONFLICT"] {
-            if let range = part.range(of: keyword) {
-                return part[..<range.lowerBound] + " WHERE " + condition + "\n" + part[range.lowerBound...]
+        /// The batch's rows, column by column.
+        let bindings: PostgresBindings
+        /// The leases the batch depends on, when fenced.
+        let fence: LeaseFence?
+
+        init(_ batch: LedgerBatch) {
+            var bindings = PostgresBindings(capacity: 53)
+            func nullable<Element: PostgresArrayEncodable & PostgresNonThrowingEncodable>(_ values: [Element?]) {
+                bindings.append(PostgresNullableArray(values))
             }
+
+            // Requests, each with its first decision; further decisions in batch order.
+            var position: [RequestID: Int] = [:]
+            for (index, request) in batch.requests.enumerated() { position[request.id] = index }
+            var first = [Decision?](repeating: nil, count: batch.requests.count)
+            var others: [Decision] = []
+            for decision in batch.decisions {
+                if let index = position[decision.request], first[index] == nil {
+                    first[index] = decision
+                } else {
+                    others.append(decision)
+                }
+            }
+            let requests = batch.requests
+            bindings.append(requests.map { Int64(bitPattern: $0.id) })
+            bindings.append(requests.map(\.app))
+            bindings.append(requests.map(\.source.rawValue))
+            bindings.append(requests.map(\.received.milliseconds))
+            bindings.append(requests.map { Int64($0.priority.rawValue) })
+            nullable(requests.map { $0.expiration?.milliseconds })
+            nullable(requests.map(\.collapseID))
+            bindings.append(requests.map(\.exempt))
+            bindings.append(requests.map(\.summary))
+            nullable(requests.map(\.apnsID))
+            nullable(first.map { $0?.instance.map { Int64($0.rawValue) } })
+            nullable(first.map { $0?.kind.rawValue })
+            nullable(first.map { $0?.due?.milliseconds })
+            nullable(first.map { $0?.reason.description })
+            bindings.append(others.map { Int64(bitPattern: $0.request) })
+            nullable(others.map { $0.instance.map { Int64($0.rawValue) } })
+            bindings.append(others.map(\.kind.rawValue))
+            nullable(others.map { $0.due?.milliseconds })
+            bindings.append(others.map(\.reason.description))
+
+            // The last state of each instance counts (one row per key and statement).
+            var last: [Int64: InstanceSnapshot?] = [:]
+            var order: [Int64] = []
+            for (instance, snapshot) in batch.instanceStates {
+                if last.updateValue(snapshot, forKey: instance) == nil { order.append(instance) }
+            }
+            var removed: [Int64] = []
+            var noPending: [Int64] = []
+            var states: [(instance: Int64, snapshot: InstanceSnapshot)] = []
+            var pending: [(instance: Int64, reload: PendingSnapshot)] = []
+            for instance in order {
+                guard let snapshot = last[instance]! else {
+                    removed.append(instance)
+                    continue
+                }
+                states.append((instance, snapshot))
+                if let reload = snapshot.pending { pending.append((instance, reload)) } else { noPending.append(instance) }
+            }
+            bindings.append(removed)
+            bindings.append(removed + noPending)
+            bindings.append(states.map(\.instance))
+            nullable(states.map(\.snapshot.bucketFullAt))
+            nullable(states.map { $0.snapshot.lastReload?.milliseconds })
+            nullable(states.map { $0.snapshot.plannedReload?.milliseconds })
+            bindings.append(pending.map(\.instance))
+            bindings.append(pending.map(\.reload.due.milliseconds))
+            bindings.append(pending.map { Int64($0.reload.priority.rawValue) })
+            nullable(pending.map { $0.reload.expiration?.milliseconds })
+            bindings.append(pending.map { Int64($0.reload.requestCount) })
+            nullable(pending.map(\.reload.collapseID))
+            nullable(pending.map(\.reload.team))
+            bindings.append(pending.map(\.reload.exempt))
+            // A pending reload's list only grows from its first request: the stored row is rewritten only
+            // when its first id or length differ (most merges leave it as it is).
+            let lists = pending.map { ($0.instance, $0.reload.requests.map { Int64(bitPattern: $0) }) }
+            bindings.append(lists.map(\.0))
+            bindings.append(lists.map { $0.1.first ?? 0 })
+            bindings.append(lists.map { Int64($0.1.count) })
+            bindings.append(lists.map { SQLiteStore.list($0.1) })
+
+            let deliveries = batch.deliveries
+            bindings.append(deliveries.map(\.apnsID))
+            bindings.append(deliveries.map(\.device))
+            bindings.append(deliveries.map(\.released.milliseconds))
+            bindings.append(deliveries.map { SQLiteStore.list($0.instances) })
+            bindings.append(deliveries.map { SQLiteStore.list($0.requests.map { Int64(bitPattern: $0) }) })
+            bindings.append(deliveries.map { Int64($0.requestCount) })
+            bindings.append(deliveries.map { Int64($0.priority.rawValue) })
+            nullable(deliveries.map { $0.expiration?.milliseconds })
+            bindings.append(deliveries.map(\.state.rawValue))
+
+            let encoder = JSONEncoder()
+            let created = batch.requests.first?.received.milliseconds ?? 0
+            bindings.append(batch.forwards.map { Int32($0.partition) })
+            // ForwardedWork is a plain Codable enum of integers and strings: encoding cannot fail.
+            bindings.append(batch.forwards.map { String(decoding: (try? encoder.encode($0.work)) ?? Data(), as: UTF8.self) })
+            bindings.append(batch.forwards.map { _ in created })
+            bindings.append(batch.consumedInbox)
+
+            bindings.append(batch.fence != nil)
+            bindings.append(batch.fence?.gateway ?? "")
+            bindings.append(batch.fence?.generation ?? 0)
+            self.bindings = bindings
+            self.fence = batch.fence
         }
-        return part + " WHERE " + condition
+
+        func makeBindings() throws -> PostgresBindings { bindings }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (ok, generation, held) = try row.decode((Bool, Int64?, [Int64]?).self)
+            return (ok, generation, held)
+        }
+
+        /// Throws ``StoreError/fenced(generation:held:)`` when the fence did not hold (nothing was written).
+        func check(_ rows: [Row]) throws {
+            guard fence != nil, let row = rows.first, !row.ok else { return }
+            throw StoreError.fenced(generation: row.generation ?? 0, held: (row.held ?? []).map(Int.init).sorted())
+        }
     }
 
     /// Applies state changes of many deliveries in one statement (merged per delivery as SQLite does).
@@ -281,21 +268,19 @@ extension PostgresStore {
             if merged[change.apnsID] == nil { order.append(change.apnsID) }
             merged[change.apnsID, default: SQLiteStore.MergedChange()].add(change)
         }
-        let rows = order.map { apnsID in
-            let change = merged[apnsID]!
-            return StateChangeRow(
-                apnsid: apnsID, state: change.state.rawValue, lasterror: change.error, attempts: Int64(change.attempts),
-                unknownoutcomes: Int64(change.unknownOutcomes)
-            )
-        }
-        let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+        let rows = order.map { (apnsID: $0, change: merged[$0]!) }
         let time = Timestamp(now).milliseconds
+        let states = rows.map(\.change.state.rawValue)
+        let errors = PostgresNullableArray(rows.map(\.change.error))
+        let attempts = rows.map { Int64($0.change.attempts) }
+        let unknown = rows.map { Int64($0.change.unknownOutcomes) }
         _ = try await self.rows(
             """
-            UPDATE delivery SET state = c.state, lastError = c.lasterror, updatedAt = \(time),
-                attempts = delivery.attempts + c.attempts, unknownOutcomes = delivery.unknownOutcomes + c.unknownoutcomes
-            FROM jsonb_to_recordset(\(json)::jsonb) AS c(apnsid text, state text, lasterror text, attempts bigint, unknownoutcomes bigint)
-            WHERE delivery.apnsId = c.apnsid
+            UPDATE delivery SET state = c.state, lastError = c.lastError, updatedAt = \(time),
+                attempts = delivery.attempts + c.attempts, unknownOutcomes = delivery.unknownOutcomes + c.unknownOutcomes
+            FROM unnest(\(rows.map(\.apnsID))::text[], \(states)::text[], \(errors)::text[], \(attempts)::bigint[], \(unknown)::bigint[])
+                AS c(apnsId, state, lastError, attempts, unknownOutcomes)
+            WHERE delivery.apnsId = c.apnsId
             """
         )
     }
@@ -406,98 +391,3 @@ extension PostgresStore {
     }
 }
 
-// MARK: Rows as JSON
-
-private struct RequestRow: Encodable {
-    var id: Int64, appid: Int64, source: String, receivedat: Int64, priority: Int, expiration: Int64?
-    var collapseid: String?, exempt: Bool, summary: String, apnsid: String?
-    var decisioninstanceid: Int64?, decisionkind: String?, decisiondue: Int64?, decisionreason: String?
-
-    init(_ request: RecordedRequest, first decision: Decision?) {
-        id = Int64(bitPattern: request.id)
-        appid = request.app
-        source = request.source.rawValue
-        receivedat = request.received.milliseconds
-        priority = request.priority.rawValue
-        expiration = request.expiration?.milliseconds
-        collapseid = request.collapseID
-        exempt = request.exempt
-        summary = request.summary
-        apnsid = request.apnsID
-        decisioninstanceid = decision?.instance.map { Int64($0.rawValue) }
-        decisionkind = decision?.kind.rawValue
-        decisiondue = decision?.due?.milliseconds
-        decisionreason = decision?.reason.description
-    }
-}
-
-private struct InboxRow: Encodable {
-    var partition: Int64, work: String, createdat: Int64
-}
-
-private struct DecisionRow: Encodable {
-    /// The decision's place in the batch: `decision.seq` keeps it (explain lists decisions in order).
-    var n: Int
-    var requestid: Int64, instanceid: Int64?, kind: String, due: Int64?, reason: String
-
-    init(_ decision: Decision, n: Int) {
-        self.n = n
-        requestid = Int64(bitPattern: decision.request)
-        instanceid = decision.instance.map { Int64($0.rawValue) }
-        kind = decision.kind.rawValue
-        due = decision.due?.milliseconds
-        reason = decision.reason.description
-    }
-}
-
-private struct StateRow: Encodable {
-    var instanceid: Int64, bucketfullat: Int64?, lastreload: Int64?, plannedreload: Int64?
-
-    init(instance: Int64, snapshot: InstanceSnapshot) {
-        instanceid = instance
-        bucketfullat = snapshot.bucketFullAt
-        lastreload = snapshot.lastReload?.milliseconds
-        plannedreload = snapshot.plannedReload?.milliseconds
-    }
-}
-
-private struct PendingRow: Encodable {
-    var instanceid: Int64, due: Int64, priority: Int, expiration: Int64?, requestcount: Int?
-    var collapseid: String?, team: String?, exempt: Bool
-
-    init(instance: Int64, pending: PendingSnapshot) {
-        instanceid = instance
-        due = pending.due.milliseconds
-        priority = pending.priority.rawValue
-        expiration = pending.expiration?.milliseconds
-        requestcount = pending.requestCount
-        collapseid = pending.collapseID
-        team = pending.team
-        exempt = pending.exempt
-    }
-}
-
-private struct ListRow: Encodable {
-    var instanceid: Int64, firstrequest: Int64, listed: Int64, requests: String
-}
-
-private struct DeliveryRow: Encodable {
-    var apnsid: String, deviceid: Int64, releasedat: Int64, instances: String, requests: String
-    var requestcount: Int, priority: Int, expiration: Int64?, state: String
-
-    init(_ delivery: RecordedDelivery) {
-        apnsid = delivery.apnsID
-        deviceid = delivery.device
-        releasedat = delivery.released.milliseconds
-        instances = SQLiteStore.list(delivery.instances)
-        requests = SQLiteStore.list(delivery.requests.map { Int64(bitPattern: $0) })
-        requestcount = delivery.requestCount
-        priority = delivery.priority.rawValue
-        expiration = delivery.expiration?.milliseconds
-        state = delivery.state.rawValue
-    }
-}
-
-private struct StateChangeRow: Encodable {
-    var apnsid: String, state: String, lasterror: String?, attempts: Int64, unknownoutcomes: Int64
-}

@@ -163,6 +163,27 @@ extension PostgresStore {
                 "SELECT setval('request_block', (SELECT COALESCE(MAX(id), 0) FROM request) / 1024 + 1)",
             ]
         ),
+        (
+            "pg4-ledger-without-foreign-keys",
+            [
+                // The ledger's rows are written only by the group commit, with ids the gateway holds (an app
+                // it loaded, a request of the same batch), and never deleted (apps are never removed): their
+                // foreign keys checked nothing the gateway does not, at a query and a row lock per inserted
+                // row (a fifth of the group commit's time in PostgreSQL; docs/DECISIONS.md, "PostgreSQL:
+                // the group commit binds typed arrays").
+                "ALTER TABLE request DROP CONSTRAINT IF EXISTS request_appid_fkey",
+                "ALTER TABLE decision DROP CONSTRAINT IF EXISTS decision_requestid_fkey",
+            ]
+        ),
+        (
+            "pg5-gateway-fence",
+            [
+                // A gateway's fence generation: raised by every takeover of one of its partitions by another
+                // gateway. Its group commits lock their gateway's row FOR SHARE and write only under the
+                // generation they were decided under: one row lock per commit instead of one per partition.
+                "CREATE TABLE gateway_fence (gateway text PRIMARY KEY, generation bigint NOT NULL DEFAULT 1)",
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

@@ -19,6 +19,16 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// the partitions whose leases it still holds.
     case fenced(generation: Int64, held: [Int])
 
+    /// Whether the operation was refused for the database's state, not for what it asked: the database is
+    /// away, or another gateway took partitions over while a batch committed. Nothing was written and a
+    /// retry may succeed (a gateway answers `503`).
+    public var isTransient: Bool {
+        switch self {
+        case .unavailable, .fenced: true
+        default: false
+        }
+    }
+
     /// A stable identifier for logs and tests.
     public var code: String {
         switch self {

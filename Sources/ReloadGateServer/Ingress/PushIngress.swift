@@ -398,7 +398,7 @@ final class PushIngress: Sendable {
         case is SchedulerOverloaded: true
         // Another gateway took the device's partition over while the batch committed: nothing was
         // written, and a retry reaches the new owner.
-        case let error as StoreError: error.code == "store.unavailable" || error.code == "store.lease-lost"
+        case let error as StoreError: error.isTransient
         default: false
         }
     }

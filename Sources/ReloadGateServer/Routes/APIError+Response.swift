@@ -41,7 +41,7 @@ extension APIError {
         switch error {
         case is SchedulerUnavailable:
             APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry")
-        case let error as StoreError where error.code == "store.unavailable" || error.code == "store.lease-lost":
+        case let error as StoreError where error.isTransient:
             APIError(status: .serviceUnavailable, code: "store-unavailable", message: "\(error); nothing was accepted, retry")
         case is SchedulerOverloaded:
             APIError(status: .serviceUnavailable, code: "overloaded", message: "too many requests wait to be decided; nothing was accepted, retry")

@@ -132,6 +132,15 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                // `reloadgate dashboard` forwards to the admin socket.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            // The OpenAPI document of the HTTP APIs, compiled into the binary (served at /openapi.json).
+            resources: [
+                .embedInCode("OpenAPI/openapi.yaml"),
+                .embedInCode("Admin/Dashboard/dashboard.html"),
+                .embedInCode("Admin/Dashboard/dashboard.js"),
+                .embedInCode("Admin/Dashboard/dashboard.css"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -323,6 +323,7 @@ enum GatewayRouters {
         // everything else is drained.
         router.add(middleware: HTTPMetricsMiddleware(metrics: metrics))
         OperationsRoutes(readiness: readiness, metrics: metrics).register(on: router)
+        OpenAPIDocument.register(on: router)
         router.add(middleware: DrainMiddleware(drain: drain))
         router.add(middleware: APIErrorMiddleware())
         RegistryRoutes(door: door, limits: RegistryLimits()).register(on: router)
@@ -334,8 +335,10 @@ enum GatewayRouters {
     static func admin(door: GatewayDoor, logger: Logger, token: String? = nil) -> Router<BasicRequestContext> {
         let router = Router()
         if let token { router.add(middleware: AdminTokenMiddleware(token: token)) }
-        router.add(middleware: APIErrorMiddleware())
+        router.add(middleware: APIErrorMiddleware(admin: true))
+        OpenAPIDocument.register(on: router)
         AdminRoutes(door: door, logger: logger).register(on: router)
+        DashboardRoutes(door: door).register(on: router)
         return router
     }
 }

@@ -49,6 +49,10 @@ public protocol GatewayStoreReading: Sendable {
     func statistics() async throws -> LedgerStatistics
     func devices(bundle: String?, token: String?, limit: Int) async throws -> [DeviceRecord]
     func ledgerCounts() async throws -> LedgerCounts
+    /// The dashboard's figures for `bundle`'s app, or every app when `nil`, at `now`.
+    func dashboardFigures(bundle: String?, now: Timestamp) async throws -> DashboardFigures
+    /// The given instances by name (those that no longer exist are left out).
+    func instanceDescriptions(_ instances: [Int64]) async throws -> [InstanceDescription]
 }
 
 /// The gateway's durable state, read and written: ``GatewayStoreReading`` plus the writes the door makes.

@@ -31,11 +31,14 @@ struct GracefulShutdownTests {
                 for await _ in entered { break }
 
                 await gateway.shutDown()
-                // Draining: not ready, new requests refused with APNs' 503 Shutdown, health still alive.
+                // Draining: not ready, new requests refused with 503 shutting-down, health still alive.
                 try await waitUntil { try await status(client, gateway.baseURL + "/ready") == .serviceUnavailable }
                 let refused = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/test/quick"), timeout: .seconds(30))
                 #expect(refused.status == .serviceUnavailable)
-                #expect(String(buffer: try await refused.body.collect(upTo: 1024)) == #"{"reason":"Shutdown"}"#)
+                #expect(
+                    String(buffer: try await refused.body.collect(upTo: 1024))
+                        == #"{"code":"shutting-down","message":"the gateway is shutting down; retry elsewhere"}"#
+                )
                 #expect(try await status(client, gateway.baseURL + "/health") == .ok)
 
                 releaseContinuation.yield()

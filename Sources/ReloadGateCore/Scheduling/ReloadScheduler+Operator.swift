@@ -57,22 +57,24 @@ extension ReloadScheduler {
         guard isRegistered(i), let snapshot = snapshot(of: instance) else { return nil }
         let policy = policy(of: i)
         let tokens = tokens(of: instance, at: now)
-        var nextToken: Timestamp?
-        if tokens < policy.burst {
-            // The bucket is full at `bucketFullAt`; each token before that comes one emission interval earlier.
-            let missing = Int64(policy.burst - tokens)
-            nextToken = Timestamp(milliseconds: instances[Int(i)].bucketFullAt - (missing - 1) * policy.emissionInterval)
-        }
         return BudgetView(
             tokens: tokens,
             burst: policy.burst,
             dailyBudget: policy.dailyBudget,
-            nextToken: nextToken,
+            nextToken: nextToken(of: i, holding: tokens),
             lastReload: snapshot.lastReload,
             plannedReload: snapshot.plannedReload,
             earliestReload: Timestamp(milliseconds: earliest(i, at: now.milliseconds, exempt: false).time),
             pending: snapshot.pending
         )
+    }
+
+    /// When the next token of `i` comes, holding `tokens` now; `nil` when its bucket is full. The bucket is
+    /// full at `bucketFullAt`; each token before that comes one emission interval earlier.
+    func nextToken(of i: Int32, holding tokens: Int) -> Timestamp? {
+        let policy = policy(of: i)
+        guard tokens < policy.burst else { return nil }
+        return Timestamp(milliseconds: instances[Int(i)].bucketFullAt - Int64(policy.burst - tokens - 1) * policy.emissionInterval)
     }
 
     /// The operator drops the pending reload of `instance` (`reloadgate cancel`).

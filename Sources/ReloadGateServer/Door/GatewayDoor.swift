@@ -120,6 +120,12 @@ final class GatewayDoor: Sendable {
         return waits
     }
 
+    /// How full the budgets of the instances this gateway schedules are now, by policy, with the `lowest`
+    /// instances that have the fewest tokens (the dashboard; on a shared store, this gateway's partitions).
+    func budgetUse(lowest: Int) async -> BudgetUse {
+        await engine.budgetUse(lowest: lowest)
+    }
+
     /// The budgets of `instances` now (unregistered ones are left out); on a shared store, those of
     /// instances another gateway schedules from their stored state.
     func budgets(_ instances: [Int64]) async -> [Int64: BudgetView] {

@@ -440,6 +440,11 @@ actor SchedulerEngine {
         return waits
     }
 
+    /// How full the budgets are now (``ReloadScheduler/budgetUse(at:lowest:)``).
+    func budgetUse(lowest: Int) -> BudgetUse {
+        scheduler.budgetUse(at: Timestamp(now()), lowest: lowest)
+    }
+
     /// The budgets of `instances` now (unregistered ones are left out).
     func budgets(_ instances: [Int64]) -> [Int64: BudgetView] {
         let time = Timestamp(now())

@@ -23,14 +23,54 @@ extension APIError {
 }
 
 /// Renders an ``APIError`` thrown by a route (or by the parsing it calls) as its JSON answer, so that
-/// every route refuses the same way and the metrics middleware outside it counts the real status.
+/// every route refuses the same way and the metrics middleware outside it counts the real status. The
+/// router's own refusals (Hummingbird's `HTTPError`s) get the same body (the OpenAPI document's `Error`);
+/// a path routed for other methods is answered `405` with `allow` (Hummingbird answers 404 for both).
 struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Whether this is the admin router (the document's `admin` operations) or the API listener's.
+    var admin = false
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let error as APIError {
             return error.response
+        } catch let error as HTTPError {
+            if error.status == .notFound {
+                let allowed = OpenAPIDocument.allowedMethods(for: request.uri.path, admin: admin)
+                if !allowed.isEmpty, !allowed.contains(request.method.rawValue) {
+                    var response = APIError(
+                        status: .methodNotAllowed, code: "method-not-allowed",
+                        message: "\(request.uri.path) takes \(allowed.joined(separator: ", ")) (the API is described at /openapi.json)"
+                    ).response
+                    response.headers[.allow] = allowed.joined(separator: ", ")
+                    return response
+                }
+            }
+            return APIError(error).response
         }
+    }
+}
+
+extension APIError {
+    /// A refusal of the router or the HTTP layer (`HTTPError`) as an API error.
+    init(_ error: HTTPError) {
+        let status = error.status
+        let code =
+            switch status.code {
+            case 404: "not-found"
+            case 405: "method-not-allowed"
+            case 413: "too-large"
+            case 400: "bad-request"
+            default: status.reasonPhrase.lowercased().replacingOccurrences(of: " ", with: "-")
+            }
+        let message =
+            switch status.code {
+            case 404: "no such route (the API is described at /openapi.json)"
+            case 405: "this route does not take that method (the API is described at /openapi.json)"
+            default: error.body ?? status.reasonPhrase
+            }
+        self.init(status: status, code: code, message: message)
     }
 }
 

@@ -1,7 +1,8 @@
 import Hummingbird
+import ReloadGateAPI
 
-/// Tracks every request in the ``RequestDrain``; once draining, answers `503` with the APNs reason
-/// `Shutdown` (APNS.md: "draining for shutdown") so senders retry elsewhere.
+/// Tracks every request in the ``RequestDrain``; once draining, answers `503 shutting-down` so that
+/// callers retry elsewhere (the APNs listener answers its senders APNs' `Shutdown` itself).
 struct DrainMiddleware<Context: RequestContext>: RouterMiddleware {
     let drain: RequestDrain
 
@@ -9,7 +10,8 @@ struct DrainMiddleware<Context: RequestContext>: RouterMiddleware {
         -> Response
     {
         guard drain.begin() else {
-            return OperationsRoutes.json(.serviceUnavailable, #"{"reason":"Shutdown"}"#)
+            return APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry elsewhere")
+                .response
         }
         defer { drain.end() }
         return try await next(request, context)

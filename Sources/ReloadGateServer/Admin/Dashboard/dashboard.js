@@ -1,0 +1,216 @@
+// ReloadGate dashboard: reads /v1/dashboard every few seconds and draws it (tables, and bar charts as SVG);
+// the explain box reads /v1/explain/<id>. No library: the page loads nothing but this file and its style sheet.
+"use strict";
+
+const refreshSeconds = 5;
+const decisionKinds = ["scheduled", "merged", "absorbed", "deferred", "expired", "no-match", "cancelled", "forwarded"];
+const deliveryStates = ["pending", "sending", "sent", "failed"];
+const svgNS = "http://www.w3.org/2000/svg";
+
+function $(selector) { return document.querySelector(selector); }
+
+function element(name, attributes = {}, ...children) {
+  const node = document.createElement(name);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function svg(name, attributes = {}) {
+  const node = document.createElementNS(svgNS, name);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+  return node;
+}
+
+function colour(index) {
+  return getComputedStyle(document.documentElement).getPropertyValue("--chart-" + ((index % 8) + 1)).trim();
+}
+
+function time(text) {
+  if (!text) return "–";
+  const date = new Date(text);
+  return date.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+
+function short(token) { return token ? token.slice(0, 8) + "…" : "–"; }
+
+function cell(text, number = false) {
+  return element("td", number ? { class: "number" } : {}, String(text));
+}
+
+function fill(table, rows) {
+  const body = $(table + " tbody");
+  body.replaceChildren(...rows);
+  if (rows.length === 0) body.append(element("tr", {}, element("td", { colspan: "9", class: "note" }, "None.")));
+}
+
+function figures(container, entries) {
+  $(container).replaceChildren(...entries.map(([label, name, value]) =>
+    element("div", {}, element("dt", {}, label), element("dd", { "data-figure": name }, String(value)))));
+}
+
+function setFigure(name, value) {
+  const node = document.querySelector(`[data-figure="${name}"]`);
+  if (node) node.textContent = String(value);
+}
+
+// A bar chart: one bar per column, each bar stacked from `series` (name -> values), with hour labels.
+function barChart(container, labels, series, title) {
+  const width = 640, height = 180, left = 36, bottom = 22, top = 8;
+  const names = Object.keys(series);
+  const totals = labels.map((_, column) => names.reduce((sum, name) => sum + (series[name][column] || 0), 0));
+  const maximum = Math.max(1, ...totals);
+  const step = (width - left) / labels.length;
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": title });
+  root.append(svg("line", { x1: left, y1: height - bottom, x2: width, y2: height - bottom, class: "axis" }));
+  for (const fraction of maximum >= 2 ? [0, 0.5, 1] : [0, 1]) {
+    const y = height - bottom - fraction * (height - bottom - top);
+    const label = svg("text", { x: left - 4, y: y + 4, "text-anchor": "end" });
+    label.textContent = String(Math.round(fraction * maximum));
+    root.append(label);
+  }
+  labels.forEach((label, column) => {
+    let base = height - bottom;
+    names.forEach((name, index) => {
+      const value = series[name][column] || 0;
+      if (value === 0) return;
+      const barHeight = value / maximum * (height - bottom - top);
+      base -= barHeight;
+      const bar = svg("rect", { x: left + column * step + 1, y: base, width: Math.max(1, step - 2), height: barHeight, fill: colour(index) });
+      const tooltip = svg("title");
+      tooltip.textContent = `${label}: ${value} ${name}`;
+      bar.append(tooltip);
+      root.append(bar);
+    });
+    if (column % 3 === 0) {
+      const text = svg("text", { x: left + column * step + step / 2, y: height - 6, "text-anchor": "middle" });
+      text.textContent = label;
+      root.append(text);
+    }
+  });
+  // (Colours set through the style object: the page's content security policy refuses style attributes.)
+  const legend = element("ul", { class: "legend" }, ...names.map((name, index) => {
+    const swatch = element("span");
+    swatch.style.background = colour(index);
+    return element("li", {}, swatch, name);
+  }));
+  $(container).replaceChildren(root, names.length > 1 ? legend : "");
+}
+
+function hourLabel(text) {
+  return new Date(text).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+}
+
+function render(data) {
+  setFigure("pendingReloads", data.pendingReloads);
+  setFigure("pendingDueNow", data.pendingDueNow);
+  setFigure("pendingLater", data.pendingLater);
+  setFigure("retries", data.retries);
+  setFigure("unknownOutcomes", data.unknownOutcomes);
+  setFigure("unregistered", data.unregistered.count);
+  figures("#decision-figures", decisionKinds.map(kind => [kind, "decisions." + kind, data.decisions[kind] ?? 0]));
+  figures("#delivery-figures", deliveryStates.map(state => [state, "deliveries." + state, data.deliveries[state] ?? 0]));
+
+  barChart("#pending-chart", data.pendingByHour.map(bin => hourLabel(bin.from)),
+    { pending: data.pendingByHour.map(bin => bin.count) }, "Pending reloads by hour due");
+  const series = {};
+  for (const kind of decisionKinds) {
+    const values = data.decisionsByHour.map(bin => bin.decisions[kind] || 0);
+    if (values.some(value => value > 0)) series[kind] = values;
+  }
+  barChart("#decisions-chart", data.decisionsByHour.map(bin => hourLabel(bin.hour)), series, "Decisions by hour");
+
+  fill("#pending-list", data.pending.map(row => element("tr", { "data-instance": String(row.instance) },
+    cell(time(row.due)), cell(row.bundle), element("td", {}, element("code", { title: row.device }, short(row.device))),
+    cell(row.widget), cell(row.kind), cell(row.priority, true), cell(row.requestCount, true))));
+
+  const budgets = data.budgets;
+  $("#budget-scope").textContent = budgets.scope === "all"
+    ? "Every widget instance, all apps."
+    : "The widget instances of this gateway's partitions, all apps.";
+  fill("#budget-policies", budgets.policies.map(policy => {
+    const capacity = policy.instances * policy.burst;
+    const share = capacity > 0 ? Math.round(policy.tokens / capacity * 100) : 0;
+    return element("tr", {}, cell(policy.kind ?? "other kinds"), cell(policy.instances, true),
+      cell(`${share}%`, true), cell(policy.empty, true), cell(`${policy.dailyBudget} / ${policy.burst}`, true));
+  }));
+  fill("#budget-lowest", budgets.lowest.map(entry => element("tr", {},
+    cell(entry.bundle ?? "–"), element("td", {}, element("code", { title: entry.device ?? "" }, short(entry.device))),
+    cell(entry.widget ?? "–"), cell(entry.kind ?? "–"), cell(`${entry.tokens} of ${entry.burst}`, true), cell(time(entry.nextToken)))));
+
+  fill("#failures", Object.entries(data.failures).sort((a, b) => b[1] - a[1]).map(([reason, count]) =>
+    element("tr", {}, cell(reason), cell(count, true))));
+  fill("#unregistered-list", data.unregistered.recent.map(device => element("tr", {},
+    cell(time(device.since)), cell(device.bundle), element("td", {}, element("code", { title: device.device }, short(device.device))))));
+
+  const select = $("#bundle");
+  const chosen = select.value;
+  const known = new Set([...select.options].map(option => option.value));
+  for (const bundle of data.bundles) {
+    if (!known.has(bundle)) select.append(element("option", { value: bundle }, bundle));
+  }
+  select.value = chosen;
+}
+
+async function refresh() {
+  const status = $("#status");
+  const bundle = $("#bundle").value;
+  try {
+    const response = await fetch("/v1/dashboard" + (bundle ? "?bundle=" + encodeURIComponent(bundle) : ""), { cache: "no-store" });
+    const data = await response.json();
+    if (!response.ok) throw new Error(data.message || response.statusText);
+    render(data);
+    status.textContent = "Updated " + new Date(data.now).toLocaleTimeString();
+    status.classList.remove("error");
+    document.body.dataset.loaded = data.now;
+  } catch (error) {
+    status.textContent = "Cannot read the gateway: " + error.message;
+    status.classList.add("error");
+  }
+}
+
+function describeRequest(request) {
+  const rows = request.decisions.map(decision => element("tr", {},
+    cell(decision.decision), cell(decision.widget ?? "–"), element("td", {}, element("code", {}, short(decision.device))),
+    cell(decision.due ? time(decision.due) : "–"), cell(decision.reason)));
+  return element("div", {},
+    element("p", {}, `Request ${request.id} (${request.source}, ${request.bundle}), received ${time(request.receivedAt)}, priority ${request.priority}` +
+      (request.apnsId ? `, apns-id ${request.apnsId}` : "")),
+    element("div", { class: "scroll" }, element("table", { "data-request": String(request.id) },
+      element("thead", {}, element("tr", {}, ...["Decision", "Widget", "Device", "Due", "Reason"].map(name => element("th", { scope: "col" }, name)))),
+      element("tbody", {}, ...rows))));
+}
+
+async function explain(event) {
+  event.preventDefault();
+  const id = $("#explain-id").value.trim();
+  const result = $("#explain-result");
+  if (!id) return;
+  try {
+    const response = await fetch("/v1/explain/" + encodeURIComponent(id), { cache: "no-store" });
+    const data = await response.json();
+    if (!response.ok) throw new Error(data.message || response.statusText);
+    const parts = [];
+    if (data.request) {
+      parts.push(describeRequest(data.request));
+      for (const delivery of data.deliveries) {
+        parts.push(element("p", {}, `Delivered as ${delivery.apnsId}: ${delivery.state}, ${delivery.attempts} attempt(s)` +
+          (delivery.lastError ? `, last error ${delivery.lastError}` : "")));
+      }
+    } else if (data.delivery) {
+      parts.push(element("p", {}, `Delivery ${data.delivery.apnsId} to ${short(data.delivery.device)}: ${data.delivery.state}, ` +
+        `${data.delivery.attempts} attempt(s), released ${time(data.delivery.releasedAt)}`));
+      for (const request of data.requests) parts.push(describeRequest(request));
+    }
+    result.replaceChildren(...parts);
+  } catch (error) {
+    result.replaceChildren(element("p", { class: "error" }, error.message));
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("#bundle").addEventListener("change", refresh);
+  $("#explain-form").addEventListener("submit", explain);
+  refresh();
+  setInterval(refresh, refreshSeconds * 1000);
+});

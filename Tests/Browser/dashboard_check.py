@@ -1,0 +1,87 @@
+"""Opens the ReloadGate dashboard in headless Chromium (selenium) and reports what the page shows.
+
+    python dashboard_check.py URL SCREENSHOT_DIR [EXPLAIN_ID]
+
+URL is the address `reloadgate dashboard` printed (with its token). Prints one JSON object: the page's
+figures (every element with data-figure), the instance ids of the pending reloads listed, the text the
+explain box shows for EXPLAIN_ID, whether the page fits a phone's width, and what the same gateway answers
+to a browser without the token. Saves desktop.png (1280x800) and phone.png (390x844) in SCREENSHOT_DIR.
+"""
+import json
+import os
+import sys
+import time
+from urllib.parse import urlsplit
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800", "--lang=en-US"]:
+        options.add_argument(argument)
+    return webdriver.Chrome(service=Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")), options=options)
+
+
+def viewport(driver, width, height, mobile):
+    """Sets the page's viewport exactly (the window's size includes no browser frame in this mode)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": height, "deviceScaleFactor": 2 if mobile else 1, "mobile": mobile,
+    })
+
+
+def loaded_after(driver, previous):
+    """Waits until the page has drawn figures newer than `previous` and returns their time."""
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") not in (None, "", previous))
+    return driver.find_element(By.TAG_NAME, "body").get_attribute("data-loaded")
+
+
+def main():
+    url, shots = sys.argv[1], sys.argv[2]
+    explain_id = sys.argv[3] if len(sys.argv) > 3 else None
+    os.makedirs(shots, exist_ok=True)
+    parts = urlsplit(url)
+    base = f"{parts.scheme}://{parts.netloc}"
+    result = {}
+    driver = browser()
+    try:
+        viewport(driver, 1280, 800, False)
+        driver.get(url)  # sets the cookie and lands on /dashboard without the token in the address
+        result["address"] = driver.current_url
+        stamp = loaded_after(driver, None)
+        result["figures"] = {
+            node.get_attribute("data-figure"): node.text for node in driver.find_elements(By.CSS_SELECTOR, "[data-figure]")
+        }
+        result["pending"] = [
+            int(row.get_attribute("data-instance")) for row in driver.find_elements(By.CSS_SELECTOR, "#pending-list tbody tr[data-instance]")
+        ]
+        result["charts"] = len(driver.find_elements(By.CSS_SELECTOR, ".chart svg"))
+        result["status"] = driver.find_element(By.ID, "status").text
+        if explain_id:
+            field = driver.find_element(By.ID, "explain-id")
+            field.clear()
+            field.send_keys(explain_id)
+            driver.find_element(By.CSS_SELECTOR, "#explain-form button").click()
+            WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "explain-result").text.strip() != "")
+            result["explain"] = driver.find_element(By.ID, "explain-result").text
+        driver.save_screenshot(os.path.join(shots, "desktop.png"))
+        # A phone: the page reflows to one column and scrolls only vertically.
+        viewport(driver, 390, 844, True)
+        loaded_after(driver, stamp)
+        result["phoneOverflow"] = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+        driver.save_screenshot(os.path.join(shots, "phone.png"))
+        # Without the token (the cookie gone), the gateway's data is refused.
+        driver.delete_all_cookies()
+        driver.get(base + "/v1/stats")
+        result["withoutToken"] = driver.find_element(By.TAG_NAME, "body").text
+    finally:
+        driver.quit()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

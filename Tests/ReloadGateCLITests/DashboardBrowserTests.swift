@@ -1,0 +1,177 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// Whether the browser tests run: Chromium and its driver are installed (Debian's `chromium` and
+/// `chromium-driver`), or this is CI, where their absence must fail the run rather than skip it.
+let browserTestsEnabled =
+    (FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver"))
+    || ProcessInfo.processInfo.environment["CI"] == "true"
+
+/// The dashboard end to end: a gateway with known traffic (pushes, webhook calls, a flush, a 410 from the
+/// mock APNs), `reloadgate dashboard` in front of its admin socket, and the page opened in headless
+/// Chromium (selenium from PyPI, in `.build/browser-venv`). The numbers on the page must be those of
+/// `reloadgate stats --json` and `pending --json`, the explain box must find a push by its apns-id, and
+/// a browser without the token is refused. Screenshots go to `.build/dashboard-screenshots/`.
+@Suite(.timeLimit(.minutes(5)), .enabled(if: browserTestsEnabled))
+struct DashboardBrowserTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let bundle = "com.example.scores"
+    static let deviceA = String(repeating: "a1", count: 32)
+    static let deviceB = String(repeating: "b2", count: 32)
+
+    /// The virtual environment with selenium, made once (needs PyPI).
+    static func python() async throws -> String {
+        let environment = root.appendingPathComponent(".build/browser-venv")
+        let python = environment.appendingPathComponent("bin/python").path
+        if !FileManager.default.isExecutableFile(atPath: python) {
+            let made = try await ChildProcess.run("/usr/bin/env", ["python3", "-m", "venv", environment.path], in: root)
+            try #require(made.status == 0, "python3 -m venv: \(made.error)")
+        }
+        let installed = try await ChildProcess.run(
+            python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "selenium>=4.20"], in: root, timeout: .seconds(600)
+        )
+        try #require(installed.status == 0, "pip install selenium: \(installed.output) \(installed.error)")
+        return python
+    }
+
+    static func push(_ token: String, kind: String, gateway: TestGateway, sender: ProviderTokenFactory) async throws -> RawHTTP2Client.Answer {
+        let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
+        defer { Task { await client.close() } }
+        return try await client.send(
+            RawHTTP2Client.push(token: token, [
+                ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(bundle).push-type.widgets"), ("apns-push-type", "widgets"),
+            ]),
+            body: Array(#"{"aps":{"content-changed":true},"reloadgate":{"kind":"\#(kind)"}}"#.utf8)
+        )
+    }
+
+    /// `reloadgate ARGS --json --socket SOCKET` as a JSON object.
+    static func cli(_ arguments: [String], socket: String) async throws -> [String: Any] {
+        let result = try await ReloadGateProcess.run(arguments + ["--json", "--socket", socket], in: root)
+        try #require(result.status == 0, "reloadgate \(arguments): \(result.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    }
+
+    @Test func thePageShowsWhatStatsAndPendingSayExplainsAPushAndRefusesWithoutTheToken() async throws {
+        let python = try await Self.python()
+        let directory = try TemporaryDirectory("dashboard")
+        defer { directory.remove() }
+        let pki = try TestPKI(in: directory)
+        let keyFile = directory.path("AuthKey_DASHKEY001.p8")
+        let mock = try await MockAPNsServer.start(pki: pki, operatorKeyFile: keyFile, keyID: "DASHKEY001", teamID: "DASHTEAM01")
+        defer { Task { await mock.stop() } }
+        // Apple says device B is no longer valid.
+        mock.answer { received in
+            received.deviceToken == Self.deviceB ? .status(410, reason: "Unregistered", timestamp: Int64(Date().timeIntervalSince1970 * 1000)) : .status(200)
+        }
+        let sender = ProviderTokenFactory(keyID: "DASHSEND01", teamID: "DASHTEAM02")
+        let credentials: AppCredentials
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: sender.teamID, now: Date())
+            try store.addProviderKey(
+                StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
+            )
+            let widgets = [
+                WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration()),
+                WidgetRegistration(id: "w2", kind: "news", family: .systemMedium, configuration: WidgetConfiguration()),
+            ]
+            for token in [Self.deviceA, Self.deviceB] {
+                _ = try store.putDevice(app: credentials.app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: Date())
+            }
+        }
+        try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
+            configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
+        }) { gateway in
+            let socket = gateway.configuration.adminSocketPath
+            // Known traffic: scores to both devices now (B's answered 410), a second one deferred by the
+            // minimum interval, a flush that sends it, then news merged and deferred, a webhook call that
+            // matches nothing.
+            #expect(try await Self.push(Self.deviceA, kind: "scores", gateway: gateway, sender: sender).status == 200)
+            #expect(try await Self.push(Self.deviceB, kind: "scores", gateway: gateway, sender: sender).status == 200)
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await Self.push(Self.deviceA, kind: "scores", gateway: gateway, sender: sender).header("reloadgate-decision") == "deferred")
+            _ = try await Self.cli(["flush", "--device", Self.deviceA, "--ignore-budget"], socket: socket)
+            try await Task.sleep(for: .milliseconds(500))
+            let deferred = try await Self.push(Self.deviceA, kind: "news", gateway: gateway, sender: sender)
+            #expect(deferred.status == 200)
+            let apnsID = try #require(deferred.header("apns-id"))
+            let secret = credentials.webhookSecret
+            let calls = try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                return [
+                    try await api.reload(bundle: Self.bundle, body: #"{"kind":"weather"}"#, secret: secret).status,
+                    try await api.reload(bundle: Self.bundle, body: #"{"kind":"news","priority":5}"#, secret: secret).status,
+                ]
+            }
+            #expect(calls == [202, 202])
+            // Settled: every delivery released has its outcome, device B is unregistered.
+            var stats = try await Self.cli(["stats"], socket: socket)
+            for _ in 0..<200 where stats["deliveryQueue"] as? Int != 0 || (stats["deliveries"] as? [String: Int])?["failed"] != 1 {
+                try await Task.sleep(for: .milliseconds(50))
+                stats = try await Self.cli(["stats"], socket: socket)
+            }
+            let pending = try await Self.cli(["pending"], socket: socket)
+
+            let dashboard = try ReloadGateProcess(["dashboard", "--socket", socket], in: Self.root)
+            defer { dashboard.send(SIGTERM) }
+            let line = try await dashboard.waitForOutputLine(containing: "dashboard on")
+            let url = String(try #require(line.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]+/)).0)
+            let base = String(try #require(url.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+/)).0)
+
+            // Without the token, and with a wrong one: refused.
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            defer { Task { try? await client.shutdown() } }
+            for request in [HTTPClientRequest(url: base + "/v1/stats"), HTTPClientRequest(url: base + "/dashboard?token=wrong")] {
+                #expect(try await client.execute(request, timeout: .seconds(10)).status == .unauthorized)
+            }
+
+            let shots = Self.root.appendingPathComponent(".build/dashboard-screenshots").path
+            let script = Self.root.appendingPathComponent("Tests/Browser/dashboard_check.py").path
+            let result = try await ChildProcess.run(python, [script, url, shots, apnsID.lowercased()], in: Self.root, timeout: .seconds(180))
+            try #require(result.status == 0, "\(result.output) \(result.error)")
+            let page = try #require(try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
+            let figures = try #require(page["figures"] as? [String: String])
+
+            #expect(page["address"] as? String == base + "/dashboard", "the token stays out of the address")
+            for (kind, count) in try #require(stats["decisions"] as? [String: Int]) {
+                #expect(figures["decisions.\(kind)"] == String(count), "decisions \(kind)")
+            }
+            for (state, count) in try #require(stats["deliveries"] as? [String: Int]) {
+                #expect(figures["deliveries.\(state)"] == String(count), "deliveries \(state)")
+            }
+            #expect(figures["pendingReloads"] == String(try #require(stats["pendingReloads"] as? Int)))
+            #expect(figures["unregistered"] == "1")
+            let listed = (pending["pending"] as? [[String: Any]] ?? []).compactMap { $0["instance"] as? Int }
+            #expect(!listed.isEmpty)
+            #expect(page["pending"] as? [Int] == listed)
+            // The traffic made every kind the test expects (so the comparison is not of zeros).
+            let decisions = stats["decisions"] as? [String: Int] ?? [:]
+            #expect(decisions["scheduled", default: 0] >= 2 && decisions["deferred", default: 0] >= 1 && decisions["no-match"] == 1)
+            #expect((stats["deliveries"] as? [String: Int])?["failed"] == 1)
+
+            let explained = try #require(page["explain"] as? String)
+            #expect(explained.contains("apns-id \(apnsID.lowercased())"), "\(explained)")
+            // The same decisions and reasons `reloadgate explain` gives.
+            let cli = try await ReloadGateProcess.run(["explain", apnsID.lowercased(), "--json", "--socket", socket], in: Self.root)
+            let explanation = try #require(try JSONSerialization.jsonObject(with: Data(cli.stdout.utf8)) as? [String: Any])
+            let reasons = ((explanation["request"] as? [String: Any])?["decisions"] as? [[String: Any]] ?? []).compactMap { $0["reason"] as? String }
+            #expect(!reasons.isEmpty)
+            for reason in reasons { #expect(explained.contains(reason), "\(reason) not in \(explained)") }
+            #expect(page["charts"] as? Int == 2)
+            #expect((page["phoneOverflow"] as? Int ?? 1) <= 0, "the page is wider than a phone")
+            #expect((page["withoutToken"] as? String)?.contains("unauthorized") == true)
+            #expect(FileManager.default.fileExists(atPath: shots + "/desktop.png"))
+        }
+    }
+}

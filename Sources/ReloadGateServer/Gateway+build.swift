@@ -272,7 +272,7 @@ private func assembleServices(
         states: door,
         now: now,
         logger: logger,
-        concurrency: configuration.upstream.kind == .apns ? configuration.upstream.maxConcurrentRequests : 1,
+        concurrency: configuration.upstream.kind == .apns ? configuration.upstream.maxConcurrentRequests : DeliveryWorker.outboxGroup,
         maximumAttempts: configuration.upstream.maxAttempts,
         firstBackoff: .milliseconds(configuration.upstream.retryDelay),
         rateLimiter: configuration.upstream.kind == .apns && configuration.upstream.requestsPerSecond > 0
@@ -280,6 +280,8 @@ private func assembleServices(
         metrics: metrics
     )
     if let membership { worker.owns = { membership.owns(device: $0) } }
+    // The outbox takes a group of lines with one write and one sync: one group at a time, in release order.
+    if configuration.upstream.kind != .apns { worker.groupSize = DeliveryWorker.outboxGroup }
     return [StoreService(store: store, readiness: readiness, logger: logger)] + clusterServices + [
         DoorService(
             door: door,

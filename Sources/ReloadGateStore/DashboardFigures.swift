@@ -13,6 +13,8 @@ public struct DashboardFigures: Sendable, Equatable {
     public var deliveriesByState: [String: Int] = [:]
     /// Failed deliveries by their last error (Apple's reason).
     public var failuresByReason: [String: Int] = [:]
+    /// When the oldest delivery not yet sent or failed was released (the delivery queue's age).
+    public var oldestOpenDelivery: Timestamp?
     /// Attempts beyond the first, over all deliveries.
     public var retries = 0
     /// Attempts whose outcome is unknown (a connection lost while a request was out).

@@ -76,6 +76,10 @@ public protocol GatewayStore: GatewayStoreReading {
     func deleteDevice(app: App, token: DeviceToken) async throws -> (device: Int64, instances: [Int64])
     func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64
     func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64)
+    /// Writes many registry changes in one transaction, in order: each either whole or (refused for what
+    /// it asked: a ``RegistryError``) not at all, without failing the others. Throws when the transaction
+    /// itself fails: then none is written.
+    func writeRegistry(_ writes: [RegistryWrite], now: Date) async throws -> [Result<RegistryWritten, RegistryError>]
     /// Marks an active device unregistered since `since` (Apple's 410); `false` when it was not active or
     /// registered again after `since`.
     func markDeviceInvalid(device: Int64, since: Date) async throws -> Bool

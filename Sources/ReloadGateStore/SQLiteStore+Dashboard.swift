@@ -46,6 +46,14 @@ extension SQLiteStore {
                 figures.retries += retries
                 figures.unknownOutcomes += unknown
             }
+            figures.oldestOpenDelivery = try Int64.fetchOne(
+                db,
+                sql: """
+                    SELECT min(dl.releasedAt) FROM delivery dl JOIN device d ON d.id = dl.deviceId
+                    WHERE dl.state IN ('pending', 'sending') AND (?1 IS NULL OR d.appId = ?1)
+                    """,
+                arguments: appArguments
+            ).map(Timestamp.init(milliseconds:))
             for row in try Row.fetchAll(
                 db,
                 sql: """

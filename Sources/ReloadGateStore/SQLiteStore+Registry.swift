@@ -57,74 +57,112 @@ extension SQLiteStore {
         previousToken: DeviceToken?,
         now: Date
     ) throws -> DeviceRegistration {
-        try writer.write { db in
-            var retired: (device: Int64, instances: [Int64])?
-            if let previousToken, previousToken != token,
-                let old = try Self.device(db, app: app, token: previousToken), old.active
-            {
-                let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ?", arguments: [old.id])
-                try db.execute(sql: "DELETE FROM widget WHERE deviceId = ?", arguments: [old.id])
-                try db.execute(
-                    sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ?",
-                    arguments: [now.storedMilliseconds, old.id]
-                )
-                retired = (old.id, instances)
-            }
+        try writer.write { db in try Self.putDevice(db, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now) }
+    }
 
-            let device: Int64
-            if let existing = try Self.device(db, app: app, token: token) {
-                device = existing.id
+    /// Writes many registry changes in one transaction (one sync), each in a savepoint: one refused (a
+    /// ``RegistryError``) leaves the others written.
+    public func writeRegistry(_ writes: [RegistryWrite], now: Date) throws -> [Result<RegistryWritten, RegistryError>] {
+        guard !writes.isEmpty else { return [] }
+        return try writer.write { db in
+            var results: [Result<RegistryWritten, RegistryError>] = []
+            results.reserveCapacity(writes.count)
+            for write in writes {
+                var result: Result<RegistryWritten, RegistryError>?
+                try db.inSavepoint {
+                    do {
+                        switch write {
+                        case .putDevice(let app, let token, let widgets, let previousToken):
+                            result = .success(.device(try Self.putDevice(db, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now)))
+                        case .putTimeline(let app, let token, let widgetID, let timeline):
+                            result = .success(.timeline(instance: try Self.putTimeline(db, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now)))
+                        }
+                        return .commit
+                    } catch let error as RegistryError {
+                        result = .failure(error)
+                        return .rollback
+                    }
+                }
+                results.append(result!)
+            }
+            return results
+        }
+    }
+
+    static func putDevice(
+        _ db: Database,
+        app: App,
+        token: DeviceToken,
+        widgets: [WidgetRegistration],
+        previousToken: DeviceToken?,
+        now: Date
+    ) throws -> DeviceRegistration {
+        var retired: (device: Int64, instances: [Int64])?
+        if let previousToken, previousToken != token,
+            let old = try Self.device(db, app: app, token: previousToken), old.active
+        {
+            let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ?", arguments: [old.id])
+            try db.execute(sql: "DELETE FROM widget WHERE deviceId = ?", arguments: [old.id])
+            try db.execute(
+                sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ?",
+                arguments: [now.storedMilliseconds, old.id]
+            )
+            retired = (old.id, instances)
+        }
+
+        let device: Int64
+        if let existing = try Self.device(db, app: app, token: token) {
+            device = existing.id
+            try db.execute(
+                sql: "UPDATE device SET active = 1, registeredAt = ?, unregisteredAt = NULL WHERE id = ?",
+                arguments: [now.storedMilliseconds, device]
+            )
+        } else {
+            try db.execute(
+                sql: "INSERT INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)",
+                arguments: [app.id, token.hex, now.storedMilliseconds]
+            )
+            device = db.lastInsertedRowID
+        }
+
+        var existing: [String: Int64] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT id, widgetID FROM widget WHERE deviceId = ?", arguments: [device]) {
+            existing[row["widgetID"]] = row["id"]
+        }
+        let wanted = Set(widgets.map(\.id))
+        var removed: [Int64] = []
+        for (widgetID, id) in existing where !wanted.contains(widgetID) {
+            try db.execute(sql: "DELETE FROM widget WHERE id = ?", arguments: [id])
+            removed.append(id)
+        }
+        var instances: [(id: Int64, widget: WidgetRegistration)] = []
+        for widget in widgets {
+            let arguments: StatementArguments = [
+                widget.kind, widget.family.rawValue, widget.configuration.canonicalJSON, widget.pushEnabled,
+            ]
+            if let id = existing[widget.id] {
                 try db.execute(
-                    sql: "UPDATE device SET active = 1, registeredAt = ?, unregisteredAt = NULL WHERE id = ?",
-                    arguments: [now.storedMilliseconds, device]
+                    sql: "UPDATE widget SET kind = ?, family = ?, configuration = ?, pushEnabled = ? WHERE id = ?",
+                    arguments: arguments + [id]
                 )
+                instances.append((id, widget))
             } else {
                 try db.execute(
-                    sql: "INSERT INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)",
-                    arguments: [app.id, token.hex, now.storedMilliseconds]
+                    sql: """
+                        INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [device, widget.id] + arguments
                 )
-                device = db.lastInsertedRowID
+                instances.append((db.lastInsertedRowID, widget))
             }
-
-            var existing: [String: Int64] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT id, widgetID FROM widget WHERE deviceId = ?", arguments: [device]) {
-                existing[row["widgetID"]] = row["id"]
-            }
-            let wanted = Set(widgets.map(\.id))
-            var removed: [Int64] = []
-            for (widgetID, id) in existing where !wanted.contains(widgetID) {
-                try db.execute(sql: "DELETE FROM widget WHERE id = ?", arguments: [id])
-                removed.append(id)
-            }
-            var instances: [(id: Int64, widget: WidgetRegistration)] = []
-            for widget in widgets {
-                let arguments: StatementArguments = [
-                    widget.kind, widget.family.rawValue, widget.configuration.canonicalJSON, widget.pushEnabled,
-                ]
-                if let id = existing[widget.id] {
-                    try db.execute(
-                        sql: "UPDATE widget SET kind = ?, family = ?, configuration = ?, pushEnabled = ? WHERE id = ?",
-                        arguments: arguments + [id]
-                    )
-                    instances.append((id, widget))
-                } else {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
-                            VALUES (?, ?, ?, ?, ?, ?)
-                            """,
-                        arguments: [device, widget.id] + arguments
-                    )
-                    instances.append((db.lastInsertedRowID, widget))
-                }
-            }
-            return DeviceRegistration(
-                device: device,
-                instances: instances,
-                removedInstances: removed.sorted(),
-                retired: retired
-            )
         }
+        return DeviceRegistration(
+            device: device,
+            instances: instances,
+            removedInstances: removed.sorted(),
+            retired: retired
+        )
     }
 
     /// Removes a device and its widgets (`DELETE .../devices/<token>`).
@@ -141,31 +179,33 @@ extension SQLiteStore {
     /// Records a widget instance's timeline (`PUT .../widgets/<id>/timeline`).
     /// - Returns: the instance id.
     public func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) throws -> Int64 {
-        try writer.write { db in
-            guard let device = try Self.device(db, app: app, token: token) else { throw RegistryError.deviceNotFound(token) }
-            guard device.active else { throw RegistryError.deviceUnregistered(token) }
-            guard let instance = try Int64.fetchOne(
-                db,
-                sql: "SELECT id FROM widget WHERE deviceId = ? AND widgetID = ?",
-                arguments: [device.id, widgetID]
-            ) else { throw RegistryError.widgetNotFound(token, widgetID) }
-            let entries = "[" + timeline.entries.map { String($0.milliseconds) }.joined(separator: ",") + "]"
-            let policy: String =
-                switch timeline.policy {
-                case .atEnd: "atEnd"
-                case .after(let date): "after:\(date.milliseconds)"
-                case .never: "never"
-                }
-            try db.execute(
-                sql: """
-                    INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT(widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
-                        plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
-                    """,
-                arguments: [instance, entries, policy, timeline.plannedReload?.milliseconds, now.storedMilliseconds]
-            )
-            return instance
-        }
+        try writer.write { db in try Self.putTimeline(db, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now) }
+    }
+
+    static func putTimeline(_ db: Database, app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) throws -> Int64 {
+        guard let device = try Self.device(db, app: app, token: token) else { throw RegistryError.deviceNotFound(token) }
+        guard device.active else { throw RegistryError.deviceUnregistered(token) }
+        guard let instance = try Int64.fetchOne(
+            db,
+            sql: "SELECT id FROM widget WHERE deviceId = ? AND widgetID = ?",
+            arguments: [device.id, widgetID]
+        ) else { throw RegistryError.widgetNotFound(token, widgetID) }
+        let entries = "[" + timeline.entries.map { String($0.milliseconds) }.joined(separator: ",") + "]"
+        let policy: String =
+            switch timeline.policy {
+            case .atEnd: "atEnd"
+            case .after(let date): "after:\(date.milliseconds)"
+            case .never: "never"
+            }
+        try db.execute(
+            sql: """
+                INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
+                    plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
+                """,
+            arguments: [instance, entries, policy, timeline.plannedReload?.milliseconds, now.storedMilliseconds]
+        )
+        return instance
     }
 
     /// The distinct (kind, family, configuration) of the app's active devices with their counts
@@ -197,7 +237,7 @@ extension SQLiteStore {
     }
 
     /// The app's device with this token, in any state.
-    private static func device(_ db: Database, app: App, token: DeviceToken) throws
+    static func device(_ db: Database, app: App, token: DeviceToken) throws
         -> (id: Int64, active: Bool, unregisteredAt: Date?)?
     {
         try Row.fetchOne(

@@ -152,6 +152,7 @@ struct DashboardBrowserTests {
             }
             #expect(figures["pendingReloads"] == String(try #require(stats["pendingReloads"] as? Int)))
             #expect(figures["unregistered"] == "1")
+            #expect(figures["deliveryQueue"] == String(try #require(stats["deliveryQueue"] as? Int)))
             let listed = (pending["pending"] as? [[String: Any]] ?? []).compactMap { $0["instance"] as? Int }
             #expect(!listed.isEmpty)
             #expect(page["pending"] as? [Int] == listed)

@@ -27,6 +27,35 @@ struct RegistryStoreTests {
         )
     }
 
+    /// The registry's group commit: writes in one transaction, in order (a device, then its timeline), one
+    /// refused for what it asks leaving the others written.
+    @Test(arguments: StoreImplementation.all) func registryWritesInOneTransactionAreAppliedInOrderAndRefusedAlone(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, app in
+            let a = try DeviceToken(Self.tokenA)
+            let b = try DeviceToken(Self.tokenB)
+            let timeline = Timeline(entries: [Timestamp(seconds: 1_790_003_600)], policy: .atEnd)
+            let results = try await store.writeRegistry([
+                .putDevice(app: app, token: a, widgets: [widget("w1")], previousToken: nil),
+                .putTimeline(app: app, token: b, widgetID: "w1", timeline: timeline),   // b is not registered yet
+                .putTimeline(app: app, token: a, widgetID: "w1", timeline: timeline),   // a is, by the first write
+                .putTimeline(app: app, token: a, widgetID: "nope", timeline: timeline),
+                .putDevice(app: app, token: b, widgets: [widget("w1"), widget("w2", kind: "news")], previousToken: nil),
+            ], now: now)
+            #expect(results.count == 5)
+            guard case .success(.device(let first)) = results[0], case .success(.timeline(let instance)) = results[2],
+                case .success(.device(let last)) = results[4]
+            else { Issue.record("\(results)"); return }
+            #expect(instance == first.instances.first?.id)
+            #expect(results[1].failureValue == .deviceNotFound(b))
+            #expect(results[3].failureValue == .widgetNotFound(a, "nope"))
+            #expect(last.instances.map(\.widget.id) == ["w1", "w2"])
+            let registered = try await store.registeredInstances()
+            #expect(registered.count == 3)
+            #expect(registered.first { $0.instance == instance }?.plannedReload == Timestamp(seconds: 1_790_003_600))
+            #expect(try await store.writeRegistry([], now: now).isEmpty)
+        }
+    }
+
     @Test(arguments: StoreImplementation.all) func putReplacesTheWidgetSetKeepingTheIdsOfWidgetsThatStay(_ implementation: StoreImplementation) async throws {
         try await withStore(implementation) { store, app in
             let token = try DeviceToken(Self.tokenA)
@@ -113,5 +142,13 @@ struct RegistryStoreTests {
             #expect(try await store.deviceStatus(app: other, token: token) == nil)
             await #expect(throws: RegistryError.deviceNotFound(token)) { try await store.deleteDevice(app: other, token: token) }
         }
+    }
+}
+
+extension Result {
+    /// The error, when it is one.
+    var failureValue: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }

@@ -2,9 +2,25 @@ extension ReloadScheduler {
     /// Processes everything due at or before `now` and returns it: deliveries (rule 8), timeline reloads
     /// (rule 3), pending reloads that expired while waiting (rule 7), and the instance states to write
     /// through.
+    ///
+    /// Deliveries come in the order they should leave: by due time, and at one due time (a herd: many
+    /// timelines with the same `after` date, a flush) the highest priority first; the delivery worker
+    /// sends them in that order at the upstream's pace.
     public mutating func tick(now: Timestamp) -> TickOutput {
         advance(to: now.milliseconds)
         defer { released = TickOutput() }
+        // Stable: at one time and priority they keep the order they fell due in. (Most ticks release
+        // them in order already: checked first, sorted only when not.)
+        let inOrder = zip(released.deliveries, released.deliveries.dropFirst()).allSatisfy { a, b in
+            a.at < b.at || (a.at == b.at && a.priority.rawValue >= b.priority.rawValue)
+        }
+        if !inOrder {
+            released.deliveries = released.deliveries.enumerated().sorted { a, b in
+                if a.element.at != b.element.at { return a.element.at < b.element.at }
+                if a.element.priority != b.element.priority { return a.element.priority.rawValue > b.element.priority.rawValue }
+                return a.offset < b.offset
+            }.map(\.element)
+        }
         let changed = takeChangedInstances()
         released.instanceStates.reserveCapacity(changed.count)
         for instance in changed {

@@ -65,6 +65,8 @@ struct DashboardRoutes {
             },
             "deliveries": deliveries,
             "failures": figures.failuresByReason,
+            "deliveryQueue": deliveries["pending", default: 0] + deliveries["sending", default: 0],
+            "oldestOpenDelivery": AdminRoutes.nullable(figures.oldestOpenDelivery?.rfc3339),
             "retries": figures.retries,
             "unknownOutcomes": figures.unknownOutcomes,
             "pendingReloads": figures.pendingReloads,

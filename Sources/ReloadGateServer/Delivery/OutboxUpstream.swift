@@ -6,8 +6,12 @@ import ReloadGateStore
 /// The embedded default upstream: every push is appended as one JSON line to `outbox.jsonl` in the data
 /// directory (and logged), so the gateway's output is visible without an Apple account.
 ///
-/// Each line is written with one `write(2)` to a file opened with `O_APPEND` and synced before `send`
-/// returns, so a line is either whole in the file or not there, also after a crash.
+/// Lines are appended with one `write(2)` per group to a file opened with `O_APPEND` and synced before
+/// `send` returns, so a delivery counts as sent only once its line is on the disk. A group (``send(batch:)``,
+/// the delivery worker's first attempts) costs one write and one `fsync` whatever its size: a herd of
+/// reloads falling due together drains at the disk's pace of syncs times the group size, not one sync a
+/// line. A crash in the middle of a write can leave a torn last line (no newline), never a torn line
+/// followed by others: readers skip a last line without its newline.
 public actor OutboxUpstream: DeliveryUpstream {
     /// The file name inside the data directory.
     public static let fileName = "outbox.jsonl"
@@ -33,22 +37,50 @@ public actor OutboxUpstream: DeliveryUpstream {
     }
 
     public func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {
-        let line = Self.line(for: push) + "\n"
-        let bytes = Array(line.utf8)
-        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        guard written == bytes.count else {
-            throw OutboxError(path: path, reason: written < 0 ? String(cString: strerror(errno)) : "short write")
+        try append([push])
+        return .sent
+    }
+
+    /// Appends the group's lines with one write and one sync: all of them are sent, or (the write or the
+    /// sync failed) none is known to be, and each is tried again.
+    public func send(batch pushes: [OutgoingPush]) async -> [Result<DeliveryOutcome, any Error>] {
+        do {
+            try append(pushes)
+            return pushes.map { _ in .success(.sent) }
+        } catch {
+            return pushes.map { _ in .failure(error) }
+        }
+    }
+
+    /// Writes the lines of `pushes` (one `write(2)`, repeated only for a short write) and syncs them.
+    private func append(_ pushes: [OutgoingPush]) throws {
+        guard !pushes.isEmpty else { return }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(pushes.count * 400)
+        for push in pushes {
+            bytes.append(contentsOf: Self.line(for: push).utf8)
+            bytes.append(UInt8(ascii: "\n"))
+        }
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw OutboxError(path: path, reason: String(cString: strerror(errno)))
+            }
+            offset += written
         }
         guard fsync(descriptor) == 0 else { throw OutboxError(path: path, reason: String(cString: strerror(errno))) }
-        logger.info(
-            "outbox: widget push",
-            metadata: [
-                "apns-id": "\(push.apnsID)", "device": "\(push.deviceToken.shortened)", "bundle": "\(push.bundle)",
-                "widgets": "\(push.widgetIDs.count)", "request-count": "\(push.requestCount)",
-                "requests": "\(push.requests.prefix(10).map(String.init).joined(separator: ","))\(push.requestCount > 10 ? ",…" : "")",
-            ]
-        )
-        return .sent
+        for push in pushes {
+            logger.info(
+                "outbox: widget push",
+                metadata: [
+                    "apns-id": "\(push.apnsID)", "device": "\(push.deviceToken.shortened)", "bundle": "\(push.bundle)",
+                    "widgets": "\(push.widgetIDs.count)", "request-count": "\(push.requestCount)",
+                    "requests": "\(push.requests.prefix(10).map(String.init).joined(separator: ","))\(push.requestCount > 10 ? ",…" : "")",
+                ]
+            )
+        }
     }
 
     /// The JSON line of a push (keys sorted, times in RFC 3339 UTC).

@@ -31,6 +31,7 @@ struct DoorService: Service {
         worker.metrics.deliveriesQueued(unfinished.count)
         readiness.markReady(.scheduler)
         let states = door.deliveryStates
+        let registry = door.registry
         let engine = door.engine
         await withDiscardingTaskGroup { outer in
             outer.addTask { await states.run() }
@@ -46,6 +47,7 @@ struct DoorService: Service {
                     await engine.commitPending(finishing: true)
                     await engine.finishDeliveries()
                 }
+                group.addTask { await registry.run() }
                 group.addTask { [worker] in
                     await worker.run(unfinished: unfinished, engine.releasedDeliveries, isStopping: { await engine.isStopping })
                 }
@@ -71,6 +73,7 @@ struct DoorService: Service {
                 }
                 readiness.markNotReady(.scheduler)
                 await engine.stop()
+                registry.finish()
             }
             // The worker has stopped: its last state changes are written before the store closes.
             states.finish()

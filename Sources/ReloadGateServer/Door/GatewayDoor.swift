@@ -34,6 +34,8 @@ final class GatewayDoor: Sendable {
     let partitioning: SchedulerEngine.Partitioning?
     /// Delivery state changes, written in group commits.
     let deliveryStates: DeliveryStateLog
+    /// Device registrations and timelines, written in group commits.
+    let registry: RegistryLog
 
     init(
         store: any GatewayStore,
@@ -55,6 +57,11 @@ final class GatewayDoor: Sendable {
             store: store, configuration: scheduling, now: now, logger: logger, metrics: metrics, partitioning: partitioning
         )
         self.deliveryStates = DeliveryStateLog(store: store, now: now, logger: logger)
+        let pushDevices = self.pushDevices
+        self.registry = RegistryLog(
+            store: store, engine: engine, pushDevices: pushDevices,
+            publishDevices: { await Self.publish(.devices, partitioning: partitioning, logger: logger) }, now: now, logger: logger
+        )
     }
 
     /// Carries out a command and returns its outcome once it is committed and applied.
@@ -93,6 +100,10 @@ final class GatewayDoor: Sendable {
     /// Tells the other gateways of a shared store that `change` happened (their caches forget it within
     /// a second); nothing with one gateway. A failure is logged: the others read it again on reconnect.
     func publish(_ change: ClusterChange) async {
+        await Self.publish(change, partitioning: partitioning, logger: logger)
+    }
+
+    static func publish(_ change: ClusterChange, partitioning: SchedulerEngine.Partitioning?, logger: Logger) async {
         guard let partitioning else { return }
         do {
             try await partitioning.store.publish(change)

@@ -225,6 +225,11 @@ extension SchedulerEngine {
     /// Registry changes of `devices`: applied here for the devices scheduled here, forwarded to their
     /// owners for the others; returns once committed.
     func devicesChanged(_ devices: [Int64]) async throws {
+        if try await devicesChangedWithoutWaiting(devices) { try await waitForCommit() }
+    }
+
+    /// The same without waiting: `true` (always) since resyncs and forwards are written by the next commit.
+    func devicesChangedWithoutWaiting(_ devices: [Int64]) async throws -> Bool {
         for device in devices {
             if isLocal(device: device) {
                 try await resync(device: device)
@@ -232,7 +237,7 @@ extension SchedulerEngine {
                 batch.forwards.append(InboxEntry(partition: DevicePartition.of(device: device), work: .device(id: device)))
             }
         }
-        try await waitForCommit()
+        return true
     }
 
     // MARK: Leases

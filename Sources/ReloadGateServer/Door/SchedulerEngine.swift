@@ -355,8 +355,32 @@ actor SchedulerEngine {
     /// `cancelled` decision; returns once those decisions are committed (at once when none was pending).
     func apply(_ registration: DeviceRegistration) async throws {
         try checkAccepting()
+        if try await applyWithoutWaiting(registration) { try await waitForCommit() }
+    }
+
+    /// Applies committed registry writes in their order (the registry's group commit) and says whether
+    /// their effects wait for a commit (dropped pending reloads, planned reloads, forwarded changes): the
+    /// caller then awaits ``waitForCommit()`` once for all of them.
+    func applyWithoutWaiting(_ written: [(RegistryWrite, RegistryWritten)]) async throws -> Bool {
+        try checkAccepting()
+        var needsCommit = false
+        for (write, result) in written {
+            switch (write, result) {
+            case (_, .device(let registration)):
+                if try await applyWithoutWaiting(registration) { needsCommit = true }
+            case (.putTimeline(_, _, _, let timeline), .timeline(let instance)):
+                if try await setTimelineWithoutWaiting(instance: instance, timeline) { needsCommit = true }
+            default:
+                break
+            }
+        }
+        return needsCommit
+    }
+
+    /// The scheduler's side of a registration; `true` when it waits for a commit.
+    private func applyWithoutWaiting(_ registration: DeviceRegistration) async throws -> Bool {
         if partitioning != nil {
-            return try await devicesChanged([registration.device] + (registration.retired.map { [$0.device] } ?? []))
+            return try await devicesChangedWithoutWaiting([registration.device] + (registration.retired.map { [$0.device] } ?? []))
         }
         let removed = registration.removedInstances + (registration.retired?.instances ?? [])
         let dropped = drop(removed.compactMap(Self.handle), reason: .removedFromRegistry)
@@ -365,7 +389,7 @@ actor SchedulerEngine {
                 if let handle = Self.handle(id) { scheduler.register(handle, device: device, kind: widget.kind) }
             }
         }
-        if dropped > 0 { try await waitForCommit() }
+        return dropped > 0
     }
 
     /// Forgets removed instances (a deleted device); their pending reloads are dropped with a `cancelled`
@@ -418,14 +442,19 @@ actor SchedulerEngine {
     /// reload is written through.
     func setTimeline(instance: Int64, _ timeline: Timeline) async throws {
         try checkAccepting()
-        guard let handle = Self.handle(instance) else { return }
+        if try await setTimelineWithoutWaiting(instance: instance, timeline) { try await waitForCommit() }
+    }
+
+    /// The scheduler's side of a timeline; `true` when it waits for a commit.
+    private func setTimelineWithoutWaiting(instance: Int64, _ timeline: Timeline) async throws -> Bool {
+        guard let handle = Self.handle(instance) else { return false }
         if let partitioning, scheduler.device(of: handle) == nil {
             // Not scheduled here: its owner reads the device again (when it is here, it is registered).
-            if let device = try await partitioning.store.device(ofInstance: instance) { try await devicesChanged([device]) }
-            return
+            guard let device = try await partitioning.store.device(ofInstance: instance) else { return false }
+            return try await devicesChangedWithoutWaiting([device])
         }
         scheduler.setTimeline(handle, timeline)
-        try await waitForCommit()
+        return true
     }
 
     // MARK: Operator

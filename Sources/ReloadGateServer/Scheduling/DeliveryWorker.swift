@@ -24,9 +24,14 @@ struct DeliveryWorker: Sendable {
     /// Deliveries in flight at once (toward Apple: bounded concurrency).
     var concurrency = 1
     /// First attempts sent together (one commit of their marks, one hand-over to the upstream) when
-    /// requests are not paced: a quarter of ``concurrency``, at most 64, so that several groups are in
-    /// flight while the next one's marks commit.
-    var batchSize: Int { max(1, min(64, concurrency / 4)) }
+    /// requests are not paced: ``groupSize`` when set, else a quarter of ``concurrency``, at most 64, so
+    /// that several groups are in flight while the next one's marks commit.
+    var batchSize: Int { groupSize ?? max(1, min(64, concurrency / 4)) }
+    /// The size of a group of first attempts, when not derived from ``concurrency`` (the outbox: one
+    /// group as large as the concurrency, in flight alone, so that lines are written in release order).
+    var groupSize: Int?
+    /// The outbox's group: lines written with one write and one sync.
+    static let outboxGroup = 256
     /// Attempts of one delivery before it is `failed` with the last reason.
     var maximumAttempts = 10
     /// The first wait before a retry; it doubles with each attempt.

@@ -41,6 +41,12 @@ extension PostgresStore {
             figures.retries += Int(retries)
             figures.unknownOutcomes += Int(unknown)
         }
+        figures.oldestOpenDelivery = try await rows(
+            """
+            SELECT min(dl.releasedAt) FROM delivery dl JOIN device d ON d.id = dl.deviceId
+            WHERE dl.state IN ('pending', 'sending') AND (\(app)::bigint IS NULL OR d.appId = \(app))
+            """
+        ).first?.decode(Int64?.self).map(Timestamp.init(milliseconds:))
         for row in try await rows(
             PostgresQuery(
                 unsafeSQL: """

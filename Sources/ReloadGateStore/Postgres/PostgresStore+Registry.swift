@@ -15,64 +15,108 @@ extension PostgresStore {
         previousToken: DeviceToken?,
         now: Date
     ) async throws -> DeviceRegistration {
-        let time = now.storedMilliseconds
+        let logger = logger
         return try await transaction { connection in
-            var retired: (device: Int64, instances: [Int64])?
-            if let previousToken, previousToken != token,
-                let old = try await Self.device(connection, app: app, token: previousToken, logger: self.logger), old.active
-            {
-                let instances = try await connection.rows(
-                    "DELETE FROM widget WHERE deviceId = \(old.id) RETURNING id", logger: self.logger
-                ).map { try $0.decode(Int64.self) }.sorted()
-                _ = try await connection.rows(
-                    "UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(old.id)", logger: self.logger
-                )
-                retired = (old.id, instances)
-            }
-            let device = try await connection.rows(
-                """
-                INSERT INTO device (appId, token, active, registeredAt) VALUES (\(app.id), \(token.hex), true, \(time))
-                ON CONFLICT (appId, token) DO UPDATE SET active = true, registeredAt = excluded.registeredAt, unregisteredAt = NULL
-                RETURNING id
-                """,
-                logger: self.logger
-            ).first!.decode(Int64.self)
-            var existing: [String: Int64] = [:]
-            for row in try await connection.rows("SELECT id, widgetID FROM widget WHERE deviceId = \(device)", logger: self.logger) {
-                let (id, widgetID) = try row.decode((Int64, String).self)
-                existing[widgetID] = id
-            }
-            let wanted = Set(widgets.map(\.id))
-            let removed = existing.filter { !wanted.contains($0.key) }.map(\.value).sorted()
-            if !removed.isEmpty {
-                _ = try await connection.rows("DELETE FROM widget WHERE id = ANY(\(removed))", logger: self.logger)
-            }
-            var instances: [(id: Int64, widget: WidgetRegistration)] = []
-            for widget in widgets {
-                let configuration = widget.configuration.canonicalJSON
-                if let id = existing[widget.id] {
-                    _ = try await connection.rows(
-                        """
-                        UPDATE widget SET kind = \(widget.kind), family = \(widget.family.rawValue),
-                            configuration = \(configuration), pushEnabled = \(widget.pushEnabled) WHERE id = \(id)
-                        """,
-                        logger: self.logger
-                    )
-                    instances.append((id, widget))
-                } else {
-                    let id = try await connection.rows(
-                        """
-                        INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
-                        VALUES (\(device), \(widget.id), \(widget.kind), \(widget.family.rawValue), \(configuration), \(widget.pushEnabled))
-                        RETURNING id
-                        """,
-                        logger: self.logger
-                    ).first!.decode(Int64.self)
-                    instances.append((id, widget))
+            try await Self.putDevice(connection, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now, logger: logger)
+        }
+    }
+
+    /// Writes many registry changes in one transaction, each in a savepoint: one refused (a
+    /// ``RegistryError``) leaves the others written.
+    public func writeRegistry(_ writes: [RegistryWrite], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
+        guard !writes.isEmpty else { return [] }
+        let logger = logger
+        return try await transaction { connection in
+            var results: [Result<RegistryWritten, RegistryError>] = []
+            results.reserveCapacity(writes.count)
+            for write in writes {
+                _ = try await connection.rows("SAVEPOINT registry_write", logger: logger)
+                do {
+                    switch write {
+                    case .putDevice(let app, let token, let widgets, let previousToken):
+                        results.append(.success(.device(
+                            try await Self.putDevice(connection, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now, logger: logger)
+                        )))
+                    case .putTimeline(let app, let token, let widgetID, let timeline):
+                        results.append(.success(.timeline(
+                            instance: try await Self.putTimeline(connection, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now, logger: logger)
+                        )))
+                    }
+                    _ = try await connection.rows("RELEASE SAVEPOINT registry_write", logger: logger)
+                } catch let error as RegistryError {
+                    _ = try await connection.rows("ROLLBACK TO SAVEPOINT registry_write", logger: logger)
+                    results.append(.failure(error))
                 }
             }
-            return DeviceRegistration(device: device, instances: instances, removedInstances: removed, retired: retired)
+            return results
         }
+    }
+
+    static func putDevice(
+        _ connection: PostgresConnection,
+        app: App,
+        token: DeviceToken,
+        widgets: [WidgetRegistration],
+        previousToken: DeviceToken?,
+        now: Date,
+        logger: Logger
+    ) async throws -> DeviceRegistration {
+        let time = now.storedMilliseconds
+        var retired: (device: Int64, instances: [Int64])?
+        if let previousToken, previousToken != token,
+            let old = try await Self.device(connection, app: app, token: previousToken, logger: logger), old.active
+        {
+            let instances = try await connection.rows(
+                "DELETE FROM widget WHERE deviceId = \(old.id) RETURNING id", logger: logger
+            ).map { try $0.decode(Int64.self) }.sorted()
+            _ = try await connection.rows(
+                "UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(old.id)", logger: logger
+            )
+            retired = (old.id, instances)
+        }
+        let device = try await connection.rows(
+            """
+            INSERT INTO device (appId, token, active, registeredAt) VALUES (\(app.id), \(token.hex), true, \(time))
+            ON CONFLICT (appId, token) DO UPDATE SET active = true, registeredAt = excluded.registeredAt, unregisteredAt = NULL
+            RETURNING id
+            """,
+            logger: logger
+        ).first!.decode(Int64.self)
+        var existing: [String: Int64] = [:]
+        for row in try await connection.rows("SELECT id, widgetID FROM widget WHERE deviceId = \(device)", logger: logger) {
+            let (id, widgetID) = try row.decode((Int64, String).self)
+            existing[widgetID] = id
+        }
+        let wanted = Set(widgets.map(\.id))
+        let removed = existing.filter { !wanted.contains($0.key) }.map(\.value).sorted()
+        if !removed.isEmpty {
+            _ = try await connection.rows("DELETE FROM widget WHERE id = ANY(\(removed))", logger: logger)
+        }
+        var instances: [(id: Int64, widget: WidgetRegistration)] = []
+        for widget in widgets {
+            let configuration = widget.configuration.canonicalJSON
+            if let id = existing[widget.id] {
+                _ = try await connection.rows(
+                    """
+                    UPDATE widget SET kind = \(widget.kind), family = \(widget.family.rawValue),
+                        configuration = \(configuration), pushEnabled = \(widget.pushEnabled) WHERE id = \(id)
+                    """,
+                    logger: logger
+                )
+                instances.append((id, widget))
+            } else {
+                let id = try await connection.rows(
+                    """
+                    INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
+                    VALUES (\(device), \(widget.id), \(widget.kind), \(widget.family.rawValue), \(configuration), \(widget.pushEnabled))
+                    RETURNING id
+                    """,
+                    logger: logger
+                ).first!.decode(Int64.self)
+                instances.append((id, widget))
+            }
+        }
+        return DeviceRegistration(device: device, instances: instances, removedInstances: removed, retired: retired)
     }
 
     /// Removes a device and its widgets. - Returns: the device id and its removed instance ids.
@@ -91,6 +135,15 @@ extension PostgresStore {
 
     /// Records a widget instance's timeline. - Returns: the instance id.
     public func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64 {
+        let logger = logger
+        return try await transaction { connection in
+            try await Self.putTimeline(connection, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now, logger: logger)
+        }
+    }
+
+    static func putTimeline(
+        _ connection: PostgresConnection, app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date, logger: Logger
+    ) async throws -> Int64 {
         let entries = "[" + timeline.entries.map { String($0.milliseconds) }.joined(separator: ",") + "]"
         let policy: String =
             switch timeline.policy {
@@ -100,25 +153,23 @@ extension PostgresStore {
             }
         let planned = timeline.plannedReload?.milliseconds
         let time = now.storedMilliseconds
-        return try await transaction { connection in
-            guard let device = try await Self.device(connection, app: app, token: token, logger: self.logger) else {
-                throw RegistryError.deviceNotFound(token)
-            }
-            guard device.active else { throw RegistryError.deviceUnregistered(token) }
-            guard let instance = try await connection.rows(
-                "SELECT id FROM widget WHERE deviceId = \(device.id) AND widgetID = \(widgetID)", logger: self.logger
-            ).first?.decode(Int64.self) else { throw RegistryError.widgetNotFound(token, widgetID) }
-            _ = try await connection.rows(
-                """
-                INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt)
-                VALUES (\(instance), \(entries), \(policy), \(planned), \(time))
-                ON CONFLICT (widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
-                    plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
-                """,
-                logger: self.logger
-            )
-            return instance
+        guard let device = try await Self.device(connection, app: app, token: token, logger: logger) else {
+            throw RegistryError.deviceNotFound(token)
         }
+        guard device.active else { throw RegistryError.deviceUnregistered(token) }
+        guard let instance = try await connection.rows(
+            "SELECT id FROM widget WHERE deviceId = \(device.id) AND widgetID = \(widgetID)", logger: logger
+        ).first?.decode(Int64.self) else { throw RegistryError.widgetNotFound(token, widgetID) }
+        _ = try await connection.rows(
+            """
+            INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt)
+            VALUES (\(instance), \(entries), \(policy), \(planned), \(time))
+            ON CONFLICT (widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
+                plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
+            """,
+            logger: logger
+        )
+        return instance
     }
 
     /// The distinct (kind, family, configuration) of the app's active devices with their counts.

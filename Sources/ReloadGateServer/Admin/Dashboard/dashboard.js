@@ -105,6 +105,8 @@ function render(data) {
   setFigure("pendingReloads", data.pendingReloads);
   setFigure("pendingDueNow", data.pendingDueNow);
   setFigure("pendingLater", data.pendingLater);
+  setFigure("deliveryQueue", data.deliveryQueue);
+  setFigure("oldestOpenDelivery", data.oldestOpenDelivery ? time(data.oldestOpenDelivery) : "–");
   setFigure("retries", data.retries);
   setFigure("unknownOutcomes", data.unknownOutcomes);
   setFigure("unregistered", data.unregistered.count);

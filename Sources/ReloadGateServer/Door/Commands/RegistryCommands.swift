@@ -12,11 +12,11 @@ struct PutDevice: GatewayCommand {
     var widgets: [WidgetRegistration]
     var previousToken: DeviceToken?
 
+    /// Written with the registry's next group commit (``RegistryLog``).
     func execute(at door: GatewayDoor) async throws -> DeviceRegistration {
-        let registration = try await door.store.putDevice(app: app, token: token, widgets: widgets, previousToken: previousToken, now: door.now())
-        door.pushDevices.invalidate()
-        await door.publish(.devices)
-        try await door.engine.apply(registration)
+        guard case .device(let registration) = try await door.registry.write(
+            .putDevice(app: app, token: token, widgets: widgets, previousToken: previousToken)
+        ) else { preconditionFailure("a device write answers with a registration") }
         return registration
     }
 }
@@ -43,9 +43,11 @@ struct SetTimeline: GatewayCommand {
     var widgetID: String
     var timeline: Timeline
 
+    /// Written with the registry's next group commit (``RegistryLog``).
     func execute(at door: GatewayDoor) async throws -> Int64 {
-        let instance = try await door.store.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: door.now())
-        try await door.engine.setTimeline(instance: instance, timeline)
+        guard case .timeline(let instance) = try await door.registry.write(
+            .putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline)
+        ) else { preconditionFailure("a timeline write answers with its instance") }
         return instance
     }
 }

@@ -1,0 +1,92 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// The outbox writes a herd's lines in groups (one write and one sync per group) and keeps its promise
+/// across a SIGKILL in the middle of the herd: no delivery is `sent` without its line, a line exists only
+/// for a delivery marked `sending` or `sent`, every line is whole, and after a restart every delivery has
+/// its line (twice only for those that were `sending` at the kill, sent again with their apns-id).
+@Suite(.timeLimit(.minutes(5)))
+struct OutboxDurabilityTests {
+    static let bundle = "com.example.herd"
+
+    /// The outbox's lines (each must parse) by apns-id, counting repeats.
+    static func lines(_ directory: TemporaryDirectory) throws -> [String: Int] {
+        let text = (try? String(contentsOfFile: directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
+        var counts: [String: Int] = [:]
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "a torn line: \(line)")
+            counts[try #require(object["apnsId"] as? String), default: 0] += 1
+        }
+        #expect(text.isEmpty || text.hasSuffix("\n"), "the last line is torn")
+        return counts
+    }
+
+    @Test func aSIGKILLInTheMiddleOfAHerdLeavesNoSentDeliveryWithoutItsLine() async throws {
+        let directory = try TemporaryDirectory("outbox-herd")
+        defer { directory.remove() }
+        let devices = 20_000
+        let secret: String
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            let credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+            secret = credentials.webhookSecret
+            let widget = [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())]
+            let writes = try (0..<devices).map { index in
+                RegistryWrite.putDevice(app: credentials.app, token: try DeviceToken(String(format: "%08x", index) + String(repeating: "d", count: 56)), widgets: widget, previousToken: nil)
+            }
+            _ = try store.writeRegistry(writes, now: Date())
+        }
+        let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_LOG_LEVEL": "warning"]
+        let (first, port) = try await CrashRecoveryTests.serve(in: directory, environment: environment)
+        let answer = try await CrashRecoveryTests.withClient(directory, port: port) { api in
+            try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: secret)
+        }
+        try #require(answer.status == 202, "\(answer.body)")
+        try #require((answer.json["decisions"] as? [String: Int])?["scheduled"] == devices)
+        // Killed once the herd has begun to reach the outbox.
+        let outbox = directory.path("data/outbox.jsonl")
+        for _ in 0..<2000 where ((try? FileManager.default.attributesOfItem(atPath: outbox)[.size] as? Int) ?? 0) == 0 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        first.send(SIGKILL)
+        _ = try await first.waitForExit()
+
+        let atKill = try Self.lines(directory)
+        var sending: Set<String> = []
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            let sent = Set(try store.deliveries(in: [.sent]).map(\.apnsID))
+            sending = Set(try store.deliveries(in: [.sending]).map(\.apnsID))
+            let pending = Set(try store.deliveries(in: [.pending]).map(\.apnsID))
+            #expect(sent.count + sending.count + pending.count == devices)
+            #expect(sent.subtracting(atKill.keys).isEmpty, "sent without its line: \(sent.subtracting(atKill.keys).count)")
+            #expect(Set(atKill.keys).isSubset(of: sent.union(sending)), "a line for a delivery never marked sending")
+            #expect(pending.count > 0, "the kill came after the herd: the test proved nothing about it")
+            print("outbox herd: \(atKill.count) lines at the kill, \(sent.count) sent, \(sending.count) sending, \(pending.count) pending")
+        }
+
+        // Restarted: every delivery reaches the outbox; only those sending at the kill can be there twice.
+        let (second, _) = try await CrashRecoveryTests.serve(in: directory, environment: environment)
+        var after = try Self.lines(directory)
+        for _ in 0..<1200 where after.count < devices {
+            try await Task.sleep(for: .milliseconds(50))
+            after = try Self.lines(directory)
+        }
+        second.send(SIGTERM)
+        #expect(try await second.waitForExit() == 0)
+        after = try Self.lines(directory)
+        #expect(after.count == devices)
+        let twice = Set(after.filter { $0.value > 1 }.keys)
+        #expect(twice.isSubset(of: sending), "written twice but not sending at the kill: \(twice.subtracting(sending).count)")
+        #expect(after.values.allSatisfy { $0 <= 2 })
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        #expect(try store.deliveries(in: [.pending, .sending]).isEmpty)
+        #expect(try store.deliveries(in: [.sent]).count == devices)
+    }
+}

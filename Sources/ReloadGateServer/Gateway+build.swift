@@ -279,7 +279,10 @@ private func assembleServices(
             ? RateLimiter.pacer(perSecond: configuration.upstream.requestsPerSecond) : nil,
         metrics: metrics
     )
-    if let membership { worker.owns = { membership.owns(device: $0) } }
+    if let membership {
+        worker.owns = { membership.owns(device: $0) }
+        worker.leftBehind = { membership.leaveBehind($0) }
+    }
     // The outbox takes a group of lines with one write and one sync: one group at a time, in release order.
     if configuration.upstream.kind != .apns { worker.groupSize = DeliveryWorker.outboxGroup }
     return [StoreService(store: store, readiness: readiness, logger: logger)] + clusterServices + [

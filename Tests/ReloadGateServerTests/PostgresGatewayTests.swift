@@ -47,7 +47,7 @@ struct PostgresGatewayTests {
                 #expect((first.json["decisions"] as? [String: Int])?["scheduled"] == 1)
                 let requestID = try #require(first.json["requestId"] as? Int)
                 var sent: [RecordedDelivery] = []
-                for _ in 0..<400 where sent.isEmpty {
+                for _ in 0..<800 where sent.isEmpty {   // up to 20 s on a loaded machine
                     sent = try await store.deliveries(in: [.sent])
                     if sent.isEmpty { try await Task.sleep(for: .milliseconds(25)) }
                 }

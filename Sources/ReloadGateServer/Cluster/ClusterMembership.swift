@@ -30,6 +30,8 @@ final class ClusterMembership: Sendable {
         /// Until when the leases are certainly this gateway's (monotonic clock).
         var validUntil: ContinuousClock.Instant = .now
         var lastHeartbeat: ContinuousClock.Instant?
+        /// Deliveries the worker did not send because the lease counted as lost (``leaveBehind(_:)``).
+        var leftBehind: [RecordedDelivery] = []
     }
 
     private let held = Mutex(Held())
@@ -66,6 +68,15 @@ final class ClusterMembership: Sendable {
     /// Whether this gateway holds the lease of `device`'s partition now (and it has not run out).
     func owns(device: Int64) -> Bool {
         held.withLock { $0.leases[DevicePartition.of(device: device)] != nil && ContinuousClock.now < $0.validUntil }
+    }
+
+    /// Takes deliveries the worker did not send because ``owns(device:)`` said no. The next heartbeat
+    /// gives back to the engine those whose partition it renews with the same epoch: the lease had only
+    /// run out by the local clock (a heartbeat late on a loaded machine), nobody else took it, and
+    /// without this they would wait for the next start. The others are the new owner's, which loads
+    /// them from the store.
+    func leaveBehind(_ deliveries: [RecordedDelivery]) {
+        held.withLock { $0.leftBehind.append(contentsOf: deliveries) }
     }
 
     /// The leases held now (partition -> epoch).
@@ -105,6 +116,18 @@ final class ClusterMembership: Sendable {
                 await engine.giveUp(Array(acquired.keys), handingBack: false)
                 try? await store.release(acquired, gateway: gateway)
             }
+        }
+        // Left behind while the lease counted as lost, renewed since with the same epoch: sent here.
+        let kept = held.withLock { held -> [RecordedDelivery] in
+            defer { held.leftBehind = [] }
+            return held.leftBehind.filter { delivery in
+                let partition = DevicePartition.of(device: delivery.device)
+                return before[partition] != nil && held.leases[partition] == before[partition]
+            }
+        }
+        if !kept.isEmpty {
+            logger.notice("deliveries held back while the lease counted as lost are sent again", metadata: ["deliveries": "\(kept.count)"])
+            await engine.requeue(kept)
         }
         if !state.surplus.isEmpty {
             // Handed back once what was decided for them is committed.

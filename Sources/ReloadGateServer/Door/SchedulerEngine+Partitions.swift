@@ -266,6 +266,15 @@ extension SchedulerEngine {
         inboxChanged()
     }
 
+    /// Hands deliveries back to the worker (left behind while this gateway's lease counted as lost by its
+    /// own clock, renewed since): those of partitions still scheduled here.
+    func requeue(_ left: [RecordedDelivery]) {
+        let kept = left.filter { owned[DevicePartition.of(device: $0.device)] != nil }
+        guard !kept.isEmpty else { return }
+        metrics.deliveriesQueued(kept.count)
+        deliveries.yield(kept)
+    }
+
     /// Stops scheduling `partitions`: their devices are forgotten without writing anything (their state
     /// is the next owner's). When `handingBack`, what was decided for them so far is committed first
     /// (requests arriving meanwhile are forwarded), so that the lease can be released.

@@ -47,6 +47,10 @@ struct DeliveryWorker: Sendable {
     /// database; always with one). A delivery of a partition handed over is left to the new owner, which
     /// sends it again with the same apns-id; checked before the `sending` mark and after it.
     var owns: @Sendable (Int64) -> Bool = { _ in true }
+    /// Where deliveries go that were not sent because ``owns`` said no: the lease may only have run out
+    /// by the local clock (a late heartbeat) and be renewed with the same epoch, in which case nobody
+    /// else sends them and they must come back to this worker (``ClusterMembership/leaveBehind(_:)``).
+    var leftBehind: @Sendable ([RecordedDelivery]) -> Void = { _ in }
 
     /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most
     /// ``concurrency`` at once, until the stream ends or `isStopping` says so. The addresses of a batch
@@ -156,7 +160,7 @@ struct DeliveryWorker: Sendable {
             case .finished: break
             }
         }
-        ready.removeAll { !owns($0.delivery.device) }
+        leaveBehindUnowned(&ready)
         guard !ready.isEmpty else { return retries }
         do {
             // Committed before the requests leave: after a crash, `sending` means they may have reached Apple.
@@ -166,7 +170,7 @@ struct DeliveryWorker: Sendable {
             return retries + ready.map { Retry(delivery: $0.delivery, outcome: outcome) }
         }
         // The lease may have run out while the marks committed (a paused process): not sent here.
-        ready.removeAll { !owns($0.delivery.device) }
+        leaveBehindUnowned(&ready)
         guard !ready.isEmpty else { return retries }
         let started = ContinuousClock.now
         let outcomes = await upstream.send(batch: ready.map(\.push))
@@ -179,6 +183,18 @@ struct DeliveryWorker: Sendable {
             }
         }
         return retries
+    }
+
+    /// Takes out of `ready` the deliveries whose partition this gateway does not hold now, and leaves
+    /// them behind (to come back if the lease is renewed, or to the new owner).
+    private func leaveBehindUnowned(_ ready: inout [(delivery: RecordedDelivery, push: OutgoingPush)]) {
+        var unowned: [RecordedDelivery] = []
+        ready.removeAll { item in
+            if owns(item.delivery.device) { return false }
+            unowned.append(item.delivery)
+            return true
+        }
+        if !unowned.isEmpty { leftBehind(unowned) }
     }
 
     /// Tries a delivery again, after a backoff, while its last outcome says so and the gateway runs.
@@ -257,8 +273,12 @@ struct DeliveryWorker: Sendable {
     }
 
     private func attemptOnce(_ delivery: RecordedDelivery, address lookup: Lookup) async -> DeliveryOutcome {
-        // Another gateway schedules the device now and sends it (nothing is recorded here).
-        guard owns(delivery.device) else { return Self.handedOver }
+        // Another gateway schedules the device now and sends it (nothing is recorded here), or the
+        // lease comes back with the next heartbeat and so does the delivery.
+        guard owns(delivery.device) else {
+            leftBehind([delivery])
+            return Self.handedOver
+        }
         let address: PushAddress?
         switch lookup {
         case .found(let found):
@@ -281,7 +301,10 @@ struct DeliveryWorker: Sendable {
         } catch {
             return .retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
         }
-        guard owns(delivery.device) else { return Self.handedOver }
+        guard owns(delivery.device) else {
+            leftBehind([delivery])
+            return Self.handedOver
+        }
         if let rateLimiter {
             // Paced as close to the wire as possible: after the commit (whose fsync could hold paced
             // requests back and release them together) and with the connections up (requests paced
@@ -300,7 +323,8 @@ struct DeliveryWorker: Sendable {
         return await conclude(delivery, push: push, result: result, latency: started.duration(to: .now))
     }
 
-    /// A delivery of a partition another gateway holds now: it ends here without a state change.
+    /// A delivery of a partition this gateway may not hold now: it ends here without a state change
+    /// (left behind: the partition's next owner sends it, or this worker again when the lease is renewed).
     static let handedOver = DeliveryOutcome.failed(reason: "its partition is held by another gateway")
 
     /// Counts an attempt's outcome and records what it ends (sent, failed, the device invalid). An

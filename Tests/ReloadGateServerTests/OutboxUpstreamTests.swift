@@ -55,6 +55,34 @@ struct OutboxUpstreamTests {
         #expect(mode?.intValue == 0o600)
     }
 
+    /// After a crash: a torn last line (a write cut short, never synced) is cut off when the outbox opens,
+    /// so the next line starts on its own; the lines written are found by apns-id (the deliveries left
+    /// `sending` whose line is there are `sent`), a torn one is not.
+    @Test func aTornLastLineIsCutOffAndWrittenLinesAreFoundAfterACrash() async throws {
+        let directory = try TemporaryDirectory("outbox")
+        defer { directory.remove() }
+        let written = try push(1)
+        let torn = try push(2)
+        do {
+            let outbox = try OutboxUpstream(dataDirectory: directory.url.path, logger: Logger(label: "test"))
+            _ = try await outbox.send(written)
+        }
+        let path = directory.path("outbox.jsonl")
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("{\"apnsId\":\"\(torn.apnsID)\",\"at\":\"2026".utf8))
+        try handle.close()
+
+        let outbox = try OutboxUpstream(dataDirectory: directory.url.path, logger: Logger(label: "test"))
+        #expect(try String(contentsOfFile: path, encoding: .utf8).hasSuffix("}\n"), "the torn line is still there")
+        #expect(await outbox.alreadySent([written.apnsID, torn.apnsID, "not-an-id"]) == [written.apnsID])
+        _ = try await outbox.send(torn)
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2)
+        for line in lines { #expect(try JSONSerialization.jsonObject(with: Data(line.utf8)) is [String: Any]) }
+        #expect(await outbox.alreadySent([written.apnsID, torn.apnsID]) == [written.apnsID, torn.apnsID])
+    }
+
     @Test func anUnwritableDirectoryIsAnError() throws {
         #expect(throws: OutboxError.self) {
             try OutboxUpstream(dataDirectory: "/nonexistent/data", logger: Logger(label: "test"))

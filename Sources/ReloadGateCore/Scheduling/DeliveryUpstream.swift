@@ -99,6 +99,11 @@ public protocol DeliveryUpstream: Sendable {
     /// Returns once a `send` now would go out at once: connections that can be opened are open. The
     /// delivery worker waits for this before taking a slot of `upstream.requestsPerSecond`.
     func ready() async
+
+    /// Of the apns-ids of deliveries a stop left `sending` (their attempt's outcome is unknown), those
+    /// this upstream knows it took: the worker marks them `sent` instead of sending them again. The
+    /// default knows none (Apple does not say); the outbox finds their lines.
+    func alreadySent(_ apnsIDs: Set<String>) async -> Set<String>
 }
 
 extension DeliveryUpstream {
@@ -123,4 +128,5 @@ extension DeliveryUpstream {
 
     public func close() async {}
     public func ready() async {}
+    public func alreadySent(_ apnsIDs: Set<String>) async -> Set<String> { [] }
 }

@@ -10,8 +10,12 @@ import ReloadGateStore
 /// `send` returns, so a delivery counts as sent only once its line is on the disk. A group (``send(batch:)``,
 /// the delivery worker's first attempts) costs one write and one `fsync` whatever its size: a herd of
 /// reloads falling due together drains at the disk's pace of syncs times the group size, not one sync a
-/// line. A crash in the middle of a write can leave a torn last line (no newline), never a torn line
-/// followed by others: readers skip a last line without its newline.
+/// line. A crash in the middle of a write can leave a torn last line (no newline, never synced, so its
+/// delivery is not `sent`): opening the outbox cuts it off, so a torn line is never followed by others.
+///
+/// After a crash, a delivery left `sending` whose line is in the outbox (written and synced, the crash
+/// came before its `sent` mark) is found by ``alreadySent(_:)`` and marked `sent` instead of being
+/// written again: every delivery has exactly one line.
 public actor OutboxUpstream: DeliveryUpstream {
     /// The file name inside the data directory.
     public static let fileName = "outbox.jsonl"
@@ -23,13 +27,56 @@ public actor OutboxUpstream: DeliveryUpstream {
     /// Opens (creating, mode 0600) `outbox.jsonl` in `dataDirectory`.
     public init(dataDirectory: String, logger: Logger) throws {
         let path = URL(fileURLWithPath: dataDirectory).appendingPathComponent(Self.fileName).path
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)   // read: recovery after a crash
         guard descriptor >= 0 else {
             throw OutboxError(path: path, reason: String(cString: strerror(errno)))
         }
         self.path = path
         self.descriptor = descriptor
         self.logger = logger
+        try Self.cutTornLine(descriptor: descriptor, path: path, logger: logger)
+    }
+
+    /// How far back from the end ``alreadySent(_:)`` looks: the deliveries in flight at a crash are in
+    /// the last groups written (one group of at most ``DeliveryWorker/outboxGroup`` lines at a time).
+    static let recoveryWindow = 16 << 20
+
+    /// Cuts a last line without its newline (a write torn by a crash or a power loss; never synced).
+    private static func cutTornLine(descriptor: Int32, path: String, logger: Logger) throws {
+        let size = lseek(descriptor, 0, SEEK_END)
+        guard size > 0 else { return }
+        var last: UInt8 = 0
+        guard pread(descriptor, &last, 1, size - 1) == 1, last != UInt8(ascii: "\n") else { return }
+        let window = min(Int(size), 1 << 20)
+        var tail = [UInt8](repeating: 0, count: window)
+        let read = tail.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, window, off_t(Int(size) - window)) }
+        guard read == window else { throw OutboxError(path: path, reason: "cannot read its end") }
+        let keep = tail.lastIndex(of: UInt8(ascii: "\n")).map { off_t(Int(size) - window + $0 + 1) } ?? off_t(Int(size) - window)
+        guard ftruncate(descriptor, keep) == 0, fsync(descriptor) == 0 else {
+            throw OutboxError(path: path, reason: String(cString: strerror(errno)))
+        }
+        logger.warning("outbox: a torn last line was cut off (a crash in the middle of a write)", metadata: ["bytes": "\(Int(size - keep))"])
+    }
+
+    /// The apns-ids among `apnsIDs` that have a whole line in the outbox's last ``recoveryWindow`` bytes.
+    public func alreadySent(_ apnsIDs: Set<String>) async -> Set<String> {
+        guard !apnsIDs.isEmpty else { return [] }
+        let size = lseek(descriptor, 0, SEEK_END)
+        guard size > 0 else { return [] }
+        let window = min(Int(size), Self.recoveryWindow)
+        var tail = [UInt8](repeating: 0, count: window)
+        let read = tail.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, window, off_t(Int(size) - window)) }
+        guard read == window else { return [] }
+        // Every line begins with `{"apnsId":"<id>"` (``line(for:)``; keys sorted).
+        let prefix = Array(#"{"apnsId":""#.utf8)
+        var found: Set<String> = []
+        for line in tail.split(separator: UInt8(ascii: "\n")) where line.starts(with: prefix) {
+            let rest = line.dropFirst(prefix.count)
+            guard let end = rest.firstIndex(of: UInt8(ascii: "\"")) else { continue }
+            let id = String(decoding: rest[..<end], as: UTF8.self)
+            if apnsIDs.contains(id) { found.insert(id) }
+        }
+        return found
     }
 
     deinit {

@@ -65,13 +65,27 @@ struct DeliveryWorker: Sendable {
         // (a delivery waiting a minute for its retry must not hold its whole group's slots).
         let slots = DeliverySlots(concurrency)
         await withDiscardingTaskGroup { group in
-            func add(_ deliveries: [RecordedDelivery]) async -> Bool {
-                for delivery in deliveries where delivery.state == .sending {
-                    // It was being sent when its last sender stopped (this gateway's last run, or the
-                    // partition's last owner): Apple may have it already.
-                    states.record(DeliveryStateChange(
-                        apnsID: delivery.apnsID, state: .pending, error: "the gateway stopped while sending it", unknownOutcome: true
-                    ))
+            func add(_ given: [RecordedDelivery]) async -> Bool {
+                var deliveries = given
+                let interrupted = Set(given.filter { $0.state == .sending }.map(\.apnsID))
+                if !interrupted.isEmpty {
+                    // Being sent when its last sender stopped (this gateway's last run, or the partition's
+                    // last owner). Taken by the upstream already (the outbox has its line): sent.
+                    // Otherwise Apple may have it: sent again, with the same apns-id.
+                    let taken = await upstream.alreadySent(interrupted)
+                    for delivery in given where interrupted.contains(delivery.apnsID) {
+                        if taken.contains(delivery.apnsID) {
+                            finish(delivery, .sent, error: nil, outcome: .sent)
+                        } else {
+                            states.record(DeliveryStateChange(
+                                apnsID: delivery.apnsID, state: .pending, error: "the gateway stopped while sending it", unknownOutcome: true
+                            ))
+                        }
+                    }
+                    if !taken.isEmpty {
+                        logger.notice("deliveries interrupted by the last stop were already taken by the upstream", metadata: ["deliveries": "\(taken.count)"])
+                        deliveries.removeAll { taken.contains($0.apnsID) }
+                    }
                 }
                 for chunk in deliveries.chunks(of: 256) {
                     if await isStopping() { return false }

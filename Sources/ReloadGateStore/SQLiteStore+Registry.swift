@@ -60,30 +60,25 @@ extension SQLiteStore {
         try writer.write { db in try Self.putDevice(db, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now) }
     }
 
-    /// Writes many registry changes in one transaction (one sync), each in a savepoint: one refused (a
-    /// ``RegistryError``) leaves the others written.
+    /// Writes many registry changes in one transaction (one sync). One refused (a ``RegistryError``)
+    /// leaves the others written and has written nothing itself: every refusal comes from a check
+    /// before the write's first change (no savepoint needed, which costs two statements a write).
     public func writeRegistry(_ writes: [RegistryWrite], now: Date) throws -> [Result<RegistryWritten, RegistryError>] {
         guard !writes.isEmpty else { return [] }
         return try writer.write { db in
             var results: [Result<RegistryWritten, RegistryError>] = []
             results.reserveCapacity(writes.count)
             for write in writes {
-                var result: Result<RegistryWritten, RegistryError>?
-                try db.inSavepoint {
-                    do {
-                        switch write {
-                        case .putDevice(let app, let token, let widgets, let previousToken):
-                            result = .success(.device(try Self.putDevice(db, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now)))
-                        case .putTimeline(let app, let token, let widgetID, let timeline):
-                            result = .success(.timeline(instance: try Self.putTimeline(db, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now)))
-                        }
-                        return .commit
-                    } catch let error as RegistryError {
-                        result = .failure(error)
-                        return .rollback
+                do {
+                    switch write {
+                    case .putDevice(let app, let token, let widgets, let previousToken):
+                        results.append(.success(.device(try Self.putDevice(db, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now))))
+                    case .putTimeline(let app, let token, let widgetID, let timeline):
+                        results.append(.success(.timeline(instance: try Self.putTimeline(db, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now))))
                     }
+                } catch let error as RegistryError {
+                    results.append(.failure(error))
                 }
-                results.append(result!)
             }
             return results
         }
@@ -101,38 +96,32 @@ extension SQLiteStore {
         if let previousToken, previousToken != token,
             let old = try Self.device(db, app: app, token: previousToken), old.active
         {
-            let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ?", arguments: [old.id])
-            try db.execute(sql: "DELETE FROM widget WHERE deviceId = ?", arguments: [old.id])
-            try db.execute(
-                sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ?",
-                arguments: [now.storedMilliseconds, old.id]
-            )
+            let instances = try Int64.fetchAll(db.cachedStatement(sql: "SELECT id FROM widget WHERE deviceId = ?"), arguments: [old.id])
+            try db.cachedStatement(sql: "DELETE FROM widget WHERE deviceId = ?").execute(arguments: [old.id])
+            try db.cachedStatement(sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ?")
+                .execute(arguments: [now.storedMilliseconds, old.id])
             retired = (old.id, instances)
         }
 
         let device: Int64
         if let existing = try Self.device(db, app: app, token: token) {
             device = existing.id
-            try db.execute(
-                sql: "UPDATE device SET active = 1, registeredAt = ?, unregisteredAt = NULL WHERE id = ?",
-                arguments: [now.storedMilliseconds, device]
-            )
+            try db.cachedStatement(sql: "UPDATE device SET active = 1, registeredAt = ?, unregisteredAt = NULL WHERE id = ?")
+                .execute(arguments: [now.storedMilliseconds, device])
         } else {
-            try db.execute(
-                sql: "INSERT INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)",
-                arguments: [app.id, token.hex, now.storedMilliseconds]
-            )
+            try db.cachedStatement(sql: "INSERT INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)")
+                .execute(arguments: [app.id, token.hex, now.storedMilliseconds])
             device = db.lastInsertedRowID
         }
 
         var existing: [String: Int64] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT id, widgetID FROM widget WHERE deviceId = ?", arguments: [device]) {
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT id, widgetID FROM widget WHERE deviceId = ?"), arguments: [device]) {
             existing[row["widgetID"]] = row["id"]
         }
         let wanted = Set(widgets.map(\.id))
         var removed: [Int64] = []
         for (widgetID, id) in existing where !wanted.contains(widgetID) {
-            try db.execute(sql: "DELETE FROM widget WHERE id = ?", arguments: [id])
+            try db.cachedStatement(sql: "DELETE FROM widget WHERE id = ?").execute(arguments: [id])
             removed.append(id)
         }
         var instances: [(id: Int64, widget: WidgetRegistration)] = []
@@ -141,19 +130,12 @@ extension SQLiteStore {
                 widget.kind, widget.family.rawValue, widget.configuration.canonicalJSON, widget.pushEnabled,
             ]
             if let id = existing[widget.id] {
-                try db.execute(
-                    sql: "UPDATE widget SET kind = ?, family = ?, configuration = ?, pushEnabled = ? WHERE id = ?",
-                    arguments: arguments + [id]
-                )
+                try db.cachedStatement(sql: "UPDATE widget SET kind = ?, family = ?, configuration = ?, pushEnabled = ? WHERE id = ?")
+                    .execute(arguments: arguments + [id])
                 instances.append((id, widget))
             } else {
-                try db.execute(
-                    sql: """
-                        INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
-                        VALUES (?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [device, widget.id] + arguments
-                )
+                try db.cachedStatement(sql: "INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled) VALUES (?, ?, ?, ?, ?, ?)")
+                    .execute(arguments: [device, widget.id] + arguments)
                 instances.append((db.lastInsertedRowID, widget))
             }
         }
@@ -186,8 +168,7 @@ extension SQLiteStore {
         guard let device = try Self.device(db, app: app, token: token) else { throw RegistryError.deviceNotFound(token) }
         guard device.active else { throw RegistryError.deviceUnregistered(token) }
         guard let instance = try Int64.fetchOne(
-            db,
-            sql: "SELECT id FROM widget WHERE deviceId = ? AND widgetID = ?",
+            db.cachedStatement(sql: "SELECT id FROM widget WHERE deviceId = ? AND widgetID = ?"),
             arguments: [device.id, widgetID]
         ) else { throw RegistryError.widgetNotFound(token, widgetID) }
         let entries = "[" + timeline.entries.map { String($0.milliseconds) }.joined(separator: ",") + "]"
@@ -197,14 +178,11 @@ extension SQLiteStore {
             case .after(let date): "after:\(date.milliseconds)"
             case .never: "never"
             }
-        try db.execute(
-            sql: """
-                INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT(widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
-                    plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
-                """,
-            arguments: [instance, entries, policy, timeline.plannedReload?.milliseconds, now.storedMilliseconds]
-        )
+        try db.cachedStatement(sql: """
+            INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,
+                plannedReload = excluded.plannedReload, reportedAt = excluded.reportedAt
+            """).execute(arguments: [instance, entries, policy, timeline.plannedReload?.milliseconds, now.storedMilliseconds])
         return instance
     }
 
@@ -241,8 +219,7 @@ extension SQLiteStore {
         -> (id: Int64, active: Bool, unregisteredAt: Date?)?
     {
         try Row.fetchOne(
-            db,
-            sql: "SELECT id, active, unregisteredAt FROM device WHERE appId = ? AND token = ?",
+            db.cachedStatement(sql: "SELECT id, active, unregisteredAt FROM device WHERE appId = ? AND token = ?"),
             arguments: [app.id, token.hex]
         ).map { row in
             (row["id"], row["active"], (row["unregisteredAt"] as Int64?).map(Date.init(storedMilliseconds:)))

@@ -92,14 +92,15 @@ struct RegistryRoutes {
         let registration = try await door.execute(
             PutDevice(app: app, token: token, widgets: body.widgets, previousToken: body.previousToken)
         )
-        return try json(
-            .ok,
-            [
-                "device": token.hex,
-                "widgets": registration.instances.map { ["id": $0.widget.id, "instance": $0.id] },
-                "removedWidgets": registration.removedInstances.count,
-                "retiredPreviousToken": registration.retired != nil,
-            ]
+        // Written by hand (keys sorted, as `json` writes them): JSONSerialization took a tenth of a
+        // registration's CPU (docs/DECISIONS.md, "Registrations at 10,000 a second").
+        let widgets = registration.instances.map { #"{"id":\#(JSONText.quoted($0.widget.id)),"instance":\#($0.id)}"# }
+        let text = #"{"device":"\#(token.hex)","removedWidgets":\#(registration.removedInstances.count),"#
+            + #""retiredPreviousToken":\#(registration.retired != nil),"widgets":[\#(widgets.joined(separator: ","))]}"#
+        return Response(
+            status: .ok,
+            headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: text))
         )
     }
 

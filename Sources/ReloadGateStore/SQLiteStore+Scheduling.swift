@@ -26,22 +26,27 @@ extension SQLiteStore {
     /// ordered by instance id: what the scheduler registers on start.
     public func registeredInstances() throws -> [RegisteredInstance] {
         try writer.read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload
-                    FROM widget JOIN device ON device.id = widget.deviceId
-                    LEFT JOIN timeline ON timeline.widgetId = widget.id
-                    WHERE device.active ORDER BY widget.id
-                    """
-            ).map { row in
-                RegisteredInstance(
-                    instance: row[0],
-                    device: row[1],
-                    kind: row[2],
-                    plannedReload: (row[3] as Int64?).map(Timestamp.init(milliseconds:))
-                )
+            let rows = try RowCursor(db, sql: """
+                SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload
+                FROM widget JOIN device ON device.id = widget.deviceId
+                LEFT JOIN timeline ON timeline.widgetId = widget.id
+                WHERE device.active ORDER BY widget.id
+                """)
+            var instances: [RegisteredInstance] = []
+            // Kinds are few: one string each, shared by its instances.
+            var kinds: [String: String] = [:]
+            while try rows.next() {
+                let read = rows.string(2) ?? ""
+                let kind = kinds[read] ?? read
+                if kinds[read] == nil { kinds[read] = read }
+                instances.append(RegisteredInstance(
+                    instance: rows.int64(0),
+                    device: rows.int64(1),
+                    kind: kind,
+                    plannedReload: rows.optionalInt64(3).map(Timestamp.init(milliseconds:))
+                ))
             }
+            return instances
         }
     }
 

@@ -26,7 +26,10 @@ extension SQLiteStore {
         arguments += match.arguments
         return try writer.read { db in
             // Prepared once per shape of query (kind or not, how many devices and match keys).
-            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { ($0[0], $0[1]) }
+            let rows = try RowCursor(db, sql: sql, arguments: arguments)
+            var instances: [(instance: Int64, device: Int64)] = []
+            while try rows.next() { instances.append((rows.int64(0), rows.int64(1))) }
+            return instances
         }
     }
 

@@ -79,6 +79,12 @@ final class ClusterMembership: Sendable {
         held.withLock { $0.leftBehind.append(contentsOf: deliveries) }
     }
 
+    /// Lets the leases count as lost by the local clock now, as when a heartbeat is late past the local
+    /// deadline (a loaded machine, a paused process); the next ``beat()`` renews them. For tests.
+    func lapseLocally() {
+        held.withLock { $0.validUntil = .now }
+    }
+
     /// The leases held now (partition -> epoch).
     var leases: [Int: Int64] { held.withLock { $0.leases } }
 

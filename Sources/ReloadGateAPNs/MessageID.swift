@@ -49,10 +49,33 @@ public enum MessageID {
         }
     }
 
-    /// The UUID of these 128 bits (big-endian: `high` first) with the version (4) and variant (RFC 9562)
-    /// bits set.
-    static func format(high: UInt64, low: UInt64) -> String {
-        let high = (high & ~0xF000) | 0x4000  // version 4: the 13th hex digit
+    /// New ids in increasing order (RFC 9562 version 7: the Unix time in milliseconds first, then a
+    /// counter, then random bits), for the deliveries a gateway releases. Stored as the delivery table's
+    /// key, ids that grow are appended to its index: 900,000 random ones took 10.8 s to insert into
+    /// SQLite where ordered ones took 3.5 s (docs/DECISIONS.md, "Deliveries get time-ordered apns-ids").
+    /// Unique across gateways by the 30 random bits of each id and a counter that starts at random.
+    public struct Ordered: Sendable {
+        private var counter: UInt64
+
+        public init() {
+            counter = UInt64.random(in: 0..<(1 << 43))
+        }
+
+        /// The next id at `milliseconds` since 1970 (the clock's; a clock that goes back gives ids that
+        /// are still unique, only not in order).
+        public mutating func next(milliseconds: Int64) -> String {
+            counter = (counter &+ 1) & ((1 << 44) - 1)
+            let time = UInt64(clamping: milliseconds) & ((1 << 48) - 1)
+            let high = (time << 16) | 0x7000 | ((counter >> 32) & 0x0FFF)
+            let low = (0x2 << 62) | ((counter & 0xFFFF_FFFF) << 30) | (UInt64.random(in: 0...UInt64.max) & 0x3FFF_FFFF)
+            return MessageID.format(high: high, low: low, version: 7)
+        }
+    }
+
+    /// The UUID of these 128 bits (big-endian: `high` first) with the version (4, or `version`) and
+    /// variant (RFC 9562) bits set.
+    static func format(high: UInt64, low: UInt64, version: UInt64 = 4) -> String {
+        let high = (high & ~0xF000) | (version << 12)  // the version: the 13th hex digit
         let low = (low & ~(0xC << 60)) | (0x8 << 60)  // variant 10xx: the 17th hex digit
         return String(unsafeUninitializedCapacity: 36) { buffer in
             var position = 0

@@ -38,4 +38,28 @@ import Testing
         var other = MessageID.Generator()
         #expect(!seen.contains(other.next()))
     }
+
+    /// Deliveries' ids: canonical version-7 UUIDs that grow with time and, at one millisecond, with each
+    /// id (the store appends them to its index); the time is the first 48 bits.
+    @Test func orderedIDsAreCanonicalVersion7AndIncrease() {
+        var ordered = MessageID.Ordered()
+        var previous = ""
+        var seen = Set<String>()
+        for index in 0..<10_000 {
+            let milliseconds: Int64 = 1_795_600_000_000 + Int64(index / 1000)
+            let id = ordered.next(milliseconds: milliseconds)
+            #expect(UUID(uuidString: id)?.uuidString.lowercased() == id)
+            #expect(Array(id.utf8)[14] == UInt8(ascii: "7"))
+            #expect("89ab".utf8.contains(Array(id.utf8)[19]))
+            #expect(id > previous, "\(id) after \(previous)")
+            let time = id.replacingOccurrences(of: "-", with: "").prefix(12)
+            #expect(Int64(time, radix: 16) == milliseconds)
+            previous = id
+            seen.insert(id)
+        }
+        #expect(seen.count == 10_000)
+        // A clock before 1970 or past 2^48 ms gives canonical ids all the same.
+        #expect(UUID(uuidString: ordered.next(milliseconds: .min)) != nil)
+        #expect(UUID(uuidString: ordered.next(milliseconds: .max)) != nil)
+    }
 }

@@ -78,6 +78,8 @@ actor SchedulerEngine {
     var inboxMayHaveWork = true
     var lastInboxRead: ContinuousClock.Instant?
     private var batchDeliveries: [RecordedDelivery] = []
+    /// The apns-ids of released deliveries: increasing, so that the store appends to its index.
+    private var apnsIDs = MessageID.Ordered()
     /// The batch being committed, while the next one is decided.
     private var flight: Flight?
     /// Called with the outcome of the open batch's commit.
@@ -740,7 +742,7 @@ actor SchedulerEngine {
     private func record(_ output: TickOutput) {
         for delivery in output.deliveries {
             let recorded = RecordedDelivery(
-                apnsID: MessageID.random(),
+                apnsID: apnsIDs.next(milliseconds: delivery.at.milliseconds),
                 device: Int64(delivery.device.rawValue),
                 released: delivery.at,
                 instances: delivery.reloaded.map { Int64($0.instance.rawValue) },

@@ -23,7 +23,7 @@ extension SQLiteStore {
                     """,
                 arguments: [filter.bundle, filter.kind, filter.deviceToken, filter.dueBefore?.milliseconds, filter.limit]
             ).map { row in
-                let requests = Self.integers((row["requests"] as String?) ?? "[]")
+                let requests = IntegerList.parse((row["requests"] as String?) ?? "[]")
                 return PendingReloadRow(
                     instance: row["instanceId"],
                     bundle: row["bundle"],

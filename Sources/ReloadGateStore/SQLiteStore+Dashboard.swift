@@ -92,7 +92,7 @@ extension SQLiteStore {
                     JOIN device d ON d.id = w.deviceId JOIN app a ON a.id = d.appId
                     WHERE w.id IN (SELECT value FROM json_each(?)) ORDER BY w.id
                     """,
-                arguments: [SQLiteStore.list(instances)]
+                arguments: [IntegerList.text(instances)]
             ).map { InstanceDescription(instance: $0[0], bundle: $0[1], token: $0[2], widgetID: $0[3], kind: $0[4]) }
         }
     }

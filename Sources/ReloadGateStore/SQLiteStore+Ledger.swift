@@ -137,7 +137,7 @@ extension SQLiteStore {
                     replaceList.bind(instance)
                     replaceList.bind(first)
                     replaceList.bind(pending.requests.count)
-                    replaceList.bind(Self.list(pending.requests.map { Int64(bitPattern: $0) }))
+                    replaceList.bind(IntegerList.text(pending.requests.map { Int64(bitPattern: $0) }))
                     try replaceList.run()
                 }
             }
@@ -151,8 +151,8 @@ extension SQLiteStore {
                 insert.bind(delivery.apnsID)
                 insert.bind(delivery.device)
                 insert.bind(delivery.released.milliseconds)
-                insert.bind(Self.list(delivery.instances))
-                insert.bind(Self.list(delivery.requests.map { Int64(bitPattern: $0) }))
+                insert.bind(IntegerList.text(delivery.instances))
+                insert.bind(IntegerList.text(delivery.requests.map { Int64(bitPattern: $0) }))
                 insert.bind(delivery.requestCount)
                 insert.bind(delivery.priority.rawValue)
                 insert.bind(delivery.expiration?.milliseconds)
@@ -229,8 +229,8 @@ extension SQLiteStore {
             apnsID: row["apnsId"],
             device: row["deviceId"],
             released: Timestamp(milliseconds: row["releasedAt"]),
-            instances: Self.integers(row["instances"]),
-            requests: Self.integers(row["requests"]).map { RequestID(bitPattern: $0) },
+            instances: IntegerList.parse(row["instances"]),
+            requests: IntegerList.parse(row["requests"]).map { RequestID(bitPattern: $0) },
             requestCount: row["requestCount"],
             priority: priority,
             expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
@@ -265,35 +265,7 @@ extension SQLiteStore {
         }
     }
 
-    /// `[1,2,3]`, written digit by digit: every group commit writes such lists for every changed
-    /// pending reload (up to 100 ids each), and `map(String.init).joined` showed up in profiles.
-    static func list(_ values: [Int64]) -> String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(2 + values.count * 12)
-        bytes.append(UInt8(ascii: "["))
-        var digits: [UInt8] = Array(repeating: 0, count: 20)
-        for (index, value) in values.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            var magnitude = value.magnitude
-            if value < 0 { bytes.append(UInt8(ascii: "-")) }
-            var count = 0
-            repeat {
-                digits[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-                count += 1
-            } while magnitude > 0
-            while count > 0 {
-                count -= 1
-                bytes.append(digits[count])
-            }
-        }
-        bytes.append(UInt8(ascii: "]"))
-        return String(decoding: bytes, as: UTF8.self)
-    }
 
-    static func integers(_ text: String) -> [Int64] {
-        IntegerList.parse(text.utf8)
-    }
 }
 
 extension Database {

@@ -171,13 +171,8 @@ extension SQLiteStore {
             db.cachedStatement(sql: "SELECT id FROM widget WHERE deviceId = ? AND widgetID = ?"),
             arguments: [device.id, widgetID]
         ) else { throw RegistryError.widgetNotFound(token, widgetID) }
-        let entries = "[" + timeline.entries.map { String($0.milliseconds) }.joined(separator: ",") + "]"
-        let policy: String =
-            switch timeline.policy {
-            case .atEnd: "atEnd"
-            case .after(let date): "after:\(date.milliseconds)"
-            case .never: "never"
-            }
+        let entries = timeline.storedEntries
+        let policy = timeline.storedPolicy
         try db.cachedStatement(sql: """
             INSERT INTO timeline (widgetId, entries, policy, plannedReload, reportedAt) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT(widgetId) DO UPDATE SET entries = excluded.entries, policy = excluded.policy,

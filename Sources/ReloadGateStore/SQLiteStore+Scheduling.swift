@@ -62,7 +62,7 @@ extension SQLiteStore {
         // the gateway's CPU in the delivery benchmark): the active devices with their app's bundle, and
         // every widget of those devices (a handful each, read from the (deviceId, widgetID) index
         // alone), from which each delivery's own are picked here.
-        let deviceIDs = Self.list(Array(Set(deliveries.map(\.device))))
+        let deviceIDs = IntegerList.text(Array(Set(deliveries.map(\.device))))
         return try writer.read { db in
             var addresses: [Int64: (bundle: BundleID, token: DeviceToken)] = [:]
             var bundles: [String: BundleID] = [:]

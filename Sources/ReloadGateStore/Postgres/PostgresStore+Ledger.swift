@@ -217,14 +217,14 @@ extension PostgresStore {
             bindings.append(lists.map(\.0))
             bindings.append(lists.map { $0.1.first ?? 0 })
             bindings.append(lists.map { Int64($0.1.count) })
-            bindings.append(lists.map { SQLiteStore.list($0.1) })
+            bindings.append(lists.map { IntegerList.text($0.1) })
 
             let deliveries = batch.deliveries
             bindings.append(deliveries.map(\.apnsID))
             bindings.append(deliveries.map(\.device))
             bindings.append(deliveries.map(\.released.milliseconds))
-            bindings.append(deliveries.map { SQLiteStore.list($0.instances) })
-            bindings.append(deliveries.map { SQLiteStore.list($0.requests.map { Int64(bitPattern: $0) }) })
+            bindings.append(deliveries.map { IntegerList.text($0.instances) })
+            bindings.append(deliveries.map { IntegerList.text($0.requests.map { Int64(bitPattern: $0) }) })
             bindings.append(deliveries.map { Int64($0.requestCount) })
             bindings.append(deliveries.map { Int64($0.priority.rawValue) })
             nullable(deliveries.map { $0.expiration?.milliseconds })
@@ -322,7 +322,7 @@ extension PostgresStore {
                 due: Timestamp(milliseconds: due),
                 priority: priority,
                 expiration: expiration.map(Timestamp.init(milliseconds:)),
-                requests: SQLiteStore.integers(requests ?? "[]").map { RequestID(bitPattern: $0) },
+                requests: IntegerList.parse(requests ?? "[]").map { RequestID(bitPattern: $0) },
                 requestCount: count.map(Int.init),
                 collapseID: collapseID,
                 team: team,
@@ -371,12 +371,12 @@ extension PostgresStore {
         guard let priority = Priority(rawValue: Int(priorityValue)),
             let state = RecordedDelivery.State(rawValue: try columns[8].decode(String.self))
         else { return nil }
-        let requests = SQLiteStore.integers(try columns[4].decode(String.self))
+        let requests = IntegerList.parse(try columns[4].decode(String.self))
         return RecordedDelivery(
             apnsID: try columns[0].decode(String.self),
             device: try columns[1].decode(Int64.self),
             released: Timestamp(milliseconds: try columns[2].decode(Int64.self)),
-            instances: SQLiteStore.integers(try columns[3].decode(String.self)),
+            instances: IntegerList.parse(try columns[3].decode(String.self)),
             requests: requests.map { RequestID(bitPattern: $0) },
             requestCount: try columns[5].decode(Int64?.self).map(Int.init),
             priority: priority,

@@ -22,7 +22,7 @@ extension PostgresStore {
             """
         ).map { row in
             let columns = row.makeRandomAccess()
-            let requests = SQLiteStore.integers(try columns[4].decode(String?.self) ?? "[]")
+            let requests = IntegerList.parse(try columns[4].decode(String?.self) ?? "[]")
             return PendingReloadRow(
                 instance: try columns[0].decode(Int64.self),
                 bundle: try columns[12].decode(String.self),

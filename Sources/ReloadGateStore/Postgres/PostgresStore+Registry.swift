@@ -21,8 +21,9 @@ extension PostgresStore {
         }
     }
 
-    /// Writes many registry changes in one transaction, each in a savepoint: one refused (a
-    /// ``RegistryError``) leaves the others written.
+    /// Writes many registry changes in one transaction. One refused (a ``RegistryError``) leaves the
+    /// others written and has written nothing itself: as on SQLite, every refusal comes from a check
+    /// before the write's first change (a savepoint would cost two round trips a write).
     public func writeRegistry(_ writes: [RegistryWrite], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
         guard !writes.isEmpty else { return [] }
         let logger = logger
@@ -30,7 +31,6 @@ extension PostgresStore {
             var results: [Result<RegistryWritten, RegistryError>] = []
             results.reserveCapacity(writes.count)
             for write in writes {
-                _ = try await connection.rows("SAVEPOINT registry_write", logger: logger)
                 do {
                     switch write {
                     case .putDevice(let app, let token, let widgets, let previousToken):
@@ -42,9 +42,7 @@ extension PostgresStore {
                             instance: try await Self.putTimeline(connection, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now, logger: logger)
                         )))
                     }
-                    _ = try await connection.rows("RELEASE SAVEPOINT registry_write", logger: logger)
                 } catch let error as RegistryError {
-                    _ = try await connection.rows("ROLLBACK TO SAVEPOINT registry_write", logger: logger)
                     results.append(.failure(error))
                 }
             }
@@ -144,13 +142,8 @@ extension PostgresStore {
     static func putTimeline(
         _ connection: PostgresConnection, app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date, logger: Logger
     ) async throws -> Int64 {
-        let entries = "[" + timeline.entries.map { String($0.milliseconds) }.joined(separator: ",") + "]"
-        let policy: String =
-            switch timeline.policy {
-            case .atEnd: "atEnd"
-            case .after(let date): "after:\(date.milliseconds)"
-            case .never: "never"
-            }
+        let entries = timeline.storedEntries
+        let policy = timeline.storedPolicy
         let planned = timeline.plannedReload?.milliseconds
         let time = now.storedMilliseconds
         guard let device = try await Self.device(connection, app: app, token: token, logger: logger) else {

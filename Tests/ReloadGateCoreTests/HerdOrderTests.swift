@@ -27,3 +27,31 @@ struct HerdOrderTests {
         #expect(output.deliveries.map(\.device.rawValue) == [2, 5, 8, 3, 6, 9, 1, 4, 7])
     }
 }
+
+/// No timer storm: a herd due at one moment is one wake-up. The scheduler's next wake-up is that moment
+/// (the timer loop sleeps until it), nothing leaves a millisecond before, one tick at it releases every
+/// reload, and no timer of the herd is left behind at or before it.
+struct HerdWakeUpTests {
+    @Test func aHerdDueAtOneMomentIsReleasedByOneTick() {
+        var harness = SchedulerHarness()
+        let herd = Int32(10_000)
+        for instance in 1...herd { harness.register(instance, device: instance) }
+        // Minute 0: every instance is reloaded at once; minute 1: pushed again, so each waits for the
+        // 5-minute interval and all fall due at minute 5.
+        harness.push(Array(1...herd), atMinutes: 0)
+        #expect(harness.deliveries.count == 0)
+        harness.tick(toMinutes: 0)
+        let first = harness.scheduler.tick(now: SchedulerHarness.at(minutes: 0))
+        #expect(harness.deliveries.count + first.deliveries.count == Int(herd))
+        for instance in 1...herd { harness.push([instance], atMinutes: 1) }
+        let due = SchedulerHarness.at(minutes: 5)
+        #expect(harness.scheduler.nextWakeUp == due)
+        let early = harness.scheduler.tick(now: due.adding(milliseconds: -1))
+        #expect(early.deliveries.isEmpty)
+        #expect(harness.scheduler.pendingCount == Int(herd))
+        let output = harness.scheduler.tick(now: due)
+        #expect(output.deliveries.count == Int(herd))
+        #expect(harness.scheduler.pendingCount == 0)
+        #expect(harness.scheduler.nextWakeUp.map { $0 > due } ?? true)
+    }
+}

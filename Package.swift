@@ -86,6 +86,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The what-if simulator: traces (JSON lines) replayed through the scheduler on a virtual clock,
+        // the figures per widget kind and the HTML report. Pure like the core: no network, no store.
+        .target(
+            name: "ReloadGateSimulation",
+            dependencies: ["ReloadGateCore", "ReloadGateAPI", "ReloadGateHostileInput"],
+            swiftSettings: swiftSettings
+        ),
         // Spellings of hostile numbers and a seeded generator (SplitMix64), for property tests, fuzz seeds
         // and benchmarks. No dependencies.
         .target(
@@ -179,6 +186,7 @@ let package = Package(
                 "ReloadGateAPNs",
                 "ReloadGateCore",
                 "ReloadGateStore",
+                "ReloadGateSimulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -192,6 +200,11 @@ let package = Package(
         .executableTarget(
             name: "reloadgate-bench-scheduler",
             dependencies: ["ReloadGateCore", "ReloadGateHostileInput"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "reloadgate-bench-simulate",
+            dependencies: ["ReloadGateCore", "ReloadGateSimulation"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -244,6 +257,11 @@ let package = Package(
         .testTarget(
             name: "ReloadGateCoreTests",
             dependencies: ["ReloadGateCore", "ReloadGateHostileInput"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReloadGateSimulationTests",
+            dependencies: ["ReloadGateSimulation", "ReloadGateCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,5 +1,7 @@
 public import Crypto
 public import Foundation
+public import ReloadGateStore
+import ReloadGateCore
 
 /// Makes APNs provider tokens (ES256 JWTs) the way senders do, and broken ones the way attackers and
 /// buggy senders do, for tests.
@@ -54,5 +56,19 @@ public struct ProviderTokenFactory: Sendable {
     public static func base64URL(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+extension ProviderTokenFactory {
+    /// Registers an app of this sender's team in a new SQLite store in `directory` and adds this sender's
+    /// provider key (the usual start of a test that pushes through a gateway on that directory).
+    public func createApp(bundle: String, inStoreAt directory: String) async throws -> AppCredentials {
+        let store = try SQLiteStore(directory: directory, environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        let credentials = try await store.createApp(bundle: try BundleID(bundle), teamID: teamID, now: Date())
+        try store.addProviderKey(
+            StoredProviderKey(keyID: keyID, teamID: teamID, publicKeyPEM: publicKeyPEM, topics: [], environments: "both", createdAt: Date())
+        )
+        return credentials
     }
 }

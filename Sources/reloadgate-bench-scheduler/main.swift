@@ -50,18 +50,6 @@ func main() {
     var deliveries = 0
     var decided: [Decision] = []
     decided.reserveCapacity(4)
-    func slot(_ kind: DecisionKind) -> Int {
-        switch kind {
-        case .scheduled: 0
-        case .merged: 1
-        case .absorbed: 2
-        case .deferred: 3
-        case .expired: 4
-        case .noMatch: 5
-        case .cancelled: 6
-        case .forwarded: 7
-        }
-    }
     var changedInstances = 0
     // The requests as a caller hands them over, built before the clock starts: what is measured is the
     // scheduler deciding them, not the benchmark making them.
@@ -78,7 +66,7 @@ func main() {
             let now = request.received
             decided.removeAll(keepingCapacity: true)
             scheduler.receive(request, into: &decided)
-            for decision in decided { kindCounts[slot(decision.kind)] += 1 }
+            for decision in decided { kindCounts[decision.kind.index] += 1 }
             if index % 1000 == 999 {
                 // The tick also returns the snapshots of the instances that changed, for the write-through.
                 let output = scheduler.tick(now: now)

@@ -74,14 +74,10 @@ struct DashboardBrowserTests {
             received.deviceToken == Self.deviceB ? .status(410, reason: "Unregistered", timestamp: Int64(Date().timeIntervalSince1970 * 1000)) : .status(200)
         }
         let sender = ProviderTokenFactory(keyID: "DASHSEND01", teamID: "DASHTEAM02")
-        let credentials: AppCredentials
+        let credentials = try await sender.createApp(bundle: Self.bundle, inStoreAt: directory.path("data"))
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: sender.teamID, now: Date())
-            try store.addProviderKey(
-                StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
-            )
             let widgets = [
                 WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration()),
                 WidgetRegistration(id: "w2", kind: "news", family: .systemMedium, configuration: WidgetConfiguration()),

@@ -24,6 +24,20 @@ public enum DecisionKind: String, Sendable, CaseIterable {
     /// The kinds a request gets when it is decided by the scheduler (all but ``cancelled`` and
     /// ``forwarded``).
     public static let onArrival: [DecisionKind] = allCases.filter { $0 != .cancelled && $0 != .forwarded }
+
+    /// The kind's place in ``allCases`` (0 to 7), for counting in an array instead of a dictionary.
+    public var index: Int {
+        switch self {
+        case .scheduled: 0
+        case .merged: 1
+        case .absorbed: 2
+        case .deferred: 3
+        case .expired: 4
+        case .noMatch: 5
+        case .cancelled: 6
+        case .forwarded: 7
+        }
+    }
 }
 
 /// Why, with the numbers (rule 10). The description is what the CLI and the response headers show.

@@ -7,6 +7,16 @@ extension ReloadScheduler {
     /// timelines with the same `after` date, a flush) the highest priority first; the delivery worker
     /// sends them in that order at the upstream's pace.
     public mutating func tick(now: Timestamp) -> TickOutput {
+        tick(now: now, withStates: true)
+    }
+
+    /// ``tick(now:)`` without the instance states: for a caller that writes nothing through (the what-if
+    /// simulator), which would otherwise pay for a snapshot of every changed instance.
+    public mutating func release(now: Timestamp) -> TickOutput {
+        tick(now: now, withStates: false)
+    }
+
+    private mutating func tick(now: Timestamp, withStates: Bool) -> TickOutput {
         advance(to: now.milliseconds)
         defer { released = TickOutput() }
         // Stable: at one time and priority they keep the order they fell due in. (Most ticks release
@@ -20,6 +30,11 @@ extension ReloadScheduler {
                 if a.element.priority != b.element.priority { return a.element.priority.rawValue > b.element.priority.rawValue }
                 return a.offset < b.offset
             }.map(\.element)
+        }
+        guard withStates else {
+            for i in changed { instances[Int(i)].isChanged = false }
+            changed.removeAll(keepingCapacity: true)
+            return released
         }
         let changed = takeChangedInstances()
         released.instanceStates.reserveCapacity(changed.count)

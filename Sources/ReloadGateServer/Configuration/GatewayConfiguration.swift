@@ -160,6 +160,35 @@ public struct GatewayConfiguration: Sendable, Equatable {
 
         public init() {}
 
+        /// Sets one field from `FIELD=VALUE` (every kind) or `KIND.FIELD=VALUE` (one kind), as
+        /// `reloadgate simulate --set` takes it. `daily` and `interval` stand for `dailyBudget` and
+        /// `minimumInterval`. Returns what is wrong, or `nil` when it was set.
+        public mutating func set(_ assignment: String) -> String? {
+            guard let equals = assignment.firstIndex(of: "=") else { return "\(assignment): expected FIELD=VALUE or KIND.FIELD=VALUE" }
+            let key = assignment[..<equals]
+            let value = String(assignment[assignment.index(after: equals)...])
+            var kind: String?
+            var name = String(key)
+            if let dot = key.lastIndex(of: ".") {
+                kind = String(key[..<dot])
+                name = String(key[key.index(after: dot)...])
+            }
+            let aliases = ["daily": "dailyBudget", "interval": "minimumInterval"]
+            name = aliases[name] ?? name
+            guard let field = SchedulingField.named(name) else {
+                return "\(assignment): unknown field \(name) (one of \(SchedulingField.all.map(\.name).joined(separator: ", ")); daily and interval are short for dailyBudget and minimumInterval)"
+            }
+            if let kind {
+                guard !kind.isEmpty else { return "\(assignment): the kind is empty" }
+                var probe = defaultPolicy
+                guard field.apply(value, to: &probe) else { return "\(assignment): \(name) must be \(field.expected)" }
+                kindOverrides[kind, default: [:]][name] = value
+            } else {
+                guard field.apply(value, to: &defaultPolicy) else { return "\(assignment): \(name) must be \(field.expected)" }
+            }
+            return nil
+        }
+
         /// The scheduler's configuration: the default policy and each kind's resolved policy.
         public var resolved: SchedulerConfiguration {
             var byKind: [String: SchedulingPolicy] = [:]

@@ -1,0 +1,201 @@
+public import Foundation
+import ReloadGateAPI
+import ReloadGateCore
+
+/// A line of a trace file that cannot be read: its number (from 1) and what is wrong with it.
+public struct TraceError: Error, Sendable, CustomStringConvertible {
+    public var line: Int
+    public var message: String
+
+    public init(line: Int, message: String) {
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String { "line \(line): \(message)" }
+}
+
+/// Trace files: JSON lines, one event per line (docs/SIMULATION.md has the format).
+///
+/// ```
+/// {"at":"2026-11-25T18:00:00Z","event":"registration","device":"d1","widgets":[{"widget":"w1","kind":"scores"}]}
+/// {"at":"2026-11-25T18:00:00Z","event":"timeline","device":"d1","widget":"w1","plannedReload":"2026-11-25T19:00:00Z"}
+/// {"at":"2026-11-25T18:02:00Z","event":"push","device":"d1","kind":"scores","priority":10}
+/// {"at":"2026-11-25T18:03:00Z","event":"webhook","kind":"scores"}
+/// {"at":"2026-11-25T18:04:00Z","event":"push","targets":[["d1","w1"]],"decided":["merged"]}
+/// ```
+///
+/// Times are RFC 3339 text or UNIX seconds (fractions floored to the millisecond), from 1970 to 9999;
+/// every number is checked (a priority other than 10, 5 or 1, `1e300` or a 20-digit integer is an error
+/// naming the line and field, never a trap).
+public enum TraceFile {
+    /// The events of a trace file's bytes, in time order (a stable sort: events of one millisecond keep
+    /// the order of the file), with the names they use.
+    public static func read(_ data: Data, names: inout TraceNames) throws(TraceError) -> [TraceEvent] {
+        var events: [TraceEvent] = []
+        var number = 0
+        var start = data.startIndex
+        while start < data.endIndex {
+            number += 1
+            let end = data[start...].firstIndex(of: UInt8(ascii: "\n")) ?? data.endIndex
+            let line = data[start..<end]
+            start = end < data.endIndex ? data.index(after: end) : end
+            if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { continue }
+            do {
+                events.append(try event(JSONFields.object(Data(line)), names: &names))
+            } catch {
+                throw TraceError(line: number, message: error.message)
+            }
+            if names.deviceNames.count > TraceNames.limit || names.instanceNames.count > TraceNames.limit {
+                throw TraceError(line: number, message: "more than \(TraceNames.limit) devices or widgets")
+            }
+        }
+        let ordered = zip(events, events.dropFirst()).allSatisfy { $0.at <= $1.at }
+        if !ordered {
+            events = events.enumerated().sorted { a, b in
+                a.element.at != b.element.at ? a.element.at < b.element.at : a.offset < b.offset
+            }.map(\.element)
+        }
+        return events
+    }
+
+    /// One event from its parsed line.
+    static func event(_ object: [String: Any], names: inout TraceNames) throws(APIError) -> TraceEvent {
+        let at = try JSONFields.date(object["at"], "at")
+        let kind = try JSONFields.string(object["event"], "event")
+        switch kind {
+        case "registration":
+            let device = names.device(try JSONFields.string(object["device"], "device"))
+            var widgets: [TraceWidget] = []
+            for (index, item) in try JSONFields.array(object["widgets"] ?? [Any](), "widgets").enumerated() {
+                let widget = try JSONFields.object(item, "widgets[\(index)]")
+                let id = try JSONFields.string(widget["widget"], "widgets[\(index)].widget")
+                let kind = try JSONFields.string(widget["kind"], "widgets[\(index)].kind")
+                widgets.append(TraceWidget(instance: names.instance(device: device, widget: id), kind: kind))
+            }
+            return .registration(at: at, device: device, widgets: widgets)
+        case "timeline":
+            let device = names.device(try JSONFields.string(object["device"], "device"))
+            let instance = names.instance(device: device, widget: try JSONFields.string(object["widget"], "widget"))
+            let planned = object["plannedReload"].flatMap { $0 is NSNull ? nil : $0 }
+            return .timeline(at: at, instance: instance, plannedReload: try planned.map { value throws(APIError) in try JSONFields.date(value, "plannedReload") })
+        case "push", "webhook":
+            let source = TraceSource(rawValue: kind)!
+            let targets: TraceTargets
+            if let listed = object["targets"] {
+                var instances: [InstanceHandle] = []
+                for (index, item) in try JSONFields.array(listed, "targets").enumerated() {
+                    let pair = try JSONFields.array(item, "targets[\(index)]")
+                    guard pair.count == 2 else { throw .invalidField("targets[\(index)] must be [device, widget]") }
+                    let device = names.device(try JSONFields.string(pair[0], "targets[\(index)][0]"))
+                    instances.append(names.instance(device: device, widget: try JSONFields.string(pair[1], "targets[\(index)][1]")))
+                }
+                targets = .instances(instances)
+            } else if let device = object["device"] {
+                let handle = names.device(try JSONFields.string(device, "device"))
+                if let widgets = object["widgets"] {
+                    var instances: [InstanceHandle] = []
+                    for (index, item) in try JSONFields.array(widgets, "widgets").enumerated() {
+                        instances.append(names.instance(device: handle, widget: try JSONFields.string(item, "widgets[\(index)]")))
+                    }
+                    targets = .instances(instances)
+                } else {
+                    targets = .device(handle, kind: try JSONFields.optionalString(object["kind"], "kind"))
+                }
+            } else if let kind = object["kind"] {
+                targets = .kind(try JSONFields.string(kind, "kind"))
+            } else {
+                throw .invalidField("a \(kind) needs targets, a device or a kind")
+            }
+            let priority = object["priority"].flatMap { $0 is NSNull ? nil : $0 }
+            let expiration = object["expiration"].flatMap { $0 is NSNull ? nil : $0 }
+            var recorded: [DecisionKind]?
+            if let decided = object["decided"] {
+                recorded = []
+                for (index, item) in try JSONFields.array(decided, "decided").enumerated() {
+                    let text = try JSONFields.string(item, "decided[\(index)]")
+                    guard let decision = DecisionKind(rawValue: text) else {
+                        throw .invalidField("decided[\(index)] must be one of \(DecisionKind.allCases.map(\.rawValue).joined(separator: ", "))")
+                    }
+                    recorded?.append(decision)
+                }
+            }
+            return .request(
+                TraceRequest(
+                    at: at,
+                    source: source,
+                    targets: targets,
+                    priority: try priority.map { value throws(APIError) in try Self.priority(value) } ?? .high,
+                    expiration: try expiration.map { value throws(APIError) in try JSONFields.date(value, "expiration") },
+                    collapseID: try JSONFields.optionalString(object["collapseId"], "collapseId"),
+                    team: try JSONFields.optionalString(object["team"], "team"),
+                    exempt: try JSONFields.bool(object["exempt"], "exempt", default: false),
+                    recorded: recorded
+                )
+            )
+        default:
+            throw .invalidField("event must be registration, timeline, push or webhook")
+        }
+    }
+
+    /// An APNs priority: 10, 5 or 1 (a number or a numeric string, as apns-priority is sent).
+    static func priority(_ value: Any) throws(APIError) -> Priority {
+        let number: Int
+        if let text = value as? String, let parsed = Int(text) {
+            number = parsed
+        } else {
+            number = try JSONFields.integer(value, "priority", in: 0...10)
+        }
+        guard let priority = Priority(rawValue: number) else { throw .invalidField("priority must be 10, 5 or 1") }
+        return priority
+    }
+
+    // MARK: Writing
+
+    /// One event as a line of a trace file (without the newline).
+    public static func line(_ event: TraceEvent, names: TraceNames) -> String {
+        var fields: [String] = []
+        func add(_ key: String, _ json: String) { fields.append("\(JSONText.quoted(key)):\(json)") }
+        func time(_ value: Timestamp) -> String { JSONText.quoted(value.rfc3339) }
+        add("at", time(event.at))
+        switch event {
+        case .registration(_, let device, let widgets):
+            add("event", JSONText.quoted("registration"))
+            add("device", JSONText.quoted(names.name(of: device) ?? "\(device.rawValue)"))
+            let listed = widgets.map { widget in
+                "{\"widget\":\(JSONText.quoted(names.name(of: widget.instance)?.widget ?? "\(widget.instance.rawValue)")),\"kind\":\(JSONText.quoted(widget.kind))}"
+            }
+            add("widgets", "[\(listed.joined(separator: ","))]")
+        case .timeline(_, let instance, let planned):
+            let name = names.name(of: instance)
+            add("event", JSONText.quoted("timeline"))
+            add("device", JSONText.quoted(name?.device ?? ""))
+            add("widget", JSONText.quoted(name?.widget ?? "\(instance.rawValue)"))
+            add("plannedReload", planned.map(time) ?? "null")
+        case .request(let request):
+            add("event", JSONText.quoted(request.source.rawValue))
+            switch request.targets {
+            case .instances(let instances):
+                let pairs = instances.map { instance in
+                    let name = names.name(of: instance)
+                    return "[\(JSONText.quoted(name?.device ?? "")),\(JSONText.quoted(name?.widget ?? "\(instance.rawValue)"))]"
+                }
+                add("targets", "[\(pairs.joined(separator: ","))]")
+            case .device(let device, let kind):
+                add("device", JSONText.quoted(names.name(of: device) ?? "\(device.rawValue)"))
+                if let kind { add("kind", JSONText.quoted(kind)) }
+            case .kind(let kind):
+                add("kind", JSONText.quoted(kind))
+            }
+            add("priority", "\(request.priority.rawValue)")
+            if let expiration = request.expiration { add("expiration", time(expiration)) }
+            if let collapseID = request.collapseID { add("collapseId", JSONText.quoted(collapseID)) }
+            if let team = request.team { add("team", JSONText.quoted(team)) }
+            if request.exempt { add("exempt", "true") }
+            if let recorded = request.recorded {
+                add("decided", "[\(recorded.map { JSONText.quoted($0.rawValue) }.joined(separator: ","))]")
+            }
+        }
+        return "{\(fields.joined(separator: ","))}"
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import GRDB
+public import ReloadGateCore
+
+/// What `reloadgate export` reads from the ledger: the registry as it stands, the timelines, and the
+/// requests received since a time with the decisions the scheduler made for them on arrival.
+public struct LedgerExport: Sendable {
+    public struct Device: Sendable {
+        public var id: Int64
+        public var bundle: String
+        public var token: String
+        public var widgets: [Widget]
+    }
+
+    public struct Widget: Sendable {
+        public var id: Int64
+        public var widgetID: String
+        public var kind: String
+    }
+
+    public struct Timeline: Sendable {
+        public var widget: Int64
+        public var plannedReload: Timestamp?
+        public var reportedAt: Timestamp
+    }
+
+    public struct Request: Sendable {
+        public var id: Int64
+        public var app: Int64
+        public var source: String
+        public var received: Timestamp
+        public var priority: Int
+        public var expiration: Timestamp?
+        public var collapseID: String?
+        public var exempt: Bool
+        /// The decisions on arrival, in the order they were made: the instance (`nil`: `no-match`) and kind.
+        public var decisions: [(instance: Int64?, kind: String)]
+    }
+
+    public var devices: [Device]
+    public var timelines: [Timeline]
+    public var requests: [Request]
+}
+
+extension SQLiteStore {
+    /// The registry's active devices (of `bundle`, or all), their timelines, and the requests received
+    /// at or after `since` with their decisions on arrival (later ones, `cancelled`, are left out), in
+    /// request order. One read transaction: a consistent picture while the gateway runs.
+    public func exportLedger(since: Timestamp, bundle: String?) throws -> LedgerExport {
+        try writer.read { db in
+            var devices: [LedgerExport.Device] = []
+            var deviceIndex: [Int64: Int] = [:]
+            let deviceRows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT d.id, a.bundle, d.token FROM device d JOIN app a ON a.id = d.appId
+                    WHERE d.active AND (?1 IS NULL OR a.bundle = ?1) ORDER BY d.id
+                    """,
+                arguments: [bundle]
+            )
+            while let row = try deviceRows.next() {
+                deviceIndex[row["id"]] = devices.count
+                devices.append(LedgerExport.Device(id: row["id"], bundle: row["bundle"], token: row["token"], widgets: []))
+            }
+            var widgetIDs = Set<Int64>()
+            let widgetRows = try Row.fetchCursor(db, sql: "SELECT id, deviceId, widgetID, kind FROM widget ORDER BY id")
+            while let row = try widgetRows.next() {
+                guard let index = deviceIndex[row["deviceId"]] else { continue }
+                devices[index].widgets.append(LedgerExport.Widget(id: row["id"], widgetID: row["widgetID"], kind: row["kind"]))
+                widgetIDs.insert(row["id"])
+            }
+            var timelines: [LedgerExport.Timeline] = []
+            let timelineRows = try Row.fetchCursor(db, sql: "SELECT widgetId, plannedReload, reportedAt FROM timeline ORDER BY reportedAt, widgetId")
+            while let row = try timelineRows.next() {
+                guard widgetIDs.contains(row["widgetId"]) else { continue }
+                timelines.append(
+                    LedgerExport.Timeline(
+                        widget: row["widgetId"],
+                        plannedReload: (row["plannedReload"] as Int64?).map(Timestamp.init(milliseconds:)),
+                        reportedAt: Timestamp(milliseconds: row["reportedAt"])
+                    )
+                )
+            }
+            let onArrival = Set(DecisionKind.onArrival.map(\.rawValue))
+            var requests: [LedgerExport.Request] = []
+            var requestIndex: [Int64: Int] = [:]
+            let requestRows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT r.id, r.appId, r.source, r.receivedAt, r.priority, r.expiration, r.collapseId, r.exempt,
+                           r.decisionInstanceId, r.decisionKind
+                    FROM request r JOIN app a ON a.id = r.appId
+                    WHERE r.receivedAt >= ?1 AND (?2 IS NULL OR a.bundle = ?2) AND r.source IN ('push', 'webhook')
+                    ORDER BY r.id
+                    """,
+                arguments: [since.milliseconds, bundle]
+            )
+            while let row = try requestRows.next() {
+                var decisions: [(instance: Int64?, kind: String)] = []
+                if let kind = row["decisionKind"] as String?, onArrival.contains(kind) {
+                    decisions.append((row["decisionInstanceId"], kind))
+                }
+                requestIndex[row["id"]] = requests.count
+                requests.append(
+                    LedgerExport.Request(
+                        id: row["id"],
+                        app: row["appId"],
+                        source: row["source"],
+                        received: Timestamp(milliseconds: row["receivedAt"]),
+                        priority: row["priority"],
+                        expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
+                        collapseID: row["collapseId"],
+                        exempt: row["exempt"],
+                        decisions: decisions
+                    )
+                )
+            }
+            if let first = requests.first?.id {
+                let decisionRows = try Row.fetchCursor(
+                    db,
+                    sql: "SELECT requestId, instanceId, kind FROM decision WHERE requestId >= ? ORDER BY rowid",
+                    arguments: [first]
+                )
+                while let row = try decisionRows.next() {
+                    guard let index = requestIndex[row["requestId"]], onArrival.contains(row["kind"] as String) else { continue }
+                    requests[index].decisions.append((row["instanceId"], row["kind"]))
+                }
+            }
+            return LedgerExport(devices: devices, timelines: timelines, requests: requests)
+        }
+    }
+}

@@ -24,15 +24,16 @@ public enum SimulationPage {
         var body = ""
         let first = runs[0].report
         body += "<header><h1>\(escape(title))</h1>"
-        body += "<p>Trace \(first.start.rfc3339) to \(first.end.rfc3339): \(first.requests) requests"
-        body += " (\(TraceSource.allCases.map { "\(first.requestsBySource[$0] ?? 0) \($0.rawValue)" }.joined(separator: ", "))),"
-        body += " \(first.unmatchedRequests) matched no widget.</p>"
+        body += "<p>Trace \(first.start.rfc3339) to \(first.end.rfc3339) (\(first.days) day\(first.days == 1 ? "" : "s")), replayed through"
+        body += " the gateway's scheduler on a virtual clock.</p>"
         body += "<p class=\"legend\">" + runs.enumerated().map { index, run in
             "<span class=\"swatch\" style=\"background:\(colors[index % 2])\"></span>\(escape(run.name))"
         }.joined(separator: " ") + "</p></header>"
         body += "<section><h2>All kinds</h2><table><tr><th></th>" + runs.map { "<th>\(escape($0.name))</th>" }.joined() + "</tr>"
-        body += row("APNs pushes", runs.map { ("all.devicePushes.\($0.name)", "\($0.report.devicePushes)") })
-        body += row("pending at the end", runs.map { ("all.pendingAtEnd.\($0.name)", "\($0.report.pendingAtEnd)") })
+        body += row("requests", runs.map { ("all.requests.\($0.name)", grouped($0.report.requests)) })
+        body += row("matched no widget", runs.map { ("all.unmatchedRequests.\($0.name)", grouped($0.report.unmatchedRequests)) })
+        body += row("APNs pushes", runs.map { ("all.devicePushes.\($0.name)", grouped($0.report.devicePushes)) })
+        body += row("pending at the end", runs.map { ("all.pendingAtEnd.\($0.name)", grouped($0.report.pendingAtEnd)) })
         body += "</table></section>"
         let kindNames = runs.flatMap { $0.report.kinds.map(\.name) }.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
         for name in kindNames {
@@ -43,17 +44,17 @@ public enum SimulationPage {
                 body += row(label, zip(runs, kinds).map { run, kind in ("\(name).\(field).\(run.name)", kind.map(value) ?? "-") })
             }
             add("policy", "policy") { "daily \($0.policy.dailyBudget), burst \($0.policy.burst), interval \($0.policy.minimumInterval) s" }
-            add("instances", "instances") { "\($0.instances)" }
-            add("requests", "requests") { "\($0.requests)" }
-            add("scheduled", "scheduled") { "\($0.scheduled)" }
-            add("merged", "merged") { "\($0.merged)" }
-            add("absorbed by a timeline", "absorbed") { "\($0.absorbed)" }
-            add("deferred", "deferred") { "\($0.deferred)" }
-            add("expired", "expired") { "\($0.expired)" }
-            add("cancelled", "cancelled") { "\($0.cancelled)" }
-            add("reloads by push", "deliveries") { "\($0.deliveries)" }
-            add("predicted throttled on device", "throttled") { "\($0.throttled)" }
-            add("reloads by timeline", "timelineReloads") { "\($0.timelineReloads)" }
+            add("instances", "instances") { grouped($0.instances) }
+            add("requests", "requests") { grouped($0.requests) }
+            add("scheduled", "scheduled") { grouped($0.scheduled) }
+            add("merged", "merged") { grouped($0.merged) }
+            add("absorbed by a timeline", "absorbed") { grouped($0.absorbed) }
+            add("deferred", "deferred") { grouped($0.deferred) }
+            add("expired", "expired") { grouped($0.expired) }
+            add("cancelled", "cancelled") { grouped($0.cancelled) }
+            add("reloads by push", "deliveries") { grouped($0.deliveries) }
+            add("predicted throttled on device", "throttled") { grouped($0.throttled) }
+            add("reloads by timeline", "timelineReloads") { grouped($0.timelineReloads) }
             add("reloads per instance per day (median / p90 / max)", "reloadsPerInstancePerDay") { kind in
                 kind.reloadsPerInstancePerDay.map { "\(SimulationReport.number($0.median)) / \(SimulationReport.number($0.p90)) / \(SimulationReport.number($0.max))" } ?? "-"
             }
@@ -91,7 +92,7 @@ public enum SimulationPage {
 
     /// Reloads per instance per hour, each run a line, with the budget's average rate dashed.
     static func reloadChart(kind: String, runs: [Run], kinds: [SimulationReport.Kind?]) -> String {
-        let width = 640.0, height = 240.0, left = 48.0, right = 12.0, top = 12.0, bottom = 28.0
+        let width = 560.0, height = 220.0, left = 48.0, right = 12.0, top = 12.0, bottom = 28.0
         let hours = max(1, runs.map { $0.report.hours }.max() ?? 1)
         let series: [[Double]] = kinds.map { kind in
             guard let kind, kind.instances > 0 else { return [] }
@@ -124,7 +125,7 @@ public enum SimulationPage {
 
     /// Served requests by staleness bucket, as shares, each run a bar in each bucket.
     static func stalenessChart(kind: String, runs: [Run], kinds: [SimulationReport.Kind?]) -> String {
-        let width = 640.0, height = 240.0, left = 48.0, right = 12.0, top = 12.0, bottom = 28.0
+        let width = 560.0, height = 220.0, left = 48.0, right = 12.0, top = 12.0, bottom = 28.0
         let labels = SimulationReport.stalenessLabels
         let shares: [[Double]] = kinds.map { kind in
             guard let kind, kind.served > 0 else { return [] }
@@ -155,6 +156,17 @@ public enum SimulationPage {
 
     static func label(_ index: Int) -> String { SimulationReport.stalenessLabels[index] }
 
+    /// An integer with thousands separators (`1,234,567`), as the tables show them.
+    static func grouped(_ value: Int) -> String {
+        let digits = String(value.magnitude)
+        var result = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { result.append(",") }
+            result.append(digit)
+        }
+        return value < 0 ? "-" + result : result
+    }
+
     static func axes(
         width: Double, height: Double, left: Double, right: Double, top: Double, bottom: Double, maximum: Double, hours: Int,
         x: (Double) -> Double, y: (Double) -> Double
@@ -165,7 +177,7 @@ public enum SimulationPage {
             let value = maximum / 1.1 * Double(step) / 4
             svg += "<text x=\"\(f(left - 6))\" y=\"\(f(y(value) + 4))\" text-anchor=\"end\">\(SimulationReport.number((value * 100).rounded() / 100))</text>"
         }
-        let every = max(1, hours / 12)
+        let every = max(1, (hours + 11) / 12)
         for hour in stride(from: 0, through: hours, by: every) {
             svg += "<text x=\"\(f(x(Double(hour))))\" y=\"\(f(height - 10))\" text-anchor=\"middle\">\(hour)h</text>"
         }

@@ -50,7 +50,7 @@ public struct SimulationReport: Sendable {
 
     /// Bucket edges of the staleness chart, in seconds.
     public static let stalenessEdges = [10, 60, 300, 900, 1800, 3600, 3 * 3600, 12 * 3600]
-    public static let stalenessLabels = ["<10 s", "10-60 s", "1-5 min", "5-15 min", "15-30 min", "30-60 min", "1-3 h", "3-12 h", ">12 h"]
+    public static let stalenessLabels = ["<10 s", "10-60 s", "1-5 m", "5-15 m", "15-30 m", "30-60 m", "1-3 h", "3-12 h", ">12 h"]
 
     public var start: Timestamp
     public var end: Timestamp
@@ -69,7 +69,11 @@ public struct SimulationReport: Sendable {
     public var mismatchCount: Int
     public var mismatches: [Simulation.Mismatch]
 
-    public var hours: Int { Swift.max(1, kinds.map { Swift.max($0.requestsByHour.count, $0.reloadsByHour.count) }.max() ?? 1) }
+    /// Hours the trace spans (rounded up), or the hours its series reach.
+    public var hours: Int {
+        let span = Int((Swift.max(0, end.milliseconds - start.milliseconds) + 3_599_999) / 3_600_000)
+        return Swift.max(1, span, kinds.map { Swift.max($0.requestsByHour.count, $0.reloadsByHour.count) }.max() ?? 1)
+    }
 }
 
 extension Simulation {

@@ -46,6 +46,9 @@ struct Simulate: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Generated: push on every score `change`, or every N minutes while a match runs.", valueName: "change|N"))
     var pushEvery = "change"
 
+    @Option(name: .long, help: ArgumentHelp("Generated: compare with the same day pushed this way instead (same policy unless --compare or --compare-set).", valueName: "change|N"))
+    var comparePushEvery: String?
+
     @Option(name: .long, help: "Generated: the random seed.")
     var seed: UInt64 = 1
 
@@ -97,14 +100,27 @@ struct Simulate: ParsableCommand {
             throw ValidationError("--devices x --widgets must be under 2^31")
         }
         _ = try strategy()
+        if let comparePushEvery {
+            guard generate != nil else { throw ValidationError("--compare-push-every needs --generate") }
+            _ = try Self.strategy(comparePushEvery, option: "--compare-push-every")
+        }
     }
 
-    func strategy() throws -> TraceGenerator.Strategy {
-        if pushEvery == "change" { return .everyChange }
-        guard let minutes = Int(pushEvery), (1...1440).contains(minutes) else {
-            throw ValidationError("--push-every must be `change` or minutes from 1 to 1440")
+    func strategy() throws -> TraceGenerator.Strategy { try Self.strategy(pushEvery, option: "--push-every") }
+
+    static func strategy(_ text: String, option: String) throws -> TraceGenerator.Strategy {
+        if text == "change" { return .everyChange }
+        guard let minutes = Int(text), (1...1440).contains(minutes) else {
+            throw ValidationError("\(option) must be `change` or minutes from 1 to 1440")
         }
         return .everyMinutes(minutes)
+    }
+
+    static func describe(_ strategy: TraceGenerator.Strategy) -> String {
+        switch strategy {
+        case .everyChange: "push on every score change"
+        case .everyMinutes(let minutes): "push every \(minutes) min"
+        }
     }
 
     /// A policy: a configuration file's scheduling section (or the defaults), then the assignments.
@@ -127,7 +143,7 @@ struct Simulate: ParsableCommand {
 
     func run() throws {
         let first = try Self.policy(file: policy, base: .init(), sets: sets, option: "--policy")
-        let comparing = compare != nil || !compareSets.isEmpty
+        let comparing = compare != nil || !compareSets.isEmpty || comparePushEvery != nil
         let second = comparing ? try Self.policy(file: compare, base: first, sets: compareSets, option: "--compare") : nil
         var end: Timestamp?
         if let until {
@@ -139,7 +155,6 @@ struct Simulate: ParsableCommand {
 
         let started = ContinuousClock.now
         let runs: [SimulationPage.Run]
-        var eventCount = 0
         if let trace {
             let data: Data
             do {
@@ -154,7 +169,6 @@ struct Simulate: ParsableCommand {
             } catch {
                 throw CommandFailure.exit("\(trace): \(error.description)", status: 2)
             }
-            eventCount = events.count
             runs = [first, second].compactMap { $0 }.enumerated().map { index, scheduling in
                 Self.replay(events, scheduling.resolved, name: comparing ? ["A", "B"][index] : "A", end: end)
             }
@@ -168,11 +182,21 @@ struct Simulate: ParsableCommand {
             options.strategy = try strategy()
             options.seed = seed
             let generator = TraceGenerator(options)
-            eventCount = generator.requestCount
             if let writeTrace { try Self.write(generator, to: writeTrace) }
             let dayEnd = end ?? options.day.adding(seconds: 86_400)
-            runs = [first, second].compactMap { $0 }.enumerated().map { index, scheduling in
-                Self.replay(generator.events, scheduling.resolved, name: comparing ? ["A", "B"][index] : "A", end: dayEnd)
+            if let comparePushEvery {
+                // The same day and policy pushed two ways (a second policy too, if given).
+                var other = options
+                other.strategy = try Self.strategy(comparePushEvery, option: "--compare-push-every")
+                let otherGenerator = TraceGenerator(other)
+                runs = [
+                    Self.replay(generator.events, first.resolved, name: Self.describe(options.strategy), end: dayEnd),
+                    Self.replay(otherGenerator.events, (second ?? first).resolved, name: Self.describe(other.strategy), end: dayEnd),
+                ]
+            } else {
+                runs = [first, second].compactMap { $0 }.enumerated().map { index, scheduling in
+                    Self.replay(generator.events, scheduling.resolved, name: comparing ? ["A", "B"][index] : "A", end: dayEnd)
+                }
             }
         }
         let took = started.duration(to: .now)
@@ -187,7 +211,8 @@ struct Simulate: ParsableCommand {
             }
             let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
             printLine("")
-            printLine("replayed \(eventCount) \(trace == nil ? "generated requests" : "events") \(runs.count == 1 ? "once" : "twice") in \(String(format: "%.2f", seconds)) s")
+            let replayed = runs.map(\.report.requests).reduce(0, +)
+            printLine("replayed \(replayed) requests\(trace == nil ? " (generated)" : "") in \(String(format: "%.2f", seconds)) s")
         }
         if !noReport {
             let page = SimulationPage.html(title: title, runs: runs)

@@ -95,6 +95,8 @@ public enum JSONFields {
             return time
         }
         if let text = value as? String {
+            // The spelling the gateway writes, without a formatter (trace files hold millions).
+            if let time = Timestamp(canonicalRFC3339: text) { return time }
             let parsed =
                 (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
                 ?? (try? Date(text, strategy: .iso8601))

@@ -182,7 +182,7 @@ extension SimulationReport {
     }
 
     /// The figures as a JSON object (`--json`).
-    public func json(policyName: String? = nil) -> String {
+    public func json(run: String? = nil) -> String {
         func spread(_ value: Spread?) -> String {
             guard let value else { return "null" }
             return "{\"median\":\(Self.number(value.median)),\"p90\":\(Self.number(value.p90)),\"max\":\(Self.number(value.max))}"
@@ -204,7 +204,7 @@ extension SimulationReport {
             "{\"request\":\(m.request),\"recorded\":\(JSONText.quoted(m.recorded.rawValue)),\"simulated\":\(JSONText.quoted(m.simulated.rawValue))}"
         }
         let sources = TraceSource.allCases.map { "\(JSONText.quoted($0.rawValue)):\(requestsBySource[$0] ?? 0)" }.joined(separator: ",")
-        return "{" + (policyName.map { "\"policy\":\(JSONText.quoted($0))," } ?? "")
+        return "{" + (run.map { "\"run\":\(JSONText.quoted($0))," } ?? "")
             + "\"start\":\(JSONText.quoted(start.rfc3339)),\"end\":\(JSONText.quoted(end.rfc3339)),\"days\":\(days),"
             + "\"requests\":\(requests),\"requestsBySource\":{\(sources)},\"unmatchedRequests\":\(unmatchedRequests),"
             + "\"devicePushes\":\(devicePushes),\"pendingAtEnd\":\(pendingAtEnd),\"stillWaiting\":\(stillWaiting),"

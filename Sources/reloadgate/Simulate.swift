@@ -202,7 +202,7 @@ struct Simulate: ParsableCommand {
         let took = started.duration(to: .now)
 
         if json {
-            let objects = runs.map { $0.report.json(policyName: $0.name) }
+            let objects = runs.map { $0.report.json(run: $0.name) }
             printLine(comparing ? "{\"runs\":[\(objects.joined(separator: ","))]}" : objects[0])
         } else {
             for (index, run) in runs.enumerated() {

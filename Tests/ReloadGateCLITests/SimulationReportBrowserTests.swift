@@ -34,7 +34,7 @@ struct SimulationReportBrowserTests {
 
         var names: [String] = []
         for run in runs {
-            let name = try #require(run["policy"] as? String)
+            let name = try #require(run["run"] as? String)
             names.append(name)
             #expect(number("all.requests.\(name)") == run["requests"] as? Int)
             #expect(number("all.devicePushes.\(name)") == run["devicePushes"] as? Int)

@@ -37,4 +37,26 @@ struct TimestampTests {
     func rfc3339InUTCWithMilliseconds(_ milliseconds: Int64, _ expected: String) {
         #expect(Timestamp(milliseconds: milliseconds).rfc3339 == expected)
     }
+
+    /// The canonical spelling reads back to the same time, over random times of the accepted range, with
+    /// and without the milliseconds; anything else, and dates that do not exist, are not read.
+    @Test func canonicalRFC3339ReadsBackWhatRFC3339Writes() {
+        var generator = SystemRandomNumberGenerator()
+        var samples: [Int64] = [0, 951_782_400_000, 4_102_444_799_999, Timestamp.acceptedRange.upperBound, 1_709_164_800_500]
+        for _ in 0..<5_000 { samples.append(Int64.random(in: Timestamp.acceptedRange, using: &generator)) }
+        for milliseconds in samples {
+            let text = Timestamp(milliseconds: milliseconds).rfc3339
+            #expect(Timestamp(canonicalRFC3339: text)?.milliseconds == milliseconds, "\(text)")
+            let whole = String(text.prefix(19)) + "Z"
+            #expect(Timestamp(canonicalRFC3339: whole)?.milliseconds == milliseconds - milliseconds % 1000, "\(whole)")
+        }
+        for text in [
+            "2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-00-10T00:00:00Z", "2026-04-31T00:00:00Z", "2026-01-01T24:00:00Z",
+            "2026-01-01T00:60:00Z", "2026-01-01T00:00:60Z", "2026-01-01T00:00:00+01:00", "2026-01-01 00:00:00Z", "2026-1-01T00:00:00Z",
+            "2026-01-01T00:00:00.5Z", "+026-01-01T00:00:00Z", "1969-12-31T23:59:59.999Z", "",
+        ] {
+            #expect(Timestamp(canonicalRFC3339: text) == nil, "\(text)")
+        }
+        #expect(Timestamp(canonicalRFC3339: "2024-02-29T12:30:45.250Z")?.milliseconds == 1_709_209_845_250)
+    }
 }

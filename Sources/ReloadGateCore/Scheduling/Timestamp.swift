@@ -86,6 +86,50 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
 
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.milliseconds < rhs.milliseconds }
 
+    /// Parses the one spelling ``rfc3339`` writes, `2026-11-22T14:00:00Z` with or without `.mmm`, in UTC,
+    /// without a calendar or a formatter (trace files hold millions of them); `nil` for anything else
+    /// (other spellings are for a full RFC 3339 parser) or a date that does not exist.
+    public init?(canonicalRFC3339 text: String) {
+        var text = text
+        let parsed: Int64? = text.withUTF8 { bytes in
+            guard bytes.count == 20 || bytes.count == 24, bytes[bytes.count - 1] == UInt8(ascii: "Z"),
+                bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
+                bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":")
+            else { return nil }
+            func number(_ from: Int, _ count: Int) -> Int64? {
+                var value: Int64 = 0
+                for index in from..<(from + count) {
+                    let digit = bytes[index] &- UInt8(ascii: "0")
+                    guard digit < 10 else { return nil }
+                    value = value * 10 + Int64(digit)
+                }
+                return value
+            }
+            guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
+                let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2)
+            else { return nil }
+            var millis: Int64 = 0
+            if bytes.count == 24 {
+                guard bytes[19] == UInt8(ascii: "."), let fraction = number(20, 3) else { return nil }
+                millis = fraction
+            }
+            let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+            let monthDays: [Int64] = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+            guard (1...12).contains(month), day >= 1, day <= monthDays[Int(month - 1)], hour < 24, minute < 60, second < 60
+            else { return nil }
+            // Civil date to days since 1970 (Howard Hinnant's algorithm, as in `rfc3339`).
+            let y = month <= 2 ? year - 1 : year
+            let era = y / 400
+            let yearOfEra = y - era * 400
+            let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+            let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+            let days = era * 146_097 + dayOfEra - 719_468
+            return ((days * 86_400 + hour * 3600 + minute * 60 + second) * 1000) + millis
+        }
+        guard let parsed, Self.acceptedRange.contains(parsed) else { return nil }
+        self.milliseconds = parsed
+    }
+
     /// `HH:mm:ss` in UTC, as the explanations show times.
     public var timeOfDay: String {
         let secondsOfDay = ((milliseconds / 1000) % 86_400 + 86_400) % 86_400

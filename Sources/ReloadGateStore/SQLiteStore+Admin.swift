@@ -106,7 +106,8 @@ extension SQLiteStore {
                     """,
                 arguments: [id]
             ) else { return nil }
-            // The first decision is in the request's row (since v12), the others in `decision`.
+            // The first decision is in the request's row (since v12), the others in `decision` (before
+            // v15) and `decision_run` (since).
             var decisions: [RequestRecord.DecisionRow] = []
             if let kind: String = row["decisionKind"] {
                 decisions.append(
@@ -140,6 +141,7 @@ extension SQLiteStore {
                     reason: row["reason"]
                 )
             }
+            decisions += try Self.decisionRuns(of: id, in: db)
             return RequestRecord(
                 id: row["id"],
                 bundle: row["bundle"],
@@ -154,6 +156,51 @@ extension SQLiteStore {
                 decisions: decisions
             )
         }
+    }
+
+    /// The decisions a request's runs hold, in order, each with its widget's id and kind and its device's
+    /// token (one lookup for all the instances).
+    static func decisionRuns(of request: Int64, in db: Database) throws -> [RequestRecord.DecisionRow] {
+        let runs = try Row.fetchAll(
+            db,
+            sql: "SELECT kind, due, reason, instances, count FROM decision_run WHERE requestId = ? ORDER BY rowid",
+            arguments: [request]
+        )
+        guard !runs.isEmpty else { return [] }
+        var widgets: [Int64: (widgetID: String, kind: String, token: String)] = [:]
+        let listed = runs.map { $0["instances"] as String }.filter { $0 != "[]" }
+        for list in listed {
+            for widget in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT w.id, w.widgetID, w.kind, d.token FROM json_each(?) j
+                    JOIN widget w ON w.id = j.value JOIN device d ON d.id = w.deviceId
+                    """,
+                arguments: [list]
+            ) {
+                widgets[widget["id"]] = (widget["widgetID"], widget["kind"], widget["token"])
+            }
+        }
+        var decisions: [RequestRecord.DecisionRow] = []
+        for run in runs {
+            let kind: String = run["kind"]
+            let due = (run["due"] as Int64?).map(Timestamp.init(milliseconds:))
+            let reason: String = run["reason"]
+            let instances = IntegerList.parse(run["instances"] as String)
+            if instances.isEmpty {
+                for _ in 0..<max(0, run["count"] as Int) {
+                    decisions.append(.init(instance: nil, widgetID: nil, kind: nil, deviceToken: nil, decision: kind, due: due, reason: reason))
+                }
+                continue
+            }
+            for instance in instances {
+                let widget = widgets[instance]
+                decisions.append(
+                    .init(instance: instance, widgetID: widget?.widgetID, kind: widget?.kind, deviceToken: widget?.token, decision: kind, due: due, reason: reason)
+                )
+            }
+        }
+        return decisions
     }
 
     /// The deliveries that serve `request` (listed among their first 100 requests), oldest first.
@@ -234,9 +281,10 @@ extension SQLiteStore {
             }
             return LedgerStatistics(
                 decisionsByKind: try counts("""
-                    SELECT kind, count(*) FROM (
-                        SELECT decisionKind AS kind FROM request WHERE decisionKind IS NOT NULL
-                        UNION ALL SELECT kind FROM decision
+                    SELECT kind, sum(n) FROM (
+                        SELECT decisionKind AS kind, 1 AS n FROM request WHERE decisionKind IS NOT NULL
+                        UNION ALL SELECT kind, 1 FROM decision
+                        UNION ALL SELECT kind, count FROM decision_run
                     ) GROUP BY kind
                     """),
                 deliveriesByState: try counts("SELECT state, count(*) FROM delivery GROUP BY state"),

@@ -20,9 +20,10 @@ extension SQLiteStore {
             for row in try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT receivedAt / \(DashboardFigures.hour), kind, count(*) FROM (
-                        SELECT receivedAt, decisionKind AS kind FROM request WHERE decisionKind IS NOT NULL AND (?1 IS NULL OR appId = ?1)
-                        UNION ALL SELECT r.receivedAt, d.kind FROM decision d JOIN request r ON r.id = d.requestId WHERE (?1 IS NULL OR r.appId = ?1)
+                    SELECT receivedAt / \(DashboardFigures.hour), kind, sum(n) FROM (
+                        SELECT receivedAt, decisionKind AS kind, 1 AS n FROM request WHERE decisionKind IS NOT NULL AND (?1 IS NULL OR appId = ?1)
+                        UNION ALL SELECT r.receivedAt, d.kind, 1 FROM decision d JOIN request r ON r.id = d.requestId WHERE (?1 IS NULL OR r.appId = ?1)
+                        UNION ALL SELECT r.receivedAt, d.kind, d.count FROM decision_run d JOIN request r ON r.id = d.requestId WHERE (?1 IS NULL OR r.appId = ?1)
                     ) GROUP BY 1, 2
                     """,
                 arguments: appArguments

@@ -125,6 +125,21 @@ extension SQLiteStore {
                     guard let index = requestIndex[row["requestId"]], onArrival.contains(row["kind"] as String) else { continue }
                     requests[index].decisions.append((row["instanceId"], row["kind"]))
                 }
+                let runRows = try Row.fetchCursor(
+                    db,
+                    sql: "SELECT requestId, kind, instances, count FROM decision_run WHERE requestId >= ? ORDER BY rowid",
+                    arguments: [first]
+                )
+                while let row = try runRows.next() {
+                    let kind: String = row["kind"]
+                    guard let index = requestIndex[row["requestId"]], onArrival.contains(kind) else { continue }
+                    let instances = IntegerList.parse(row["instances"] as String)
+                    if instances.isEmpty {
+                        for _ in 0..<max(0, row["count"] as Int) { requests[index].decisions.append((nil, kind)) }
+                    } else {
+                        for instance in instances { requests[index].decisions.append((instance, kind)) }
+                    }
+                }
             }
             return LedgerExport(devices: devices, timelines: timelines, requests: requests)
         }

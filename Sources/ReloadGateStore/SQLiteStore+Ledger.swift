@@ -11,10 +11,14 @@ extension SQLiteStore {
         guard batch.forwards.isEmpty, batch.consumedInbox.isEmpty else {
             throw StoreError.corrupt(reason: "a SQLite store has no inbox (forwarded work belongs to a shared PostgreSQL store)")
         }
-        try writer.write { db in try Self.write(batch, in: db) }
+        let deleted = try writer.write { db in try write(batch, in: db) }
+        storedPending.remove(deleted)
     }
 
-    static func write(_ batch: LedgerBatch, in db: Database) throws {
+    /// Writes the batch; returns the instances whose pending-reload rows it deleted (for
+    /// ``storedPending``, once the transaction has committed).
+    func write(_ batch: LedgerBatch, in db: Database) throws -> [Int64] {
+        var deleted: [Int64] = []
         for answer in batch.idempotentAnswers {
             // A key older than the window is replaced; a live one makes the whole batch fail.
             try db.executeCached(
@@ -31,8 +35,8 @@ extension SQLiteStore {
         // The statements below run for every request, decision and changed instance: bound directly
         // (BoundStatement), each prepared once per batch.
         // A request's first decision is written in the request's row; its other decisions (more targets,
-        // and later ones such as `cancelled`) go to `decision` (docs/DECISIONS.md, "A request's first
-        // decision is in its row").
+        // and later ones such as `cancelled`) go to `decision_run`, consecutive alike ones in one row
+        // (docs/DECISIONS.md, "A request's first decision is in its row", "Decisions are written in runs").
         var inlined = [Bool](repeating: false, count: batch.decisions.count)
         if !batch.requests.isEmpty {
             var position: [RequestID: Int] = [:]
@@ -69,12 +73,34 @@ extension SQLiteStore {
             }
         }
         if inlined.contains(false) {
-            var insert = try BoundStatement(db, sql: "INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES (?, ?, ?, ?, ?)")
-            for (index, decision) in batch.decisions.enumerated() where !inlined[index] {
-                insert.bind(Int64(bitPattern: decision.request))
-                insert.bindOutcome(of: decision)
+            var insert = try BoundStatement(db, sql: "INSERT INTO decision_run (requestId, kind, due, reason, instances, count) VALUES (?, ?, ?, ?, ?, ?)")
+            // The run being gathered: its first decision, its instances, how many decisions.
+            var run: (decision: Decision, reason: String, instances: [Int64], count: Int)?
+            func flush() throws {
+                guard let current = run else { return }
+                insert.bind(Int64(bitPattern: current.decision.request))
+                insert.bind(current.decision.kind.rawValue)
+                insert.bind(current.decision.due?.milliseconds)
+                insert.bind(current.reason)
+                insert.bind(IntegerList.text(current.instances))
+                insert.bind(current.count)
                 try insert.run()
+                run = nil
             }
+            for (index, decision) in batch.decisions.enumerated() where !inlined[index] {
+                // A run holds decisions with instances, or decisions without (never both).
+                if let current = run, current.decision.request == decision.request, current.decision.kind == decision.kind,
+                    current.decision.due == decision.due, (current.decision.instance == nil) == (decision.instance == nil),
+                    current.decision.reason == decision.reason
+                {
+                    if let instance = decision.instance { run?.instances.append(Int64(instance.rawValue)) }
+                    run?.count += 1
+                    continue
+                }
+                try flush()
+                run = (decision, decision.reason.description, decision.instance.map { [Int64($0.rawValue)] } ?? [], 1)
+            }
+            try flush()
         }
         if !batch.instanceStates.isEmpty {
             var upsertState = try BoundStatement(db, sql: """
@@ -96,7 +122,10 @@ extension SQLiteStore {
             var deleteState = try BoundStatement(db, sql: "DELETE FROM instance_state WHERE instanceId = ?")
             var deletePending = try BoundStatement(db, sql: "DELETE FROM pending_reload WHERE instanceId = ?")
             var deleteList = try BoundStatement(db, sql: "DELETE FROM pending_list WHERE instanceId = ?")
+            try storedPending.load(from: db)
             func removePending(_ instance: Int64) throws {
+                guard storedPending.mayHaveRows(instance) else { return }
+                deleted.append(instance)
                 deletePending.bind(instance)
                 try deletePending.run()
                 deleteList.bind(instance)
@@ -118,6 +147,7 @@ extension SQLiteStore {
                     try removePending(instance)
                     continue
                 }
+                storedPending.add(instance)
                 upsertPending.bind(instance)
                 upsertPending.bind(pending.due.milliseconds)
                 upsertPending.bind(pending.priority.rawValue)
@@ -160,6 +190,7 @@ extension SQLiteStore {
                 try insert.run()
             }
         }
+        return deleted
     }
 
     /// The stored scheduling state of every instance that has one, to restore on start.

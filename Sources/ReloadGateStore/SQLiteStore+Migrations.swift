@@ -243,6 +243,21 @@ extension SQLiteStore {
                     WHERE key = 'createdAt'
                 """)
         }
+        migrator.registerMigration("v15-decision-runs") { db in
+            // A request's decisions after its first are written as runs: consecutive decisions of one
+            // request with the same kind, due time and reason in one row listing their instances (a fan-out
+            // over 100,000 widgets that all go now is one row, not 100,000; docs/DECISIONS.md, "Decisions
+            // are written in runs"). `count` says how many decisions the row holds (`instances` is empty
+            // for decisions without an instance). Rows of `decision` written before stay and are read.
+            try db.create(table: "decision_run") { table in
+                table.belongsTo("request", onDelete: .cascade).notNull()
+                table.column("kind", .text).notNull()
+                table.column("due", .integer)
+                table.column("reason", .text).notNull()
+                table.column("instances", .text).notNull()
+                table.column("count", .integer).notNull()
+            }
+        }
         return migrator
     }
 

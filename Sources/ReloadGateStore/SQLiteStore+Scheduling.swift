@@ -101,7 +101,8 @@ extension SQLiteStore {
     /// queue, so requests keep arriving (and gather into the next batch) while it commits.
     public func commit(_ batch: LedgerBatch) async throws {
         guard !batch.isEmpty else { return }
-        try await writer.write { db in try Self.write(batch, in: db) }
+        let deleted = try await writer.write { db in try self.write(batch, in: db) }
+        storedPending.remove(deleted)
     }
 }
 
@@ -123,7 +124,8 @@ extension SQLiteStore {
             return LedgerCounts(
                 requests: try count("request"),
                 decisions: try count("decision")
-                    + (Int.fetchOne(db, sql: "SELECT count(*) FROM request WHERE decisionKind IS NOT NULL") ?? 0),
+                    + (Int.fetchOne(db, sql: "SELECT count(*) FROM request WHERE decisionKind IS NOT NULL") ?? 0)
+                    + (Int.fetchOne(db, sql: "SELECT coalesce(sum(count), 0) FROM decision_run") ?? 0),
                 pendingReloads: try count("pending_reload"),
                 deliveries: try count("delivery"),
                 idempotencyKeys: try count("idempotency")

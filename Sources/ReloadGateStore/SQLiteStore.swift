@@ -21,6 +21,8 @@ public final class SQLiteStore: Sendable {
     let sealer: SecretSealer
     /// The connection of ``checkpointWAL()``, opened on its first call.
     let checkpointer = Mutex<DatabaseQueue?>(nil)
+    /// The instances whose pending-reload rows a commit may have to delete.
+    let storedPending = StoredPendingRows()
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
     /// - Parameters:

@@ -6,14 +6,15 @@ import ReloadGateTesting
 import Testing
 
 /// A request's first decision is written in its row (migration v12); the others, and decisions of
-/// requests recorded before (cancelled, expired), go to `decision`. Readers see them all, in order.
+/// requests recorded before (cancelled, expired), go to `decision_run` (v15; `decision` before), alike
+/// consecutive ones in one row. Readers see them all, in order.
 struct FirstDecisionTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
     func decisionTableRows(_ store: SQLiteStore) throws -> [[String?]] {
         try store.writer.read { db in
-            try Row.fetchAll(db, sql: "SELECT requestId, kind FROM decision ORDER BY rowid").map {
-                [($0["requestId"] as Int64?).map(String.init), $0["kind"]]
+            try Row.fetchAll(db, sql: "SELECT requestId, kind, count FROM decision_run ORDER BY rowid").map {
+                [($0["requestId"] as Int64?).map(String.init), $0["kind"], ($0["count"] as Int64?).map(String.init)]
             }
         }
     }
@@ -39,7 +40,7 @@ struct FirstDecisionTests {
             batch.requests = [StoreFixture.request(1, app: app), StoreFixture.request(2, app: app), StoreFixture.request(3, app: app)]
             try await store.commit(batch)
             // Only request 1's second decision needed a row of its own.
-            #expect(try decisionTableRows(store) == [["1", "merged"]])
+            #expect(try decisionTableRows(store) == [["1", "merged", "1"]])
 
             // Later: the operator cancels request 1's pending reload of w1.
             var later = LedgerBatch()
@@ -60,6 +61,43 @@ struct FirstDecisionTests {
 
             #expect(try await store.ledgerCounts().decisions == 4)
             #expect(try await store.statistics().decisionsByKind == ["deferred": 1, "merged": 1, "no-match": 1, "cancelled": 1])
+        }
+    }
+
+    /// A fan-out's alike decisions are one row; a change of kind, due time or reason starts another, and
+    /// decisions without an instance are counted in a row of their own. Every reader sees each decision.
+    @Test func alikeDecisionsAreOneRunAndEveryReaderCountsThemAll() async throws {
+        try await StoreFixture.with("decision-runs", .sqlite, now: now) { fixture in
+            let store = try #require(fixture.store as? SQLiteStore)
+            let w1 = InstanceHandle(Int32(fixture.registration.instances[0].id))
+            let w2 = InstanceHandle(Int32(fixture.registration.instances[1].id))
+            let at = Timestamp(seconds: 1_790_000_000)
+            let later = Timestamp(seconds: 1_790_000_300)
+            var batch = LedgerBatch()
+            batch.requests = [StoreFixture.request(1, app: fixture.app)]
+            batch.decisions = [
+                Decision(request: 1, instance: w1, kind: .scheduled, due: at, reason: .dueNow),  // in the request's row
+                Decision(request: 1, instance: w2, kind: .scheduled, due: at, reason: .dueNow),
+                Decision(request: 1, instance: w1, kind: .scheduled, due: at, reason: .dueNow),
+                Decision(request: 1, instance: w2, kind: .scheduled, due: at, reason: .dueNow),
+                Decision(request: 1, instance: w1, kind: .deferred, due: later, reason: .lowPriority(until: later, delay: 300)),
+                Decision(request: 1, instance: nil, kind: .cancelled, due: nil, reason: .removedFromRegistry),
+                Decision(request: 1, instance: nil, kind: .cancelled, due: nil, reason: .removedFromRegistry),
+            ]
+            try await store.commit(batch)
+            #expect(try decisionTableRows(store) == [["1", "scheduled", "3"], ["1", "deferred", "1"], ["1", "cancelled", "2"]])
+            let record = try #require(try await store.requestRecord(1))
+            #expect(record.decisions.map(\.decision) == ["scheduled", "scheduled", "scheduled", "scheduled", "deferred", "cancelled", "cancelled"])
+            #expect(record.decisions.map(\.widgetID) == ["w1", "w2", "w1", "w2", "w1", nil, nil])
+            #expect(record.decisions[1].deviceToken == String(repeating: "ab", count: 32))
+            #expect(record.decisions[4].due == later)
+            #expect(record.decisions[4].reason == DecisionReason.lowPriority(until: later, delay: 300).description)
+            #expect(try await store.ledgerCounts().decisions == 7)
+            #expect(try await store.statistics().decisionsByKind == ["scheduled": 4, "deferred": 1, "cancelled": 2])
+            let exported = try store.exportLedger(since: Timestamp(milliseconds: 0), bundle: nil)
+            // On arrival only (not `cancelled`), in order, with their instances.
+            #expect(exported.requests.first?.decisions.map(\.kind) == ["scheduled", "scheduled", "scheduled", "scheduled", "deferred"])
+            #expect(exported.requests.first?.decisions.map(\.instance) == [w1, w2, w1, w2, w1].map { Int64($0.rawValue) })
         }
     }
 

@@ -13,15 +13,17 @@ import Testing
 struct OutboxDurabilityTests {
     static let bundle = "com.example.herd"
 
-    /// The outbox's lines (each must parse) by apns-id, counting repeats.
-    static func lines(_ directory: TemporaryDirectory) throws -> [String: Int] {
+    /// The outbox's lines (each must parse) by apns-id, counting repeats. At the kill the last line may be
+    /// torn (a group's one write cut short by SIGKILL; the gateway cuts it when it opens the outbox again):
+    /// it is not counted; after a restart every line must be whole.
+    static func lines(_ directory: TemporaryDirectory, tornEndAllowed: Bool = false) throws -> [String: Int] {
         let text = (try? String(contentsOfFile: directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
         var counts: [String: Int] = [:]
         for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
             let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "a torn line: \(line)")
             counts[try #require(object["apnsId"] as? String), default: 0] += 1
         }
-        #expect(text.isEmpty || text.hasSuffix("\n"), "the last line is torn")
+        #expect(tornEndAllowed || text.isEmpty || text.hasSuffix("\n"), "the last line is torn")
         return counts
     }
 
@@ -43,28 +45,32 @@ struct OutboxDurabilityTests {
         }
         let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_LOG_LEVEL": "warning"]
         let (first, port) = try await CrashRecoveryTests.serve(in: directory, environment: environment)
-        let answer = try await CrashRecoveryTests.withClient(directory, port: port) { api in
-            try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: secret)
-        }
-        try #require(answer.status == 202, "\(answer.body)")
-        try #require((answer.json["decisions"] as? [String: Int])?["scheduled"] == devices)
-        // Killed once the herd has begun to reach the outbox, by a thread of its own: a task polling the
-        // file shares the test process's two cooperative threads with every other test of a parallel run,
-        // and once went unscheduled while the whole herd drained.
+        // Killed once the herd has begun to reach the outbox, by a thread of its own started before the
+        // webhook call: a task polling the file shares the test process's two cooperative threads with
+        // every other test of a parallel run, and the herd (released when the call's decisions commit,
+        // as its 202 leaves) once drained completely before the test had even read the 202.
         let outbox = directory.path("data/outbox.jsonl")
         let killer = Thread {
             // (A `for ... where` would go on testing the file for every remaining turn after it appeared.)
             var turns = 0
-            while turns < 100_000, ((try? FileManager.default.attributesOfItem(atPath: outbox)[.size] as? Int) ?? 0) == 0 {
+            while turns < 300_000, ((try? FileManager.default.attributesOfItem(atPath: outbox)[.size] as? Int) ?? 0) == 0 {
                 usleep(100)
                 turns += 1
             }
             first.send(SIGKILL)
         }
         killer.start()
+        // The kill may land before the answer is read: then the store says what was accepted (below).
+        let answer = try? await CrashRecoveryTests.withClient(directory, port: port) { api in
+            try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: secret)
+        }
+        if let answer {
+            #expect(answer.status == 202, "\(answer.body)")
+            #expect((answer.json["decisions"] as? [String: Int])?["scheduled"] == devices)
+        }
         _ = try await first.waitForExit()
 
-        let atKill = try Self.lines(directory)
+        let atKill = try Self.lines(directory, tornEndAllowed: true)
         var sending: Set<String> = []
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())

@@ -101,8 +101,12 @@ struct OutboxDurabilityTests {
                 return count
             }
         }
-        for _ in 0..<3600 where lineCount() < devices {
+        // (A while loop: `for ... where` would read the whole file again for every remaining turn once it
+        // is complete, blocking one of the test process's two cooperative threads for many seconds.)
+        var turns = 0
+        while turns < 3600, lineCount() < devices {
             try await Task.sleep(for: .milliseconds(50))
+            turns += 1
         }
         second.send(SIGTERM)
         #expect(try await second.waitForExit() == 0)

@@ -4,8 +4,8 @@
 
 URL is the address `reloadgate dashboard` printed (with its token). Prints one JSON object: the page's
 figures (every element with data-figure), the instance ids of the pending reloads listed, the text the
-explain box shows for EXPLAIN_ID, whether the page fits a phone's width, and what the same gateway answers
-to a browser without the token. Saves desktop.png (1280x800) and phone.png (390x844) in SCREENSHOT_DIR.
+explain box shows for EXPLAIN_ID, the what-if commands, whether the page fits a phone's width, and what the same gateway answers
+to a browser without the token. Saves desktop.png (1280x800), whatif.png (the what-if card) and phone.png (390x844) in SCREENSHOT_DIR.
 """
 import json
 import os
@@ -61,6 +61,7 @@ def main():
         ]
         result["charts"] = len(driver.find_elements(By.CSS_SELECTOR, ".chart svg"))
         result["status"] = driver.find_element(By.ID, "status").text
+        result["whatIf"] = driver.find_element(By.ID, "whatif-commands").text
         if explain_id:
             field = driver.find_element(By.ID, "explain-id")
             field.clear()
@@ -69,6 +70,7 @@ def main():
             WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "explain-result").text.strip() != "")
             result["explain"] = driver.find_element(By.ID, "explain-result").text
         driver.save_screenshot(os.path.join(shots, "desktop.png"))
+        driver.find_element(By.CSS_SELECTOR, "section[aria-labelledby=whatif-title]").screenshot(os.path.join(shots, "whatif.png"))
         # A phone: the page reflows to one column and scrolls only vertically.
         viewport(driver, 390, 844, True)
         loaded_after(driver, stamp)

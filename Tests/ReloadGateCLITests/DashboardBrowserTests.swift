@@ -169,6 +169,29 @@ struct DashboardBrowserTests {
             #expect((page["phoneOverflow"] as? Int ?? 1) <= 0, "the page is wider than a phone")
             #expect((page["withoutToken"] as? String)?.contains("unauthorized") == true)
             #expect(FileManager.default.fileExists(atPath: shots + "/desktop.png"))
+
+            // "What if": the commands the page shows, run as they are (in the test's directory, whose
+            // reloadgate.yaml names the gateway's data): the export holds today's pushes, and the replay
+            // runs the gateway's policy and the page's second one, which starts from today's budgets.
+            let defaults = gateway.configuration.scheduling.defaultPolicy
+            let lines = try #require(page["whatIf"] as? String).split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+            try #require(lines.count == 2, "\(lines)")
+            #expect(Array(lines[0].prefix(4)) == ["reloadgate", "export", "--since", "24h"], "\(lines[0])")
+            #expect(Array(lines[1].prefix(3)) == ["reloadgate", "simulate", "last-24h.jsonl"], "\(lines[1])")
+            let changes = zip(lines[1], lines[1].dropFirst()).filter { $0.0 == "--compare-set" }.map(\.1)
+            #expect(changes.contains("daily=\(defaults.dailyBudget)") && changes.contains("burst=\(defaults.burst)"), "\(changes)")
+            try "data:\n  directory: \(directory.path("data"))\n".write(toFile: directory.path("reloadgate.yaml"), atomically: true, encoding: .utf8)
+            let exported = try await ReloadGateProcess.run(Array(lines[0].dropFirst()), in: directory.url)
+            try #require(exported.status == 0, "\(lines[0]): \(exported.stderr)")
+            let simulated = try await ReloadGateProcess.run(Array(lines[1].dropFirst()) + ["--json"], in: directory.url)
+            try #require(simulated.status == 0, "\(lines[1]): \(simulated.stderr)")
+            let replay = try #require(try JSONSerialization.jsonObject(with: Data(simulated.stdout.utf8)) as? [String: Any])
+            let runs = try #require(replay["runs"] as? [[String: Any]])
+            #expect(runs.count == 2)
+            // Device A's three pushes and the two webhook calls: device B's push is left out of the export,
+            // since Apple's 410 unregistered B (its widgets are gone from the registry).
+            #expect(runs.first?["requestsBySource"] as? [String: Int] == ["push": 3, "webhook": 2], "\(runs.first ?? [:])")
+            #expect(FileManager.default.fileExists(atPath: directory.path("last-24h.html")))
         }
     }
 }

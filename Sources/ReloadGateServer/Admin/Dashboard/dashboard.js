@@ -101,6 +101,25 @@ function hourLabel(text) {
   return new Date(text).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
 }
 
+// A word for a POSIX shell: as it is when plain, else in single quotes.
+function shellWord(text) {
+  return /^[A-Za-z0-9_.,:\/=+-]+$/.test(text) ? text : "'" + text.replaceAll("'", "'\\''") + "'";
+}
+
+// The commands that replay the last 24 hours (of the chosen app) with other settings: `reloadgate export`,
+// then `reloadgate simulate` with today's budgets as the second policy's starting point.
+function whatIfCommands(policies, bundle) {
+  const trace = "last-24h.jsonl";
+  const exportWords = ["reloadgate", "export", "--since", "24h", ...(bundle ? ["--bundle", bundle] : []),
+    "--config", "reloadgate.yaml", "--output", trace];
+  const changes = policies.flatMap(policy => {
+    const prefix = policy.kind == null ? "" : policy.kind + ".";
+    return ["--compare-set", `${prefix}daily=${policy.dailyBudget}`, "--compare-set", `${prefix}burst=${policy.burst}`];
+  });
+  const simulateWords = ["reloadgate", "simulate", trace, "--policy", "reloadgate.yaml", ...changes, "--report", "last-24h.html"];
+  return [exportWords, simulateWords].map(words => words.map(shellWord).join(" ")).join("\n");
+}
+
 function render(data) {
   setFigure("pendingReloads", data.pendingReloads);
   setFigure("pendingDueNow", data.pendingDueNow);
@@ -139,6 +158,8 @@ function render(data) {
   fill("#budget-lowest", budgets.lowest.map(entry => element("tr", {},
     cell(entry.bundle ?? "–"), element("td", {}, element("code", { title: entry.device ?? "" }, short(entry.device))),
     cell(entry.widget ?? "–"), cell(entry.kind ?? "–"), cell(`${entry.tokens} of ${entry.burst}`, true), cell(time(entry.nextToken)))));
+
+  $("#whatif-commands").textContent = whatIfCommands(budgets.policies, $("#bundle").value);
 
   fill("#failures", Object.entries(data.failures).sort((a, b) => b[1] - a[1]).map(([reason, count]) =>
     element("tr", {}, cell(reason), cell(count, true))));

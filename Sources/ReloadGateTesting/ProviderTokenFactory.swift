@@ -71,4 +71,13 @@ extension ProviderTokenFactory {
         )
         return credentials
     }
+
+    /// Registers an app of this sender's team in `store` and adds this sender's provider key.
+    public func createApp(bundle: String, in store: any GatewayStore) async throws -> AppCredentials {
+        let credentials = try await store.createApp(bundle: try BundleID(bundle), teamID: teamID, allowsExemptions: false, now: Date())
+        try await store.addProviderKey(
+            StoredProviderKey(keyID: keyID, teamID: teamID, publicKeyPEM: publicKeyPEM, topics: [], environments: "both", createdAt: Date())
+        )
+        return credentials
+    }
 }

@@ -10,14 +10,15 @@ struct Export: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write the gateway's traffic since a time as a trace (JSON lines) for `reloadgate simulate`.",
         discussion: """
-            Reads the ledger of the data directory (also while the server runs): the registry as it stands \
+            Reads the ledger of the data directory or the PostgreSQL database (also while gateways run): the registry as it stands \
             (each active device with its widgets, registered at the trace's start), the widgets' latest \
             timelines (at the time they were reported, or at the start), and every push and webhook call \
             received since then, with its targets and the decisions the scheduler made on arrival, so that \
             `reloadgate simulate --check` can compare its replay with them. No secrets; device tokens are \
             replaced by stable pseudonyms (a SHA-256 of the app and token) unless --keep-tokens. Only the \
             latest timeline of each widget is kept, and budgets start full at the trace's start: decisions \
-            that depended on older state may replay differently. The SQLite store only, for now.
+            that depended on older state may replay differently. On PostgreSQL, the whole cluster's traffic, \
+            whichever gateway took it.
             """
     )
 
@@ -60,13 +61,19 @@ struct Export: AsyncParsableCommand {
     func run() async throws {
         let opened = try await store.openStore()
         defer { try? opened.close() }
-        guard let sqlite = opened as? SQLiteStore else {
-            throw CommandFailure.exit("export reads the SQLite store; it cannot read a PostgreSQL store yet", status: 1)
-        }
         let start = Timestamp(clampingUnixSeconds: Date().timeIntervalSince1970).adding(milliseconds: -Self.milliseconds(since)!)
         let ledger: LedgerExport
         do {
-            ledger = try sqlite.exportLedger(since: start, bundle: bundle)
+            switch opened {
+            case let sqlite as SQLiteStore:
+                ledger = try sqlite.exportLedger(since: start, bundle: bundle)
+            case let postgres as PostgresStore:
+                ledger = try await postgres.exportLedger(since: start, bundle: bundle)
+            default:
+                throw CommandFailure.exit("export cannot read a store of kind \(type(of: opened))", status: 1)
+            }
+        } catch let code as ExitCode {
+            throw code
         } catch {
             throw CommandFailure.exit("cannot read the ledger: \(error)", status: 1)
         }

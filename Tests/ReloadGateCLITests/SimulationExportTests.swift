@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
@@ -10,6 +11,7 @@ import Testing
 /// replay makes every decision the gateway made (pushes scheduled, deferred, merged, absorbed by a
 /// timeline, expired, a webhook call to every widget of three devices, a push that matched
 /// nothing). Changing one recorded decision in the trace makes the check fail: the comparison is real.
+/// On SQLite and on PostgreSQL.
 @Suite(.timeLimit(.minutes(5)))
 struct SimulationExportTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -32,15 +34,40 @@ struct SimulationExportTests {
         )
     }
 
-    @Test func anExportedTraceReplaysToTheGatewaysDecisions() async throws {
+    /// The stores the test runs on: SQLite, and PostgreSQL where a test cluster is given (always on CI).
+    static let stores = TestPostgres.isEnabled ? ["sqlite", "postgres"] : ["sqlite"]
+
+    @Test(arguments: stores)
+    func anExportedTraceReplaysToTheGatewaysDecisions(store kind: String) async throws {
         let directory = try TemporaryDirectory("simulate-export")
         defer { directory.remove() }
         let pki = try TestPKI(in: directory)
         let sender = ProviderTokenFactory(keyID: "SIMSEND001", teamID: "SIMTEAM001")
-        let credentials = try await sender.createApp(bundle: Self.bundle, inStoreAt: directory.path("data"))
+        // The gateway and `reloadgate export` read one configuration: the data directory, and on
+        // PostgreSQL the database of this test.
+        var yaml = "data:\n  directory: \(directory.path("data"))\n"
+        let url = kind == "postgres" ? try await TestPostgres.newDatabase() : nil
+        let credentials: AppCredentials
+        if let url {
+            yaml += "store:\n  kind: postgres\n  url: \(url)\n"
+            let store = try await PostgresStore(
+                location: try PostgresLocation(url: url), secretsDirectory: directory.path("data"),
+                environment: .sandbox, now: Date(), logger: .init(label: "test")
+            )
+            defer { try? store.close() }
+            credentials = try await sender.createApp(bundle: Self.bundle, in: store)
+        } else {
+            credentials = try await sender.createApp(bundle: Self.bundle, inStoreAt: directory.path("data"))
+        }
         let config = directory.path("reloadgate.yaml")
-        try "data:\n  directory: \(directory.path("data"))\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let recorded: [String: Int] = try await TestGateway.withRunning(in: directory, pki: pki) { gateway in
+        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        let configure: (inout GatewayConfiguration) -> Void = { configuration in
+            if let url {
+                configuration.store.kind = .postgres
+                configuration.store.url = url
+            }
+        }
+        let recorded: [String: Int] = try await TestGateway.withRunning(in: directory, pki: pki, configure: configure) { gateway in
             try await gateway.withHTTPClient { client in
                 let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
                 let widgets: [[String: Any]] = [

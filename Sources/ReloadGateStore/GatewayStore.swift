@@ -53,6 +53,10 @@ public protocol GatewayStoreReading: Sendable {
     func dashboardFigures(bundle: String?, now: Timestamp) async throws -> DashboardFigures
     /// The given instances by name (those that no longer exist are left out).
     func instanceDescriptions(_ instances: [Int64]) async throws -> [InstanceDescription]
+    /// What `reloadgate export` writes as a trace: the registry's active devices (of `bundle`, or all),
+    /// their timelines, and the requests received at or after `since` with their decisions on arrival,
+    /// read in one transaction.
+    func exportLedger(since: Timestamp, bundle: String?) async throws -> LedgerExport
 }
 
 /// The gateway's durable state, read and written: ``GatewayStoreReading`` plus the writes the door makes.

@@ -64,16 +64,7 @@ struct Export: AsyncParsableCommand {
         let start = Timestamp(clampingUnixSeconds: Date().timeIntervalSince1970).adding(milliseconds: -Self.milliseconds(since)!)
         let ledger: LedgerExport
         do {
-            switch opened {
-            case let sqlite as SQLiteStore:
-                ledger = try sqlite.exportLedger(since: start, bundle: bundle)
-            case let postgres as PostgresStore:
-                ledger = try await postgres.exportLedger(since: start, bundle: bundle)
-            default:
-                throw CommandFailure.exit("export cannot read a store of kind \(type(of: opened))", status: 1)
-            }
-        } catch let code as ExitCode {
-            throw code
+            ledger = try await opened.exportLedger(since: start, bundle: bundle)
         } catch {
             throw CommandFailure.exit("cannot read the ledger: \(error)", status: 1)
         }

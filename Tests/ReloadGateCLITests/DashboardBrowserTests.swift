@@ -28,19 +28,34 @@ struct DashboardBrowserTests {
     static let deviceA = String(repeating: "a1", count: 32)
     static let deviceB = String(repeating: "b2", count: 32)
 
-    /// The virtual environment with selenium, made once (needs PyPI).
-    static func python() async throws -> String {
+    /// The virtual environment's python with selenium. Made once per test process: the browser suites run
+    /// in parallel, and two of them making the same venv at once left one with a python but no pip yet
+    /// ("No module named pip" in a CI run).
+    static func python() async throws -> String { try await preparedPython.value }
+
+    private static let preparedPython = Task<String, any Error> {
         let environment = root.appendingPathComponent(".build/browser-venv")
         let python = environment.appendingPathComponent("bin/python").path
-        if !FileManager.default.isExecutableFile(atPath: python) {
-            let made = try await ChildProcess.run("/usr/bin/env", ["python3", "-m", "venv", environment.path], in: root)
-            try #require(made.status == 0, "python3 -m venv: \(made.error)")
+        if FileManager.default.isExecutableFile(atPath: python),
+            (try? await ChildProcess.run(python, ["-c", "import selenium"], in: root))?.status == 0
+        {
+            return python
         }
+        // --clear: a venv left half-made (a python without pip) by an interrupted run is made again.
+        let made = try await ChildProcess.run("/usr/bin/env", ["python3", "-m", "venv", "--clear", environment.path], in: root)
+        guard made.status == 0 else { throw BrowserSetupError(message: "python3 -m venv: \(made.error)") }
         let installed = try await ChildProcess.run(
             python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "selenium>=4.20"], in: root, timeout: .seconds(600)
         )
-        try #require(installed.status == 0, "pip install selenium: \(installed.output) \(installed.error)")
+        guard installed.status == 0 else {
+            throw BrowserSetupError(message: "pip install selenium: \(installed.output) \(installed.error)")
+        }
         return python
+    }
+
+    struct BrowserSetupError: Error, CustomStringConvertible {
+        let message: String
+        var description: String { message }
     }
 
     static func push(_ token: String, kind: String, gateway: TestGateway, sender: ProviderTokenFactory) async throws -> RawHTTP2Client.Answer {

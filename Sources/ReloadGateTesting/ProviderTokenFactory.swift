@@ -65,11 +65,7 @@ extension ProviderTokenFactory {
     public func createApp(bundle: String, inStoreAt directory: String) async throws -> AppCredentials {
         let store = try SQLiteStore(directory: directory, environment: .sandbox, now: Date())
         defer { try? store.close() }
-        let credentials = try await store.createApp(bundle: try BundleID(bundle), teamID: teamID, now: Date())
-        try store.addProviderKey(
-            StoredProviderKey(keyID: keyID, teamID: teamID, publicKeyPEM: publicKeyPEM, topics: [], environments: "both", createdAt: Date())
-        )
-        return credentials
+        return try await createApp(bundle: bundle, in: store)
     }
 
     /// Registers an app of this sender's team in `store` and adds this sender's provider key.

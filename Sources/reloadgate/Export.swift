@@ -62,6 +62,12 @@ struct Export: AsyncParsableCommand {
         let opened = try await store.openStore()
         defer { try? opened.close() }
         let start = Timestamp(clampingUnixSeconds: Date().timeIntervalSince1970).adding(milliseconds: -Self.milliseconds(since)!)
+        if let bundle {
+            // A mistyped bundle would otherwise export an empty trace and exit 0.
+            guard try await opened.app(bundle: try Apps.bundleID(bundle)) != nil else {
+                throw CommandFailure.exit("no app \(bundle) (`reloadgate apps list` shows the apps)", status: 1)
+            }
+        }
         let ledger: LedgerExport
         do {
             ledger = try await opened.exportLedger(since: start, bundle: bundle)

@@ -62,24 +62,31 @@ public final class SQLiteStore: Sendable {
         } catch {
             throw .cannotOpen(path: path, reason: String(describing: error))
         }
-        let stored: DeploymentEnvironment
-        do {
-            stored = try pool.write { db in
-                try StoreInfo.recordIfNew(environment: environment, createdAt: now, in: db)
-            }
-        } catch {
-            throw .cannotOpen(path: path, reason: String(describing: error))
-        }
-        guard stored == environment else {
-            try? pool.close()
-            throw .environmentMismatch(path: path, stored: stored, configured: environment)
-        }
         let sealer: SecretSealer
         do {
             sealer = try SecretSealer(directory: directory)
         } catch {
             try? pool.close()
             throw error
+        }
+        let stored: DeploymentEnvironment
+        let keyFits: Bool
+        do {
+            (stored, keyFits) = try pool.write { db in
+                let stored = try StoreInfo.recordIfNew(environment: environment, createdAt: now, in: db)
+                return (stored, try StoreInfo.checkSecretsKey(sealer, in: db))
+            }
+        } catch {
+            try? pool.close()
+            throw .cannotOpen(path: path, reason: String(describing: error))
+        }
+        guard stored == environment else {
+            try? pool.close()
+            throw .environmentMismatch(path: path, stored: stored, configured: environment)
+        }
+        guard keyFits else {
+            try? pool.close()
+            throw .secretsKeyMismatch(directory: URL(fileURLWithPath: directory).standardizedFileURL.path)
         }
         self.path = path
         self.environment = environment

@@ -55,6 +55,27 @@ struct SecretSealer: Sendable {
         return combined
     }
 
+    /// What a store keeps (in `store_info`, as `secretsCheck`) to tell whether a key is the one its secrets
+    /// were sealed with: a known text sealed with the key, in base64.
+    func checkValue() throws -> String {
+        try seal(Self.checkText).base64EncodedString()
+    }
+
+    /// Whether `value` (a ``checkValue()`` of some key) was made with this key.
+    func opens(checkValue value: String) -> Bool {
+        guard let sealed = Data(base64Encoded: value), let text = try? unseal(sealed) else { return false }
+        return text == Self.checkText
+    }
+
+    /// Whether `sealed` (a stored secret) opens with this key; `nil` when it is too short to be a sealed
+    /// box at all (nonce and tag: 28 bytes), which says nothing about the key.
+    func opens(_ sealed: Data) -> Bool? {
+        guard sealed.count >= 28 else { return nil }
+        return (try? unseal(sealed)) != nil
+    }
+
+    private static let checkText = "reloadgate: the secrets.key of this store"
+
     func unseal(_ sealed: Data) throws -> String {
         let plain = try AES.GCM.open(AES.GCM.SealedBox(combined: sealed), using: key)
         return String(decoding: plain, as: UTF8.self)

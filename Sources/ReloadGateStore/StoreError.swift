@@ -6,6 +6,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case cannotOpen(path: String, reason: String)
     /// The data directory belongs to a gateway of the other environment.
     case environmentMismatch(path: String, stored: DeploymentEnvironment, configured: DeploymentEnvironment)
+    /// `secrets.key` in `directory` is not the key the store's secrets were sealed with (another gateway's
+    /// data directory, a key made anew): no webhook call could be verified.
+    case secretsKeyMismatch(directory: String)
     /// The store's contents break an invariant the gateway relies on.
     case corrupt(reason: String)
     /// An app with this bundle id, in any case, is registered already (the registered spelling).
@@ -34,6 +37,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .cannotOpen: "store.cannot-open"
         case .environmentMismatch: "store.environment-mismatch"
+        case .secretsKeyMismatch: "store.secrets-key-mismatch"
         case .corrupt: "store.corrupt"
         case .appExists: "store.app-exists"
         case .keyExists: "store.key-exists"
@@ -48,6 +52,10 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .environmentMismatch(let path, let stored, let configured):
             "the store \(path) holds \(stored) devices but this gateway runs in \(configured): "
                 + "use another data directory (data.directory) for the \(configured) environment"
+        case .secretsKeyMismatch(let directory):
+            "\(directory)/secrets.key is not the key this store's secrets were sealed with: every gateway of one "
+                + "store needs the same secrets.key; copy it from a gateway that works (or from the data directory "
+                + "the store was created with) into \(directory)"
         case .corrupt(let reason): "the store is corrupt: \(reason)"
         case .appExists(let bundle): "the app \(bundle) is registered already (bundle ids are compared regardless of case)"
         case .keyExists(let keyID): "a provider key with the id \(keyID) is registered already"

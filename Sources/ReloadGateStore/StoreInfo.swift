@@ -34,4 +34,18 @@ public struct StoreInfo: Equatable, Sendable {
         )
         return try read(db).environment
     }
+
+    /// Whether `sealer`'s key is the one the store's secrets were sealed with: the store's check value
+    /// opens with it, or (a store from before the check) the first app's sealed webhook secret does. A store
+    /// without a check value gets this key's.
+    static func checkSecretsKey(_ sealer: SecretSealer, in db: Database) throws -> Bool {
+        if let check = try String.fetchOne(db, sql: "SELECT value FROM store_info WHERE key = 'secretsCheck'") {
+            return sealer.opens(checkValue: check)
+        }
+        if let sealed = try Data.fetchOne(db, sql: "SELECT webhookSecret FROM app ORDER BY id LIMIT 1"), sealer.opens(sealed) == false {
+            return false
+        }
+        try db.execute(sql: "INSERT INTO store_info (key, value) VALUES ('secretsCheck', ?)", arguments: [try sealer.checkValue()])
+        return true
+    }
 }

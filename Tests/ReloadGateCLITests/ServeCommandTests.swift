@@ -64,6 +64,24 @@ struct ServeCommandTests {
         }
     }
 
+    /// Another `secrets.key` than the one the store's secrets were sealed with (a key made anew, another
+    /// gateway's data directory) would fail every webhook call: the start stops with one line naming
+    /// `secrets.key` and what to do, status 1.
+    @Test func anotherSecretsKeyStopsTheStart() async throws {
+        let directory = try TemporaryDirectory("serve")
+        defer { directory.remove() }
+        let added = try await ReloadGateProcess.run(["apps", "add", "com.example.scores"], in: directory.url, environment: Self.testEnvironment)
+        #expect(added.status == 0, "\(added.stderr)")
+        let key = directory.url.appendingPathComponent("data/secrets.key")
+        try FileManager.default.removeItem(at: key)
+        try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: key)
+        let serve = try await ReloadGateProcess.run(["serve"], in: directory.url, environment: Self.testEnvironment)
+        #expect(serve.status == 1)
+        let errors = serve.stderr.split(separator: "\n").filter { $0.hasPrefix("reloadgate: error:") }
+        #expect(errors.count == 1, "\(serve.stderr)")
+        #expect(errors.first?.contains("secrets.key is not the key this store's secrets were sealed with") == true, "\(serve.stderr)")
+    }
+
     /// The store opens when the gateway runs (not when it is built): a data directory of the other
     /// environment is still one error line and status 1, with nothing on standard output.
     @Test func aDataDirectoryOfTheOtherEnvironmentIsAClearErrorWithStatus1() async throws {

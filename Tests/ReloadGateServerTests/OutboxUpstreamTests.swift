@@ -1,8 +1,9 @@
 import Foundation
 import Logging
 import ReloadGateCore
-import ReloadGateServer
+@testable import ReloadGateServer
 import ReloadGateTesting
+import Synchronization
 import Testing
 
 @Suite(.timeLimit(.minutes(5)))
@@ -81,6 +82,51 @@ struct OutboxUpstreamTests {
         #expect(lines.count == 2)
         for line in lines { #expect(try JSONSerialization.jsonObject(with: Data(line.utf8)) is [String: Any]) }
         #expect(await outbox.alreadySent([written.apnsID, torn.apnsID]) == [written.apnsID, torn.apnsID])
+    }
+
+    /// A full disk in the middle of a group: the write stops part way through a line (ENOSPC). The group
+    /// fails (none of its deliveries counts as sent), the file is cut back to its last whole line, and once
+    /// the disk has room again the group is written whole: the outbox holds whole lines only, one per
+    /// delivery sent.
+    @Test func aWriteThatFailsPartWayLeavesNoPartialLine() async throws {
+        let directory = try TemporaryDirectory("outbox")
+        defer { directory.remove() }
+        // Room for the first group and 100 bytes more; then every write fails until the disk is freed.
+        let room = Mutex<Int?>(nil)
+        let outbox = try OutboxUpstream(dataDirectory: directory.url.path, logger: Logger(label: "test")) { descriptor, bytes, count in
+            let allowed = room.withLock { room -> Int in
+                guard let left = room else { return count }
+                let allowed = min(left, count)
+                room = left - allowed
+                return allowed
+            }
+            if allowed == 0 {
+                errno = ENOSPC
+                return -1
+            }
+            return Glibc.write(descriptor, bytes, allowed)
+        }
+        let first = try (0..<3).map { try push($0) }
+        #expect(await outbox.send(batch: first).allSatisfy { (try? $0.get()) == .sent })
+        let path = directory.path("outbox.jsonl")
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        room.withLock { $0 = 100 }
+        let second = try (3..<6).map { try push($0) }
+        let failed = await outbox.send(batch: second)
+        #expect(failed.allSatisfy { if case .failure = $0 { true } else { false } })
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the partial line was left behind")
+        #expect(await outbox.alreadySent(Set(second.map(\.apnsID))).isEmpty)
+        await #expect(throws: OutboxError.self) { try await outbox.send(try push(9)) }
+
+        room.withLock { $0 = nil }
+        #expect(await outbox.send(batch: second).allSatisfy { (try? $0.get()) == .sent })
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.last == "", "the file does not end with a whole line")
+        let ids = try lines.dropLast().map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])["apnsId"] as? String
+        }
+        #expect(ids == (first + second).map(\.apnsID))
     }
 
     @Test func anUnwritableDirectoryIsAnError() throws {

@@ -54,6 +54,29 @@ struct PostgresStoreTests {
         }
     }
 
+    /// A gateway whose data directory holds another `secrets.key` than the database's secrets were sealed
+    /// with is refused when it opens the store (it would answer every webhook call with an error), with or
+    /// without an app; the right key still opens it.
+    @Test(.enabled(if: TestPostgres.isEnabled), arguments: [false, true])
+    func anotherSecretsKeyIsRefused(withApp: Bool) async throws {
+        let directory = try TemporaryDirectory("pg-secrets")
+        defer { directory.remove() }
+        let location = try PostgresLocation(url: try await TestPostgres.newDatabase())
+        let first = try await PostgresStore(location: location, secretsDirectory: directory.path("a"), environment: .sandbox, now: now, logger: .init(label: "test"))
+        if withApp { _ = try await first.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now) }
+        try first.close()
+        do {
+            let other = try await PostgresStore(location: location, secretsDirectory: directory.path("b"), environment: .sandbox, now: now, logger: .init(label: "test"))
+            try other.close()
+            Issue.record("a store opened with another secrets.key")
+        } catch let error as StoreError {
+            #expect(error.code == "store.secrets-key-mismatch")
+            #expect(error.description.contains(directory.path("b") + "/secrets.key"), "\(error.description)")
+        }
+        let again = try await PostgresStore(location: location, secretsDirectory: directory.path("a"), environment: .sandbox, now: now, logger: .init(label: "test"))
+        try again.close()
+    }
+
     @Test func aServerThatIsNotThereIsNamedWithTheReasonAndWithoutThePassword() async throws {
         let directory = try TemporaryDirectory("pg-absent")
         defer { directory.remove() }

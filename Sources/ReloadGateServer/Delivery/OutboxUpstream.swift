@@ -23,9 +23,19 @@ public actor OutboxUpstream: DeliveryUpstream {
     private let path: String
     private let descriptor: Int32
     private let logger: Logger
+    /// `write(2)`, or a stand-in that fails part way (tests of a full disk).
+    private let writeBytes: @Sendable (Int32, UnsafeRawPointer, Int) -> Int
+    /// Where the last whole line ends when a failed write could not be cut back at once (the next write
+    /// cuts the file there first); `nil` when the file ends with a whole line.
+    private var cutBackTo: off_t?
 
     /// Opens (creating, mode 0600) `outbox.jsonl` in `dataDirectory`.
     public init(dataDirectory: String, logger: Logger) throws {
+        try self.init(dataDirectory: dataDirectory, logger: logger, write: { Glibc.write($0, $1, $2) })
+    }
+
+    /// Opens the outbox with `write` in place of `write(2)` (tests: a disk that fills in the middle of a write).
+    init(dataDirectory: String, logger: Logger, write: @escaping @Sendable (Int32, UnsafeRawPointer, Int) -> Int) throws {
         let path = URL(fileURLWithPath: dataDirectory).appendingPathComponent(Self.fileName).path
         let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)   // read: recovery after a crash
         guard descriptor >= 0 else {
@@ -34,6 +44,7 @@ public actor OutboxUpstream: DeliveryUpstream {
         self.path = path
         self.descriptor = descriptor
         self.logger = logger
+        self.writeBytes = write
         try Self.cutTornLine(descriptor: descriptor, path: path, logger: logger)
     }
 
@@ -100,6 +111,11 @@ public actor OutboxUpstream: DeliveryUpstream {
     }
 
     /// Writes the lines of `pushes` (one `write(2)`, repeated only for a short write) and syncs them.
+    ///
+    /// All or nothing: when the write or the sync fails (a full disk, an I/O error), the file is cut back
+    /// to where it ended before, so that no partial line stays behind for the next lines to follow, and
+    /// no line is left of a delivery that does not count as sent (each is tried again). When even the cut
+    /// fails, the next write makes it first.
     private func append(_ pushes: [OutgoingPush]) throws {
         guard !pushes.isEmpty else { return }
         var bytes: [UInt8] = []
@@ -108,16 +124,38 @@ public actor OutboxUpstream: DeliveryUpstream {
             bytes.append(contentsOf: Self.line(for: push).utf8)
             bytes.append(UInt8(ascii: "\n"))
         }
+        if let end = cutBackTo {
+            guard ftruncate(descriptor, end) == 0, fsync(descriptor) == 0 else {
+                throw OutboxError(path: path, reason: "cannot cut a failed write back: \(String(cString: strerror(errno)))")
+            }
+            cutBackTo = nil
+        }
+        let start = lseek(descriptor, 0, SEEK_END)
+        guard start >= 0 else { throw OutboxError(path: path, reason: String(cString: strerror(errno))) }
         var offset = 0
+        var failure: String?
         while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            let written = bytes.withUnsafeBytes { writeBytes(descriptor, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0 {
                 if errno == EINTR { continue }
-                throw OutboxError(path: path, reason: String(cString: strerror(errno)))
+                failure = String(cString: strerror(errno))
+                break
+            }
+            if written == 0 {
+                failure = "the write made no progress"
+                break
             }
             offset += written
         }
-        guard fsync(descriptor) == 0 else { throw OutboxError(path: path, reason: String(cString: strerror(errno))) }
+        if failure == nil, fsync(descriptor) != 0 { failure = String(cString: strerror(errno)) }
+        if let failure {
+            if ftruncate(descriptor, start) != 0 || fsync(descriptor) != 0 { cutBackTo = start }
+            logger.error(
+                "outbox: a write failed; the file was cut back to its last whole line and the deliveries are tried again",
+                metadata: ["error": "\(failure)", "deliveries": "\(pushes.count)"]
+            )
+            throw OutboxError(path: path, reason: failure)
+        }
         for push in pushes {
             logger.info(
                 "outbox: widget push",

@@ -4,8 +4,8 @@ import ReloadGateCore
 import ReloadGateStore
 import Synchronization
 
-/// The registered apps as the routes look them up on every call: by bundle (with the webhook secret,
-/// unsealed once) for the webhook, by API key for the registry API.
+/// The registered apps as the routes look them up on every call: by bundle for pushes, by bundle with the
+/// webhook secret (unsealed once) for the webhook, by API key for the registry API.
 ///
 /// Apps found are kept in memory; a lookup that finds nothing asks the store again next time, so an app
 /// added by `reloadgate apps add` while the server runs is seen at once. The only change to an app,
@@ -14,7 +14,9 @@ import Synchronization
 final class AppDirectory: Sendable {
     private struct Entry: Sendable {
         var app: App
-        var webhookSecret: String
+        /// Unsealed on the first webhook call: a push never needs it (with another `secrets.key` than the
+        /// one that sealed it, pushes still work; the start refuses such a key anyway).
+        var webhookSecret: String?
     }
 
     private let store: any GatewayStoreReading
@@ -25,15 +27,24 @@ final class AppDirectory: Sendable {
         self.store = store
     }
 
-    /// The app of `bundle` and its webhook secret if they are kept in memory (no store read: the push
-    /// listener asks on its event loop).
-    func cachedAppWithSecret(bundle: BundleID) -> (app: App, webhookSecret: String)? {
-        byBundle.withLock({ $0[bundle.rawValue] }).map { ($0.app, $0.webhookSecret) }
+    /// The app of `bundle` if it is kept in memory (no store read: the push listener asks on its event loop).
+    func cachedApp(bundle: BundleID) -> App? {
+        byBundle.withLock({ $0[bundle.rawValue] })?.app
+    }
+
+    /// The app of `bundle`, or `nil` when no such app is registered (its secret is not unsealed).
+    func app(bundle: BundleID) async throws -> App? {
+        if let entry = byBundle.withLock({ $0[bundle.rawValue] }) { return entry.app }
+        guard let app = try await store.app(bundle: bundle) else { return nil }
+        byBundle.withLock { entries in
+            if entries[bundle.rawValue] == nil { entries[bundle.rawValue] = Entry(app: app, webhookSecret: nil) }
+        }
+        return app
     }
 
     /// The app of `bundle` and its webhook secret, or `nil` when no such app is registered.
     func appWithSecret(bundle: BundleID) async throws -> (app: App, webhookSecret: String)? {
-        if let entry = byBundle.withLock({ $0[bundle.rawValue] }) { return (entry.app, entry.webhookSecret) }
+        if let entry = byBundle.withLock({ $0[bundle.rawValue] }), let secret = entry.webhookSecret { return (entry.app, secret) }
         guard let app = try await store.app(bundle: bundle) else { return nil }
         guard let secret = try await store.webhookSecret(of: app) else {
             throw StoreError.corrupt(reason: "the app \(bundle) has no webhook secret")

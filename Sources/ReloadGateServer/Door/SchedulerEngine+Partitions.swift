@@ -175,6 +175,15 @@ extension SchedulerEngine {
     private func apply(_ work: ForwardedWork) async throws {
         switch work {
         case .request(let forwarded):
+            // A target this gateway does not know yet (a device adopted or registered through another
+            // gateway whose notice has not been applied here): read its device's registration first, so
+            // that the request is decided as the gateway that took it would have.
+            for target in forwarded.targets {
+                guard let handle = Self.handle(target), !scheduler.isRegistered(handle),
+                    let device = try await partitioning?.store.device(ofInstance: target), isLocal(device: device)
+                else { continue }
+                try await resync(device: device)
+            }
             let request = ReloadRequest(
                 id: forwarded.id,
                 targets: forwarded.targets.compactMap(Self.handle),

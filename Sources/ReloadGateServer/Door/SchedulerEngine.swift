@@ -239,8 +239,14 @@ actor SchedulerEngine {
                 // Rare (once per new token): written here, on the commit loop, in its own transaction.
                 do {
                     let adopted = try await store.adoptDevice(app: adoption.app, token: adoption.token, now: adoption.received)
-                    if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
-                        scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget)
+                    if isLocal(device: adopted.device) {
+                        if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
+                            scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget)
+                        }
+                    } else {
+                        // Another gateway schedules the new device: it learns of it from its inbox, ahead of
+                        // the push that follows (which it would otherwise decide `no-match`).
+                        _ = try await devicesChangedWithoutWaiting([adopted.device])
                     }
                     adoption.then(.success(adopted.device))
                 } catch {

@@ -139,7 +139,7 @@ final class PushIngress: Sendable {
                 tokenTeam = verified.teamID
             }
             // The app from the door's cache; one it does not hold is read from the store in `process`.
-            let app = apps.cachedAppWithSecret(bundle: bundle)?.app
+            let app = apps.cachedApp(bundle: bundle)
             if let app { try Self.check(app, tokenTeam: tokenTeam) }
             return .success(
                 AcceptedHead(
@@ -230,7 +230,7 @@ final class PushIngress: Sendable {
                 app = known
             } else {
                 let bundle = head.headers.bundle
-                guard let found = try await apps.appWithSecret(bundle: bundle)?.app else {
+                guard let found = try await apps.app(bundle: bundle) else {
                     throw APNsFailure(.topicDisallowed, detail: "no app \(bundle) is registered here (reloadgate apps add)")
                 }
                 try Self.check(found, tokenTeam: head.tokenTeam)

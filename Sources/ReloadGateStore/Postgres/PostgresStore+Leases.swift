@@ -75,7 +75,7 @@ extension PostgresStore {
                     .decode(Int64.self)
             }
             let expiry = time + leaseMilliseconds
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO gateway (id, address, startedAt, heartbeatAt) VALUES (\(gateway), \(address), \(startedAt), \(time))
                 ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeatAt = excluded.heartbeatAt
@@ -83,7 +83,7 @@ extension PostgresStore {
                 logger: self.logger
             )
             // (DO NOTHING takes no lock: a beat never waits for this gateway's own commits.)
-            try await connection.query(
+            try await connection.run(
                 "INSERT INTO gateway_fence (gateway) VALUES (\(gateway)) ON CONFLICT (gateway) DO NOTHING", logger: self.logger
             )
             var held: [Int: Int64] = [:]
@@ -126,7 +126,7 @@ extension PostgresStore {
                 }
             }
             for previous in previousOwners.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-                try await connection.query(
+                try await connection.run(
                     "UPDATE gateway_fence SET generation = generation + 1 WHERE gateway = \(previous)", logger: self.logger
                 )
             }
@@ -135,7 +135,7 @@ extension PostgresStore {
             ).first!.decode(Int64.self)
             let surplus = held.count > share ? Array(held.keys.sorted().suffix(held.count - share).reversed()) : []
             // Gateways gone for a long time leave the list (their leases expired long ago).
-            try await connection.query(
+            try await connection.run(
                 "DELETE FROM gateway WHERE heartbeatAt < \(time - 100 * leaseMilliseconds)", logger: self.logger
             )
             return LeaseState(
@@ -149,23 +149,22 @@ extension PostgresStore {
     public func release(_ leases: [Int: Int64], gateway: String) async throws {
         guard !leases.isEmpty else { return }
         let partitions = leases.keys.sorted()
-        try await client.query(
+        _ = try await rows(
             """
             UPDATE partition_lease SET owner = NULL, expiresAt = 0
             FROM unnest(\(partitions.map(Int64.init)), \(partitions.map { leases[$0]! })) AS given(partition, epoch)
             WHERE partition_lease.partition = given.partition AND partition_lease.epoch = given.epoch
                 AND partition_lease.owner = \(gateway)
-            """,
-            logger: self.logger
+            """
         )
     }
 
     public func leave(gateway: String) async throws {
         try await transaction { connection in
-            try await connection.query(
+            try await connection.run(
                 "UPDATE partition_lease SET owner = NULL, expiresAt = 0 WHERE owner = \(gateway)", logger: self.logger
             )
-            try await connection.query("DELETE FROM gateway WHERE id = \(gateway)", logger: self.logger)
+            try await connection.run("DELETE FROM gateway WHERE id = \(gateway)", logger: self.logger)
         }
     }
 

@@ -11,21 +11,40 @@ extension PostgresStore {
     public func commit(_ batch: LedgerBatch) async throws {
         guard !batch.isEmpty else { return }
         let statement = LedgerStatement(batch)
-        guard batch.idempotentAnswers.isEmpty else {
-            let logger = logger
-            return try await transaction { connection in
-                try await Self.write(batch.idempotentAnswers, on: connection, logger: logger)
-                // A fence that did not hold throws here: the transaction (its idempotent answers) rolls back.
-                try statement.check(try await Self.run(statement, on: connection, logger: logger))
+        let logger = logger
+        let outcome: [LedgerStatement.Row]
+        if batch.idempotentAnswers.isEmpty {
+            // One statement: atomic by itself (it needs no BEGIN and COMMIT of its own), one round trip.
+            // Collected: an error of a statement that returns rows arrives with them, not with the call.
+            outcome = try await withConnection { connection in try await Self.run(statement, on: connection, logger: logger) }
+        } else {
+            do {
+                outcome = try await transaction { connection in
+                    try await Self.write(batch.idempotentAnswers, on: connection, logger: logger)
+                    let outcome = try await Self.run(statement, on: connection, logger: logger)
+                    // A fence that did not hold throws here: the transaction (its idempotent answers) rolls back.
+                    if let row = outcome.first, !row.ok { throw StoreError.fenced(generation: row.generation ?? 0, held: []) }
+                    return outcome
+                }
+            } catch StoreError.fenced(let generation, _) {
+                outcome = [(ok: false, generation: generation)]
             }
         }
-        // One statement: atomic by itself (it needs no BEGIN and COMMIT of its own), one round trip.
-        // Collected: an error of a statement that returns rows arrives with them, not with the call.
-        let logger = logger
-        try statement.check(try await withConnection { connection in try await Self.run(statement, on: connection, logger: logger) })
+        guard let fence = statement.fence, let row = outcome.first, !row.ok else { return }
+        // Nothing was written. Which partitions the gateway still holds is read apart from the statement, so
+        // that the statement's answer stays one short row (see ``LedgerStatement``).
+        let held = try await rows("SELECT partition FROM partition_lease WHERE owner = \(fence.gateway) ORDER BY partition")
+            .map { Int(try $0.decode(Int32.self)) }
+        throw StoreError.fenced(generation: row.generation ?? 0, held: held)
     }
 
     /// The rows of the ledger statement (its one row).
+    ///
+    /// The one prepared statement the store runs, and so the one place rows come through postgres-nio's
+    /// `PostgresRowSequence` (see ``PostgresConnection/rows(_:logger:)`` for why everything else avoids it).
+    /// It is safe here because the answer is one row of two short columns: the server sends it with its
+    /// `CommandComplete` in one write, so the row stream ends within the read that brought the row and is
+    /// never left waiting for demand when a connection ends.
     static func run(_ statement: LedgerStatement, on connection: PostgresConnection, logger: Logger) async throws -> [LedgerStatement.Row] {
         var rows: [LedgerStatement.Row] = []
         for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
@@ -70,10 +89,11 @@ extension PostgresStore {
     /// one the batch was decided under (no other gateway has taken a partition from it since). Its fence
     /// row is locked `FOR SHARE`: a takeover's `UPDATE` of it waits for this commit (and then loads what it
     /// wrote), and a row changed since the statement's snapshot is read again as it is now. One row lock
-    /// per commit, however many partitions the batch touches. The statement answers one row: whether the
-    /// fence held and, when it did not, the generation now and the partitions the gateway still holds.
+    /// per commit, however many partitions the batch touches. The statement answers one short row: whether the
+    /// fence held and, when it did not, the generation now (the partitions the gateway still holds are read
+    /// after it: an array of up to 1,024 of them could make the answer longer than one read).
     struct LedgerStatement: PostgresPreparedStatement {
-        typealias Row = (ok: Bool, generation: Int64?, held: [Int64]?)
+        typealias Row = (ok: Bool, generation: Int64?)
 
         static let sql = """
             WITH fence AS (SELECT gateway FROM gateway_fence WHERE $51 AND gateway = $52 AND generation = $53 FOR SHARE),
@@ -127,9 +147,7 @@ extension PostgresStore {
                     SELECT * FROM unnest($47::integer[], $48::text[], $49::bigint[])
                     WHERE (SELECT ok FROM fenced)),
                 consumed AS (DELETE FROM inbox WHERE id = ANY($50::bigint[]) AND (SELECT ok FROM fenced))
-            SELECT ok,
-                    CASE WHEN NOT ok THEN (SELECT generation FROM gateway_fence WHERE gateway = $52) END,
-                    CASE WHEN NOT ok THEN (SELECT array_agg(partition::bigint) FROM partition_lease WHERE owner = $52) END
+            SELECT ok, CASE WHEN NOT ok THEN (SELECT generation FROM gateway_fence WHERE gateway = $52) END
                 FROM fenced
                 LEFT JOIN LATERAL (SELECT pg_notify('\(PostgresStore.clusterChannel)', '\(ClusterChange.inbox.rawValue)')
                     WHERE cardinality($47::integer[]) > 0) notified ON ok
@@ -248,14 +266,8 @@ extension PostgresStore {
         func makeBindings() throws -> PostgresBindings { bindings }
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
-            let (ok, generation, held) = try row.decode((Bool, Int64?, [Int64]?).self)
-            return (ok, generation, held)
-        }
-
-        /// Throws ``StoreError/fenced(generation:held:)`` when the fence did not hold (nothing was written).
-        func check(_ rows: [Row]) throws {
-            guard fence != nil, let row = rows.first, !row.ok else { return }
-            throw StoreError.fenced(generation: row.generation ?? 0, held: (row.held ?? []).map(Int.init).sorted())
+            let (ok, generation) = try row.decode((Bool, Int64?).self)
+            return (ok, generation)
         }
     }
 

@@ -99,15 +99,21 @@ public final class PostgresStore: Sendable {
                     """,
                     logger: logger
                 )
-                let rows = try await connection.query("SELECT value FROM store_info WHERE key = 'environment'", logger: logger)
-                    .collect()
+                let rows = try await connection.rows("SELECT value FROM store_info WHERE key = 'environment'", logger: logger)
                 guard let text = try rows.first?.decode(String.self), let stored = DeploymentEnvironment(rawValue: text) else {
                     throw StoreError.corrupt(reason: "store_info lacks a valid environment")
+                }
+                guard stored == environment else { return stored }
+                guard try await Self.checkSecretsKey(sealer, on: connection, logger: logger) else {
+                    throw StoreError.secretsKeyMismatch(directory: URL(fileURLWithPath: secretsDirectory).standardizedFileURL.path)
                 }
                 return stored
             }
         } catch {
             runner.cancel()
+            if case .secretsKeyMismatch(let directory) = (error as? PostgresTransactionError)?.closureError as? StoreError {
+                throw .secretsKeyMismatch(directory: directory)
+            }
             throw .cannotOpen(path: description, reason: Self.describe(error))
         }
         guard stored == environment else {
@@ -122,6 +128,26 @@ public final class PostgresStore: Sendable {
         self.configuration = configuration
         self.clientLogger = clientLogger
         self.location = location
+    }
+
+    /// Whether `sealer`'s key is the one the store's secrets were sealed with (as ``StoreInfo`` checks it
+    /// for SQLite): the check value opens with it, or (a store from before the check) the first app's
+    /// webhook secret does. A store without a check value gets this key's.
+    private static func checkSecretsKey(_ sealer: SecretSealer, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        if let row = try await connection.rows("SELECT value FROM store_info WHERE key = 'secretsCheck'", logger: logger).first {
+            return sealer.opens(checkValue: try row.decode(String.self))
+        }
+        if let row = try await connection.rows("SELECT webhookSecret FROM app ORDER BY id LIMIT 1", logger: logger).first {
+            let sealed = try row.decode(ByteBuffer.self)
+            if sealer.opens(Data(sealed.readableBytesView)) == false { return false }
+        }
+        try await connection.run(
+            "INSERT INTO store_info (key, value) VALUES ('secretsCheck', \(try sealer.checkValue())) ON CONFLICT (key) DO NOTHING",
+            logger: logger
+        )
+        // Two gateways with different keys starting at once: the one whose value was not kept finds out here.
+        let kept = try await connection.rows("SELECT value FROM store_info WHERE key = 'secretsCheck'", logger: logger).first
+        return try kept.map { sealer.opens(checkValue: try $0.decode(String.self)) } ?? false
     }
 
     /// Closes the connections (in the background: queries still running fail).
@@ -214,7 +240,9 @@ public final class PostgresStore: Sendable {
     /// Whether `client` answers `SELECT 1` within `timeout`.
     private static func answers(_ client: PostgresClient, within timeout: Duration, logger: Logger) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
-            group.addTask { (try? await client.query("SELECT 1", logger: logger).collect()) != nil }
+            group.addTask {
+                (try? await client.withConnection { connection in try await connection.rows("SELECT 1", logger: logger) }) != nil
+            }
             group.addTask {
                 try? await Task.sleep(for: timeout)
                 return false
@@ -235,7 +263,7 @@ public final class PostgresStore: Sendable {
     /// The rows of `query`, on a connection of the pool.
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
         let logger = logger
-        return try await withConnection { connection in try await connection.query(query, logger: logger).collect() }
+        return try await withConnection { connection in try await connection.rows(query, logger: logger) }
     }
 
     /// Runs `body` in one transaction (committed when it returns, rolled back when it throws). An error
@@ -302,8 +330,27 @@ public final class PostgresStore: Sendable {
 }
 
 extension PostgresConnection {
-    /// The rows of `query` inside a transaction.
+    /// The rows of `query`, collected on the connection's event loop: the one way the store reads rows.
+    ///
+    /// Never through postgres-nio's `PostgresRowSequence` (the async `query(_:logger:)` and `execute(_:)`):
+    /// that sequence withdraws its demand after every batch of rows it hands on (1.33.2's
+    /// `AdaptiveRowBuffer.didYield` always answers "stop producing") until the consuming task asks for the
+    /// next row. A result longer than one socket read then waits in the row stream's `waitingForDemand`
+    /// state, and when the server goes away in that moment (a crash, `pg_ctl stop -m immediate`) NIO delivers
+    /// the end of file with a `channelReadComplete` that the row stream does not expect:
+    /// `RowStreamStateMachine.channelReadComplete` stops the process with a precondition failure ("How can we
+    /// receive a body part, after a channelReadComplete, but no read has been forwarded yet"). The newest
+    /// upstream source has the same precondition. The EventLoopFuture API collects with `all()`, which
+    /// asks for more rows in the same event-loop turn as it receives them, so the stream is never left
+    /// without demand and that state is never reached. The prepared ledger statement (``LedgerStatement``)
+    /// is the one exception, and it answers no rows unless its fence failed (see there).
     func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
-        try await self.query(query, logger: logger).collect()
+        let result: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
+        return try await result.get().rows
+    }
+
+    /// Runs `query` for its effect, discarding its rows (through ``rows(_:logger:)``, for the same reason).
+    func run(_ query: PostgresQuery, logger: Logger) async throws {
+        _ = try await rows(query, logger: logger)
     }
 }

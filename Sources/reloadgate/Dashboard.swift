@@ -9,9 +9,11 @@ struct Dashboard: AsyncParsableCommand {
         abstract: "Serve the dashboard (and the admin API) on a loopback port behind a random token.",
         discussion: """
             Like `kubectl proxy`: listens on 127.0.0.1 only and forwards to the gateway's admin socket. It prints \
-            one address with a random token in it: open it in a browser on this machine (the token becomes a \
-            cookie). Scripts send `authorization: bearer <token>`. Requests without the token, or naming another \
-            host, are refused. Ctrl-C (SIGINT) or SIGTERM stops it.
+            one address with a random token in its fragment: open it in a browser on this machine (the page keeps \
+            the token in its tab and sends it with each call; never as a cookie, which every other page on \
+            127.0.0.1 would carry too). Scripts send `authorization: bearer <token>`. Requests without the token, \
+            changes from another origin, or requests naming another host, are refused. Ctrl-C (SIGINT) or SIGTERM \
+            stops it.
             """
     )
 
@@ -39,7 +41,7 @@ struct Dashboard: AsyncParsableCommand {
         let proxy = DashboardProxy(socketPath: socketPath, logger: logger)
         do {
             try await proxy.run(port: port) { bound in
-                printLine("reloadgate: dashboard on http://127.0.0.1:\(bound)/?token=\(proxy.token) (the admin API of \(socketPath); Ctrl-C stops it)")
+                printLine("reloadgate: dashboard on http://127.0.0.1:\(bound)/dashboard#token=\(proxy.token) (the admin API of \(socketPath); Ctrl-C stops it)")
             }
         } catch {
             throw CommandFailure.exit("cannot serve the dashboard on 127.0.0.1:\(port): \(error)", status: 1)

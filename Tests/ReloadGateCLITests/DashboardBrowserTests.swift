@@ -137,7 +137,7 @@ struct DashboardBrowserTests {
             let dashboard = try ReloadGateProcess(["dashboard", "--socket", socket], in: Self.root)
             defer { dashboard.send(SIGTERM) }
             let line = try await dashboard.waitForOutputLine(containing: "dashboard on")
-            let url = String(try #require(line.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]+/)).0)
+            let url = String(try #require(line.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+\/dashboard#token=[A-Za-z0-9_-]+/)).0)
             let base = String(try #require(url.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+/)).0)
 
             // Without the token, and with a wrong one: refused.
@@ -155,6 +155,7 @@ struct DashboardBrowserTests {
             let figures = try #require(page["figures"] as? [String: String])
 
             #expect(page["address"] as? String == base + "/dashboard", "the token stays out of the address")
+            #expect((page["cookies"] as? [String]) == [], "the dashboard set a cookie")
             for (kind, count) in try #require(stats["decisions"] as? [String: Int]) {
                 #expect(figures["decisions.\(kind)"] == String(count), "decisions \(kind)")
             }

@@ -15,10 +15,15 @@ import Synchronization
 /// loopback port, behind a random token, for a browser on the operator's machine.
 ///
 /// It listens on 127.0.0.1 only and answers only requests whose `host` names that address (a page of
-/// another site cannot reach it through DNS rebinding). A request must carry the token: in the URL the
-/// command prints (`?token=`: the answer sets it as a cookie and sends the browser to the same address
-/// without it), as that cookie (`HttpOnly`, `SameSite=Strict`), or as `authorization: bearer <token>`
-/// (scripts). Everything else is forwarded to the admin socket as it came, and the answer back.
+/// another site cannot reach it through DNS rebinding). The token is never an ambient credential: a
+/// browser sends a host's cookies to every port of that host, so any other page the operator opens on
+/// 127.0.0.1 would carry a cookie too. The address the command prints has the token in its fragment
+/// (`/dashboard#token=`), which a browser never sends; the page keeps it in its own tab's
+/// `sessionStorage` (scoped to this origin, port included) and sends it as `authorization: bearer
+/// <token>` with each call, as scripts do. Only the page itself, its script and its style sheet (no data)
+/// are served without the token. A request that changes something (POST, PUT, DELETE) is refused, token or
+/// not, when the browser says it comes from another origin (`Origin`, `Sec-Fetch-Site`). Everything else
+/// is forwarded to the admin socket as it came, and the answer back.
 public struct DashboardProxy: Sendable {
     /// The admin socket of the gateway.
     public let socketPath: String
@@ -26,8 +31,8 @@ public struct DashboardProxy: Sendable {
     public let token: String
     let logger: Logger
 
-    /// The cookie that carries the token.
-    static let cookie = "reloadgate_dashboard"
+    /// The paths served without the token: the page, its script and its style sheet hold no data.
+    static let publicPaths: Set<String> = ["/dashboard", "/dashboard/app.js", "/dashboard/app.css"]
     /// The largest body forwarded (the admin API's own limits are smaller).
     static let bodyLimit = 1 << 20
 
@@ -89,25 +94,19 @@ public struct DashboardProxy: Sendable {
             guard ["127.0.0.1:\(port)", "localhost:\(port)"].contains(host.lowercased()) else {
                 return APIError(status: .forbidden, code: "forbidden", message: "the dashboard answers only to http://127.0.0.1:\(port)").response
             }
-            var components = URLComponents(string: request.uri.description) ?? URLComponents()
-            let query = components.queryItems ?? []
-            if let given = query.first(where: { $0.name == "token" })?.value {
+            let components = URLComponents(string: request.uri.description) ?? URLComponents()
+            if let given = (components.queryItems ?? []).first(where: { $0.name == "token" })?.value {
+                // An address of an earlier version (`/?token=`): the token moves into the fragment, which
+                // the browser keeps to itself, and no cookie is set.
                 guard proxy.accepts(Substring(given)) else { return Self.refusal() }
-                // The token moves to a cookie; the address the browser keeps has none.
-                components.queryItems = query.filter { $0.name != "token" }
-                if components.queryItems?.isEmpty == true { components.queryItems = nil }
-                var location = components.string ?? "/"
-                if location.isEmpty || location == "/" { location = "/dashboard" }
-                return Response(
-                    status: .seeOther,
-                    headers: [
-                        .location: location,
-                        .setCookie: "\(DashboardProxy.cookie)=\(proxy.token); HttpOnly; SameSite=Strict; Path=/",
-                        .cacheControl: "no-store",
-                    ]
-                )
+                return Response(status: .seeOther, headers: [.location: "/dashboard#token=\(proxy.token)", .cacheControl: "no-store"])
             }
-            guard Self.presentsToken(request, proxy) else { return Self.refusal() }
+            if request.uri.path == "/", [.get, .head].contains(request.method) {
+                return Response(status: .seeOther, headers: [.location: "/dashboard"])
+            }
+            if let refusal = Self.crossOriginRefusal(request, port: port) { return refusal }
+            let isPublic = [.get, .head].contains(request.method) && DashboardProxy.publicPaths.contains(request.uri.path)
+            guard isPublic || Self.presentsToken(request, proxy) else { return Self.refusal() }
             // What the admin API takes (anything else, TRACE and CONNECT among them, is never forwarded).
             guard [.get, .head, .post, .put, .delete].contains(request.method) else {
                 var response = APIError(
@@ -116,27 +115,35 @@ public struct DashboardProxy: Sendable {
                 response.headers[.allow] = "GET, HEAD, POST, PUT, DELETE"
                 return response
             }
-            if request.uri.path == "/" {
-                return Response(status: .seeOther, headers: [.location: "/dashboard"])
-            }
             return try await forward(request)
         }
 
+        /// Whether the request carries the token in `authorization: bearer` (a cookie is never accepted).
         static func presentsToken(_ request: Request, _ proxy: DashboardProxy) -> Bool {
-            if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") {
-                return proxy.accepts(header.dropFirst(7))
-            }
-            for header in request.headers[values: .cookie] {
-                for pair in header.split(separator: ";") {
-                    let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
-                    if parts.count == 2, parts[0] == DashboardProxy.cookie, proxy.accepts(parts[1]) { return true }
-                }
-            }
-            return false
+            guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else { return false }
+            return proxy.accepts(header.dropFirst(7))
+        }
+
+        /// A refusal for a request that would change something and that a browser says comes from another
+        /// origin: another page on this machine (any other port of 127.0.0.1 is the same site but not the
+        /// same origin) must not make the operator's browser act. Scripts send neither header.
+        static func crossOriginRefusal(_ request: Request, port: Int) -> Response? {
+            guard ![.get, .head, .options].contains(request.method) else { return nil }
+            let origins = ["http://127.0.0.1:\(port)", "http://localhost:\(port)"]
+            let origin = request.headers[HTTPField.Name("origin")!]
+            let site = request.headers[HTTPField.Name("sec-fetch-site")!]
+            let sameOrigin = (origin.map { origins.contains($0.lowercased()) } ?? true) && (site.map { ["same-origin", "none"].contains($0.lowercased()) } ?? true)
+            guard !sameOrigin else { return nil }
+            return APIError(
+                status: .forbidden, code: "cross-origin",
+                message: "a change through the dashboard must come from the dashboard's own page (http://127.0.0.1:\(port))"
+            ).response
         }
 
         static func refusal() -> Response {
-            APIError.unauthorized("open the address `reloadgate dashboard` printed (its token), or send authorization: bearer <token>").response
+            APIError.unauthorized(
+                "open the address `reloadgate dashboard` printed (the token is in its #fragment), or send authorization: bearer <token>"
+            ).response
         }
 
         /// The request to the admin socket, its answer back.

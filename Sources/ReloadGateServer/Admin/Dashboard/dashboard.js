@@ -9,6 +9,26 @@ const svgNS = "http://www.w3.org/2000/svg";
 
 function $(selector) { return document.querySelector(selector); }
 
+// The token of `reloadgate dashboard` arrives in the address's fragment (#token=...), which the browser never
+// sends to a server. It is kept in this tab's sessionStorage (this origin only, port included: no other local
+// page can read it), taken out of the address, and sent as a bearer token with every call. Never a cookie: a
+// browser would send a cookie of 127.0.0.1 to every port of it, and so with every other local page's requests.
+function dashboardToken() {
+  const match = /(?:^#|&)token=([A-Za-z0-9_-]+)/.exec(location.hash);
+  if (match) {
+    sessionStorage.setItem("reloadgate-dashboard-token", match[1]);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("reloadgate-dashboard-token");
+}
+
+const token = dashboardToken();
+
+function call(path) {
+  const headers = token ? { authorization: "Bearer " + token } : {};
+  return fetch(path, { cache: "no-store", credentials: "omit", headers });
+}
+
 function element(name, attributes = {}, ...children) {
   const node = document.createElement(name);
   for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
@@ -179,7 +199,7 @@ async function refresh() {
   const status = $("#status");
   const bundle = $("#bundle").value;
   try {
-    const response = await fetch("/v1/dashboard" + (bundle ? "?bundle=" + encodeURIComponent(bundle) : ""), { cache: "no-store" });
+    const response = await call("/v1/dashboard" + (bundle ? "?bundle=" + encodeURIComponent(bundle) : ""));
     const data = await response.json();
     if (!response.ok) throw new Error(data.message || response.statusText);
     render(data);
@@ -210,7 +230,7 @@ async function explain(event) {
   const result = $("#explain-result");
   if (!id) return;
   try {
-    const response = await fetch("/v1/explain/" + encodeURIComponent(id), { cache: "no-store" });
+    const response = await call("/v1/explain/" + encodeURIComponent(id));
     const data = await response.json();
     if (!response.ok) throw new Error(data.message || response.statusText);
     const parts = [];

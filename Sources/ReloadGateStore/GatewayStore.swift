@@ -99,6 +99,10 @@ public protocol GatewayStore: GatewayStoreReading {
     /// Whether the store answers a trivial query within `timeout` (a database server that is up and
     /// reachable); an embedded store always does.
     func isReachable(within timeout: Duration) async -> Bool
+    /// Why a commit could not be made now (`nil`: it could): a write probe that changes nothing the
+    /// gateway reads, held to `timeout`. A database whose tables a migration has locked, a full disk, a
+    /// server that does not answer: each fails it. The gateway accepts requests again once it passes.
+    func commitProbe(within timeout: Duration) async -> String?
 
     // MARK: Upkeep
     /// Closes the store's connections; it cannot be used afterwards. (Store-specific upkeep, such as

@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import Synchronization
 
@@ -16,8 +17,10 @@ extension SQLiteStore {
     /// bounds the WAL when this falls behind. Safe beside the writer and readers: a passive checkpoint
     /// waits for no one.
     /// - Returns: the WAL's frames and how many of them are in the database file now.
+    /// - Parameter truncating: also truncate the WAL file to nothing once it is all copied (after a full
+    ///   disk: the file keeps its size, and so the disk's space, until then).
     @discardableResult
-    public func checkpointWAL() throws -> (walFrames: Int, checkpointed: Int) {
+    public func checkpointWAL(truncating: Bool = false) throws -> (walFrames: Int, checkpointed: Int) {
         try checkpointer.withLock { connection in
             if connection == nil {
                 var configuration = Configuration()
@@ -25,8 +28,58 @@ extension SQLiteStore {
                 configuration.busyMode = .timeout(10)
                 connection = try DatabaseQueue(path: path, configuration: configuration)
             }
-            let result = try connection!.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+            let result = try connection!.writeWithoutTransaction { db in try db.checkpoint(truncating ? .truncate : .passive) }
             return (result.walFrameCount, result.checkpointedFrameCount)
+        }
+    }
+}
+
+extension SQLiteStore {
+    /// `error` as the gateway answers it when it says the disk cannot take the write now (full, failing,
+    /// or the file locked by another writer past the deadline): ``StoreError/unavailable(reason:)``, a
+    /// `503`; `nil` for any other error.
+    static func unavailable(_ error: any Error) -> StoreError? {
+        guard let error = error as? DatabaseError else { return nil }
+        switch error.resultCode {
+        case .SQLITE_FULL: return .unavailable(reason: "the disk is full (\(error.message ?? "SQLITE_FULL"))")
+        case .SQLITE_IOERR: return .unavailable(reason: "the disk failed a write (\(error.message ?? "SQLITE_IOERR"))")
+        case .SQLITE_BUSY, .SQLITE_LOCKED: return .unavailable(reason: "the database file is locked (\(error.message ?? "SQLITE_BUSY"))")
+        default: return nil
+        }
+    }
+
+    /// Runs a write, answering what ``unavailable(_:)`` recognises as ``StoreError/unavailable(reason:)``.
+    func writeOrUnavailable<T>(_ write: () async throws -> T) async throws -> T {
+        do {
+            return try await write()
+        } catch {
+            throw Self.unavailable(error) ?? error
+        }
+    }
+
+    /// The same for a write on the caller's thread.
+    static func orUnavailable<T>(_ write: () throws -> T) throws -> T {
+        do {
+            return try write()
+        } catch {
+            throw unavailable(error) ?? error
+        }
+    }
+
+    /// Gives the WAL's space back to the disk (a checkpoint that truncates it: after a full disk the
+    /// WAL would otherwise keep the space freed since), then writes and syncs one row of `store_info`.
+    public func commitProbe(within timeout: Duration) async -> String? {
+        _ = try? checkpointWAL(truncating: true)
+        do {
+            try await writer.write { db in
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO store_info (key, value) VALUES ('probe', ?)",
+                    arguments: [String(Date().storedMilliseconds)]
+                )
+            }
+            return nil
+        } catch {
+            return Self.unavailable(error)?.description ?? "\(error)"
         }
     }
 }

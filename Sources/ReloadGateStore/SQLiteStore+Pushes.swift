@@ -53,7 +53,7 @@ extension SQLiteStore {
     /// (until its widgets are registered), so budgets and coalescing apply from its first push.
     /// - Returns: the device id and the instance id (an existing device's, if another push adopted it first).
     public func adoptDevice(app: App, token: DeviceToken, now: Date) throws -> (device: Int64, instance: Int64) {
-        try writer.write { db in
+        try Self.orUnavailable { try writer.write { db in
             if let row = try Row.fetchOne(
                 db,
                 sql: """
@@ -81,7 +81,7 @@ extension SQLiteStore {
                 arguments: [device, Self.implicitWidget, Self.implicitWidget, Self.implicitWidget]
             )
             return (device, db.lastInsertedRowID)
-        }
+        } }
     }
 }
 

@@ -65,7 +65,7 @@ extension SQLiteStore {
     /// before the write's first change (no savepoint needed, which costs two statements a write).
     public func writeRegistry(_ writes: [RegistryWrite], now: Date) throws -> [Result<RegistryWritten, RegistryError>] {
         guard !writes.isEmpty else { return [] }
-        return try writer.write { db in
+        return try Self.orUnavailable { try writer.write { db in
             var results: [Result<RegistryWritten, RegistryError>] = []
             results.reserveCapacity(writes.count)
             for write in writes {
@@ -81,7 +81,7 @@ extension SQLiteStore {
                 }
             }
             return results
-        }
+        } }
     }
 
     static func putDevice(

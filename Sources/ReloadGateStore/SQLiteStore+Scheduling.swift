@@ -101,7 +101,7 @@ extension SQLiteStore {
     /// queue, so requests keep arriving (and gather into the next batch) while it commits.
     public func commit(_ batch: LedgerBatch) async throws {
         guard !batch.isEmpty else { return }
-        let deleted = try await writer.write { db in try self.write(batch, in: db) }
+        let deleted = try await writeOrUnavailable { try await writer.write { db in try self.write(batch, in: db) } }
         storedPending.remove(deleted)
     }
 }

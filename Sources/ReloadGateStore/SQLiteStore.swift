@@ -31,7 +31,9 @@ public final class SQLiteStore: Sendable {
     ///     for the other environment is refused, because its device tokens would be wrong for this one.
     ///   - now: the time recorded as the store's creation time.
     /// - Throws: ``StoreError``.
-    public init(directory: String, environment: DeploymentEnvironment, now: Date) throws(StoreError) {
+    ///   - deadline: how long a write waits for another writer (an operator command) before it is refused
+    ///     as unavailable (`store.deadline`).
+    public init(directory: String, environment: DeploymentEnvironment, now: Date, deadline: Duration = .seconds(5)) throws(StoreError) {
         let path = URL(fileURLWithPath: directory, isDirectory: true)
             .appendingPathComponent(Self.fileName).standardizedFileURL.path
         do {
@@ -45,8 +47,9 @@ public final class SQLiteStore: Sendable {
         }
         var configuration = Configuration()
         configuration.label = "reloadgate"
-        // Operator commands write while the server runs: wait for the other writer instead of failing.
-        configuration.busyMode = .timeout(10)
+        // Operator commands write while the server runs: wait for the other writer instead of failing,
+        // up to the store's deadline.
+        configuration.busyMode = .timeout(TimeInterval(deadline.components.seconds) + TimeInterval(deadline.components.attoseconds) / 1e18)
         // An answer is sent only after its commit: every commit must reach the disk (SQLite's default in
         // WAL mode is FULL on Debian too; set here so that a build option cannot weaken it).
         configuration.prepareDatabase { db in

@@ -59,7 +59,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .corrupt(let reason): "the store is corrupt: \(reason)"
         case .appExists(let bundle): "the app \(bundle) is registered already (bundle ids are compared regardless of case)"
         case .keyExists(let keyID): "a provider key with the id \(keyID) is registered already"
-        case .unavailable(let reason): "the database cannot be reached: \(reason)"
+        case .unavailable(let reason): "the store cannot commit now: \(reason)"
         case .fenced(let generation, let held):
             "another gateway took partitions over from this one (fence generation now \(generation), "
                 + "\(held.count) partition\(held.count == 1 ? "" : "s") still held): nothing was written"

@@ -117,6 +117,12 @@ public struct ConfigurationKey: Sendable {
         .choice("store.kind", "where the state lives: sqlite (a file in the data directory) or postgres (shared by several gateways)", \.store.kind, GatewayConfiguration.Store.Kind.allCases.map { ($0.rawValue, $0) }),
         .optionalText("store.url", "PostgreSQL URL postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require|verify-full] (store.kind postgres)", \.store.url),
         .path("store.passwordFile", "file whose first line is the PostgreSQL password (instead of the URL's)", \.store.passwordFile),
+        .integer(
+            "store.deadline",
+            "milliseconds a store operation may take before it is rolled back and its requests are answered 503",
+            \.store.deadline,
+            range: 100...300_000
+        ),
         .choice("environment", "APNs environment of this gateway", \.environment, DeploymentEnvironment.allCases.map { ($0.rawValue, $0) }),
         .choice("log.level", "lowest log level written", \.log.level, Logger.Level.allCases.map { ($0.rawValue, $0) }),
         .choice("log.format", "log line format", \.log.format, GatewayConfiguration.Log.Format.allCases.map { ($0.rawValue, $0) }),

@@ -223,6 +223,10 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public var url: String?
         /// A file whose first line is the database password (instead of the URL's).
         public var passwordFile: String?
+        /// Milliseconds one store operation may take (a commit, a registry write): past it the
+        /// transaction is rolled back and its requests are answered `503`; the database's own
+        /// `statement_timeout` and `lock_timeout` too. Reads that scan whole tables get 5 minutes.
+        public var deadline: Int = 5000
     }
 
     /// Where the gateway's state lives (SQLite by default).

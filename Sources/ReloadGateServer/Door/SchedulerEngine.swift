@@ -94,6 +94,10 @@ actor SchedulerEngine {
     /// A commit failed and the state could not be reloaded: the in-memory scheduler may hold decisions
     /// that were never committed, so nothing is decided until ``load()`` succeeds again.
     private(set) var isDegraded = false
+    /// When the last attempt to leave the degraded state began.
+    private var lastRebuild: ContinuousClock.Instant?
+    /// How often a degraded engine tries to reload its state.
+    static let rebuildInterval: Duration = .seconds(1)
 
     /// Deliveries ready to send, in release order, one element per committed batch (the delivery
     /// worker reads them).
@@ -582,7 +586,9 @@ actor SchedulerEngine {
     /// committed.
     func commitPending(finishing: Bool = false) async {
         if isDegraded, flight == nil {
-            await rebuild()
+            // At most one attempt a second (the timer loop makes them): requests arriving in between are
+            // refused at once instead of waiting for a probe that just failed.
+            if lastRebuild.map({ $0.duration(to: .now) >= Self.rebuildInterval }) ?? true { await rebuild() }
             guard !isDegraded else { return refuseEverything(Self.degraded) }
         }
         while true {
@@ -696,15 +702,27 @@ actor SchedulerEngine {
     /// Reloads the scheduler from the store; while that fails the engine is degraded (every request is
     /// refused; the timer loop and each new request try again).
     private func rebuild() async {
+        lastRebuild = .now
         do {
-            // A store that does not answer at all is not asked to load (its queries may wait a minute).
-            guard await store.isReachable(within: Self.reachabilityTimeout) else { throw Self.degraded }
+            // A store that does not answer at all is not asked to load (its queries may wait a minute),
+            // nor one that cannot commit now (a table locked, a full disk): requests would only wait for
+            // a commit that fails at its deadline.
+            guard await store.isReachable(within: Self.reachabilityTimeout) else {
+                throw StoreError.unavailable(reason: "the database does not answer within \(Self.reachabilityTimeout)")
+            }
+            if let stuck = await store.commitProbe(within: Self.probeTimeout) {
+                throw StoreError.unavailable(reason: stuck)
+            }
             try await load()
             if isDegraded { logger.notice("the scheduler's state was reloaded from the store; requests are accepted again") }
             isDegraded = false
         } catch {
             if !isDegraded {
-                logger.error("the scheduler cannot be rebuilt from the store; requests are refused until it can", metadata: ["error": "\(error)"])
+                // Once per outage: what is stuck (the database away, a table locked, the disk full).
+                logger.error(
+                    "the store cannot commit; requests are refused (503) and /ready answers 503 until it can",
+                    metadata: ["error": "\(error)"]
+                )
             }
             isDegraded = true
         }
@@ -717,6 +735,8 @@ actor SchedulerEngine {
 
     /// How long a degraded engine waits for the store to answer before it refuses what is queued.
     static let reachabilityTimeout: Duration = .seconds(2)
+    /// How long a degraded engine's probe commit may wait for a lock before it refuses what is queued.
+    static let probeTimeout: Duration = .milliseconds(500)
 
     /// Throws when no change may be made: stopping, or degraded (the state must be reloaded first).
     func checkAccepting() throws {

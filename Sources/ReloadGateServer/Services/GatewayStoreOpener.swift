@@ -29,9 +29,13 @@ public enum GatewayStoreOpener {
                 secretsDirectory: configuration.dataDirectory,
                 environment: configuration.environment,
                 now: now,
+                deadline: .milliseconds(configuration.store.deadline),
                 logger: logger
             )
         }
-        return try SQLiteStore(directory: configuration.dataDirectory, environment: configuration.environment, now: now)
+        return try SQLiteStore(
+            directory: configuration.dataDirectory, environment: configuration.environment, now: now,
+            deadline: .milliseconds(configuration.store.deadline)
+        )
     }
 }

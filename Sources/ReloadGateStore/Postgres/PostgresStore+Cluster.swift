@@ -89,8 +89,7 @@ extension PostgresStore: ClusterStore {
                 SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload
                 FROM widget JOIN device ON device.id = widget.deviceId LEFT JOIN timeline ON timeline.widgetId = widget.id
                 WHERE \(condition) ORDER BY widget.id
-                """)
-        ).map { row in
+                """), deadline: Self.readDeadline).map { row in
             let (instance, device, kind, planned) = try row.decode((Int64, Int64, String, Int64?).self)
             return RegisteredInstance(
                 instance: instance, device: device, kind: kind, plannedReload: planned.map(Timestamp.init(milliseconds:))
@@ -111,8 +110,7 @@ extension PostgresStore: ClusterStore {
             """
             SELECT \(unescaped: Self.deliveryColumns) FROM delivery dl WHERE state = ANY(\(states.map(\.rawValue)))
                 AND \(unescaped: Self.inPartitions("dl.deviceId", partitions)) ORDER BY releasedAt, apnsId
-            """
-        ).compactMap { try Self.recordedDelivery($0) }
+            """, deadline: Self.readDeadline).compactMap { try Self.recordedDelivery($0) }
     }
 
     public func partitionLeases() async throws -> [PartitionLease] {

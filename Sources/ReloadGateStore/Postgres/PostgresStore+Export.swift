@@ -9,7 +9,7 @@ extension PostgresStore {
     /// while gateways write.
     public func exportLedger(since: Timestamp, bundle: String?) async throws -> LedgerExport {
         let logger = logger
-        return try await transaction { connection in
+        return try await transaction(deadline: Self.readDeadline) { connection in
             _ = try await connection.rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
             var devices: [LedgerExport.Device] = []
             var deviceIndex: [Int64: Int] = [:]

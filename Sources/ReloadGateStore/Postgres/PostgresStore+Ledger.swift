@@ -324,8 +324,7 @@ extension PostgresStore {
             PostgresQuery(unsafeSQL: """
                 SELECT p.instanceId, p.due, p.priority, p.expiration, p.requestCount, p.collapseId, p.team, p.exempt, l.requests
                 FROM pending_reload p LEFT JOIN pending_list l ON l.instanceId = p.instanceId\(pendingFilter)
-                """)
-        ) {
+                """), deadline: Self.readDeadline) {
             let (instance, due, priorityValue, expiration, count, collapseID, team, exempt, requests) = try row.decode(
                 (Int64, Int64, Int64, Int64?, Int64?, String?, String?, Bool, String?).self
             )
@@ -342,8 +341,7 @@ extension PostgresStore {
             )
         }
         return try await rows(
-            PostgresQuery(unsafeSQL: "SELECT instanceId, bucketFullAt, lastReload, plannedReload FROM instance_state\(stateFilter) ORDER BY instanceId")
-        ).map { row in
+            PostgresQuery(unsafeSQL: "SELECT instanceId, bucketFullAt, lastReload, plannedReload FROM instance_state\(stateFilter) ORDER BY instanceId"), deadline: Self.readDeadline).map { row in
             let (instance, bucketFullAt, lastReload, plannedReload) = try row.decode((Int64, Int64?, Int64?, Int64?).self)
             return (
                 instance,
@@ -366,8 +364,7 @@ extension PostgresStore {
     /// Deliveries in the given states, oldest first.
     public func deliveries(in states: [RecordedDelivery.State]) async throws -> [RecordedDelivery] {
         try await rows(
-            "SELECT \(unescaped: Self.deliveryColumns) FROM delivery dl WHERE state = ANY(\(states.map(\.rawValue))) ORDER BY releasedAt, apnsId"
-        ).compactMap { try Self.recordedDelivery($0) }
+            "SELECT \(unescaped: Self.deliveryColumns) FROM delivery dl WHERE state = ANY(\(states.map(\.rawValue))) ORDER BY releasedAt, apnsId", deadline: Self.readDeadline).compactMap { try Self.recordedDelivery($0) }
     }
 
     /// The columns ``recordedDelivery(_:)`` reads, in its order (of `delivery dl`).

@@ -193,6 +193,10 @@ extension PostgresStore {
     /// starting while another migrates waits for it and then finds nothing to do.
     static func migrate(_ client: PostgresClient, logger: Logger) async throws {
         try await client.withTransaction(logger: logger) { connection in
+            // A migration may rewrite a large table, and a gateway starting meanwhile waits for it: neither
+            // is held to the store deadline of the pool's connections.
+            try await connection.run("SET LOCAL statement_timeout = 0", logger: logger)
+            try await connection.run("SET LOCAL lock_timeout = 0", logger: logger)
             _ = try await connection.rows("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
             _ = try await connection.rows(
                 "CREATE TABLE IF NOT EXISTS store_migration (name text PRIMARY KEY, appliedAt timestamptz NOT NULL DEFAULT now())",

@@ -258,8 +258,7 @@ extension PostgresStore {
             SELECT (SELECT count(*) FROM request), (SELECT count(*) FROM decision),
                    (SELECT count(*) FROM request WHERE decisionKind IS NOT NULL), (SELECT count(*) FROM pending_reload),
                    (SELECT count(*) FROM delivery), (SELECT count(*) FROM idempotency)
-            """
-        ).first!
+            """, deadline: Self.readDeadline).first!
         let (requests, decisions, inline, pending, deliveries, keys) = try row.decode((Int64, Int64, Int64, Int64, Int64, Int64).self)
         return LedgerCounts(
             requests: Int(requests), decisions: Int(decisions + inline), pendingReloads: Int(pending),

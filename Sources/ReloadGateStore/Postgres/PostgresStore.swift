@@ -18,6 +18,14 @@ public final class PostgresStore: Sendable {
     public let path: String
     /// The environment the store was created for.
     public let environment: DeploymentEnvironment
+    /// How long one operation may take on the database (`store.deadline`): the server's
+    /// `statement_timeout` and `lock_timeout` of the pool's connections; the client closes a connection
+    /// that has not answered a second after it.
+    public let deadline: Duration
+    /// The deadline of reads that may scan whole tables (loading partitions, the dashboard, export).
+    public static let readDeadline: Duration = .seconds(300)
+    /// `store.deadline`'s default.
+    public static let defaultDeadline: Duration = .seconds(5)
     let logger: Logger
     let sealer: SecretSealer
     /// The connection pool in use, replaced by a new one when the database comes back after an outage.
@@ -61,15 +69,25 @@ public final class PostgresStore: Sendable {
         secretsDirectory: String,
         environment: DeploymentEnvironment,
         now: Date,
+        deadline: Duration = PostgresStore.defaultDeadline,
         logger: Logger
     ) async throws(StoreError) {
         let description = location.description
-        let configuration: PostgresClient.Configuration
+        var configuration: PostgresClient.Configuration
         do {
             configuration = try location.clientConfiguration()
         } catch {
             throw .cannotOpen(path: description, reason: "\(error)")
         }
+        // The server holds every statement of the pool's connections to the deadline too: past it (a lock
+        // held by a migration, a slow disk) it cancels the statement and rolls the transaction back, so a
+        // request refused for it is never committed later. A transaction left idle (a client gone) ends
+        // soon after.
+        let milliseconds = deadline.milliseconds
+        configuration.options.additionalStartupParameters = [
+            ("statement_timeout", "\(milliseconds)"), ("lock_timeout", "\(milliseconds)"),
+            ("idle_in_transaction_session_timeout", "\(2 * milliseconds + 1000)"),
+        ]
         do {
             try FileManager.default.createDirectory(
                 atPath: secretsDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
@@ -122,6 +140,7 @@ public final class PostgresStore: Sendable {
         }
         self.path = description
         self.environment = environment
+        self.deadline = deadline
         self.logger = logger
         self.sealer = sealer
         self.pool = Mutex(pool)
@@ -237,6 +256,34 @@ public final class PostgresStore: Sendable {
         return true
     }
 
+    /// Takes, and gives back at once, the locks a group commit takes on the ledger's tables (`ROW
+    /// EXCLUSIVE`, what an `INSERT` or `UPDATE` takes): a table locked by a migration (`ACCESS EXCLUSIVE`)
+    /// or a dump in `SHARE` mode fails it within `timeout`. Nothing is written.
+    public func commitProbe(within timeout: Duration) async -> String? {
+        guard await isReachable(within: timeout) else { return "the database does not answer within \(timeout)" }
+        let logger = logger
+        let milliseconds = max(1, timeout.milliseconds)
+        do {
+            try await transaction { connection in
+                try await connection.run("SET LOCAL lock_timeout = \(unescaped: String(milliseconds))", logger: logger)
+                try await connection.run(
+                    """
+                    LOCK TABLE request, decision, instance_state, pending_reload, pending_list, delivery, inbox, device, widget
+                    IN ROW EXCLUSIVE MODE
+                    """,
+                    logger: logger
+                )
+            }
+            return nil
+        } catch {
+            let translated = Self.translate(error, overran: false, limit: timeout)
+            if let error = translated as? StoreError, case .unavailable = error {
+                return "a table of the ledger stays locked (\(Self.describe(error)))"
+            }
+            return Self.describe(translated)
+        }
+    }
+
     /// Whether `client` answers `SELECT 1` within `timeout`.
     private static func answers(_ client: PostgresClient, within timeout: Duration, logger: Logger) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
@@ -260,19 +307,36 @@ public final class PostgresStore: Sendable {
     /// refuse requests sooner than that when the database is away.
     static let leaseTimeout: Duration = .seconds(5)
 
-    /// The rows of `query`, on a connection of the pool.
-    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+    /// The rows of `query`, on a connection of the pool, within the store's deadline or (a read that may
+    /// scan whole tables) within `deadline`.
+    func rows(_ query: PostgresQuery, deadline: Duration? = nil) async throws -> [PostgresRow] {
         let logger = logger
-        return try await withConnection { connection in try await connection.rows(query, logger: logger) }
+        guard let deadline, deadline > self.deadline else {
+            return try await withConnection { connection in try await connection.rows(query, logger: logger) }
+        }
+        return try await withConnection(deadline: deadline) { connection in
+            try await connection.withTransaction(logger: logger) { connection in
+                try await connection.run("SET LOCAL statement_timeout = \(unescaped: String(deadline.milliseconds))", logger: logger)
+                return try await connection.rows(query, logger: logger)
+            }
+        }
     }
 
     /// Runs `body` in one transaction (committed when it returns, rolled back when it throws). An error
     /// of `body` is rethrown as it is (a ``RegistryError``, a ``StoreError``), once rolled back.
-    func transaction<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+    func transaction<Result: Sendable>(
+        deadline: Duration? = nil,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
         let logger = logger
-        return try await withConnection { connection in
+        return try await withConnection(deadline: deadline) { connection in
             do {
-                return try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+                return try await connection.withTransaction(logger: logger) { connection in
+                    if let deadline {
+                        try await connection.run("SET LOCAL statement_timeout = \(unescaped: String(deadline.milliseconds))", logger: logger)
+                    }
+                    return try await body(connection)
+                }
             } catch let error as PostgresTransactionError {
                 if let thrown = error.closureError, error.rollbackError == nil { throw thrown }
                 throw error
@@ -281,35 +345,63 @@ public final class PostgresStore: Sendable {
     }
 
     /// Runs `body` on a connection of the pool, or throws ``StoreError/unavailable(reason:)`` when none is
-    /// leased within ``leaseTimeout``. The deadline covers only the wait for a connection: once `body`
-    /// runs it is never abandoned (a transaction cut off by a timer might have committed).
-    func withConnection<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+    /// leased within ``leaseTimeout``, or when the operation does not end within its deadline.
+    ///
+    /// The deadline (`deadline`, else the store's) is the server's first: it cancels a statement past it
+    /// (`statement_timeout`, `lock_timeout`) and rolls the transaction back, which is answered here as the
+    /// store being unavailable. A server that does not answer at all (paused, cut off) is the client's: a
+    /// second after the deadline the connection is closed, which ends the operation with an error (the
+    /// server rolls back what it had not committed). The outcome is always the operation's own: an
+    /// operation that committed just before its connection was closed still reports its success.
+    func withConnection<Result: Sendable>(
+        deadline: Duration? = nil,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
         let client = client
         let lease = Lease()
+        let limit = (deadline ?? self.deadline) + .seconds(1)
         return try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
-                try await client.withConnection { connection in
-                    let granted = lease.state.withLock { state in
-                        guard state == .waiting else { return false }
-                        state = .leased
-                        return true
+                do {
+                    return try await client.withConnection { connection in
+                        guard lease.grant(connection) else {
+                            throw StoreError.unavailable(reason: "no database connection within \(Self.leaseTimeout)")
+                        }
+                        defer { lease.finish() }
+                        do {
+                            return try await body(connection)
+                        } catch {
+                            // A statement cancelled at the deadline may have been the preparation of the
+                            // ledger statement: postgres-nio keeps a failed preparation for the connection's
+                            // life and fails every later execution of that statement on it with the same
+                            // error (a gateway that never commits again after a lock). Such a connection is
+                            // closed; the pool opens another.
+                            if Self.passedDeadline(error) { try? await connection.close() }
+                            throw error
+                        }
                     }
-                    guard granted else { throw StoreError.unavailable(reason: "no database connection within \(Self.leaseTimeout)") }
-                    return try await body(connection)
+                } catch {
+                    throw Self.translate(error, overran: lease.overran, limit: limit)
                 }
             }
             group.addTask {
                 try await Task.sleep(for: Self.leaseTimeout)
-                let expired = lease.state.withLock { state in
-                    guard state == .waiting else { return false }
-                    state = .timedOut
-                    return true
-                }
-                if expired {
+                if lease.expireWaiting() {
                     self.poolSuspect.withLock { $0 = true }
                     throw StoreError.unavailable(reason: "no database connection within \(Self.leaseTimeout)")
                 }
-                return nil  // leased in time: the operation's own result decides
+                // Leased: the operation runs until its deadline at most.
+                while let leasedAt = lease.leasedAt, leasedAt.duration(to: .now) < limit {
+                    try await Task.sleep(until: leasedAt.advanced(by: limit), clock: .continuous)
+                }
+                if let connection = lease.overrun() {
+                    self.logger.error(
+                        "the database did not answer within the store deadline; its connection was closed",
+                        metadata: ["deadline": "\(limit)"]
+                    )
+                    try? await connection.close()
+                }
+                return nil  // the operation's own result decides
             }
             while let next = try await group.next() {
                 if let result = next {
@@ -321,11 +413,90 @@ public final class PostgresStore: Sendable {
         }
     }
 
-    private enum LeaseState { case waiting, leased, timedOut }
+    /// Whether `error` is the server's cancellation of a statement at the deadline (`statement_timeout`,
+    /// `lock_timeout`, `idle_in_transaction_session_timeout`).
+    static func passedDeadline(_ error: any Error) -> Bool {
+        var inner = error
+        if let transaction = error as? PostgresTransactionError, let thrown = transaction.closureError { inner = thrown }
+        guard let psql = inner as? PSQLError else { return false }
+        return ["57014", "55P03", "25P03"].contains(psql.serverInfo?[.sqlState] ?? "")
+    }
 
-    /// Whether an operation got its connection before its deadline (shared by the two racing tasks).
+    /// A failed operation's error as the gateway answers it: a statement the server cancelled at the
+    /// deadline, or a connection closed for it, is the store being unavailable (`503`, nothing committed).
+    static func translate(_ error: any Error, overran: Bool, limit: Duration) -> any Error {
+        var inner = error
+        if let transaction = error as? PostgresTransactionError, let thrown = transaction.closureError { inner = thrown }
+        if inner is StoreError || inner is RegistryError { return inner }
+        if passedDeadline(inner), let psql = inner as? PSQLError {
+            return StoreError.unavailable(reason: "the database did not finish within the store deadline: \(describe(psql))")
+        }
+        if overran {
+            return StoreError.unavailable(reason: "the database did not answer within \(limit); the connection was closed")
+        }
+        return error
+    }
+
+    private enum LeaseState {
+        case waiting
+        case leased(PostgresConnection, since: ContinuousClock.Instant)
+        case finished
+        case overrun
+        case timedOut
+    }
+
+    /// Where an operation is: waiting for its connection, running on it, or ended (shared by the
+    /// operation and its timer).
     private final class Lease: Sendable {
         let state = Mutex(LeaseState.waiting)
+
+        /// The operation got `connection` in time: `false` when the wait had already timed out.
+        func grant(_ connection: PostgresConnection) -> Bool {
+            state.withLock { state in
+                guard case .waiting = state else { return false }
+                state = .leased(connection, since: .now)
+                return true
+            }
+        }
+
+        func finish() {
+            state.withLock { state in
+                if case .leased = state { state = .finished }
+            }
+        }
+
+        /// The wait for a connection timed out (`true`), unless the operation got one.
+        func expireWaiting() -> Bool {
+            state.withLock { state in
+                guard case .waiting = state else { return false }
+                state = .timedOut
+                return true
+            }
+        }
+
+        /// When the running operation got its connection; `nil` once it ended.
+        var leasedAt: ContinuousClock.Instant? {
+            state.withLock { state in
+                if case .leased(_, let since) = state { return since }
+                return nil
+            }
+        }
+
+        /// The connection of an operation still running past its deadline (to close), once.
+        func overrun() -> PostgresConnection? {
+            state.withLock { state in
+                guard case .leased(let connection, _) = state else { return nil }
+                state = .overrun
+                return connection
+            }
+        }
+
+        var overran: Bool {
+            state.withLock { state in
+                if case .overrun = state { return true }
+                return false
+            }
+        }
     }
 }
 
@@ -352,5 +523,13 @@ extension PostgresConnection {
     /// Runs `query` for its effect, discarding its rows (through ``rows(_:logger:)``, for the same reason).
     func run(_ query: PostgresQuery, logger: Logger) async throws {
         _ = try await rows(query, logger: logger)
+    }
+}
+
+extension Duration {
+    /// The duration in whole milliseconds (a store deadline: seconds to minutes).
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }

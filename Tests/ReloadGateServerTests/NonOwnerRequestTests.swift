@@ -15,7 +15,16 @@ import Testing
 struct NonOwnerRequestTests {
     static let bundle = "com.example.scores"
 
-    @Test func pushesForUnknownDevicesAndWebhookCallsThroughEitherGatewayAreDecidedByTheOwner() async throws {
+    struct Pair: Sendable {
+        var first: TestGateway
+        var second: TestGateway
+        var store: PostgresStore
+        var credentials: AppCredentials
+        var sender: ProviderTokenFactory
+    }
+
+    /// Two gateways on a new database, sharing the partitions (each holds some), with an app and a sender's key.
+    func withTwoGateways(_ body: @Sendable (Pair) async throws -> Void) async throws {
         let url = try await TestPostgres.newDatabase()
         let data = try TemporaryDirectory("non-owner")
         defer { data.remove() }
@@ -48,55 +57,150 @@ struct NonOwnerRequestTests {
                     try await Task.sleep(for: .milliseconds(100))
                 }
                 try #require(shares.count == 2 && shares.allSatisfy { $0 > 0 }, "the partitions were not shared: \(shares)")
-
-                // Unknown devices pushed through each gateway: about half of them are another's to schedule.
-                var accepted: [(apnsID: String, decision: String?)] = []
-                for gateway in [first, second] {
-                    for _ in 0..<16 {
-                        let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-                        let apnsID = UUID().uuidString.lowercased()
-                        let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
-                        let answer = try await client.send(
-                            RawHTTP2Client.push(token: token, [
-                                ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.widgets"),
-                                ("apns-push-type", "widgets"), ("apns-id", apnsID),
-                            ]),
-                            body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
-                        )
-                        await client.close()
-                        #expect(answer.status == 200, "\(answer.body)")
-                        accepted.append((apnsID, answer.header("reloadgate-decision")))
-                    }
-                }
-                #expect(accepted.contains { $0.decision == "forwarded" }, "no push reached a gateway that does not own its device")
-
-                // A webhook call through each gateway reaches every device, whoever schedules it.
-                try await second.withHTTPClient { client in
-                    let api = GatewayAPIClient(client: client, baseURL: second.baseURL)
-                    let call = try await api.reload(bundle: Self.bundle, body: #"{"priority":5}"#, secret: credentials.webhookSecret)
-                    #expect(call.status == 202, "\(call.body)")
-                }
-
-                // Every push ends in the owner's `scheduled` decision; none in `no-match`.
-                var outcomes: [String: [String]] = [:]
-                for _ in 0..<200 {
-                    outcomes = [:]
-                    for push in accepted {
-                        for id in try await store.requests(apnsID: push.apnsID) {
-                            outcomes[push.apnsID, default: []] += try await store.requestRecord(id)?.decisions.map(\.decision) ?? []
-                        }
-                    }
-                    if accepted.allSatisfy({ outcomes[$0.apnsID]?.contains("scheduled") == true }) { break }
-                    try await Task.sleep(for: .milliseconds(100))
-                }
-                for push in accepted {
-                    #expect(outcomes[push.apnsID]?.contains("scheduled") == true, "\(push.apnsID): \(outcomes[push.apnsID] ?? [])")
-                    #expect(outcomes[push.apnsID]?.contains("no-match") != true, "\(push.apnsID): \(outcomes[push.apnsID] ?? [])")
-                }
-                // The webhook call found all 32 adopted devices (merged into their pending reloads).
-                let pending = try await store.pendingReloads(PendingFilter())
-                #expect(pending.count == 32, "\(pending.count) pending reloads")
+                try await body(Pair(first: first, second: second, store: store, credentials: credentials, sender: sender))
             }
+        }
+    }
+
+    /// A push through `gateway`'s APNs listener; the status, the decision header and the apns-id.
+    static func push(_ token: String, through gateway: TestGateway, sender: ProviderTokenFactory, priority: Int = 10) async throws
+        -> (status: Int, decision: String?, apnsID: String, body: String)
+    {
+        let apnsID = UUID().uuidString.lowercased()
+        let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
+        let answer = try await client.send(
+            RawHTTP2Client.push(token: token, [
+                ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.widgets"),
+                ("apns-push-type", "widgets"), ("apns-id", apnsID), ("apns-priority", "\(priority)"),
+            ]),
+            body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+        )
+        await client.close()
+        return (answer.status, answer.header("reloadgate-decision"), apnsID, answer.body)
+    }
+
+    /// The decisions of the requests of `apnsID`, in order.
+    static func decisions(_ apnsID: String, in store: PostgresStore) async throws -> [String] {
+        var kinds: [String] = []
+        for id in try await store.requests(apnsID: apnsID) {
+            kinds += try await store.requestRecord(id)?.decisions.map(\.decision) ?? []
+        }
+        return kinds
+    }
+
+    @Test func pushesForUnknownDevicesAndWebhookCallsThroughEitherGatewayAreDecidedByTheOwner() async throws {
+        try await withTwoGateways { pair in
+            let (first, second, store, credentials, sender) = (pair.first, pair.second, pair.store, pair.credentials, pair.sender)
+                // Unknown devices pushed through each gateway: about half of them are another's to schedule.
+            var accepted: [(apnsID: String, decision: String?)] = []
+            for gateway in [first, second] {
+                for _ in 0..<16 {
+                    let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+                    let apnsID = UUID().uuidString.lowercased()
+                    let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
+                    let answer = try await client.send(
+                        RawHTTP2Client.push(token: token, [
+                            ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.widgets"),
+                            ("apns-push-type", "widgets"), ("apns-id", apnsID),
+                        ]),
+                        body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+                    )
+                    await client.close()
+                    #expect(answer.status == 200, "\(answer.body)")
+                    accepted.append((apnsID, answer.header("reloadgate-decision")))
+                }
+            }
+            #expect(accepted.contains { $0.decision == "forwarded" }, "no push reached a gateway that does not own its device")
+
+            // A webhook call through each gateway reaches every device, whoever schedules it.
+            try await second.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: second.baseURL)
+                let call = try await api.reload(bundle: Self.bundle, body: #"{"priority":5}"#, secret: credentials.webhookSecret)
+                #expect(call.status == 202, "\(call.body)")
+            }
+
+            // Every push ends in the owner's `scheduled` decision; none in `no-match`.
+            var outcomes: [String: [String]] = [:]
+            for _ in 0..<200 {
+                outcomes = [:]
+                for push in accepted {
+                    for id in try await store.requests(apnsID: push.apnsID) {
+                        outcomes[push.apnsID, default: []] += try await store.requestRecord(id)?.decisions.map(\.decision) ?? []
+                    }
+                }
+                if accepted.allSatisfy({ outcomes[$0.apnsID]?.contains("scheduled") == true }) { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            for push in accepted {
+                #expect(outcomes[push.apnsID]?.contains("scheduled") == true, "\(push.apnsID): \(outcomes[push.apnsID] ?? [])")
+                #expect(outcomes[push.apnsID]?.contains("no-match") != true, "\(push.apnsID): \(outcomes[push.apnsID] ?? [])")
+            }
+            // The webhook call found all 32 adopted devices (merged into their pending reloads).
+            let pending = try await store.pendingReloads(PendingFilter())
+            #expect(pending.count == 32, "\(pending.count) pending reloads")
+        }
+    }
+
+    /// Devices registered through one gateway, pushed through the other, then cancelled or flushed through
+    /// the admin API of either: each comes out as the owner would have done it.
+    @Test func registryWritesCancelAndFlushThroughEitherGatewayReachTheOwner() async throws {
+        try await withTwoGateways { pair in
+            let (first, second, store, credentials, sender) = (pair.first, pair.second, pair.store, pair.credentials, pair.sender)
+            let tokens = (0..<12).map { index in String(format: "%02x", index) + String(repeating: "7a", count: 31) }
+            try await second.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: second.baseURL)
+                for token in tokens {
+                    let registered = try await api.putDevice(
+                        bundle: Self.bundle, token: token, apiKey: credentials.apiKey,
+                        widgets: [["id": "w1", "kind": "scores", "family": "systemSmall", "configuration": ["team": "42"]]]
+                    )
+                    #expect(registered.status == 200, "\(registered.body)")
+                }
+            }
+            // Low priority: each waits 5 minutes in a pending reload of its owner.
+            var pushed: [(token: String, apnsID: String)] = []
+            for token in tokens {
+                let answer = try await Self.push(token, through: first, sender: sender, priority: 5)
+                #expect(answer.status == 200, "\(answer.body)")
+                pushed.append((token, answer.apnsID))
+            }
+            var pending: [PendingReloadRow] = []
+            for _ in 0..<200 where pending.count < tokens.count {
+                pending = try await store.pendingReloads(PendingFilter())
+                if pending.count < tokens.count { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            try #require(pending.count == tokens.count, "\(pending.count) of \(tokens.count) pending reloads")
+            // Decided by the owner: deferred for the low priority's 5 minutes (never `no-match`).
+            for push in pushed {
+                let decisions = try await Self.decisions(push.apnsID, in: store)
+                #expect(decisions.contains("deferred") && !decisions.contains("no-match"), "\(push.apnsID): \(decisions)")
+            }
+
+            // Half cancelled through the first gateway's admin socket, half flushed through the second's.
+            for (index, push) in pushed.enumerated() {
+                let id = try #require(try await store.requests(apnsID: push.apnsID).first)
+                let gateway = index % 2 == 0 ? first : second
+                let arguments = index < tokens.count / 2
+                    ? ["cancel", String(id), "--socket", gateway.configuration.adminSocketPath]
+                    : ["flush", "--device", push.token, "--socket", gateway.configuration.adminSocketPath]
+                let result = try await ReloadGateProcess.run(arguments, in: gateway.directory.url)
+                #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            }
+            var left: [PendingReloadRow] = pending
+            for _ in 0..<200 where !left.isEmpty {
+                left = try await store.pendingReloads(PendingFilter())
+                if !left.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(left.isEmpty, "still pending: \(left.map(\.deviceToken))")
+            for push in pushed.prefix(tokens.count / 2) {
+                #expect(try await Self.decisions(push.apnsID, in: store).contains("cancelled"), "\(push.apnsID)")
+            }
+            var sent: [RecordedDelivery] = []
+            for _ in 0..<200 where sent.count < tokens.count / 2 {
+                sent = try await store.deliveries(in: [.sent])
+                if sent.count < tokens.count / 2 { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(sent.count == tokens.count / 2, "\(sent.count) deliveries sent for \(tokens.count / 2) flushed devices")
         }
     }
 }

@@ -67,15 +67,17 @@ extension SQLiteStore {
     }
 
     /// Gives the WAL's space back to the disk (a checkpoint that truncates it: after a full disk the
-    /// WAL would otherwise keep the space freed since), then writes and syncs one row of `store_info`.
+    /// WAL would otherwise keep the space freed since), then writes and syncs 256 KiB in `store_info`,
+    /// more than a group commit of a few requests takes: a tiny write can fit into the WAL's pages that a
+    /// failed commit left free while the next commit still fails. The value is shortened again at once.
     public func commitProbe(within timeout: Duration) async -> String? {
         _ = try? checkpointWAL(truncating: true)
         do {
             try await writer.write { db in
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO store_info (key, value) VALUES ('probe', ?)",
-                    arguments: [String(Date().storedMilliseconds)]
-                )
+                try db.execute(sql: "INSERT OR REPLACE INTO store_info (key, value) VALUES ('probe', printf('%.*c', 262144, 'x'))")
+            }
+            try await writer.write { db in
+                try db.execute(sql: "UPDATE store_info SET value = ? WHERE key = 'probe'", arguments: [String(Date().storedMilliseconds)])
             }
             return nil
         } catch {

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// A program run by a test, waited for without blocking a thread.
 ///
@@ -8,8 +9,16 @@ public import Foundation
 /// runs. A blocked read also holds one of the few threads of Swift's cooperative pool (two on a
 /// two-core machine). So the child's exit is polled, every wait has a deadline, and the output is what
 /// the files hold.
+///
+/// Started with `posix_spawn` directly, not Foundation's `Process`: on Linux (Swift 6.3.1) `Process.run()`
+/// lists `/proc/self/fd` and copies each entry's whole 256-byte name, reading past glibc's buffer, and
+/// intermittently kills the test process (SIGSEGV in `memcpy`; swift-corelibs-foundation PR 5472). It
+/// crashed a full test run here. The child gets `/dev/null` as standard input, the two files, the
+/// directory, and no other descriptor of the test process.
 public final class ChildProcess: Sendable {
-    private let process: Process
+    private let pid: pid_t
+    /// The exit status once the child has been reaped.
+    private let reaped = Mutex<Int32?>(nil)
     private let outputFile: URL
     private let errorFile: URL
 
@@ -20,32 +29,71 @@ public final class ChildProcess: Sendable {
             .appendingPathComponent("reloadgate-child-\(UUID().uuidString)").path
         outputFile = URL(fileURLWithPath: stem + ".out")
         errorFile = URL(fileURLWithPath: stem + ".err")
-        guard FileManager.default.createFile(atPath: outputFile.path, contents: nil),
-              FileManager.default.createFile(atPath: errorFile.path, contents: nil)
-        else { throw ChildProcessError.cannotCaptureOutput(stem) }
-        let output = try FileHandle(forWritingTo: outputFile)
-        let error = try FileHandle(forWritingTo: errorFile)
+        let output = open(outputFile.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let error = open(errorFile.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         defer {
             // The child has its own copies now.
-            try? output.close()
-            try? error.close()
+            if output >= 0 { close(output) }
+            if error >= 0 { close(error) }
         }
+        guard output >= 0, error >= 0 else { throw ChildProcessError.cannotCaptureOutput(stem) }
 
-        process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        if let environment { process.environment = environment }
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, output, 1)
+        posix_spawn_file_actions_adddup2(&actions, error, 2)
+        guard Self.addChdir(&actions, directory.path) == 0 else {
+            throw ChildProcessError.cannotStart(executable.path, reason: "cannot change to \(directory.path)")
+        }
+        _ = Self.addCloseFrom(&actions, 3)
+
+        let variables = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
+        let argv = ([executable.path] + arguments).map { strdup($0) } + [nil]
+        let envp = variables.map { strdup($0) } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable.path, &actions, nil, argv, envp)
+        guard status == 0 else {
+            throw ChildProcessError.cannotStart(executable.path, reason: String(cString: strerror(status)))
+        }
+        self.pid = pid
     }
 
+    /// glibc's `posix_spawn_file_actions_addchdir_np` and `..._addclosefrom_np` (2.29, 2.34), which Swift's
+    /// Glibc module does not show: looked up once.
+    private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let addChdir: AddChdir = {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addchdir_np") else { fatalError("glibc 2.29 or newer is needed") }
+        return unsafeBitCast(symbol, to: AddChdir.self)
+    }()
+    private static let addCloseFrom: AddCloseFrom = {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { fatalError("glibc 2.34 or newer is needed") }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
+
     /// The process id.
-    public var processIdentifier: Int32 { process.processIdentifier }
-    /// Whether the process still runs.
-    public var isRunning: Bool { process.isRunning }
+    public var processIdentifier: Int32 { pid }
+    /// Whether the process still runs (it is reaped once it has ended).
+    public var isRunning: Bool { terminationStatus == nil }
+    /// The exit status, or the signal that ended the process; `nil` while it runs.
+    public var terminationStatus: Int32? {
+        reaped.withLock { reaped in
+            if let reaped { return reaped }
+            var status: Int32 = 0
+            guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+            // WIFEXITED / WEXITSTATUS / WTERMSIG (macros Swift does not import).
+            let signal = status & 0x7f
+            let code = signal == 0 ? (status >> 8) & 0xff : signal
+            reaped = code
+            return code
+        }
+    }
     /// What the process wrote to standard output so far.
     public var standardOutput: String { Self.contents(of: outputFile) }
     /// What the process wrote to standard error so far.
@@ -53,7 +101,7 @@ public final class ChildProcess: Sendable {
 
     /// Sends a signal (`SIGTERM`, `SIGINT`, `SIGKILL`).
     public func send(_ signal: Int32) {
-        kill(process.processIdentifier, signal)
+        if isRunning { kill(pid, signal) }
     }
 
     /// Waits until a line of standard output contains `text` and returns that line.
@@ -62,7 +110,7 @@ public final class ChildProcess: Sendable {
     public func waitForOutputLine(containing text: String, timeout: Duration = .seconds(60)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            let running = process.isRunning
+            let running = isRunning
             if let line = standardOutput.split(separator: "\n").first(where: { $0.contains(text) }) {
                 return String(line)
             }
@@ -75,14 +123,14 @@ public final class ChildProcess: Sendable {
     /// Waits for the process to exit and returns its status; kills it after `timeout`.
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
+        while true {
+            if let status = terminationStatus { return status }
             guard ContinuousClock.now < deadline else {
                 send(SIGKILL)
                 throw ChildProcessError.timedOut(waitingFor: "exit", output: standardOutput + standardError)
             }
             try await Task.sleep(for: .milliseconds(20))
         }
-        return process.terminationStatus
     }
 
     /// Runs `executable ARGUMENTS` to completion (killed after `timeout`).
@@ -102,8 +150,19 @@ public final class ChildProcess: Sendable {
         (try? Data(contentsOf: file)).map { String(decoding: $0, as: UTF8.self) } ?? ""
     }
 
+    /// Waits for the process to exit, blocking the calling thread (for code outside Swift concurrency).
+    public func waitUntilExit() -> Int32 {
+        while true {
+            if let status = terminationStatus { return status }
+            usleep(10_000)
+        }
+    }
+
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if isRunning {
+            kill(pid, SIGKILL)
+            _ = waitUntilExit()
+        }
         try? FileManager.default.removeItem(at: outputFile)
         try? FileManager.default.removeItem(at: errorFile)
     }
@@ -112,11 +171,13 @@ public final class ChildProcess: Sendable {
 /// Failures of running a child process.
 public enum ChildProcessError: Error, CustomStringConvertible {
     case cannotCaptureOutput(String)
+    case cannotStart(String, reason: String)
     case timedOut(waitingFor: String, output: String)
 
     public var description: String {
         switch self {
         case .cannotCaptureOutput(let path): "cannot create the output files \(path).out/.err"
+        case .cannotStart(let path, let reason): "cannot start \(path): \(reason)"
         case .timedOut(let text, let output): "timed out waiting for \(text); output so far:\n\(output)"
         }
     }

@@ -152,4 +152,6 @@ public struct TestGateway: Sendable {
 public enum TestGatewayError: Error {
     /// The gateway stopped before its listener was bound.
     case didNotStart
+    /// A request got no answer within this many seconds.
+    case unanswered(seconds: Int)
 }

@@ -34,10 +34,7 @@ struct NonOwnerRequestTests {
             environment: .sandbox, now: Date(), logger: Logger(label: "test")
         )
         defer { try? store.close() }
-        let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: sender.teamID, allowsExemptions: false, now: Date())
-        try await store.addProviderKey(
-            StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
-        )
+        let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [])
         // Both gateways need the database's secrets.key: the second data directory gets a copy.
         try FileManager.default.createDirectory(atPath: data.path("b"), withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: data.path("a/secrets.key"), toPath: data.path("b/secrets.key"))
@@ -62,23 +59,6 @@ struct NonOwnerRequestTests {
         }
     }
 
-    /// A push through `gateway`'s APNs listener; the status, the decision header and the apns-id.
-    static func push(_ token: String, through gateway: TestGateway, sender: ProviderTokenFactory, priority: Int = 10) async throws
-        -> (status: Int, decision: String?, apnsID: String, body: String)
-    {
-        let apnsID = UUID().uuidString.lowercased()
-        let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
-        let answer = try await client.send(
-            RawHTTP2Client.push(token: token, [
-                ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.widgets"),
-                ("apns-push-type", "widgets"), ("apns-id", apnsID), ("apns-priority", "\(priority)"),
-            ]),
-            body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
-        )
-        await client.close()
-        return (answer.status, answer.header("reloadgate-decision"), apnsID, answer.body)
-    }
-
     /// The decisions of the requests of `apnsID`, in order.
     static func decisions(_ apnsID: String, in store: PostgresStore) async throws -> [String] {
         var kinds: [String] = []
@@ -96,18 +76,9 @@ struct NonOwnerRequestTests {
             for gateway in [first, second] {
                 for _ in 0..<16 {
                     let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-                    let apnsID = UUID().uuidString.lowercased()
-                    let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
-                    let answer = try await client.send(
-                        RawHTTP2Client.push(token: token, [
-                            ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.widgets"),
-                            ("apns-push-type", "widgets"), ("apns-id", apnsID),
-                        ]),
-                        body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
-                    )
-                    await client.close()
+                    let answer = try await gateway.push(token, bundle: Self.bundle, sender: sender)
                     #expect(answer.status == 200, "\(answer.body)")
-                    accepted.append((apnsID, answer.header("reloadgate-decision")))
+                    accepted.append((answer.apnsID, answer.decision))
                 }
             }
             #expect(accepted.contains { $0.decision == "forwarded" }, "no push reached a gateway that does not own its device")
@@ -160,7 +131,7 @@ struct NonOwnerRequestTests {
             // Low priority: each waits 5 minutes in a pending reload of its owner.
             var pushed: [(token: String, apnsID: String)] = []
             for token in tokens {
-                let answer = try await Self.push(token, through: first, sender: sender, priority: 5)
+                let answer = try await first.push(token, bundle: Self.bundle, sender: sender, priority: 5)
                 #expect(answer.status == 200, "\(answer.body)")
                 pushed.append((token, answer.apnsID))
             }

@@ -34,62 +34,35 @@ struct PostgresOutageTests {
                 environment: .sandbox, now: Date(), logger: Logger(label: "test")
             )
             defer { try? store.close() }
-            let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: sender.teamID, allowsExemptions: false, now: Date())
-            try await store.addProviderKey(
-                StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
-            )
-            let widgets = [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())]
-            _ = try await store.putDevice(app: credentials.app, token: try DeviceToken(Self.token), widgets: widgets, previousToken: nil, now: Date())
+            let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token])
 
             try await TestGateway.withRunning(configure: { configuration in
                 configuration.store.kind = .postgres
                 configuration.store.url = url
                 configuration.dataDirectory = data.path("data")
             }) { gateway in
-                /// A push through the APNs listener with its own apns-id; the answer and that id.
-                /// (At most 30 s: the answer must come while the database is away too.)
-                @Sendable func push() async throws -> (answer: RawHTTP2Client.Answer, apnsID: String) {
-                    try await withThrowingTaskGroup(of: (answer: RawHTTP2Client.Answer, apnsID: String)?.self) { group in
-                        group.addTask { try await sendPush() }
-                        group.addTask {
-                            try await Task.sleep(for: .seconds(30))
-                            return nil
-                        }
-                        let first = try await group.next()!
-                        group.cancelAll()
-                        return try #require(first, "a push was not answered within 30 s")
-                    }
-                }
-                @Sendable func sendPush() async throws -> (answer: RawHTTP2Client.Answer, apnsID: String) {
-                    let apnsID = UUID().uuidString.lowercased()
-                    let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
-                    defer { Task { await client.close() } }
-                    let answer = try await client.send(
-                        RawHTTP2Client.push(token: Self.token, [
-                            ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.widgets"),
-                            ("apns-push-type", "widgets"), ("apns-id", apnsID),
-                        ]),
-                        body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
-                    )
-                    return (answer, apnsID)
+                /// A push through the APNs listener with its own apns-id (answered within 30 s: the answer must
+                /// come while the database is away too).
+                @Sendable func push() async throws -> PushAnswer {
+                    try await gateway.push(Self.token, bundle: Self.bundle, sender: sender)
                 }
                 try await gateway.withHTTPClient { client in
                     let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
                     // The first push goes at once; the second waits for the minimum interval. Both leave the
                     // app and the device in the gateway's caches: later pushes need no read, only a commit.
                     let first = try await push()
-                    #expect(first.answer.status == 200, "\(first.answer.body)")
+                    #expect(first.status == 200, "\(first.body)")
                     let waiting = try await push()
-                    #expect(waiting.answer.header("reloadgate-decision") == "deferred")
+                    #expect(waiting.decision == "deferred")
 
                     try await cluster.halt()
                     // The commit fails: the push is refused, and the engine cannot reload its state. Then
                     // every push is refused at once (503 ServiceUnavailable), and webhook calls too.
                     let failed = try await push()
-                    #expect(failed.answer.status >= 500, "\(failed.answer.body)")
+                    #expect(failed.status >= 500, "\(failed.body)")
                     let refused = try await push()
-                    #expect(refused.answer.status == 503, "\(refused.answer.body)")
-                    #expect(refused.answer.body.contains("ServiceUnavailable"), "\(refused.answer.body)")
+                    #expect(refused.status == 503, "\(refused.body)")
+                    #expect(refused.body.contains("ServiceUnavailable"), "\(refused.body)")
                     let call = try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: credentials.webhookSecret)
                     #expect(call.status == 503, "\(call.body)")
                     #expect(call.json["code"] as? String == "store-unavailable", "\(call.body)")
@@ -111,7 +84,7 @@ struct PostgresOutageTests {
                     let merged = try await push()
                     // The leases ran out during the outage: until the next heartbeat takes them again, the
                     // push is forwarded (committed to the partition's inbox) and decided when they are back.
-                    #expect(["merged", "forwarded"].contains(merged.answer.header("reloadgate-decision")), "\(merged.answer.headers)")
+                    #expect(["merged", "forwarded"].contains(merged.decision), "\(merged.answer.headers)")
 
                     // The pending reload lists exactly the two accepted pushes: nothing of the refused ones
                     // survived in the scheduler's memory, and they left no row.

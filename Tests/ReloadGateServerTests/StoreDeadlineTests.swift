@@ -27,12 +27,7 @@ struct StoreDeadlineTests {
             environment: .sandbox, now: Date(), logger: Logger(label: "test")
         )
         defer { try? store.close() }
-        let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: sender.teamID, allowsExemptions: false, now: Date())
-        try await store.addProviderKey(
-            StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
-        )
-        let widgets = [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())]
-        _ = try await store.putDevice(app: credentials.app, token: try DeviceToken(Self.token), widgets: widgets, previousToken: nil, now: Date())
+        let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token])
 
         try await TestGateway.withRunning(configure: { configuration in
             configuration.store.kind = .postgres
@@ -40,31 +35,8 @@ struct StoreDeadlineTests {
             configuration.dataDirectory = data.path("data")
             configuration.store.deadline = 1000
         }) { gateway in
-            @Sendable func push() async throws -> (status: Int, body: String, apnsID: String, seconds: Double) {
-                let apnsID = UUID().uuidString.lowercased()
-                let started = ContinuousClock.now
-                let answer = try await withThrowingTaskGroup(of: RawHTTP2Client.Answer?.self) { group in
-                    group.addTask {
-                        let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
-                        defer { Task { await client.close() } }
-                        return try await client.send(
-                            RawHTTP2Client.push(token: Self.token, [
-                                ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.widgets"),
-                                ("apns-push-type", "widgets"), ("apns-id", apnsID),
-                            ]),
-                            body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
-                        )
-                    }
-                    group.addTask {
-                        try await Task.sleep(for: .seconds(30))
-                        return nil
-                    }
-                    let first = try await group.next()!
-                    group.cancelAll()
-                    return try #require(first, "a push was not answered within 30 s")
-                }
-                let took = started.duration(to: .now)
-                return (answer.status, answer.body, apnsID, Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
+            @Sendable func push() async throws -> PushAnswer {
+                try await gateway.push(Self.token, bundle: Self.bundle, sender: sender)
             }
             try await gateway.withHTTPClient { client in
                 let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
@@ -80,7 +52,7 @@ struct StoreDeadlineTests {
                 try await locker.query("BEGIN", logger: lockerLogger)
                 try await locker.query("LOCK TABLE request IN ACCESS EXCLUSIVE MODE", logger: lockerLogger)
 
-                var refused: [(status: Int, body: String, apnsID: String, seconds: Double)] = []
+                var refused: [PushAnswer] = []
                 for _ in 0..<4 { refused.append(try await push()) }
                 for answer in refused {
                     #expect(answer.status == 503, "\(answer.body)")

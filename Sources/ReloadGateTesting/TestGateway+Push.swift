@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A widget push's answer as a test reads it.
 public struct PushAnswer: Sendable {
@@ -31,26 +32,39 @@ extension TestGateway {
         let started = ContinuousClock.now
         let port = ingressPort
         let tls = try pki.clientTLSConfiguration()
-        let answer = try await withThrowingTaskGroup(of: RawHTTP2Client.Answer?.self) { group in
-            group.addTask {
+        // The send runs in a task of its own, not a child: a child that does not end on cancellation (a
+        // client awaiting an answer that never comes) would hold the waiting test forever, and a hang
+        // tells less than a failure.
+        let outcome = Mutex<Result<RawHTTP2Client.Answer, any Error>?>(nil)
+        let sending = Task {
+            let result: Result<RawHTTP2Client.Answer, any Error>
+            do {
                 let client = try await RawHTTP2Client.connect(port: port, tls: tls)
                 defer { Task { await client.close() } }
-                return try await client.send(
-                    RawHTTP2Client.push(token: token, [
-                        ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(bundle).push-type.widgets"),
-                        ("apns-push-type", "widgets"), ("apns-id", apnsID), ("apns-priority", "\(priority)"),
-                    ]),
-                    body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+                result = .success(
+                    try await client.send(
+                        RawHTTP2Client.push(token: token, [
+                            ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(bundle).push-type.widgets"),
+                            ("apns-push-type", "widgets"), ("apns-id", apnsID), ("apns-priority", "\(priority)"),
+                        ]),
+                        body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+                    )
                 )
+            } catch {
+                result = .failure(error)
             }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = try await group.next() ?? nil
-            group.cancelAll()
-            return first
+            outcome.withLock { $0 = result }
         }
+        let deadline = ContinuousClock.now + timeout
+        var answer: RawHTTP2Client.Answer?
+        while ContinuousClock.now < deadline {
+            if let result = outcome.withLock({ $0 }) {
+                answer = try result.get()
+                break
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        if answer == nil { sending.cancel() }
         guard let answer else { throw TestGatewayError.unanswered(seconds: Int(timeout.components.seconds)) }
         let took = started.duration(to: .now)
         return PushAnswer(

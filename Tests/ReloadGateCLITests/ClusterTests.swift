@@ -9,16 +9,17 @@ import ReloadGateTesting
 import Synchronization
 import Testing
 
-/// The multi-process cluster tests run with the PostgreSQL cases, unless `RG_CLUSTER_TESTS=0`.
-let clusterTestsEnabled = ProcessInfo.processInfo.environment["RG_CLUSTER_TESTS"] != "0"
+/// `RG_CLUSTER_TESTS` is set: run the multi-process cluster tests.
+let clusterTestsEnabled = ProcessInfo.processInfo.environment["RG_CLUSTER_TESTS"] != nil
 
 /// Several `reloadgate serve` processes on one PostgreSQL database (DESIGN.md, scale-out), delivering to
 /// the mock APNs: any gateway accepts any request, each device is scheduled by the gateway holding its
 /// partition's lease, a killed gateway's partitions are taken over, and a paused one sends nothing for
 /// partitions it lost.
 ///
-/// They run in the main `swift test` run whenever a PostgreSQL cluster is given (`RG_TEST_POSTGRES_URL`),
-/// one after the other, each within its time limit (`RG_CLUSTER_TESTS=0` leaves them out).
+/// They run when `RG_CLUSTER_TESTS` is set (and a PostgreSQL cluster is given), one test per `swift test`
+/// process, as `.ci/run` does. In the full parallel run they passed in each of four runs on 2026-11-26, but
+/// the outage test beside them did not (docs/OPERATIONS.md, known problems), so they stay apart too.
 @Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled && clusterTestsEnabled), .serialized)
 struct ClusterTests {
     static let bundle = "com.example.cluster"

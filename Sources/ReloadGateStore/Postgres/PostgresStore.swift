@@ -108,8 +108,11 @@ public final class PostgresStore: Sendable {
         let runner = pool.runner
         let stored: DeploymentEnvironment
         do {
+            // Bounded: the pool waits for a connection as long as its reconnection backoff lasts (a server
+            // that refuses connections, all of them taken), and a start must end with an answer.
+            stored = try await Self.within(Self.migrationTimeout, doing: "opening the store") {
             try await Self.migrate(client, logger: logger)
-            stored = try await client.withTransaction(logger: logger) { connection in
+            return try await client.withTransaction(logger: logger) { connection in
                 _ = try await connection.rows(
                     """
                     INSERT INTO store_info (key, value) VALUES ('environment', \(environment.rawValue)),
@@ -126,6 +129,7 @@ public final class PostgresStore: Sendable {
                     throw StoreError.secretsKeyMismatch(directory: URL(fileURLWithPath: secretsDirectory).standardizedFileURL.path)
                 }
                 return stored
+            }
             }
         } catch {
             runner.cancel()
@@ -190,6 +194,25 @@ public final class PostgresStore: Sendable {
 
     /// How long opening the store waits for the server to answer.
     static let openTimeout: Duration = .seconds(10)
+    /// How long opening the store may take with its migrations (a gateway starting while another migrates
+    /// waits for it).
+    static let migrationTimeout: Duration = .seconds(120)
+
+    /// `body`'s result, or ``StoreError/unavailable(reason:)`` when it has none within `timeout`.
+    static func within<T: Sendable>(_ timeout: Duration, doing what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let result = first else {
+                throw StoreError.unavailable(reason: "no answer from the database within \(timeout) while \(what)")
+            }
+            return result
+        }
+    }
 
     /// Connects once (within ``openTimeout``) and closes again, or throws why it could not.
     private static func checkConnection(_ location: PostgresLocation, description: String, logger: Logger) async throws(StoreError) {

@@ -56,8 +56,21 @@ public final class ChildProcess: Sendable {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
         }
+        // The child starts with no signal blocked and every signal's default action, whatever the spawning
+        // thread has (a thread of Swift's pool or of NIO blocks signals; the runtime ignores SIGPIPE): a
+        // gateway or a database server started by a test must stop on SIGTERM and SIGQUIT like anywhere else.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, executable.path, &actions, nil, argv, envp)
+        let status = posix_spawn(&pid, executable.path, &actions, &attributes, argv, envp)
         guard status == 0 else {
             throw ChildProcessError.cannotStart(executable.path, reason: String(cString: strerror(status)))
         }

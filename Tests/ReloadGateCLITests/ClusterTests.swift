@@ -18,7 +18,7 @@ let clusterTestsEnabled = ProcessInfo.processInfo.environment["RG_CLUSTER_TESTS"
 /// partitions it lost.
 ///
 /// They run when `RG_CLUSTER_TESTS` is set (and a PostgreSQL cluster is given), one test per `swift test`
-/// process, as `.ci/run` does. In the full parallel run they passed in each of four runs on 2026-11-26, but
+/// process, as `.ci/run` does. In the full parallel run they passed in each of five runs on 2026-11-26, but
 /// the outage test beside them did not (docs/OPERATIONS.md, known problems), so they stay apart too.
 @Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled && clusterTestsEnabled), .serialized)
 struct ClusterTests {

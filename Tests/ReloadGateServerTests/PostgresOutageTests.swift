@@ -13,8 +13,8 @@ import Testing
 /// the gateway serves again by itself once the database is back.
 ///
 /// Runs when `RG_CLUSTER_TESTS` is set, in a test process of its own (`.ci/run`): in the full parallel run on
-/// two cores it stopped in 4 of 5 runs on 2026-11-26, at its first push after the halt, with every task of the
-/// test process suspended (docs/OPERATIONS.md, known problems). Every push here has a 30 s limit of its own:
+/// two cores it stopped in 5 of 6 runs on 2026-11-26 (at its first push after the halt, or in the gateway's
+/// shutdown), with every task of the test process suspended (docs/OPERATIONS.md, known problems). Every push here has a 30 s limit of its own:
 /// a push never answered fails the test. It prints its steps, so that a run that stops says where.
 @Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled && ProcessInfo.processInfo.environment["RG_CLUSTER_TESTS"] != nil))
 struct PostgresOutageTests {

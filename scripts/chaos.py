@@ -288,7 +288,7 @@ class Tally:
         self.recovery = []
         self.slowest_refusal = 0.0
 
-    def add(self, records, stored, fault_end=None):
+    def add(self, records, stored, fault_ends=()):
         for r in records:
             self.sent += 1
             key = str(r.status)
@@ -304,10 +304,10 @@ class Tally:
                 if r.key in stored:
                     self.refused_stored += 1
                     log(f"{self.name}: {r.kind} {r.key} answered {r.status} but stored")
-        if fault_end is not None:
-            good = [r.answered for r in records if r.status in (200, 202) and r.sent >= fault_end]
+        for end in fault_ends:
+            good = [r.answered for r in records if r.status in (200, 202) and r.sent >= end]
             if good:
-                self.recovery.append(min(good) - fault_end)
+                self.recovery.append(min(good) - end)
 
     def line(self):
         statuses = ", ".join(f"{k}: {v}" for k, v in sorted(self.by_status.items()))
@@ -413,12 +413,7 @@ def crash(args, work, key, cluster, gateways, rounds):
         for gateway in started:
             tally.deaths += gateway.check_death()
         time.sleep(2)
-        stored = stored_postgres(url, load.records)
-        tally.add(load.records, stored)
-        for end in ends:
-            good = [r.answered for r in load.records if r.status in (200, 202) and r.sent >= end]
-            if good:
-                tally.recovery.append(min(good) - end)
+        tally.add(load.records, stored_postgres(url, load.records), fault_ends=ends)
     finally:
         for gateway in started:
             gateway.stop()
@@ -449,7 +444,7 @@ def lock(args, work, key, cluster):
         tally.deaths += started[0].check_death()
         stored = stored_postgres(url, load.records)
         during = [r for r in load.records if marks["start"] <= r.sent <= marks["end"]]
-        tally.add(load.records, stored, fault_end=marks["end"])
+        tally.add(load.records, stored, fault_ends=[marks["end"]])
         late = [r for r in during if r.answered - r.sent > args.deadline / 1000 + 1.0]
         tally.late = len(late)
         tally.during = len(during)
@@ -491,7 +486,7 @@ def kill_and_pause(args, work, key, cluster):
                 tally.deaths += gateway.check_death()
             time.sleep(2)
             stored = stored_postgres(url, load.records)
-            tally.add(load.records, stored, fault_end=marks["end"])
+            tally.add(load.records, stored, fault_ends=[marks["end"]])
             tallies.append(tally)
     finally:
         for gateway in started:
@@ -537,7 +532,7 @@ def disk(args, work, key):
         tally.deaths += gateway.check_death()
         gateway.stop()
         stored = stored_sqlite(os.path.join(directory, "data/reloadgate.sqlite"), load.records)
-        tally.add(load.records, stored, fault_end=marks["end"])
+        tally.add(load.records, stored, fault_ends=[marks["end"]])
         torn = 0
         with open(os.path.join(directory, "data/outbox.jsonl"), "rb") as f:
             content = f.read()

@@ -93,4 +93,14 @@ public struct GatewayAPIClient: Sendable {
             body: String(buffer: buffer)
         )
     }
+
+    /// Asks `/ready` every 100 ms until it answers `status`; whether it did within `timeout`.
+    public func waitForReadiness(_ status: Int, within timeout: Duration) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await send(.GET, "/ready").status == status { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return false
+    }
 }

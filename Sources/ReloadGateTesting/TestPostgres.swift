@@ -65,11 +65,18 @@ public enum TestPostgres {
     public static func newStore(secretsDirectory: String, environment: DeploymentEnvironment = .sandbox, now: Date) async throws
         -> PostgresStore
     {
+        try await openStore(url: try await newDatabase(), secretsDirectory: secretsDirectory, environment: environment, now: now)
+    }
+
+    /// The store of the database at `url` (a test's second handle beside its gateway's), its secrets key in
+    /// `secretsDirectory`.
+    public static func openStore(
+        url: String, secretsDirectory: String, environment: DeploymentEnvironment = .sandbox, now: Date = Date()
+    ) async throws -> PostgresStore {
         var logger = Logger(label: "test-postgres")
         logger.logLevel = .warning
         return try await PostgresStore(
-            location: try PostgresLocation(url: try await newDatabase()), secretsDirectory: secretsDirectory,
-            environment: environment, now: now, logger: logger
+            location: try PostgresLocation(url: url), secretsDirectory: secretsDirectory, environment: environment, now: now, logger: logger
         )
     }
 }

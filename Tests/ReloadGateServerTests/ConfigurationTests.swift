@@ -102,6 +102,42 @@ struct ConfigurationTests {
 
     static let invalidCases: [Invalid] = [
         Invalid(
+            name: "store.deadline 20 digits",
+            yaml: nil,
+            environment: ["RELOADGATE_STORE_DEADLINE": "99999999999999999999"],
+            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '99999999999999999999'"
+        ),
+        Invalid(
+            name: "store.deadline Int64.min",
+            yaml: nil,
+            environment: ["RELOADGATE_STORE_DEADLINE": "-9223372036854775808"],
+            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '-9223372036854775808'"
+        ),
+        Invalid(
+            name: "store.deadline Int64.max",
+            yaml: nil,
+            environment: ["RELOADGATE_STORE_DEADLINE": "9223372036854775807"],
+            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '9223372036854775807'"
+        ),
+        Invalid(
+            name: "store.deadline 1e300",
+            yaml: nil,
+            environment: ["RELOADGATE_STORE_DEADLINE": "1e300"],
+            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '1e300'"
+        ),
+        Invalid(
+            name: "store.deadline below the floor",
+            yaml: nil,
+            environment: ["RELOADGATE_STORE_DEADLINE": "99"],
+            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '99'"
+        ),
+        Invalid(
+            name: "store.deadline zero",
+            yaml: nil,
+            environment: ["RELOADGATE_STORE_DEADLINE": "0"],
+            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '0'"
+        ),
+        Invalid(
             name: "unknown key, with a suggestion",
             yaml: "listen:\n  prot: 9443\n",
             message: "FILE:2: unknown key 'listen.prot'; did you mean 'listen.port'?"

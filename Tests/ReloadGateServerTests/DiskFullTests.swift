@@ -87,21 +87,11 @@ struct DiskFullTests {
                     #expect(answer.status == 503, "\(answer.body)")
                     #expect(answer.body.contains("ServiceUnavailable"), "\(answer.body)")
                 }
-                var notReady = false
-                for _ in 0..<100 where !notReady {
-                    notReady = try await api.send(.GET, "/ready").status == 503
-                    if !notReady { try await Task.sleep(for: .milliseconds(100)) }
-                }
-                #expect(notReady, "/ready did not turn 503 while the disk was full")
+                #expect(try await api.waitForReadiness(503, within: .seconds(10)), "/ready did not turn 503 while the disk was full")
 
                 // Space comes back: the gateway accepts pushes again by itself.
                 try FileManager.default.removeItem(atPath: filler)
-                var ready = false
-                for _ in 0..<300 where !ready {
-                    ready = try await api.send(.GET, "/ready").status == 200
-                    if !ready { try await Task.sleep(for: .milliseconds(100)) }
-                }
-                #expect(ready, "the gateway did not become ready within 30 s of the space's return")
+                #expect(try await api.waitForReadiness(200, within: .seconds(30)), "the gateway did not become ready within 30 s of the space's return")
                 let after = try await push()
                 #expect(after.status == 200, "\(after.body)")
 

@@ -29,10 +29,7 @@ struct NonOwnerRequestTests {
         let data = try TemporaryDirectory("non-owner")
         defer { data.remove() }
         let sender = ProviderTokenFactory(keyID: "NONOWNER01", teamID: "NONOWNTEAM")
-        let store = try await PostgresStore(
-            location: try PostgresLocation(url: url), secretsDirectory: data.path("a"),
-            environment: .sandbox, now: Date(), logger: Logger(label: "test")
-        )
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("a"))
         defer { try? store.close() }
         let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [])
         // Both gateways need the database's secrets.key: the second data directory gets a copy.

@@ -35,10 +35,7 @@ struct PostgresOutageTests {
             let url = try await cluster.newDatabase("outage")
             let sender = ProviderTokenFactory(keyID: "OUTAGE0001", teamID: "OUTTEAM001")
             // The app, the sender's key and the device are there before the gateway starts.
-            let store = try await PostgresStore(
-                location: try PostgresLocation(url: url), secretsDirectory: data.path("data"),
-                environment: .sandbox, now: Date(), logger: Logger(label: "test")
-            )
+            let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("data"))
             defer { try? store.close() }
             let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token])
 
@@ -76,22 +73,11 @@ struct PostgresOutageTests {
                     let call = try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: credentials.webhookSecret)
                     #expect(call.status == 503, "\(call.body)")
                     #expect(call.json["code"] as? String == "store-unavailable", "\(call.body)")
-                    var notReady = false
-                    // (Two health checks in a row without an answer, each waiting up to 5 s.)
-                    for _ in 0..<300 where !notReady {
-                        notReady = try await api.send(.GET, "/ready").status == 503
-                        if !notReady { try await Task.sleep(for: .milliseconds(100)) }
-                    }
-                    #expect(notReady, "/ready did not report the database's absence within 30 s")
+                    #expect(try await api.waitForReadiness(503, within: .seconds(30)), "/ready did not report the database's absence within 30 s")
 
                     Self.step("resuming")
                     try await cluster.resume()
-                    var ready = false
-                    for _ in 0..<600 where !ready {
-                        ready = try await api.send(.GET, "/ready").status == 200
-                        if !ready { try await Task.sleep(for: .milliseconds(100)) }
-                    }
-                    try #require(ready, "the gateway did not become ready again within 60 s of the database's return")
+                    try #require(try await api.waitForReadiness(200, within: .seconds(60)), "the gateway did not become ready again within 60 s of the database's return")
                     Self.step("push after return")
                     let merged = try await push()
                     // The leases ran out during the outage: until the next heartbeat takes them again, the

@@ -22,10 +22,7 @@ struct StoreDeadlineTests {
         let data = try TemporaryDirectory("store-deadline")
         defer { data.remove() }
         let sender = ProviderTokenFactory(keyID: "DEADLINE01", teamID: "DEADTEAM01")
-        let store = try await PostgresStore(
-            location: try PostgresLocation(url: url), secretsDirectory: data.path("data"),
-            environment: .sandbox, now: Date(), logger: Logger(label: "test")
-        )
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("data"))
         defer { try? store.close() }
         let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token])
 
@@ -61,21 +58,11 @@ struct StoreDeadlineTests {
                 // Answered while the lock still holds: within the deadline (1 s), its margin, and the probe.
                 let slowest = refused.map(\.seconds).max() ?? 0
                 print("StoreDeadlineTests: refusals answered within \(slowest) s (deadline 1 s)")
-                var notReady = false
-                for _ in 0..<100 where !notReady {
-                    notReady = try await api.send(.GET, "/ready").status == 503
-                    if !notReady { try await Task.sleep(for: .milliseconds(100)) }
-                }
-                #expect(notReady, "/ready did not turn 503 while every commit missed its deadline")
+                #expect(try await api.waitForReadiness(503, within: .seconds(10)), "/ready did not turn 503 while every commit missed its deadline")
 
                 try await locker.query("ROLLBACK", logger: lockerLogger)
                 try await locker.close()
-                var ready = false
-                for _ in 0..<300 where !ready {
-                    ready = try await api.send(.GET, "/ready").status == 200
-                    if !ready { try await Task.sleep(for: .milliseconds(100)) }
-                }
-                #expect(ready, "the gateway did not become ready again within 30 s of the lock's end")
+                #expect(try await api.waitForReadiness(200, within: .seconds(30)), "the gateway did not become ready again within 30 s of the lock's end")
                 // The first push after the lock, and a burst over the pool's connections: all committed (a
                 // connection whose statement the deadline cancelled during its preparation would refuse them).
                 let after = try await push()

@@ -42,12 +42,14 @@ public struct TestGateway: Sendable {
     ///   - given: the certificates to use; by default new ones in the directory.
     ///   - configure: changes to the test configuration (port 0, test PKI, temporary data directory).
     ///   - customizeRouter: extra routes for the test.
+    ///   - logLevel: the gateway's log level; by default warnings and worse (or less when the configuration asks).
     ///   - body: the test, given the running gateway.
     public static func withRunning<Result: Sendable>(
         in directory: TemporaryDirectory? = nil,
         pki given: TestPKI? = nil,
         configure: (inout GatewayConfiguration) -> Void = { _ in },
         customizeRouter: @escaping @Sendable (Router<BasicRequestContext>) -> Void = { _ in },
+        logLevel: Logger.Level? = nil,
         _ body: @Sendable (TestGateway) async throws -> Result
     ) async throws -> Result {
         let owned = directory == nil
@@ -65,7 +67,7 @@ public struct TestGateway: Sendable {
 
         var logger = Logger(label: "reloadgate-test")
         // Warnings and worse, or less when the test's configuration asks for less.
-        logger.logLevel = max(.warning, configuration.log.level)
+        logger.logLevel = logLevel ?? max(.warning, configuration.log.level)
         let (ports, portContinuation) = AsyncStream<ListenerInfo>.makeStream()
         let gateway = try await buildGateway(
             configuration: configuration,

@@ -9,18 +9,13 @@ import ReloadGateTesting
 import Synchronization
 import Testing
 
-/// `RG_CLUSTER_TESTS` is set: run the multi-process cluster tests.
-let clusterTestsEnabled = ProcessInfo.processInfo.environment["RG_CLUSTER_TESTS"] != nil
-
 /// Several `reloadgate serve` processes on one PostgreSQL database (DESIGN.md, scale-out), delivering to
 /// the mock APNs: any gateway accepts any request, each device is scheduled by the gateway holding its
 /// partition's lease, a killed gateway's partitions are taken over, and a paused one sends nothing for
 /// partitions it lost.
 ///
-/// They run when `RG_CLUSTER_TESTS` is set (and a PostgreSQL cluster is given), one test per `swift test`
-/// process, as `.ci/run` does. In the full parallel run they passed in each of five runs on 2026-11-26, but
-/// the outage test beside them did not (docs/OPERATIONS.md, known problems), so they stay apart too.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled && clusterTestsEnabled), .serialized)
+/// They run with the other PostgreSQL cases (`RG_TEST_POSTGRES_URL`), one after the other, within 5 minutes each.
+@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled), .serialized)
 struct ClusterTests {
     static let bundle = "com.example.cluster"
     /// Short rules, so that the test sees several reloads per device: one per 2 s at most.

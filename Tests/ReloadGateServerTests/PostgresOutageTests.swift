@@ -12,11 +12,9 @@ import Testing
 /// own) and comes back: requests are refused while it is away, nothing refused is accepted later, and
 /// the gateway serves again by itself once the database is back.
 ///
-/// Runs when `RG_CLUSTER_TESTS` is set, in a test process of its own (`.ci/run`): in the full parallel run on
-/// two cores it stopped in 5 of 6 runs on 2026-11-26 (at its first push after the halt, or in the gateway's
-/// shutdown), with every task of the test process suspended (docs/OPERATIONS.md, known problems). Every push here has a 30 s limit of its own:
-/// a push never answered fails the test. It prints its steps, so that a run that stops says where.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled && ProcessInfo.processInfo.environment["RG_CLUSTER_TESTS"] != nil))
+/// Every push here has a 30 s limit of its own: a push never answered fails the test. It prints its steps,
+/// and the gateway logs at debug level (each service as it stops), so that a run that stops says where.
+@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled))
 struct PostgresOutageTests {
     static let bundle = "com.example.scores"
     static let token = String(repeating: "d4", count: 32)
@@ -43,7 +41,7 @@ struct PostgresOutageTests {
                 configuration.store.kind = .postgres
                 configuration.store.url = url
                 configuration.dataDirectory = data.path("data")
-            }) { gateway in
+            }, logLevel: .debug) { gateway in
                 /// A push through the APNs listener with its own apns-id (answered within 30 s: the answer must
                 /// come while the database is away too).
                 @Sendable func push() async throws -> PushAnswer {
@@ -98,8 +96,9 @@ struct PostgresOutageTests {
                     #expect(try await store.requests(apnsID: failed.apnsID).isEmpty)
                     #expect(try await store.requests(apnsID: refused.apnsID).isEmpty)
                     #expect(try await store.ledgerCounts().requests == 3)
-                    Self.step("stopping the gateway")
+                    Self.step("closing the HTTP client")
                 }
+                Self.step("stopping the gateway")
             }
             Self.step("gateway stopped")
         } catch {

@@ -195,8 +195,12 @@ struct ClusterService: Service {
         let door = door
         let engine = membership.engine
         await withDiscardingTaskGroup { group in
-            group.addTask { await membership.run() }
             group.addTask {
+                await membership.run()
+                membership.logger.debug("heartbeat stopped")
+            }
+            group.addTask {
+                defer { membership.logger.debug("listener stopped") }
                 await membership.store.listen { change in
                     switch change {
                     case .apps?: door.apps.forgetAll()

@@ -140,18 +140,10 @@ extension SchedulerEngine {
         do {
             // At most a second: the commit loop must not wait on a store that is away before it finds
             // out with the commit itself (requests waiting for this batch would wait that much longer).
-            entries = try await withThrowingTaskGroup(of: [InboxEntry]?.self) { group in
-                group.addTask { try await partitioning.store.inbox(partitions: partitions, limit: Self.inboxReadLimit) }
-                group.addTask {
-                    try await Task.sleep(for: Self.inboxReadTimeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let entries = first else {
-                    throw StoreError.unavailable(reason: "the inbox was not read within \(Self.inboxReadTimeout)")
-                }
-                return entries
-            }
+            // (A read that is under way is abandoned, not awaited: a query postgres-nio has sent runs to its end.)
+            entries = try await abandoning(after: Self.inboxReadTimeout, timedOut: {
+                StoreError.unavailable(reason: "the inbox was not read within \(Self.inboxReadTimeout)")
+            }) { try await partitioning.store.inbox(partitions: partitions, limit: Self.inboxReadLimit) }
         } catch {
             logger.warning("cannot read the inbox; retrying", metadata: ["error": "\(error)"])
             return

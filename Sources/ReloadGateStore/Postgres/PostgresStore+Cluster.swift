@@ -123,6 +123,12 @@ extension PostgresStore: ClusterStore {
     /// Listens on the cluster channel with a connection of its own (outside the pool), reconnecting
     /// after a second when it breaks, until the task is cancelled.
     public func listen(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async {
+        // Returns as soon as the caller is cancelled, without waiting for postgres-nio to end the
+        // notification sequence (see ``abandoning(after:timedOut:_:)``).
+        _ = try? await abandoning(after: nil, timedOut: { CancellationError() }) { await self.listenUntilCancelled(onChange: onChange) }
+    }
+
+    private func listenUntilCancelled(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async {
         var quiet = logger
         quiet.logLevel = .critical
         // The connection in use, closed on cancellation: that ends the notification sequence (whose

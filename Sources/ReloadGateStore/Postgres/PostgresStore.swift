@@ -200,18 +200,9 @@ public final class PostgresStore: Sendable {
 
     /// `body`'s result, or ``StoreError/unavailable(reason:)`` when it has none within `timeout`.
     static func within<T: Sendable>(_ timeout: Duration, doing what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let result = first else {
-                throw StoreError.unavailable(reason: "no answer from the database within \(timeout) while \(what)")
-            }
-            return result
-        }
+        try await abandoning(after: timeout, timedOut: {
+            StoreError.unavailable(reason: "no answer from the database within \(timeout) while \(what)")
+        }, body)
     }
 
     /// Connects once (within ``openTimeout``) and closes again, or throws why it could not.
@@ -225,23 +216,15 @@ public final class PostgresStore: Sendable {
         var quiet = logger
         quiet.logLevel = .critical
         let connectLogger = quiet
-        let outcome: Result<Void, any Error> = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
-            group.addTask {
-                do {
-                    let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: connectLogger)
-                    try? await connection.close()
-                    return .success(())
-                } catch {
-                    return .failure(error)
-                }
+        let outcome: Result<Void, any Error>
+        do {
+            try await abandoning(after: openTimeout, timedOut: { StoreError.unavailable(reason: "no answer within \(openTimeout)") }) {
+                let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: connectLogger)
+                try? await connection.close()
             }
-            group.addTask {
-                try? await Task.sleep(for: openTimeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? .failure(StoreError.unavailable(reason: "no answer within \(openTimeout)"))
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
         }
         if case .failure(let error) = outcome {
             throw .cannotOpen(path: description, reason: describe(error))
@@ -309,18 +292,9 @@ public final class PostgresStore: Sendable {
 
     /// Whether `client` answers `SELECT 1` within `timeout`.
     private static func answers(_ client: PostgresClient, within timeout: Duration, logger: Logger) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                (try? await client.withConnection { connection in try await connection.rows("SELECT 1", logger: logger) }) != nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        (try? await abandoning(after: timeout, timedOut: { CancellationError() }) {
+            try await client.withConnection { connection in _ = try await connection.rows("SELECT 1", logger: logger) }
+        }) != nil
     }
 
     // MARK: Running queries
@@ -383,7 +357,22 @@ public final class PostgresStore: Sendable {
         let client = client
         let lease = Lease()
         let limit = (deadline ?? self.deadline) + .seconds(1)
-        return try await withThrowingTaskGroup(of: Result?.self) { group in
+        // The race below answers within the lease timeout and the deadline when postgres-nio ends its
+        // operations on cancellation; `abandoning` makes it so when it does not (a group waits for its
+        // children). A cancelled caller still waits for its operation up to then: it may be a write.
+        return try await abandoning(after: Self.leaseTimeout + limit + .seconds(2), timedOut: {
+            StoreError.unavailable(reason: "the database operation did not end within \(Self.leaseTimeout + limit + .seconds(2))")
+        }, returnOnCancel: false) { try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, body) }
+    }
+
+    /// ``withConnection(deadline:_:)``'s race of the operation with the lease timeout and its deadline.
+    private func raceLeaseAndDeadline<Result: Sendable>(
+        client: PostgresClient,
+        lease: Lease,
+        limit: Duration,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
                 do {
                     return try await client.withConnection { connection in

@@ -359,9 +359,12 @@ public final class PostgresStore: Sendable {
         let limit = (deadline ?? self.deadline) + .seconds(1)
         // The race below answers within the lease timeout and the deadline when postgres-nio ends its
         // operations on cancellation; `abandoning` makes it so when it does not (a group waits for its
-        // children). A cancelled caller still waits for its operation up to then: it may be a write.
-        return try await abandoning(after: Self.leaseTimeout + limit + .seconds(2), timedOut: {
-            StoreError.unavailable(reason: "the database operation did not end within \(Self.leaseTimeout + limit + .seconds(2))")
+        // children). A cancelled caller still waits for its operation up to then: it may be a write. (A
+        // backstop, well past the race's own ends: on a starved machine closing an overrun connection and
+        // failing its operation take seconds of their own.)
+        let backstop = Self.leaseTimeout + limit * 2 + .seconds(5)
+        return try await abandoning(after: backstop, timedOut: {
+            StoreError.unavailable(reason: "the database operation did not end within \(backstop)")
         }, returnOnCancel: false) { try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, body) }
     }
 

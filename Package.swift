@@ -319,6 +319,8 @@ let package = Package(
                 "ReloadGateCertificates",
                 "ReloadGateCore",
                 "ReloadGateStore",
+                // The commit pipeline's generated event sequences (CommitPipelineTests).
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

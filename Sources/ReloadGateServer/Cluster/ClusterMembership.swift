@@ -25,16 +25,8 @@ final class ClusterMembership: Sendable {
     /// How often the gateway renews its leases.
     let heartbeatInterval: Duration
 
-    private struct Held: Sendable {
-        var leases: [Int: Int64] = [:]
-        /// Until when the leases are certainly this gateway's (monotonic clock).
-        var validUntil: ContinuousClock.Instant = .now
-        var lastHeartbeat: ContinuousClock.Instant?
-        /// Deliveries the worker did not send because the lease counted as lost (``leaveBehind(_:)``).
-        var leftBehind: [RecordedDelivery] = []
-    }
-
-    private let held = Mutex(Held())
+    /// The leases and what they imply (``PartitionLeases``), read by the delivery worker from any task.
+    private let held: Mutex<PartitionLeases>
 
     init(
         gateway: String,
@@ -53,6 +45,7 @@ final class ClusterMembership: Sendable {
         self.startedAt = Int64(Date().timeIntervalSince1970 * 1000)
         self.leaseTime = leaseTime
         self.heartbeatInterval = heartbeatInterval
+        held = Mutex(PartitionLeases(leaseTime: leaseTime, now: .now))
     }
 
     /// A gateway id: the host name, the process id and a random suffix (a restarted gateway is a new one).
@@ -67,7 +60,7 @@ final class ClusterMembership: Sendable {
 
     /// Whether this gateway holds the lease of `device`'s partition now (and it has not run out).
     func owns(device: Int64) -> Bool {
-        held.withLock { $0.leases[DevicePartition.of(device: device)] != nil && ContinuousClock.now < $0.validUntil }
+        held.withLock { $0.owns(partition: DevicePartition.of(device: device), at: .now) }
     }
 
     /// Takes deliveries the worker did not send because ``owns(device:)`` said no. The next heartbeat
@@ -76,17 +69,17 @@ final class ClusterMembership: Sendable {
     /// without this they would wait for the next start. The others are the new owner's, which loads
     /// them from the store.
     func leaveBehind(_ deliveries: [RecordedDelivery]) {
-        held.withLock { $0.leftBehind.append(contentsOf: deliveries) }
+        held.withLock { $0.leaveBehind(deliveries) }
     }
 
     /// Lets the leases count as lost by the local clock now, as when a heartbeat is late past the local
     /// deadline (a loaded machine, a paused process); the next ``beat()`` renews them. For tests.
     func lapseLocally() {
-        held.withLock { $0.validUntil = .now }
+        held.withLock { $0.lapse(at: .now) }
     }
 
     /// The leases held now (partition -> epoch).
-    var leases: [Int: Int64] { held.withLock { $0.leases } }
+    var leases: [Int: Int64] { held.withLock { $0.held } }
 
     /// One heartbeat: renews, takes and hands back leases, and tells the engine.
     func beat() async throws {
@@ -95,52 +88,29 @@ final class ClusterMembership: Sendable {
         let state = try await store.heartbeat(
             gateway: gateway, address: address, startedAt: startedAt, leaseMilliseconds: milliseconds, now: nil
         )
-        let before = leases
-        // Lost: held before, not renewed now (expired, and maybe taken), or renewed with another epoch.
-        let lost = before.filter { state.held[$0.key] != $0.value }.map(\.key)
-        if !lost.isEmpty {
-            held.withLock { for partition in lost { $0.leases[partition] = nil } }
-            await engine.giveUp(lost, handingBack: false)
-        }
+        let renewal = held.withLock { $0.renewed(state, startedAt: started) }
+        if !renewal.lost.isEmpty { await engine.giveUp(renewal.lost, handingBack: false) }
         // (After the lost partitions are forgotten: batches begun before keep the old generation and fail.)
-        await engine.adopt(generation: state.generation)
-        // New to the engine: taken by this beat, or renewed after this gateway had let them go (its beats
-        // failed past the lease's local deadline, and nobody took them meanwhile).
-        let acquired = state.held.filter { before[$0.key] != $0.value }
-        held.withLock {
-            $0.leases = state.held
-            $0.validUntil = started + leaseTime - margin
-            $0.lastHeartbeat = started
-        }
-        if !acquired.isEmpty {
+        await engine.adopt(generation: renewal.generation)
+        if !renewal.acquired.isEmpty {
             do {
-                try await engine.takeOver(acquired)
+                try await engine.takeOver(renewal.acquired)
             } catch {
                 // Not loaded: given back so that another gateway (or the next heartbeat) takes them.
                 logger.error("cannot load taken partitions; releasing them", metadata: ["error": "\(error)"])
-                held.withLock { for partition in acquired.keys { $0.leases[partition] = nil } }
-                await engine.giveUp(Array(acquired.keys), handingBack: false)
-                try? await store.release(acquired, gateway: gateway)
+                held.withLock { $0.loadFailed(renewal.acquired) }
+                await engine.giveUp(Array(renewal.acquired.keys), handingBack: false)
+                try? await store.release(renewal.acquired, gateway: gateway)
             }
         }
-        // Left behind while the lease counted as lost, renewed since with the same epoch: sent here.
-        let kept = held.withLock { held -> [RecordedDelivery] in
-            defer { held.leftBehind = [] }
-            return held.leftBehind.filter { delivery in
-                let partition = DevicePartition.of(device: delivery.device)
-                return before[partition] != nil && held.leases[partition] == before[partition]
-            }
+        if !renewal.requeue.isEmpty {
+            logger.notice("deliveries held back while the lease counted as lost are sent again", metadata: ["deliveries": "\(renewal.requeue.count)"])
+            await engine.requeue(renewal.requeue)
         }
-        if !kept.isEmpty {
-            logger.notice("deliveries held back while the lease counted as lost are sent again", metadata: ["deliveries": "\(kept.count)"])
-            await engine.requeue(kept)
-        }
-        if !state.surplus.isEmpty {
+        if !renewal.handBack.isEmpty {
             // Handed back once what was decided for them is committed.
-            let given = Dictionary(uniqueKeysWithValues: state.surplus.compactMap { p in state.held[p].map { (p, $0) } })
-            held.withLock { for partition in given.keys { $0.leases[partition] = nil } }
-            await engine.giveUp(Array(given.keys), handingBack: true)
-            try await store.release(given, gateway: gateway)
+            await engine.giveUp(Array(renewal.handBack.keys), handingBack: true)
+            try await store.release(renewal.handBack, gateway: gateway)
         }
     }
 
@@ -157,12 +127,7 @@ final class ClusterMembership: Sendable {
                 if Task.isCancelled { break }   // the gateway stops
                 if !failing { logger.error("heartbeat failed; leases run out unless renewed", metadata: ["error": "\(error)"]) }
                 failing = true
-                let expired = held.withLock { state -> [Int] in
-                    guard ContinuousClock.now >= state.validUntil else { return [] }
-                    let partitions = Array(state.leases.keys)
-                    state.leases = [:]
-                    return partitions
-                }
+                let expired = held.withLock { $0.heartbeatFailed(at: .now) }
                 if !expired.isEmpty { await engine.giveUp(expired, handingBack: false) }
             }
             try? await Task.sleep(for: heartbeatInterval)
@@ -171,10 +136,7 @@ final class ClusterMembership: Sendable {
 
     /// Gives every lease back (the gateway stops after its last commit): others take them at once.
     func releaseAll() async {
-        let all = held.withLock { state -> [Int: Int64] in
-            defer { state.leases = [:] }
-            return state.leases
-        }
+        let all = held.withLock { $0.releaseAll() }
         do {
             try await store.leave(gateway: gateway)
             logger.info("leases released", metadata: ["partitions": "\(all.count)"])

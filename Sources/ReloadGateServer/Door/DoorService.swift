@@ -36,17 +36,7 @@ struct DoorService: Service {
         await withDiscardingTaskGroup { outer in
             outer.addTask { await states.run() }
             await withDiscardingTaskGroup { group in
-                group.addTask {
-                    for await _ in engine.commitRequests {
-                        await engine.commitPending()
-                        // Not ready while the state cannot be reloaded from the store (a database down).
-                        if await !engine.isStopping {
-                            if await engine.isDegraded { readiness.markNotReady(.scheduler) } else { readiness.markReady(.scheduler) }
-                        }
-                    }
-                    await engine.commitPending(finishing: true)
-                    await engine.finishDeliveries()
-                }
+                group.addTask { await Self.commitLoop(engine: engine, readiness: readiness) }
                 group.addTask { await registry.run() }
                 group.addTask { [worker] in
                     await worker.run(unfinished: unfinished, engine.releasedDeliveries, isStopping: { await engine.isStopping })
@@ -80,5 +70,29 @@ struct DoorService: Service {
         }
         await worker.upstream.close()
         logger.info("scheduler stopped")
+    }
+
+    /// The commit loop: a turn of the engine whenever there is something to commit or a commit ended,
+    /// each commit in a child task of the loop (one at a time: the engine seals the next batch only after
+    /// the one in flight ended). When the gateway stops (the engine's inbox closes), what was queued and
+    /// gathered still commits, one batch after the other, and then the engine's pipeline ends: whoever
+    /// still waits is answered.
+    static func commitLoop(engine: SchedulerEngine, readiness: Readiness) async {
+        await withTaskGroup(of: Void.self) { commits in
+            for await _ in engine.commitRequests {
+                if let commit = await engine.commitTurn() { commits.addTask { await engine.perform(commit) } }
+                // Not ready while the state cannot be reloaded from the store (a database down).
+                if await !engine.isStopping {
+                    if await engine.isDegraded { readiness.markNotReady(.scheduler) } else { readiness.markReady(.scheduler) }
+                }
+            }
+            while true {
+                await commits.waitForAll()
+                guard let commit = await engine.commitTurn() else { break }
+                commits.addTask { await engine.perform(commit) }
+            }
+            let finished = await engine.finish()
+            assert(finished, "the pipeline ended with a commit in flight")
+        }
     }
 }

@@ -1,0 +1,311 @@
+import Foundation
+import Logging
+import ReloadGateAPNs
+import ReloadGateCore
+import ReloadGateStore
+import Synchronization
+
+/// The engine's group commit, performed for ``CommitPipeline``: the commit loop's turn, sealing, the
+/// commit itself (a child task of the loop), answering, failing and rebuilding, stopping.
+extension SchedulerEngine {
+    func waitForCommit() async throws {
+        // (Refused at once after the last commit, or while degraded: nothing would answer.)
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            perform(pipeline.wait { continuation.resume(with: $0) })
+            inbox.wake()
+        }
+    }
+
+    /// Asks the commit loop to look at the clock (the timer loop calls this when something fell due).
+    func wake() {
+        inbox.wake()
+    }
+
+    /// Milliseconds until the next timer by the engine's clock (0: due now); `nil` when none is set.
+    func millisecondsUntilNextTimer() -> Int64? {
+        scheduler.nextWakeUp.map { max(0, $0.milliseconds - Timestamp(now()).milliseconds) }
+    }
+
+    /// Whoever waits for a commit.
+    typealias Waiter = @Sendable (Result<Void, any Error>) -> Void
+
+    /// A sealed batch, committing while the next batch is decided.
+    struct Sealed {
+        var number: Int
+        var batch: LedgerBatch
+        var keys: [KeyName]
+        var deliveries: [RecordedDelivery]
+    }
+
+    /// A commit for the commit loop to run (``perform(_:)``).
+    struct PendingCommit: Sendable {
+        var number: Int
+        var batch: LedgerBatch
+    }
+
+    /// What a commit came to, and how long it took.
+    struct CommitOutcome: Sendable {
+        var number: Int
+        var result: Result<Void, any Error>
+        var took: Duration
+    }
+
+    /// Runs `commit` (the commit loop calls it in a child task) and wakes the loop, whose next turn
+    /// answers its waiters.
+    nonisolated func perform(_ commit: PendingCommit) async {
+        let started = ContinuousClock.now
+        let result: Result<Void, any Error>
+        do {
+            try await store.commit(commit.batch)
+            result = .success(())
+        } catch {
+            result = .failure(error)
+        }
+        commitOutcome.withLock { $0 = CommitOutcome(number: commit.number, result: result, took: started.duration(to: .now)) }
+        inbox.wake()
+    }
+
+    /// The commit loop's turn: answers the commit that ended (if one did), decides what is queued and what
+    /// fell due, and returns the open batch as the next commit when none is in flight. A degraded engine
+    /// tries to rebuild its state (at most once a second) and refuses everything queued meanwhile.
+    ///
+    /// One commit runs at a time, and the engine decides what arrives while it runs into the next batch
+    /// (the commits are pipelined). When a commit fails, the batch decided meanwhile (made on the failed
+    /// one's state) is refused with it.
+    func commitTurn() async -> PendingCommit? {
+        if pipeline.hasEnded {
+            refuseQueued(SchedulerUnavailable())
+            return nil
+        }
+        if let ended = commitOutcome.withLock({ outcome in defer { outcome = nil }; return outcome }) {
+            guard await settle(ended) else { return nil }
+        }
+        if pipeline.isDegraded {
+            // At most one attempt a second (the timer loop makes them): requests arriving in between are
+            // refused at once instead of waiting for a probe that just failed.
+            if lastRebuild.map({ $0.duration(to: .now) >= Self.rebuildInterval }) ?? true { await rebuild() }
+            guard !pipeline.isDegraded else {
+                refuseQueued(Self.degraded)
+                return nil
+            }
+        }
+        // The inbox is read only between commits: a commit in flight may delete rows it consumed.
+        if partitioning != nil, pipeline.inFlight == nil { await readForwardedWork() }
+        await drainInbox()
+        collectTick()
+        return seal()
+    }
+
+    /// Adds to the open batch what fell due by now and every instance state changed since the last tick.
+    func collectTick() {
+        let output = scheduler.tick(now: Timestamp(now()))
+        record(output)
+        for write in output.instanceStates {
+            batch.instanceStates.append((Int64(write.instance.rawValue), write.snapshot))
+        }
+    }
+
+    /// The open batch as the next commit, when nothing is in flight and it holds something or someone waits.
+    func seal() -> PendingCommit? {
+        guard let number = pipeline.turn(batchIsEmpty: batch.isEmpty).startCommit else { return nil }
+        if partitioning != nil { batch.fence = fence(of: batch) }
+        sealed = Sealed(number: number, batch: batch, keys: batchKeys, deliveries: batchDeliveries)
+        let commit = PendingCommit(number: number, batch: batch)
+        batch = LedgerBatch()
+        openBatchGeneration = nil
+        batchKeys = []
+        batchDeliveries = []
+        return commit
+    }
+
+    /// Answers the commit that ended; `false` when it failed (the open batch was refused with it).
+    func settle(_ ended: CommitOutcome) async -> Bool {
+        guard let committed = sealed, committed.number == ended.number else {
+            preconditionFailure("commit \(ended.number) ended, but \(sealed.map { "\($0.number)" } ?? "none") was in flight")
+        }
+        sealed = nil
+        switch ended.result {
+        case .success:
+            complete(committed, answering: pipeline.commitEnded(ended.number, succeeded: true), took: ended.took)
+            return true
+        case .failure(let error):
+            let actions = pipeline.commitEnded(ended.number, succeeded: false)
+            await fail(committed, actions, error: error)
+            return false
+        }
+    }
+
+    /// Answers the waiters `actions` names: refused ones with `error` when the refusal is a failed commit.
+    func perform(_ actions: CommitPipeline<Waiter>.Actions, error: (any Error)? = nil) {
+        for waiter in actions.succeeded { waiter(.success(())) }
+        guard !actions.refused.isEmpty else { return }
+        let refusal: any Error
+        switch actions.refusal {
+        case .commitFailed?: refusal = error ?? Self.degraded
+        case .degraded?: refusal = Self.degraded
+        case .ended?, nil: refusal = SchedulerUnavailable()
+        }
+        for waiter in actions.refused { waiter(.failure(refusal)) }
+    }
+
+    /// A batch committed: its callers are answered and its deliveries go to the delivery worker.
+    func complete(_ committed: Sealed, answering actions: CommitPipeline<Waiter>.Actions, took: Duration) {
+        metrics.committed(in: took, pending: scheduler.pendingCount)
+        metrics.decisionsCommitted(committed.batch.decisions)
+        perform(actions)
+        for name in committed.keys {
+            guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
+            if !inFlight.waiters.isEmpty, let answer = committed.batch.idempotentAnswers.first(where: {
+                $0.app == name.app && $0.key == name.key
+            }) {
+                for waiter in inFlight.waiters { waiter(.success(.replay(status: answer.status, body: answer.response))) }
+            }
+        }
+        if !committed.deliveries.isEmpty {
+            metrics.deliveriesQueued(committed.deliveries.count)
+            deliveries.yield(committed.deliveries)
+        }
+    }
+
+    /// A commit failed: nothing of that batch is accepted, and the decisions made since depend on it,
+    /// so every waiting caller gets the error and the scheduler is rebuilt from what the store holds.
+    func fail(_ failed: Sealed, _ actions: CommitPipeline<Waiter>.Actions, error: any Error) async {
+        logger.error("commit failed; the requests of the batch are refused", metadata: ["error": "\(error)"])
+        perform(actions, error: error)
+        for name in failed.keys + batchKeys {
+            for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
+        }
+        batchKeys = []
+        batch = LedgerBatch()
+        openBatchGeneration = nil
+        batchDeliveries = []
+        if case .fenced(let generation, let held) = error as? StoreError {
+            // Another gateway took partitions over: forget those no longer held at once (the heartbeat
+            // would within a second) and commit under the new generation from now on.
+            let kept = Set(held)
+            let lost = owned.keys.filter { !kept.contains($0) }.sorted()
+            for partition in lost { owned[partition] = nil }
+            fenceGeneration = max(fenceGeneration, generation)
+            logger.warning(
+                "partitions taken over by another gateway; the requests of the batch are refused",
+                metadata: ["partitions": "\(lost)", "generation": "\(fenceGeneration)"]
+            )
+        }
+        if actions.rebuild { await rebuild() }
+    }
+
+    /// Reloads the scheduler from the store; while that fails the engine is degraded (every request is
+    /// refused; the timer loop and each new request try again).
+    func rebuild() async {
+        lastRebuild = .now
+        do {
+            // A store that does not answer at all is not asked to load (its queries may wait a minute),
+            // nor one that cannot commit now (a table locked, a full disk): requests would only wait for
+            // a commit that fails at its deadline.
+            guard await store.isReachable(within: Self.reachabilityTimeout) else {
+                throw StoreError.unavailable(reason: "the database does not answer within \(Self.reachabilityTimeout)")
+            }
+            if let stuck = await store.commitProbe(within: Self.probeTimeout) {
+                throw StoreError.unavailable(reason: stuck)
+            }
+            try await load()
+            pipeline.rebuilt(succeeded: true)
+            if outageReported { logger.notice("the scheduler's state was reloaded from the store; requests are accepted again") }
+            outageReported = false
+        } catch {
+            pipeline.rebuilt(succeeded: false)
+            if !outageReported {
+                // Once per outage: what is stuck (the database away, a table locked, the disk full).
+                logger.error(
+                    "the store cannot commit; requests are refused (503) and /ready answers 503 until it can",
+                    metadata: ["error": "\(error)"]
+                )
+                outageReported = true
+            }
+        }
+    }
+
+    /// What a degraded engine answers: the store is away (`503`; nothing was accepted).
+    static let degraded = StoreError.unavailable(
+        reason: "the scheduler's state cannot be reloaded from it; requests are refused until it can"
+    )
+
+    /// How long a degraded engine waits for the store to answer before it refuses what is queued.
+    static let reachabilityTimeout: Duration = .seconds(2)
+    /// How long a degraded engine's probe commit may wait for a lock before it refuses what is queued.
+    static let probeTimeout: Duration = .milliseconds(500)
+
+    /// Throws when no change may be made: stopping, or degraded (the state must be reloaded first).
+    func checkAccepting() throws {
+        if isStopping { throw SchedulerUnavailable() }
+        if isDegraded { throw Self.degraded }
+    }
+
+    /// Refuses everything queued with `error` and drops what a degraded engine gathered (nothing may be
+    /// decided; whoever waits for a commit was refused by the pipeline already).
+    func refuseQueued(_ error: any Error) {
+        for item in inbox.takeAll() {
+            switch item {
+            case .request(_, _, let reply): reply(.failure(error))
+            case .adoption(let adoption): adoption.then(.failure(error))
+            }
+        }
+        for name in batchKeys {
+            for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
+        }
+        batchKeys = []
+        batch = LedgerBatch()
+        openBatchGeneration = nil
+        batchDeliveries = []
+    }
+
+    /// Adds what a tick released to the batch: deliveries (as `pending`, with their apns-id) and
+    /// pending reloads that expired while waiting.
+    func record(_ output: TickOutput) {
+        for delivery in output.deliveries {
+            let recorded = RecordedDelivery(
+                apnsID: apnsIDs.next(milliseconds: delivery.at.milliseconds),
+                device: Int64(delivery.device.rawValue),
+                released: delivery.at,
+                instances: delivery.reloaded.map { Int64($0.instance.rawValue) },
+                requests: Array(delivery.requests),
+                requestCount: delivery.requestCount,
+                priority: delivery.priority,
+                expiration: delivery.expiration,
+                state: .pending
+            )
+            batch.deliveries.append(recorded)
+            batchDeliveries.append(recorded)
+        }
+        for expired in output.expired {
+            for request in expired.requests {
+                batch.decisions.append(
+                    Decision(request: request, instance: expired.instance, kind: .expired, due: nil, reason: expired.reason)
+                )
+            }
+        }
+    }
+
+    // MARK: Stopping
+
+    /// Refuses new work; the commit loop commits what is gathered and ends, and the delivery stream ends.
+    func stop() {
+        pipeline.stop()
+        // Requests already queued are still decided and committed; later ones are refused.
+        inbox.close()
+    }
+
+    /// Ends the pipeline and the stream of deliveries, after the commit loop's last commit: whoever still
+    /// waits is refused (`false` when a commit is still in flight: the loop must wait for it first).
+    func finish() -> Bool {
+        guard let actions = pipeline.finish() else { return false }
+        perform(actions)
+        if actions.discardOpenBatch {
+            batch = LedgerBatch()
+            batchKeys = []
+            batchDeliveries = []
+        }
+        deliveries.finish()
+        return true
+    }
+}

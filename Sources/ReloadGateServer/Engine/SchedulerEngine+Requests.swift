@@ -1,0 +1,174 @@
+import Foundation
+import Logging
+import ReloadGateAPNs
+import ReloadGateCore
+import ReloadGateStore
+import Synchronization
+
+/// The engine's requests: handed over from event loops, decided one after the other by the commit loop
+/// (idempotency keys checked against the store and the keys in flight), under request ids of their own.
+extension SchedulerEngine {
+    /// What a submitter is told once its request is decided and committed (or refused).
+    typealias Reply = @Sendable (Result<Outcome, any Error>) -> Void
+
+    /// Decides a request and returns once its decisions are committed.
+    /// - Throws: the store's error when the commit failed: nothing of the request was accepted.
+    func submit(_ submission: ReloadCommand, render: @escaping Render) async throws -> Outcome {
+        try checkAccepting()
+        return try await withCheckedThrowingContinuation { continuation in
+            enqueue(submission, render: render) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Hands a request over from any thread (an event loop) without waiting: it is decided with the next
+    /// batch and `reply` is called once that batch committed. No task and no actor hop per request.
+    nonisolated func enqueue(_ submission: ReloadCommand, render: @escaping Render, reply: @escaping Reply) {
+        switch inbox.append(.request(submission, render, reply)) {
+        case nil: break
+        case .full: reply(.failure(SchedulerOverloaded()))
+        case .closed: reply(.failure(SchedulerUnavailable()))
+        }
+    }
+
+    /// Hands a device to adopt over from any thread; the commit loop writes it (no task per adoption).
+    nonisolated func enqueue(_ adoption: Adoption) {
+        switch inbox.append(.adoption(adoption)) {
+        case nil: break
+        case .full: adoption.then(.failure(SchedulerOverloaded()))
+        case .closed: adoption.then(.failure(SchedulerUnavailable()))
+        }
+    }
+
+    /// Requests queued by ``enqueue(_:render:reply:)`` beyond this many are refused (`ServiceUnavailable`).
+    static let inboxLimit = 50_000
+
+    /// Decides the queued requests (the commit loop calls this before sealing a batch). Only the commit
+    /// loop drains, one item after the other: an idempotency key's lookup in the store sees every
+    /// earlier batch committed, and no other request with the key is accepted meanwhile.
+    func drainInbox() async {
+        let queued = inbox.takeAll()
+        for item in queued {
+            switch item {
+            case .request(let submission, let render, let reply):
+                await accept(submission, render: render, reply: reply)
+            case .adoption(let adoption):
+                // Rare (once per new token): written here, on the commit loop, in its own transaction.
+                do {
+                    let adopted = try await store.adoptDevice(app: adoption.app, token: adoption.token, now: adoption.received)
+                    if isLocal(device: adopted.device) {
+                        if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
+                            scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget)
+                        }
+                    } else {
+                        // Another gateway schedules the new device: it learns of it from its inbox, ahead of
+                        // the push that follows (which it would otherwise decide `no-match`).
+                        _ = try await devicesChangedWithoutWaiting([adopted.device])
+                    }
+                    adoption.then(.success(adopted.device))
+                } catch {
+                    adoption.then(.failure(error))
+                }
+            }
+        }
+    }
+
+    /// Decides a request into the open batch; `reply` is called after the batch committed, or at once
+    /// for an idempotent replay or conflict.
+    func accept(_ submission: ReloadCommand, render: Render, reply: @escaping Reply) async {
+        if let idempotency = submission.idempotency {
+            let name = KeyName(app: submission.app.id, key: idempotency.key)
+            if var inFlight = inFlightKeys[name] {
+                guard inFlight.bodyHash == idempotency.bodyHash else { return reply(.success(.conflict)) }
+                inFlight.waiters.append(reply)
+                inFlightKeys[name] = inFlight
+                return
+            }
+            do {
+                switch try await store.idempotentAnswer(
+                    app: submission.app.id,
+                    key: idempotency.key,
+                    bodyHash: idempotency.bodyHash,
+                    now: submission.received
+                ) {
+                case .replay(let status, let body): return reply(.success(.replay(status: status, body: body)))
+                case .conflict: return reply(.success(.conflict))
+                case .new: inFlightKeys[name] = InFlightKey(bodyHash: idempotency.bodyHash)
+                }
+            } catch {
+                return reply(.failure(error))
+            }
+        }
+
+        let id: RequestID
+        do {
+            id = try await takeRequestID()
+        } catch {
+            if let idempotency = submission.idempotency {
+                let name = KeyName(app: submission.app.id, key: idempotency.key)
+                for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
+            }
+            return reply(.failure(error))
+        }
+        // On a shared store, targets of devices whose partition another gateway holds go to its inbox.
+        let (local, forwarded) = split(submission)
+        let request = ReloadRequest(
+            id: id,
+            targets: local.compactMap(Self.handle),
+            priority: submission.priority,
+            expiration: submission.expiration,
+            collapseID: submission.collapseID,
+            team: submission.team,
+            exempt: submission.exempt,
+            received: submission.received
+        )
+        let first = batch.decisions.count
+        if !local.isEmpty || forwarded.isEmpty { scheduler.receive(request, into: &batch.decisions) }
+        forward(forwarded, of: submission, id: id)
+        let decisions = Array(batch.decisions[first...])
+        let answer = render(id, decisions)
+        batch.requests.append(
+            RecordedRequest(
+                id: id,
+                app: submission.app.id,
+                source: submission.source,
+                received: submission.received,
+                priority: submission.priority,
+                expiration: submission.expiration,
+                collapseID: submission.collapseID,
+                exempt: submission.exempt,
+                summary: submission.summary,
+                apnsID: submission.apnsID
+            )
+        )
+        if let idempotency = submission.idempotency {
+            batch.idempotentAnswers.append(
+                IdempotentAnswer(
+                    app: submission.app.id,
+                    key: idempotency.key,
+                    bodyHash: idempotency.bodyHash,
+                    status: answer.status,
+                    response: answer.body,
+                    createdAt: submission.received
+                )
+            )
+            batchKeys.append(KeyName(app: submission.app.id, key: idempotency.key))
+        }
+        perform(pipeline.wait { result in
+            reply(result.map { .decided(request: id, decisions: decisions, status: answer.status, body: answer.body) })
+        })
+        inbox.wake()
+    }
+
+    /// The next request id: after the highest recorded one (one gateway), or from a block no other
+    /// gateway uses (a shared store).
+    func takeRequestID() async throws -> RequestID {
+        if let partitioning, nextRequestID > lastRequestIDOfBlock || lastRequestIDOfBlock == .max {
+            let block = try await partitioning.store.requestIDBlock()
+            nextRequestID = block.lowerBound
+            lastRequestIDOfBlock = block.upperBound
+        }
+        let id = nextRequestID
+        nextRequestID &+= 1
+        return id
+    }
+}

@@ -1,0 +1,226 @@
+import PropertyBased
+import Testing
+
+@testable import ReloadGateServer
+
+/// The commit pipeline's state machine on its own (pure: no store, no tasks, no clock): every event in
+/// every state, and thousands of generated event sequences run against a model of the executor, checking
+/// after each step that at most one commit is in flight and that no waiter is answered twice, and at the
+/// end that every waiter was answered, with success exactly when the commit it waited for succeeded.
+struct CommitPipelineTests {
+    typealias Pipeline = CommitPipeline<Int>
+
+    /// A pipeline brought into each state with waiter 1 in flight (where there is a flight) and waiter 2
+    /// in the open batch (where one can be).
+    static func pipeline(in state: String) -> Pipeline {
+        var pipeline = Pipeline()
+        switch state {
+        case "accepting, idle":
+            _ = pipeline.wait(2)
+        case "accepting, in flight":
+            _ = pipeline.wait(1)
+            _ = pipeline.turn(batchIsEmpty: false)
+            _ = pipeline.wait(2)
+        case "degraded":
+            _ = pipeline.wait(1)
+            _ = pipeline.turn(batchIsEmpty: false)
+            _ = pipeline.commitEnded(1, succeeded: false)
+        case "stopping, idle":
+            _ = pipeline.wait(2)
+            pipeline.stop()
+        case "stopping, in flight":
+            _ = pipeline.wait(1)
+            _ = pipeline.turn(batchIsEmpty: false)
+            _ = pipeline.wait(2)
+            pipeline.stop()
+        case "ended":
+            pipeline.stop()
+            _ = pipeline.finish()
+        default:
+            Issue.record("no state \(state)")
+        }
+        return pipeline
+    }
+
+    static let states = ["accepting, idle", "accepting, in flight", "degraded", "stopping, idle", "stopping, in flight", "ended"]
+
+    @Test(arguments: states) func aWaiterJoinsTheOpenBatchOrIsRefusedAtOnce(state: String) {
+        var pipeline = Self.pipeline(in: state)
+        let actions = pipeline.wait(3)
+        switch state {
+        case "degraded":
+            #expect(actions.refused == [3] && actions.refusal == .degraded)
+        case "ended":
+            #expect(actions.refused == [3] && actions.refusal == .ended)
+        default:
+            #expect(actions.refused.isEmpty && actions.succeeded.isEmpty)
+            #expect(pipeline.openWaiters.last == 3)
+        }
+    }
+
+    @Test(arguments: states) func aTurnStartsACommitOnlyWhenNothingIsInFlight(state: String) {
+        var pipeline = Self.pipeline(in: state)
+        let before = pipeline.inFlight
+        let actions = pipeline.turn(batchIsEmpty: true)
+        switch state {
+        case "accepting, idle", "stopping, idle":
+            // Waiter 2 is in the open batch: it commits even though the batch itself holds nothing.
+            #expect(actions.startCommit != nil)
+            #expect(pipeline.inFlight == actions.startCommit)
+            #expect(pipeline.openWaiters.isEmpty)
+        case "degraded":
+            #expect(actions.rebuild && actions.startCommit == nil)
+        default:
+            #expect(actions.startCommit == nil && !actions.rebuild)
+            #expect(pipeline.inFlight == before)
+        }
+    }
+
+    @Test func anIdleTurnWithNothingToCommitDoesNothing() {
+        var pipeline = Pipeline()
+        #expect(pipeline.turn(batchIsEmpty: true).startCommit == nil)
+        #expect(pipeline.turn(batchIsEmpty: false).startCommit == 1)
+    }
+
+    @Test(arguments: states, [true, false]) func aCommitThatEndsAnswersItsWaitersOnce(state: String, succeeded: Bool) {
+        var pipeline = Self.pipeline(in: state)
+        guard let number = pipeline.inFlight else { return }
+        let actions = pipeline.commitEnded(number, succeeded: succeeded)
+        #expect(pipeline.inFlight == nil)
+        if succeeded {
+            #expect(actions.succeeded == [1] && actions.refused.isEmpty)
+            #expect(pipeline.openWaiters == [2])
+            #expect(pipeline.isStopping == state.hasPrefix("stopping"))
+        } else {
+            // Waiter 2 was decided on the failed commit's state: refused with it.
+            #expect(actions.succeeded.isEmpty && actions.refused == [1, 2] && actions.refusal == .commitFailed)
+            #expect(actions.discardOpenBatch)
+            #expect(pipeline.openWaiters.isEmpty)
+            if state.hasPrefix("stopping") { #expect(pipeline.hasEnded && !actions.rebuild) } else { #expect(pipeline.isDegraded && actions.rebuild) }
+        }
+    }
+
+    @Test(arguments: states, [true, false]) func aRebuildThatSucceedsEndsTheDegradedStateOnly(state: String, succeeded: Bool) {
+        var pipeline = Self.pipeline(in: state)
+        let accepting = pipeline.isAccepting
+        pipeline.rebuilt(succeeded: succeeded)
+        if state == "degraded" { #expect(pipeline.isAccepting == succeeded) } else { #expect(pipeline.isAccepting == accepting) }
+    }
+
+    @Test(arguments: states) func stopKeepsTheOpenBatchAndTheCommitInFlight(state: String) {
+        var pipeline = Self.pipeline(in: state)
+        let inFlight = pipeline.inFlight
+        let open = pipeline.openWaiters
+        pipeline.stop()
+        #expect(pipeline.isStopping)
+        #expect(!pipeline.isAccepting)
+        #expect(pipeline.inFlight == inFlight)
+        #expect(pipeline.openWaiters == open)
+        #expect(pipeline.hasEnded == (state == "degraded" || state == "ended"))
+    }
+
+    @Test(arguments: states) func finishWaitsForTheCommitInFlightAndRefusesWhatIsLeft(state: String) {
+        var pipeline = Self.pipeline(in: state)
+        let open = pipeline.openWaiters
+        guard let actions = pipeline.finish() else {
+            #expect(pipeline.inFlight != nil)
+            return
+        }
+        #expect(pipeline.hasEnded)
+        #expect(actions.refused == open)
+        #expect(pipeline.wait(9).refused == [9])
+    }
+
+    /// One step of a generated run.
+    enum Event: CaseIterable {
+        case wait, turnEmpty, turnFull, commitSucceeds, commitFails, rebuildSucceeds, rebuildFails, stop
+    }
+
+    /// A model executor: performs the pipeline's actions and records every answer.
+    struct Run {
+        var pipeline = Pipeline()
+        var nextWaiter = 0
+        /// waiter -> the commit it was sealed into.
+        var sealedInto: [Int: Int] = [:]
+        var commitSucceeded: [Int: Bool] = [:]
+        var answers: [Int: Bool] = [:]
+        var waiting: [Int] = []
+        var problems: [String] = []
+
+        mutating func perform(_ actions: Pipeline.Actions) {
+            for waiter in actions.succeeded { answer(waiter, true) }
+            for waiter in actions.refused { answer(waiter, false) }
+            if !actions.refused.isEmpty, actions.refusal == nil { problems.append("refused without a reason") }
+            if let number = actions.startCommit {
+                // The waiters sealed into it are those that were open until now.
+                for waiter in waiting where answers[waiter] == nil && sealedInto[waiter] == nil { sealedInto[waiter] = number }
+            }
+        }
+
+        mutating func answer(_ waiter: Int, _ success: Bool) {
+            if answers[waiter] != nil { problems.append("waiter \(waiter) answered twice") }
+            answers[waiter] = success
+            if success, let commit = sealedInto[waiter], commitSucceeded[commit] != true {
+                problems.append("waiter \(waiter) answered success, but its commit \(commit) did not succeed")
+            }
+            if success, sealedInto[waiter] == nil { problems.append("waiter \(waiter) answered success without a commit") }
+        }
+
+        mutating func step(_ event: Event) {
+            switch event {
+            case .wait:
+                nextWaiter += 1
+                waiting.append(nextWaiter)
+                perform(pipeline.wait(nextWaiter))
+            case .turnEmpty:
+                perform(pipeline.turn(batchIsEmpty: true))
+            case .turnFull:
+                perform(pipeline.turn(batchIsEmpty: false))
+            case .commitSucceeds, .commitFails:
+                guard let number = pipeline.inFlight else { return }
+                commitSucceeded[number] = event == .commitSucceeds
+                perform(pipeline.commitEnded(number, succeeded: event == .commitSucceeds))
+            case .rebuildSucceeds:
+                pipeline.rebuilt(succeeded: true)
+            case .rebuildFails:
+                pipeline.rebuilt(succeeded: false)
+            case .stop:
+                pipeline.stop()
+            }
+        }
+
+        /// What the commit loop does when the gateway stops: its last commits, then `finish`.
+        mutating func end() {
+            pipeline.stop()
+            for _ in 0..<3 {
+                if let number = pipeline.inFlight {
+                    commitSucceeded[number] = true
+                    perform(pipeline.commitEnded(number, succeeded: true))
+                }
+                perform(pipeline.turn(batchIsEmpty: true))
+            }
+            if let number = pipeline.inFlight {
+                commitSucceeded[number] = true
+                perform(pipeline.commitEnded(number, succeeded: true))
+            }
+            guard let actions = pipeline.finish() else { return problems.append("finish refused with nothing in flight") }
+            perform(actions)
+        }
+    }
+
+    @Test func everyWaiterIsAnsweredExactlyOnceInGeneratedRuns() async {
+        await propertyCheck(count: 5000, input: Gen.element(of: Event.allCases).map { $0 ?? .wait }.array(of: 0...120)) { events in
+            var run = Run()
+            for event in events {
+                run.step(event)
+                #expect(run.problems.isEmpty, "\(run.problems) after \(events)")
+                if !run.problems.isEmpty { return }
+            }
+            run.end()
+            #expect(run.problems.isEmpty, "\(run.problems) after \(events)")
+            let unanswered = run.waiting.filter { run.answers[$0] == nil }
+            #expect(unanswered.isEmpty, "never answered: \(unanswered) after \(events)")
+            #expect(run.pipeline.hasEnded)
+        }
+    }
+}

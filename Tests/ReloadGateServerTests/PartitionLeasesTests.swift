@@ -1,0 +1,131 @@
+import PropertyBased
+import ReloadGateCore
+import Testing
+
+@testable import ReloadGateServer
+@testable import ReloadGateStore
+
+/// The partition leases' state machine on its own (pure: heartbeat answers and instants in, what the
+/// engine and the store must do out): each way a lease changes, and generated runs of heartbeats.
+struct PartitionLeasesTests {
+    static let lease: Duration = .seconds(5)
+    static let start = ContinuousClock.now
+
+    static func answer(_ held: [Int: Int64], surplus: [Int] = [], generation: Int64 = 1) -> LeaseState {
+        LeaseState(held: held, acquired: [], liveGateways: ["g"], surplus: surplus, expiresAt: 0, generation: generation)
+    }
+
+    static func delivery(device: Int64) -> RecordedDelivery {
+        RecordedDelivery(
+            apnsID: "d\(device)", device: device, released: Timestamp(milliseconds: 0), instances: [device], requests: [1],
+            priority: .high, expiration: nil, state: .pending
+        )
+    }
+
+    @Test func theFirstHeartbeatAcquiresWhatItHoldsUntilTheLocalDeadline() {
+        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+        #expect(!leases.owns(partition: 1, at: Self.start))
+        let renewal = leases.renewed(Self.answer([1: 7, 2: 3], generation: 4), startedAt: Self.start)
+        #expect(renewal == PartitionLeases.Renewal(generation: 4, acquired: [1: 7, 2: 3]))
+        #expect(leases.owns(partition: 1, at: Self.start + .seconds(3)))
+        // The lease lasts 5 s from the heartbeat's start; it counts as held until 1 s (the margin) before.
+        #expect(!leases.owns(partition: 1, at: Self.start + .seconds(4)))
+        #expect(!leases.owns(partition: 3, at: Self.start))
+    }
+
+    @Test func aPartitionRenewedWithAnotherEpochIsLostAndAcquiredAgain() {
+        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+        _ = leases.renewed(Self.answer([1: 7, 2: 3, 5: 1]), startedAt: Self.start)
+        let renewal = leases.renewed(Self.answer([1: 7, 2: 4], generation: 2), startedAt: Self.start + .seconds(1))
+        #expect(renewal.lost == [2, 5])
+        #expect(renewal.acquired == [2: 4])
+        #expect(renewal.generation == 2)
+        #expect(leases.held == [1: 7, 2: 4])
+    }
+
+    @Test func theSurplusIsHandedBackAndNoLongerHeld() {
+        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+        _ = leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start)
+        let renewal = leases.renewed(Self.answer([1: 7, 2: 3], surplus: [2, 9]), startedAt: Self.start + .seconds(1))
+        #expect(renewal.handBack == [2: 3])
+        #expect(renewal.lost.isEmpty && renewal.acquired.isEmpty)
+        #expect(leases.held == [1: 7])
+        #expect(!leases.owns(partition: 2, at: Self.start + .seconds(1)))
+    }
+
+    @Test func failedHeartbeatsLoseEveryLeaseOnceTheLocalDeadlinePasses() {
+        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+        _ = leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start)
+        #expect(leases.heartbeatFailed(at: Self.start + .seconds(2)).isEmpty)
+        #expect(leases.held == [1: 7, 2: 3])
+        #expect(leases.heartbeatFailed(at: Self.start + .seconds(4)) == [1, 2])
+        #expect(leases.held.isEmpty)
+        // Taken again by a later heartbeat: acquired (loaded anew), nothing lost twice.
+        let renewal = leases.renewed(Self.answer([1: 7]), startedAt: Self.start + .seconds(6))
+        #expect(renewal.acquired == [1: 7] && renewal.lost.isEmpty)
+    }
+
+    @Test func heldBackDeliveriesAreSentAgainOnlyWhenTheSameEpochIsRenewed() {
+        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+        _ = leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start)
+        leases.lapse(at: Self.start)
+        #expect(!leases.owns(partition: 1, at: Self.start))
+        leases.leaveBehind([Self.delivery(device: 1), Self.delivery(device: 2), Self.delivery(device: 1025)])
+        // Partition 1 renewed with its epoch (devices 1 and 1025); partition 2 changed hands.
+        let renewal = leases.renewed(Self.answer([1: 7, 2: 4]), startedAt: Self.start + .seconds(1))
+        #expect(renewal.requeue.map(\.device) == [1, 1025])
+        #expect(leases.leftBehind.isEmpty)
+        #expect(leases.owns(partition: 1, at: Self.start + .seconds(1)))
+    }
+
+    @Test func partitionsThatCannotBeLoadedAreGivenUp() {
+        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+        let renewal = leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start)
+        leases.loadFailed([2: 3])
+        #expect(leases.held == [1: 7])
+        #expect(renewal.acquired == [1: 7, 2: 3])
+        // The next heartbeat that still holds it acquires it again.
+        #expect(leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start + .seconds(1)).acquired == [2: 3])
+    }
+
+    @Test func releasingGivesBackEverything() {
+        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+        _ = leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start)
+        #expect(leases.releaseAll() == [1: 7, 2: 3])
+        #expect(leases.held.isEmpty)
+    }
+
+    /// Generated runs: each heartbeat answers a random holding of four partitions with random epochs and
+    /// surplus, or fails at a random time. After each step, what the engine was told adds up to what is held.
+    @Test func theEngineIsToldExactlyWhatIsHeldInGeneratedRuns() async {
+        let holding = Gen.int(in: 0...3).array(of: 4)   // per partition: 0 not held, else the epoch
+        let step = zip(holding, Gen.int(in: 0...15), Gen.int(in: 0...3))   // holding, surplus bits, 0: heartbeat fails
+        await propertyCheck(count: 2000, input: step.array(of: 1...40)) { steps in
+            var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+            // What the engine schedules: partition -> epoch (told by the renewals and failures).
+            var scheduled: [Int: Int64] = [:]
+            var time = Self.start
+            for (epochs, surplusBits, outcome) in steps {
+                time += .seconds(outcome == 0 ? 3 : 1)
+                if outcome == 0 {
+                    for partition in leases.heartbeatFailed(at: time) { scheduled[partition] = nil }
+                } else {
+                    var held: [Int: Int64] = [:]
+                    for (partition, epoch) in epochs.enumerated() where epoch > 0 { held[partition] = Int64(epoch) }
+                    let surplus = (0..<4).filter { surplusBits & (1 << $0) != 0 }
+                    let renewal = leases.renewed(Self.answer(held, surplus: surplus), startedAt: time)
+                    for partition in renewal.lost {
+                        #expect(scheduled[partition] != nil, "lost \(partition), which the engine did not schedule")
+                        scheduled[partition] = nil
+                    }
+                    for (partition, epoch) in renewal.acquired {
+                        #expect(scheduled[partition] == nil, "acquired \(partition), which the engine still schedules")
+                        scheduled[partition] = epoch
+                    }
+                    for partition in renewal.handBack.keys { scheduled[partition] = nil }
+                }
+                #expect(scheduled == leases.held, "after \(steps)")
+            }
+        }
+    }
+}

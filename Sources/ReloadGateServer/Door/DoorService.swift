@@ -80,7 +80,9 @@ struct DoorService: Service {
     static func commitLoop(engine: SchedulerEngine, readiness: Readiness) async {
         await withTaskGroup(of: Void.self) { commits in
             for await _ in engine.commitRequests {
-                if let commit = await engine.commitTurn() { commits.addTask { await engine.perform(commit) } }
+                let turn = await engine.commitTurn()
+                if let commit = turn.commit { commits.addTask { await engine.perform(commit) } }
+                turn.answer()
                 // Not ready while the state cannot be reloaded from the store (a database down).
                 if await !engine.isStopping {
                     if await engine.isDegraded { readiness.markNotReady(.scheduler) } else { readiness.markReady(.scheduler) }
@@ -88,8 +90,10 @@ struct DoorService: Service {
             }
             while true {
                 await commits.waitForAll()
-                guard let commit = await engine.commitTurn() else { break }
-                commits.addTask { await engine.perform(commit) }
+                let turn = await engine.commitTurn()
+                if let commit = turn.commit { commits.addTask { await engine.perform(commit) } }
+                turn.answer()
+                if turn.commit == nil { break }
             }
             let finished = await engine.finish()
             assert(finished, "the pipeline ended with a commit in flight")

@@ -43,6 +43,18 @@ extension SchedulerEngine {
         var batch: LedgerBatch
     }
 
+    /// What a turn of the commit loop hands back: the commit to start, and the callers of the commit that
+    /// ended, answered once the next one has started (``answer()``).
+    struct Turn: Sendable {
+        var commit: PendingCommit?
+        var committed: [Waiter] = []
+
+        /// Tells the callers of the commit that ended that it succeeded.
+        func answer() {
+            for waiter in committed { waiter(.success(())) }
+        }
+    }
+
     /// What a commit came to, and how long it took.
     struct CommitOutcome: Sendable {
         var number: Int
@@ -72,13 +84,15 @@ extension SchedulerEngine {
     /// One commit runs at a time, and the engine decides what arrives while it runs into the next batch
     /// (the commits are pipelined). When a commit fails, the batch decided meanwhile (made on the failed
     /// one's state) is refused with it.
-    func commitTurn() async -> PendingCommit? {
+    func commitTurn() async -> Turn {
         if pipeline.hasEnded {
             refuseQueued(SchedulerUnavailable())
-            return nil
+            return Turn()
         }
+        var committed: [Waiter] = []
         if let ended = commitOutcome.withLock({ outcome in defer { outcome = nil }; return outcome }) {
-            guard await settle(ended) else { return nil }
+            guard let succeeded = await settle(ended) else { return Turn() }
+            committed = succeeded
         }
         if pipeline.isDegraded {
             // At most one attempt a second (the timer loop makes them): requests arriving in between are
@@ -86,14 +100,15 @@ extension SchedulerEngine {
             if lastRebuild.map({ $0.duration(to: .now) >= Self.rebuildInterval }) ?? true { await rebuild() }
             guard !pipeline.isDegraded else {
                 refuseQueued(Self.degraded)
-                return nil
+                return Turn(committed: committed)
             }
         }
         // The inbox is read only between commits: a commit in flight may delete rows it consumed.
         if partitioning != nil, pipeline.inFlight == nil { await readForwardedWork() }
         await drainInbox()
         collectTick()
-        return seal()
+        // The next batch leaves before the last one's callers are answered.
+        return Turn(commit: seal(), committed: committed)
     }
 
     /// Adds to the open batch what fell due by now and every instance state changed since the last tick.
@@ -118,20 +133,20 @@ extension SchedulerEngine {
         return commit
     }
 
-    /// Answers the commit that ended; `false` when it failed (the open batch was refused with it).
-    func settle(_ ended: CommitOutcome) async -> Bool {
+    /// Settles the commit that ended: its callers, to answer (``Turn/answer()``), or `nil` when it failed
+    /// (they and the open batch's were refused).
+    func settle(_ ended: CommitOutcome) async -> [Waiter]? {
         guard let committed = sealed, committed.number == ended.number else {
             preconditionFailure("commit \(ended.number) ended, but \(sealed.map { "\($0.number)" } ?? "none") was in flight")
         }
         sealed = nil
         switch ended.result {
         case .success:
-            complete(committed, answering: pipeline.commitEnded(ended.number, succeeded: true), took: ended.took)
-            return true
+            return complete(committed, pipeline.commitEnded(ended.number, succeeded: true), took: ended.took)
         case .failure(let error):
             let actions = pipeline.commitEnded(ended.number, succeeded: false)
             await fail(committed, actions, error: error)
-            return false
+            return nil
         }
     }
 
@@ -148,11 +163,11 @@ extension SchedulerEngine {
         for waiter in actions.refused { waiter(.failure(refusal)) }
     }
 
-    /// A batch committed: its callers are answered and its deliveries go to the delivery worker.
-    func complete(_ committed: Sealed, answering actions: CommitPipeline<Waiter>.Actions, took: Duration) {
+    /// A batch committed: its deliveries go to the delivery worker, and its callers are returned, to be
+    /// answered (a replay of an idempotency key in flight is answered here).
+    func complete(_ committed: Sealed, _ actions: CommitPipeline<Waiter>.Actions, took: Duration) -> [Waiter] {
         metrics.committed(in: took, pending: scheduler.pendingCount)
         metrics.decisionsCommitted(committed.batch.decisions)
-        perform(actions)
         for name in committed.keys {
             guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
             if !inFlight.waiters.isEmpty, let answer = committed.batch.idempotentAnswers.first(where: {
@@ -165,6 +180,7 @@ extension SchedulerEngine {
             metrics.deliveriesQueued(committed.deliveries.count)
             deliveries.yield(committed.deliveries)
         }
+        return actions.succeeded
     }
 
     /// A commit failed: nothing of that batch is accepted, and the decisions made since depend on it,

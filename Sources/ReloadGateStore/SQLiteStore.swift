@@ -49,7 +49,7 @@ public final class SQLiteStore: Sendable {
         configuration.label = "reloadgate"
         // Operator commands write while the server runs: wait for the other writer instead of failing,
         // up to the store's deadline.
-        configuration.busyMode = .timeout(TimeInterval(deadline.components.seconds) + TimeInterval(deadline.components.attoseconds) / 1e18)
+        configuration.busyMode = .timeout(deadline.seconds)
         // An answer is sent only after its commit: every commit must reach the disk (SQLite's default in
         // WAL mode is FULL on Debian too; set here so that a build option cannot weaken it).
         configuration.prepareDatabase { db in

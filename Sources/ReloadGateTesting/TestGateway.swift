@@ -2,6 +2,7 @@ public import AsyncHTTPClient
 import Foundation
 public import Hummingbird
 import Logging
+import ReloadGateCore
 public import NIOCore
 public import NIOSSL
 public import ReloadGateServer
@@ -66,7 +67,7 @@ public struct TestGateway: Sendable {
         // The store deadline of a gateway beside the whole suite on two cores and a database server shared
         // by every test: a statement slowed past 5 s there is the machine's load, not what the test asks
         // about (tests of the deadline set their own).
-        configuration.store.deadline = Int(TestPostgres.storeDeadline.components.seconds) * 1000
+        configuration.store.deadline = Int(TestPostgres.storeDeadline.milliseconds)
         configure(&configuration)
 
         var logger = Logger(label: "reloadgate-test")

@@ -209,7 +209,7 @@ struct Simulate: ParsableCommand {
                 if index > 0 { printLine("") }
                 printLine(run.report.text(title: comparing ? "== \(run.name) ==" : nil))
             }
-            let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+            let seconds = took.seconds
             printLine("")
             let replayed = runs.map(\.report.requests).reduce(0, +)
             printLine("replayed \(replayed) requests\(trace == nil ? " (generated)" : "") in \(String(format: "%.2f", seconds)) s")

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ReloadGateCore
 import ReloadGateStore
 import ServiceLifecycle
 import Synchronization
@@ -84,7 +85,7 @@ final class ClusterMembership: Sendable {
     /// One heartbeat: renews, takes and hands back leases, and tells the engine.
     func beat() async throws {
         let started = ContinuousClock.now
-        let milliseconds = Int64(leaseTime.components.seconds * 1000 + leaseTime.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = leaseTime.milliseconds
         let state = try await store.heartbeat(
             gateway: gateway, address: address, startedAt: startedAt, leaseMilliseconds: milliseconds, now: nil
         )

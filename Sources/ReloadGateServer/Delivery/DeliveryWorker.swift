@@ -394,8 +394,8 @@ struct DeliveryWorker: Sendable {
     /// The first backoff (1 s), doubled per attempt up to the maximum, each with up to 20% jitter; at
     /// least `retryAfter` seconds, which counts for at most an hour (Apple's header is outside input).
     func backoff(attempt: Int, retryAfter: Int64?) -> Duration {
-        let first = Double(firstBackoff.components.seconds) * 1000 + Double(firstBackoff.components.attoseconds) / 1e15
-        let maximum = Double(maximumBackoff.components.seconds) * 1000
+        let first = firstBackoff.seconds * 1000
+        let maximum = maximumBackoff.seconds * 1000
         let doublings = attempt <= 1 ? 0 : min(attempt, 17) - 1
         let base = min(first * Double(1 << doublings), maximum)
         let jittered = base * Double.random(in: 0.8...1.0)

@@ -8,14 +8,6 @@ import Synchronization
 /// The engine's side of the registry: devices, widgets and timelines the store has committed, mirrored
 /// into the scheduler (on a shared store, the owner of a changed device is told through its inbox).
 extension SchedulerEngine {
-    /// Brings the scheduler in line with a device registration that the store has committed: removed
-    /// widgets (and a retired previous token's) are forgotten, their pending reloads dropped with a
-    /// `cancelled` decision; returns once those decisions are committed (at once when none was pending).
-    func apply(_ registration: DeviceRegistration) async throws {
-        try checkAccepting()
-        if try await applyWithoutWaiting(registration) { try await waitForCommit() }
-    }
-
     /// Applies committed registry writes in their order (the registry's group commit) and says whether
     /// their effects wait for a commit (dropped pending reloads, planned reloads, forwarded changes): the
     /// caller then awaits ``waitForCommit()`` once for all of them.
@@ -94,13 +86,6 @@ extension SchedulerEngine {
         for request in requests {
             batch.decisions.append(Decision(request: request, instance: instance, kind: .cancelled, due: nil, reason: reason))
         }
-    }
-
-    /// Records a timeline that the store has committed and returns once the instance's new planned
-    /// reload is written through.
-    func setTimeline(instance: Int64, _ timeline: Timeline) async throws {
-        try checkAccepting()
-        if try await setTimelineWithoutWaiting(instance: instance, timeline) { try await waitForCommit() }
     }
 
     /// The scheduler's side of a timeline; `true` when it waits for a commit.

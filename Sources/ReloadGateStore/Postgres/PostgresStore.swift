@@ -541,10 +541,3 @@ extension PostgresConnection {
     }
 }
 
-extension Duration {
-    /// The duration in whole milliseconds (a store deadline: seconds to minutes).
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
-}

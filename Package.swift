@@ -267,6 +267,8 @@ let package = Package(
         .testTarget(
             name: "ReloadGateStoreTests",
             dependencies: [
+                // Generated runs of the leases, PostgreSQL against the table in memory (LeaseTableTests).
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 "ReloadGateStore",
                 "ReloadGateTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),

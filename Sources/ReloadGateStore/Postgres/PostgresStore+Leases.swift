@@ -19,6 +19,15 @@ public struct LeaseState: Sendable, Equatable {
     /// This gateway's fence generation: its group commits are written only under it (``LeaseFence``). It
     /// rises whenever another gateway takes over one of its partitions.
     public var generation: Int64
+
+    public init(held: [Int: Int64], acquired: [Int], liveGateways: [String], surplus: [Int], expiresAt: Int64, generation: Int64) {
+        self.held = held
+        self.acquired = acquired
+        self.liveGateways = liveGateways
+        self.surplus = surplus
+        self.expiresAt = expiresAt
+        self.generation = generation
+    }
 }
 
 /// One gateway of the cluster and what it owns, for `reloadgate cluster`.

@@ -146,4 +146,12 @@ public enum DevicePartition {
     public static let partitionCount = 1024
 
     public static func of(device: Int64) -> Int { Int(device.magnitude % UInt64(partitionCount)) }
+
+    /// How many partitions `gateway` should hold among the `live` gateways (sorted by id): an even split,
+    /// the first ones taking one more when it does not divide.
+    public static func fairShare(of gateway: String, among live: [String]) -> Int {
+        let index = live.firstIndex(of: gateway) ?? 0
+        let count = max(live.count, 1)
+        return partitionCount / count + (index < partitionCount % count ? 1 : 0)
+    }
 }

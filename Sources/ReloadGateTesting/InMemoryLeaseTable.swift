@@ -42,9 +42,7 @@ public struct InMemoryLeaseTable: Sendable {
         }
         let live = gateways.filter { $0.value.heartbeatAt > time - leaseMilliseconds }.keys
             .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        let index = live.firstIndex(of: gateway) ?? 0
-        let count = max(live.count, 1)
-        let share = DevicePartition.partitionCount / count + (index < DevicePartition.partitionCount % count ? 1 : 0)
+        let share = DevicePartition.fairShare(of: gateway, among: live)
         var acquired: [Int] = []
         var previousOwners = Set<String>()
         if held.count < share {

@@ -111,9 +111,7 @@ extension PostgresStore {
                 "SELECT id FROM gateway WHERE heartbeatAt > \(time - leaseMilliseconds) ORDER BY id COLLATE \"C\"",
                 logger: self.logger
             ).map { try $0.decode(String.self) }
-            let index = live.firstIndex(of: gateway) ?? 0
-            let count = max(live.count, 1)
-            let share = Self.partitionCount / count + (index < Self.partitionCount % count ? 1 : 0)
+            let share = DevicePartition.fairShare(of: gateway, among: live)
             var acquired: [Int] = []
             var previousOwners = Set<String>()
             if held.count < share {

@@ -321,6 +321,7 @@ let package = Package(
                 "ReloadGateCertificates",
                 "ReloadGateCore",
                 "ReloadGateStore",
+                "ReloadGateHostileInput",
                 // The commit pipeline's generated event sequences (CommitPipelineTests).
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ReloadGateCore
+import ReloadGateHostileInput
 import ReloadGateServer
 import ReloadGateTesting
 import Testing
@@ -102,42 +103,6 @@ struct ConfigurationTests {
 
     static let invalidCases: [Invalid] = [
         Invalid(
-            name: "store.deadline 20 digits",
-            yaml: nil,
-            environment: ["RELOADGATE_STORE_DEADLINE": "99999999999999999999"],
-            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '99999999999999999999'"
-        ),
-        Invalid(
-            name: "store.deadline Int64.min",
-            yaml: nil,
-            environment: ["RELOADGATE_STORE_DEADLINE": "-9223372036854775808"],
-            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '-9223372036854775808'"
-        ),
-        Invalid(
-            name: "store.deadline Int64.max",
-            yaml: nil,
-            environment: ["RELOADGATE_STORE_DEADLINE": "9223372036854775807"],
-            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '9223372036854775807'"
-        ),
-        Invalid(
-            name: "store.deadline 1e300",
-            yaml: nil,
-            environment: ["RELOADGATE_STORE_DEADLINE": "1e300"],
-            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '1e300'"
-        ),
-        Invalid(
-            name: "store.deadline below the floor",
-            yaml: nil,
-            environment: ["RELOADGATE_STORE_DEADLINE": "99"],
-            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '99'"
-        ),
-        Invalid(
-            name: "store.deadline zero",
-            yaml: nil,
-            environment: ["RELOADGATE_STORE_DEADLINE": "0"],
-            message: "environment variable RELOADGATE_STORE_DEADLINE: store.deadline must be an integer from 100 to 300000, not '0'"
-        ),
-        Invalid(
             name: "unknown key, with a suggestion",
             yaml: "listen:\n  prot: 9443\n",
             message: "FILE:2: unknown key 'listen.prot'; did you mean 'listen.port'?"
@@ -213,6 +178,37 @@ struct ConfigurationTests {
             Issue.record("loaded \(configuration)")
         } catch {
             #expect(error.description == invalid.message.replacingOccurrences(of: "FILE", with: file ?? "-"))
+        }
+    }
+
+    /// Every integer key, given every hostile spelling of a number through the environment (the ends of
+    /// `Int64` and past them, 20 digits, `1e300`, NaN, ...): a value in the key's range is taken as it is,
+    /// anything else is refused with one line naming the variable, the key, its range and the text.
+    @Test func everyIntegerKeyTakesOnlyWholeNumbersInItsRange() {
+        let keys = ConfigurationKey.all.filter { $0.expected.hasPrefix("an integer from ") }
+        #expect(keys.count >= 15, "the integer keys are found by their expected text")
+        for key in keys {
+            let bounds = key.expected.dropFirst("an integer from ".count).split(separator: " to ").compactMap { Int($0) }
+            guard bounds.count == 2 else {
+                Issue.record("\(key.name): cannot read its range from '\(key.expected)'")
+                continue
+            }
+            for spelling in HostileNumbers.all {
+                let environment = [key.environmentVariable: spelling]
+                if let value = Int(spelling), (bounds[0]...bounds[1]).contains(value) {
+                    // (Another key's rule may still refuse the whole configuration; no crash either way.)
+                    _ = try? GatewayConfiguration.load(file: nil, environment: environment)
+                    continue
+                }
+                do {
+                    let configuration = try GatewayConfiguration.load(file: nil, environment: environment)
+                    Issue.record("\(key.name) took '\(spelling)': \(configuration)")
+                } catch {
+                    #expect(
+                        error.description == "environment variable \(key.environmentVariable): \(key.name) must be \(key.expected), not '\(spelling)'"
+                    )
+                }
+            }
         }
     }
 

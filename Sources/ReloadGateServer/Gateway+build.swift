@@ -151,7 +151,7 @@ private func assembleServices(
     let metrics = GatewayMetrics()
     // On PostgreSQL the gateway is one of several: it schedules the partitions it holds leases on.
     let partitioning = (store as? any ClusterStore).map {
-        SchedulerEngine.Partitioning(gateway: ClusterMembership.newGatewayID(), store: $0)
+        GatewayCluster(gateway: ClusterMembership.newGatewayID(), store: $0)
     }
     let door = GatewayDoor(
         store: store, scheduling: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics,
@@ -265,7 +265,10 @@ private func assembleServices(
     let adminServices: [any Service] = adminTLS.map { [$0] } ?? []
     // The cluster service starts before the door and stops after it: leases are released after the
     // door's last commit.
-    let clusterServices: [any Service] = membership.map { [ClusterService(membership: $0, door: door)] } ?? []
+    var clusterServices: [any Service] = []
+    if let membership, let partitioning {
+        clusterServices = [ClusterService(membership: membership, listener: partitioning.store, door: door)]
+    }
     var worker = DeliveryWorker(
         store: door.reader,
         upstream: upstream,
@@ -280,7 +283,7 @@ private func assembleServices(
         metrics: metrics
     )
     if let membership {
-        worker.owns = { membership.owns(device: $0) }
+        worker.owns = { membership.owns($0) }
         worker.leftBehind = { membership.leaveBehind($0) }
     }
     // The outbox takes a group of lines with one write and one sync: one group at a time, in release order.

@@ -14,6 +14,17 @@ public struct App: Hashable, Sendable {
     /// Whether the app's credentials may claim budget exemptions (DESIGN.md, rule 9).
     public var allowsExemptions: Bool
     public var createdAt: Date
+
+    public init(
+        id: Int64, bundle: BundleID, environment: DeploymentEnvironment, teamID: String?, allowsExemptions: Bool, createdAt: Date
+    ) {
+        self.id = id
+        self.bundle = bundle
+        self.environment = environment
+        self.teamID = teamID
+        self.allowsExemptions = allowsExemptions
+        self.createdAt = createdAt
+    }
 }
 
 /// What `reloadgate apps add` prints once: the app and its two secrets in the clear.

@@ -84,45 +84,24 @@ public enum ClusterChange: String, Sendable, CaseIterable {
 
 /// A store shared by several gateways (``PostgresStore``): partition leases, the inbox of forwarded work,
 /// request ids in blocks, the partition-wise loading of the scheduler's state, and change notifications.
-public protocol ClusterStore: GatewayStore {
-    /// Renews, takes and balances this gateway's leases (one transaction).
-    func heartbeat(gateway: String, address: String?, startedAt: Int64, leaseMilliseconds: Int64, now: Int64?) async throws
-        -> LeaseState
-    /// Gives leases back (only those still held with these epochs).
-    func release(_ leases: [Int: Int64], gateway: String) async throws
-    /// Gives every lease of `gateway` back and removes it from the live gateways (it stops): the others
-    /// take its partitions with their next heartbeat, and count their shares without it.
-    func leave(gateway: String) async throws
+public protocol ClusterStore: GatewayStore, SharedSchedulingStore {
+    // (Leases, request-id blocks, the inbox and partition-wise loading: ``SharedSchedulingStore``.)
     /// Live gateways and how many partitions each holds.
     func clusterGateways(within: Int64) async throws -> [ClusterGateway]
     /// Every partition's owner and lease (for `reloadgate cluster`).
     func partitionLeases() async throws -> [PartitionLease]
-    /// A block of request ids no other gateway uses.
-    func requestIDBlock() async throws -> ClosedRange<RequestID>
-    /// The oldest forwarded work of `partitions`, at most `limit` entries, in the order it was written.
-    func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry]
     /// Writes forwarded work outside a group commit (registry changes), durable when this returns.
     func forward(_ entries: [InboxEntry]) async throws
     /// Tells every gateway that `change` happened (delivered after the current transaction commits).
     func publish(_ change: ClusterChange) async throws
-    /// The scheduler's state of the devices of `partitions`.
-    func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance]
-    func instanceSnapshots(partitions: [Int]) async throws -> [(instance: Int64, snapshot: InstanceSnapshot)]
-    func deliveries(in states: [RecordedDelivery.State], partitions: [Int]) async throws -> [RecordedDelivery]
     /// The registration and stored scheduling state of `instances` (those of active devices), for the
     /// operator's views of instances another gateway schedules.
     func schedulingState(instances: [Int64]) async throws
         -> (instances: [RegisteredInstance], snapshots: [(instance: Int64, snapshot: InstanceSnapshot)])
-    /// The device of a widget instance (`nil`: no such instance).
-    func device(ofInstance instance: Int64) async throws -> Int64?
-    /// The instances of one active device (none for an inactive or deleted one), to bring a scheduler in
-    /// line with its registration.
-    func registeredInstances(device: Int64) async throws -> [RegisteredInstance]
     /// Calls `onChange` for every change published by any gateway (this one included) until cancelled;
     /// `onChange(nil)` after (re)connecting: anything may have changed meanwhile.
     func listen(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async
 }
-
 /// One partition's lease, for `reloadgate cluster`.
 public struct PartitionLease: Sendable, Hashable {
     public var partition: Int

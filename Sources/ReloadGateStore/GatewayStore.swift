@@ -31,9 +31,6 @@ public protocol GatewayStoreReading: Sendable {
     func deviceStatus(app: App, token: DeviceToken) async throws -> (active: Bool, unregisteredAt: Date?)?
 
     // MARK: Loading at start
-    func registeredInstances() async throws -> [RegisteredInstance]
-    func instanceSnapshots() async throws -> [(instance: Int64, snapshot: InstanceSnapshot)]
-    func lastRequestID() async throws -> RequestID
     func deliveries(in states: [RecordedDelivery.State]) async throws -> [RecordedDelivery]
 
     // MARK: Operator queries
@@ -64,22 +61,17 @@ public protocol GatewayStoreReading: Sendable {
 /// parameterized over the implementations, so a second one (PostgreSQL) is tested by the same cases.
 ///
 /// Every write is one transaction: it is durable when the call returns.
-public protocol GatewayStore: GatewayStoreReading {
+public protocol GatewayStore: GatewayStoreReading, SchedulingStore {
     // MARK: The group commit
-    /// Writes a batch of the ledger (requests, decisions, deliveries, instance states, idempotent
-    /// answers) in one transaction.
-    func commit(_ batch: LedgerBatch) async throws
+    // (The commit itself and idempotency keys: ``SchedulingStore``.)
     /// Writes delivery state changes (pending -> sending -> sent | failed) in one transaction.
     func setDeliveryStates(_ changes: [DeliveryStateChange], at now: Date) async throws
-    /// The answer recorded for an idempotency key (expired keys are forgotten on the way).
-    func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup
 
     // MARK: Registry
     func putDevice(app: App, token: DeviceToken, widgets: [WidgetRegistration], previousToken: DeviceToken?, now: Date) async throws
         -> DeviceRegistration
     func deleteDevice(app: App, token: DeviceToken) async throws -> (device: Int64, instances: [Int64])
     func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64
-    func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64)
     /// Writes many registry changes in one transaction, in order: each either whole or (refused for what
     /// it asked: a ``RegistryError``) not at all, without failing the others. Throws when the transaction
     /// itself fails: then none is written.
@@ -95,14 +87,7 @@ public protocol GatewayStore: GatewayStoreReading {
     func addProviderKey(_ key: StoredProviderKey) async throws
     func removeProviderKey(keyID: String) async throws -> Bool
 
-    // MARK: Health
-    /// Whether the store answers a trivial query within `timeout` (a database server that is up and
-    /// reachable); an embedded store always does.
-    func isReachable(within timeout: Duration) async -> Bool
-    /// Why a commit could not be made now (`nil`: it could): a write probe that changes nothing the
-    /// gateway reads, held to `timeout`. A database whose tables a migration has locked, a full disk, a
-    /// server that does not answer: each fails it. The gateway accepts requests again once it passes.
-    func commitProbe(within timeout: Duration) async -> String?
+    // (Health checks: ``SchedulingStore``.)
 
     // MARK: Upkeep
     /// Closes the store's connections; it cannot be used afterwards. (Store-specific upkeep, such as

@@ -63,6 +63,10 @@ public struct RecordedDelivery: Hashable, Sendable {
     public var state: State
     /// What happened to it so far (read from the store; not written by ``SQLiteStore/commit(_:)``).
     public var history: History
+    /// Several gateways: the epoch of its partition's lease when it was released (or loaded by a new
+    /// owner). The delivery worker sends it only while that lease is held: a copy from an earlier tenure
+    /// of the same gateway is another owner's business. Not stored.
+    public var leaseEpoch: Int64? = nil
 
     /// Attempts and answers of a delivery.
     public struct History: Hashable, Sendable {

@@ -11,6 +11,13 @@ public struct RegisteredInstance: Hashable, Sendable {
     public var kind: String
     /// The planned reload of the instance's last reported timeline, if any.
     public var plannedReload: Timestamp?
+
+    public init(instance: Int64, device: Int64, kind: String, plannedReload: Timestamp?) {
+        self.instance = instance
+        self.device = device
+        self.kind = kind
+        self.plannedReload = plannedReload
+    }
 }
 
 /// Where a delivery goes: the app and device token, and the widget ids it reloads.

@@ -87,4 +87,9 @@ public struct InMemoryLeaseTable: Sendable {
     public func generation(of gateway: String) -> Int64 {
         generations[gateway] ?? 1
     }
+
+    /// The partitions whose lease `gateway` holds (expired or not), in order.
+    public func partitions(heldBy gateway: String) -> [Int] {
+        leases.indices.filter { leases[$0].owner == gateway }
+    }
 }

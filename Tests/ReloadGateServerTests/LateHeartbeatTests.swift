@@ -23,7 +23,7 @@ struct LateHeartbeatTests {
         logger.logLevel = .warning
         let door = GatewayDoor(
             store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger,
-            partitioning: SchedulerEngine.Partitioning(gateway: "gateway-a", store: store)
+            partitioning: GatewayCluster(gateway: "gateway-a", store: store)
         )
         try await door.load()
         let membership = ClusterMembership(
@@ -46,7 +46,7 @@ struct LateHeartbeatTests {
         )
         let upstream = CountingUpstream()
         var worker = DeliveryWorker(store: store, upstream: upstream, states: door, now: { Date() }, logger: logger)
-        worker.owns = { membership.owns(device: $0) }
+        worker.owns = { membership.owns($0) }
         worker.leftBehind = { membership.leaveBehind($0) }
         await worker.send(held, isStopping: { false })
         #expect(upstream.count == 0)

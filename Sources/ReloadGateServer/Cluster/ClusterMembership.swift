@@ -17,7 +17,7 @@ import Synchronization
 final class ClusterMembership: Sendable {
     let gateway: String
     let address: String?
-    let store: any ClusterStore
+    let store: any SharedSchedulingStore
     let engine: SchedulerEngine
     let logger: Logger
     let startedAt: Int64
@@ -25,6 +25,8 @@ final class ClusterMembership: Sendable {
     let leaseTime: Duration
     /// How often the gateway renews its leases.
     let heartbeatInterval: Duration
+    /// The monotonic clock the leases are counted by (the cluster simulation's is virtual).
+    let monotonic: @Sendable () -> ContinuousClock.Instant
 
     /// The leases and what they imply (``PartitionLeases``), read by the delivery worker from any task.
     private let held: Mutex<PartitionLeases>
@@ -32,12 +34,14 @@ final class ClusterMembership: Sendable {
     init(
         gateway: String,
         address: String?,
-        store: any ClusterStore,
+        store: any SharedSchedulingStore,
         engine: SchedulerEngine,
         logger: Logger,
         leaseTime: Duration = .seconds(5),
-        heartbeatInterval: Duration = .seconds(1)
+        heartbeatInterval: Duration = .seconds(1),
+        monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) {
+        self.monotonic = monotonic
         self.gateway = gateway
         self.address = address
         self.store = store
@@ -46,7 +50,7 @@ final class ClusterMembership: Sendable {
         self.startedAt = Int64(Date().timeIntervalSince1970 * 1000)
         self.leaseTime = leaseTime
         self.heartbeatInterval = heartbeatInterval
-        held = Mutex(PartitionLeases(leaseTime: leaseTime, now: .now))
+        held = Mutex(PartitionLeases(leaseTime: leaseTime, now: monotonic()))
     }
 
     /// A gateway id: the host name, the process id and a random suffix (a restarted gateway is a new one).
@@ -61,7 +65,14 @@ final class ClusterMembership: Sendable {
 
     /// Whether this gateway holds the lease of `device`'s partition now (and it has not run out).
     func owns(device: Int64) -> Bool {
-        held.withLock { $0.owns(partition: DevicePartition.of(device: device), at: .now) }
+        held.withLock { $0.owns(partition: DevicePartition.of(device: device), at: monotonic()) }
+    }
+
+    /// Whether the worker may send `delivery` now: its partition's lease is held, with the epoch it was
+    /// released under, and has not run out (``PartitionLeases/owns(_:at:)``).
+    func owns(_ delivery: RecordedDelivery) -> Bool {
+        let now = monotonic()
+        return held.withLock { $0.owns(delivery, at: now) }
     }
 
     /// Takes deliveries the worker did not send because ``owns(device:)`` said no. The next heartbeat
@@ -76,7 +87,8 @@ final class ClusterMembership: Sendable {
     /// Lets the leases count as lost by the local clock now, as when a heartbeat is late past the local
     /// deadline (a loaded machine, a paused process); the next ``beat()`` renews them. For tests.
     func lapseLocally() {
-        held.withLock { $0.lapse(at: .now) }
+        let now = monotonic()
+        held.withLock { $0.lapse(at: now) }
     }
 
     /// The leases held now (partition -> epoch).
@@ -84,7 +96,14 @@ final class ClusterMembership: Sendable {
 
     /// One heartbeat: renews, takes and hands back leases, and tells the engine.
     func beat() async throws {
-        let started = ContinuousClock.now
+        let surplus = try await renew()
+        if !surplus.isEmpty { try await handBack(surplus) }
+    }
+
+    /// The heartbeat itself: renews and takes leases and tells the engine; returns the leases beyond the
+    /// gateway's fair share, to hand back (``handBack(_:)``).
+    func renew() async throws -> [Int: Int64] {
+        let started = monotonic()
         let milliseconds = leaseTime.milliseconds
         let state = try await store.heartbeat(
             gateway: gateway, address: address, startedAt: startedAt, leaseMilliseconds: milliseconds, now: nil
@@ -108,11 +127,16 @@ final class ClusterMembership: Sendable {
             logger.notice("deliveries held back while the lease counted as lost are sent again", metadata: ["deliveries": "\(renewal.requeue.count)"])
             await engine.requeue(renewal.requeue)
         }
-        if !renewal.handBack.isEmpty {
-            // Handed back once what was decided for them is committed.
-            await engine.giveUp(Array(renewal.handBack.keys), handingBack: true)
-            try await store.release(renewal.handBack, gateway: gateway)
-        }
+        return renewal.handBack
+    }
+
+    /// Hands `surplus` back: the engine stops scheduling it, what it decided for it is committed, then
+    /// the leases are released (a free lease is taken without raising this gateway's fence generation:
+    /// only this order keeps the next owner's load after the last write).
+    func handBack(_ surplus: [Int: Int64]) async throws {
+        await engine.giveUp(Array(surplus.keys), handingBack: true)
+        try? await engine.waitForCommit()
+        try await store.release(surplus, gateway: gateway)
     }
 
     /// Beats every ``heartbeatInterval`` until cancelled. While heartbeats fail, the leases run out by
@@ -128,11 +152,17 @@ final class ClusterMembership: Sendable {
                 if Task.isCancelled { break }   // the gateway stops
                 if !failing { logger.error("heartbeat failed; leases run out unless renewed", metadata: ["error": "\(error)"]) }
                 failing = true
-                let expired = held.withLock { $0.heartbeatFailed(at: .now) }
-                if !expired.isEmpty { await engine.giveUp(expired, handingBack: false) }
+                await heartbeatFailed()
             }
             try? await Task.sleep(for: heartbeatInterval)
         }
+    }
+
+    /// A heartbeat failed: once the leases have run out by the local clock, the engine forgets them.
+    func heartbeatFailed() async {
+        let now = monotonic()
+        let expired = held.withLock { $0.heartbeatFailed(at: now) }
+        if !expired.isEmpty { await engine.giveUp(expired, handingBack: false) }
     }
 
     /// Gives every lease back (the gateway stops after its last commit): others take them at once.
@@ -152,10 +182,13 @@ final class ClusterMembership: Sendable {
 /// shutdown (after the door's last commit, since it starts before the door) the leases are released.
 struct ClusterService: Service {
     let membership: ClusterMembership
+    /// The shared store whose change notifications the gateway listens to.
+    let listener: any ClusterStore
     let door: GatewayDoor
 
     func run() async throws {
         let door = door
+        let listener = listener
         let engine = membership.engine
         await withDiscardingTaskGroup { group in
             group.addTask {
@@ -164,7 +197,7 @@ struct ClusterService: Service {
             }
             group.addTask {
                 defer { membership.logger.debug("listener stopped") }
-                await membership.store.listen { change in
+                await listener.listen { change in
                     switch change {
                     case .apps?: door.apps.forgetAll()
                     case .keys?: await door.keys.refresh()
@@ -183,4 +216,11 @@ struct ClusterService: Service {
         }
         await membership.releaseAll()
     }
+}
+
+/// The gateway's place among several on one database (PostgreSQL): its id and the shared store. `nil`
+/// wherever the gateway is the only one (SQLite).
+struct GatewayCluster: Sendable {
+    var gateway: String
+    var store: any ClusterStore
 }

@@ -46,11 +46,13 @@ struct DeliveryWorker: Sendable {
     /// Whether this gateway still holds the lease of a device's partition (several gateways on one
     /// database; always with one). A delivery of a partition handed over is left to the new owner, which
     /// sends it again with the same apns-id; checked before the `sending` mark and after it.
-    var owns: @Sendable (Int64) -> Bool = { _ in true }
+    var owns: @Sendable (RecordedDelivery) -> Bool = { _ in true }
     /// Where deliveries go that were not sent because ``owns`` said no: the lease may only have run out
     /// by the local clock (a late heartbeat) and be renewed with the same epoch, in which case nobody
     /// else sends them and they must come back to this worker (``ClusterMembership/leaveBehind(_:)``).
     var leftBehind: @Sendable ([RecordedDelivery]) -> Void = { _ in }
+    /// What the worker holds now: a delivery handed over again while held is not taken twice.
+    let held = HeldDeliveries()
 
     /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most
     /// ``concurrency`` at once, until the stream ends or `isStopping` says so. The addresses of a batch
@@ -65,7 +67,8 @@ struct DeliveryWorker: Sendable {
         // (a delivery waiting a minute for its retry must not hold its whole group's slots).
         let slots = DeliverySlots(concurrency)
         await withDiscardingTaskGroup { group in
-            func add(_ given: [RecordedDelivery]) async -> Bool {
+            func add(_ handed: [RecordedDelivery]) async -> Bool {
+                let given = held.take(handed)
                 var deliveries = given
                 let interrupted = Set(given.filter { $0.state == .sending }.map(\.apnsID))
                 if !interrupted.isEmpty {
@@ -204,11 +207,11 @@ struct DeliveryWorker: Sendable {
     private func leaveBehindUnowned(_ ready: inout [(delivery: RecordedDelivery, push: OutgoingPush)]) {
         var unowned: [RecordedDelivery] = []
         ready.removeAll { item in
-            if owns(item.delivery.device) { return false }
+            if owns(item.delivery) { return false }
             unowned.append(item.delivery)
             return true
         }
-        if !unowned.isEmpty { leftBehind(unowned) }
+        if !unowned.isEmpty { leave(unowned) }
     }
 
     /// Tries a delivery again, after a backoff, while its last outcome says so and the gateway runs.
@@ -289,8 +292,8 @@ struct DeliveryWorker: Sendable {
     private func attemptOnce(_ delivery: RecordedDelivery, address lookup: Lookup) async -> DeliveryOutcome {
         // Another gateway schedules the device now and sends it (nothing is recorded here), or the
         // lease comes back with the next heartbeat and so does the delivery.
-        guard owns(delivery.device) else {
-            leftBehind([delivery])
+        guard owns(delivery) else {
+            leave([delivery])
             return Self.handedOver
         }
         let address: PushAddress?
@@ -315,8 +318,8 @@ struct DeliveryWorker: Sendable {
         } catch {
             return .retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
         }
-        guard owns(delivery.device) else {
-            leftBehind([delivery])
+        guard owns(delivery) else {
+            leave([delivery])
             return Self.handedOver
         }
         if let rateLimiter {
@@ -375,8 +378,15 @@ struct DeliveryWorker: Sendable {
         return outcome
     }
 
+    /// Leaves `deliveries` to the next heartbeat or the partition's new owner (``leftBehind``).
+    private func leave(_ deliveries: [RecordedDelivery]) {
+        held.release(deliveries)
+        leftBehind(deliveries)
+    }
+
     /// The delivery's last state: recorded, counted, and (when Apple refused it) logged.
     private func finish(_ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome) {
+        held.release([delivery])
         states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown))
         metrics.deliveryFinished(outcome: state.rawValue)
     }

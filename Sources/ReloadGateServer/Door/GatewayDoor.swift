@@ -31,7 +31,7 @@ final class GatewayDoor: Sendable {
     let store: any GatewayStore
     let engine: SchedulerEngine
     /// Several gateways on one database: this gateway's id and the shared store (`nil`: one gateway).
-    let partitioning: SchedulerEngine.Partitioning?
+    let partitioning: GatewayCluster?
     /// Delivery state changes, written in group commits.
     let deliveryStates: DeliveryStateLog
     /// Device registrations and timelines, written in group commits.
@@ -43,7 +43,7 @@ final class GatewayDoor: Sendable {
         now: @escaping @Sendable () -> Date,
         logger: Logger,
         metrics: GatewayMetrics = GatewayMetrics(),
-        partitioning: SchedulerEngine.Partitioning? = nil
+        partitioning: GatewayCluster? = nil
     ) {
         self.partitioning = partitioning
         self.store = store
@@ -54,7 +54,8 @@ final class GatewayDoor: Sendable {
         self.keys = ProviderKeyDirectory(store: store, logger: logger)
         self.pushDevices = PushDeviceCache()
         self.engine = SchedulerEngine(
-            store: store, configuration: scheduling, now: now, logger: logger, metrics: metrics, partitioning: partitioning
+            store: store, configuration: scheduling, now: now, logger: logger, metrics: metrics,
+            partitioning: partitioning.map { SchedulerEngine.Partitioning(gateway: $0.gateway, store: $0.store) }
         )
         self.deliveryStates = DeliveryStateLog(store: store, now: now, logger: logger)
         let pushDevices = self.pushDevices
@@ -103,7 +104,7 @@ final class GatewayDoor: Sendable {
         await Self.publish(change, partitioning: partitioning, logger: logger)
     }
 
-    static func publish(_ change: ClusterChange, partitioning: SchedulerEngine.Partitioning?, logger: Logger) async {
+    static func publish(_ change: ClusterChange, partitioning: GatewayCluster?, logger: Logger) async {
         guard let partitioning else { return }
         do {
             try await partitioning.store.publish(change)

@@ -60,7 +60,9 @@ struct PartitionLeases {
         validUntil = started + leaseTime - margin
         renewal.requeue = leftBehind.filter { delivery in
             let partition = DevicePartition.of(device: delivery.device)
+            // (A copy released under an earlier epoch is not: the partition changed hands since.)
             return before[partition] != nil && held[partition] == before[partition]
+                && (delivery.leaseEpoch == nil || delivery.leaseEpoch == held[partition])
         }
         leftBehind = []
         return renewal
@@ -83,6 +85,13 @@ struct PartitionLeases {
     /// Whether `partition`'s lease is held and has not run out by the local clock at `now`.
     func owns(partition: Int, at now: ContinuousClock.Instant) -> Bool {
         held[partition] != nil && now < validUntil
+    }
+
+    /// Whether `delivery` may be sent at `now`: its partition's lease is held with the epoch it was
+    /// released under (any epoch, when it carries none) and has not run out by the local clock.
+    func owns(_ delivery: RecordedDelivery, at now: ContinuousClock.Instant) -> Bool {
+        guard now < validUntil, let epoch = held[DevicePartition.of(device: delivery.device)] else { return false }
+        return delivery.leaseEpoch.map { $0 == epoch } ?? true
     }
 
     /// Keeps deliveries the worker did not send because ``owns(partition:at:)`` said no (see ``Renewal/requeue``).

@@ -9,11 +9,16 @@ import Synchronization
 /// commit itself (a child task of the loop), answering, failing and rebuilding, stopping.
 extension SchedulerEngine {
     func waitForCommit() async throws {
-        // (Refused at once after the last commit, or while degraded: nothing would answer.)
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            perform(pipeline.wait { continuation.resume(with: $0) })
-            inbox.wake()
+            waitForCommit { continuation.resume(with: $0) }
         }
+    }
+
+    /// Calls `waiter` once the open batch has committed (or failed). Refused at once after the last
+    /// commit, or while degraded: nothing would answer.
+    func waitForCommit(_ waiter: @escaping Waiter) {
+        perform(pipeline.wait(waiter))
+        inbox.wake()
     }
 
     /// Asks the commit loop to look at the clock (the timer loop calls this when something fell due).
@@ -65,7 +70,7 @@ extension SchedulerEngine {
     /// Runs `commit` (the commit loop calls it in a child task) and wakes the loop, whose next turn
     /// answers its waiters.
     nonisolated func perform(_ commit: PendingCommit) async {
-        let started = ContinuousClock.now
+        let started = monotonic()
         let result: Result<Void, any Error>
         do {
             try await store.commit(commit.batch)
@@ -73,7 +78,13 @@ extension SchedulerEngine {
         } catch {
             result = .failure(error)
         }
-        commitOutcome.withLock { $0 = CommitOutcome(number: commit.number, result: result, took: started.duration(to: .now)) }
+        commitEnded(commit.number, result, took: started.duration(to: monotonic()))
+    }
+
+    /// Commit `number` ended with `result`: the loop's next turn settles it (``perform(_:)`` calls this;
+    /// the cluster simulation, which decides when a commit ends and how, calls it itself).
+    nonisolated func commitEnded(_ number: Int, _ result: Result<Void, any Error>, took: Duration) {
+        commitOutcome.withLock { $0 = CommitOutcome(number: number, result: result, took: took) }
         inbox.wake()
     }
 
@@ -97,14 +108,18 @@ extension SchedulerEngine {
         if pipeline.isDegraded {
             // At most one attempt a second (the timer loop makes them): requests arriving in between are
             // refused at once instead of waiting for a probe that just failed.
-            if lastRebuild.map({ $0.duration(to: .now) >= Self.rebuildInterval }) ?? true { await rebuild() }
+            if lastRebuild.map({ $0.duration(to: monotonic()) >= Self.rebuildInterval }) ?? true { await rebuild() }
             guard !pipeline.isDegraded else {
                 refuseQueued(Self.degraded)
                 return Turn(committed: committed)
             }
         }
-        // The inbox is read only between commits: a commit in flight may delete rows it consumed.
-        if partitioning != nil, pipeline.inFlight == nil { await readForwardedWork() }
+        // Partitions are loaded, and the inbox read, only between commits: a commit in flight may write
+        // their state, and delete inbox rows it consumed.
+        if partitioning != nil, pipeline.inFlight == nil {
+            await loadAwaited()
+            await readForwardedWork()
+        }
         await drainInbox()
         collectTick()
         // The next batch leaves before the last one's callers are answered.
@@ -213,7 +228,7 @@ extension SchedulerEngine {
     /// Reloads the scheduler from the store; while that fails the engine is degraded (every request is
     /// refused; the timer loop and each new request try again).
     func rebuild() async {
-        lastRebuild = .now
+        lastRebuild = monotonic()
         do {
             // A store that does not answer at all is not asked to load (its queries may wait a minute),
             // nor one that cannot commit now (a table locked, a full disk): requests would only wait for
@@ -225,6 +240,12 @@ extension SchedulerEngine {
                 throw StoreError.unavailable(reason: stuck)
             }
             try await load()
+            // Whatever the open batch gathered while degraded was decided on the state just thrown away
+            // (a hand-back's last tick, say): it must not be written. (Found by the cluster simulation: a
+            // reload released twice, once by the old state and once by the reloaded one, in one batch.)
+            batch = LedgerBatch()
+            batchDeliveries = []
+            openBatchGeneration = nil
             pipeline.rebuilt(succeeded: true)
             if outageReported { logger.notice("the scheduler's state was reloaded from the store; requests are accepted again") }
             outageReported = false
@@ -279,7 +300,7 @@ extension SchedulerEngine {
     /// pending reloads that expired while waiting.
     func record(_ output: TickOutput) {
         for delivery in output.deliveries {
-            let recorded = RecordedDelivery(
+            var recorded = RecordedDelivery(
                 apnsID: apnsIDs.next(milliseconds: delivery.at.milliseconds),
                 device: Int64(delivery.device.rawValue),
                 released: delivery.at,
@@ -290,6 +311,7 @@ extension SchedulerEngine {
                 expiration: delivery.expiration,
                 state: .pending
             )
+            if partitioning != nil { recorded.leaseEpoch = owned[DevicePartition.of(device: recorded.device)] }
             batch.deliveries.append(recorded)
             batchDeliveries.append(recorded)
         }

@@ -111,6 +111,15 @@ extension SchedulerEngine {
         }
         // On a shared store, targets of devices whose partition another gateway holds go to its inbox.
         let (local, forwarded) = split(submission)
+        do {
+            try await learnUnknownTargets(of: submission, local: local)
+        } catch {
+            if let idempotency = submission.idempotency {
+                let name = KeyName(app: submission.app.id, key: idempotency.key)
+                for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
+            }
+            return reply(.failure(error))
+        }
         let request = ReloadRequest(
             id: id,
             targets: local.compactMap(Self.handle),

@@ -53,11 +53,16 @@ actor SchedulerEngine {
         var key: String
     }
 
-    let store: any GatewayStore
+    let store: any SchedulingStore
     nonisolated let configuration: SchedulerConfiguration
     let now: @Sendable () -> Date
+    /// The monotonic clock of the engine's own intervals (rebuild attempts, inbox polls); the cluster
+    /// simulation's is virtual.
+    nonisolated let monotonic: @Sendable () -> ContinuousClock.Instant
     let logger: Logger
-    let deliveries: AsyncStream<[RecordedDelivery]>.Continuation
+    /// Where released deliveries go: ``releasedDeliveries`` (the delivery worker reads it), or the
+    /// cluster simulation's outlet.
+    let deliveries: DeliveryOutlet
 
     var scheduler: ReloadScheduler
     var nextRequestID: RequestID = 1
@@ -69,6 +74,9 @@ actor SchedulerEngine {
     let partitioning: Partitioning?
     /// The partitions this engine schedules, with the epoch of the lease (a shared store only).
     var owned: [Int: Int64] = [:]
+    /// Partitions taken while a commit was in flight, loaded by the commit loop once it has ended
+    /// (``takeOver(_:)``).
+    var awaitingLoad: [Int: Int64] = [:]
     /// The gateway's fence generation (a shared store only): commits are written under it (``LeaseFence``).
     var fenceGeneration: Int64 = 0
     /// The generation the open batch was begun under, when a heartbeat has changed it since: the batch
@@ -114,17 +122,20 @@ actor SchedulerEngine {
     /// The gateway's place among several on one database.
     struct Partitioning: Sendable {
         var gateway: String
-        var store: any ClusterStore
+        var store: any SharedSchedulingStore
     }
 
     init(
-        store: any GatewayStore,
+        store: any SchedulingStore,
         configuration: SchedulerConfiguration,
         now: @escaping @Sendable () -> Date,
         logger: Logger,
         metrics: GatewayMetrics = GatewayMetrics(),
-        partitioning: Partitioning? = nil
+        partitioning: Partitioning? = nil,
+        monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+        outlet: DeliveryOutlet? = nil
     ) {
+        self.monotonic = monotonic
         self.partitioning = partitioning
         self.metrics = metrics
         self.store = store
@@ -132,7 +143,15 @@ actor SchedulerEngine {
         self.now = now
         self.logger = logger
         self.scheduler = ReloadScheduler(configuration: configuration)
-        (releasedDeliveries, deliveries) = AsyncStream.makeStream(of: [RecordedDelivery].self)
+        let (stream, continuation) = AsyncStream.makeStream(of: [RecordedDelivery].self)
+        releasedDeliveries = stream
+        deliveries = outlet ?? DeliveryOutlet(yield: { continuation.yield($0) }, finish: { continuation.finish() })
+    }
+
+    /// Where an engine's released deliveries go, one element per committed batch (or takeover, or requeue).
+    struct DeliveryOutlet: Sendable {
+        let yield: @Sendable ([RecordedDelivery]) -> Void
+        let finish: @Sendable () -> Void
     }
 
     // MARK: Loading

@@ -1,0 +1,64 @@
+public import Foundation
+public import ReloadGateCore
+
+/// What the scheduler engine asks of its store, and nothing more: the state it loads, the group commit,
+/// idempotency keys, adopting a device, and the health checks of a degraded engine. ``GatewayStore``
+/// refines it; the cluster simulation's in-memory store implements only this and
+/// ``SharedSchedulingStore``.
+public protocol SchedulingStore: Sendable {
+    // MARK: Loading
+    /// Every widget instance of an active device, with its kind and planned reload.
+    func registeredInstances() async throws -> [RegisteredInstance]
+    /// The stored scheduling state (budget, history, pending reload) of every instance that has one.
+    func instanceSnapshots() async throws -> [(instance: Int64, snapshot: InstanceSnapshot)]
+    /// The highest request id recorded (0 when none): one gateway continues after it.
+    func lastRequestID() async throws -> RequestID
+
+    // MARK: The group commit
+    /// Writes a batch of the ledger (requests, decisions, deliveries, instance states, idempotent
+    /// answers, forwarded work written and consumed) in one transaction, or nothing: under a
+    /// ``LedgerBatch/fence`` that no longer holds it writes nothing and throws ``StoreError/fenced(generation:held:)``.
+    func commit(_ batch: LedgerBatch) async throws
+    /// The answer recorded for an idempotency key (expired keys are forgotten on the way).
+    func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup
+    /// Registers the device of a push to an unknown token (`ingress.unknownDevices: adopt`) with one
+    /// implicit widget instance; the same device and instance when it exists already.
+    func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64)
+
+    // MARK: Health
+    /// Whether the store answers a trivial query within `timeout` (a database server that is up and
+    /// reachable); an embedded store always does.
+    func isReachable(within timeout: Duration) async -> Bool
+    /// Why a commit could not be made now (`nil`: it could): a write probe that changes nothing the
+    /// gateway reads, held to `timeout`. A database whose tables a migration has locked, a full disk, a
+    /// server that does not answer: each fails it. The gateway accepts requests again once it passes.
+    func commitProbe(within timeout: Duration) async -> String?
+}
+
+/// What a partitioned engine and its cluster membership ask of a store several gateways share
+/// (``ClusterStore`` refines it): partition leases, request ids in blocks, the inbox of forwarded work,
+/// and the partition-wise loading of the scheduler's state.
+public protocol SharedSchedulingStore: SchedulingStore {
+    /// Renews, takes and balances this gateway's leases (one transaction).
+    func heartbeat(gateway: String, address: String?, startedAt: Int64, leaseMilliseconds: Int64, now: Int64?) async throws
+        -> LeaseState
+    /// Gives leases back (only those still held with these epochs).
+    func release(_ leases: [Int: Int64], gateway: String) async throws
+    /// Gives every lease of `gateway` back and removes it from the live gateways (it stops): the others
+    /// take its partitions with their next heartbeat, and count their shares without it.
+    func leave(gateway: String) async throws
+    /// A block of request ids no other gateway uses.
+    func requestIDBlock() async throws -> ClosedRange<RequestID>
+    /// The oldest forwarded work of `partitions`, at most `limit` entries, in the order it was written.
+    func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry]
+    /// The scheduler's state of the devices of `partitions`.
+    func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance]
+    func instanceSnapshots(partitions: [Int]) async throws -> [(instance: Int64, snapshot: InstanceSnapshot)]
+    /// Deliveries of the devices of `partitions` in `states` (a new owner sends what the last one left).
+    func deliveries(in states: [RecordedDelivery.State], partitions: [Int]) async throws -> [RecordedDelivery]
+    /// The device of a widget instance (`nil`: no such instance).
+    func device(ofInstance instance: Int64) async throws -> Int64?
+    /// The instances of one active device (none for an inactive or deleted one), to bring a scheduler in
+    /// line with its registration.
+    func registeredInstances(device: Int64) async throws -> [RegisteredInstance]
+}

@@ -1,0 +1,156 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+
+@testable import ReloadGateServer
+
+/// What the simulation checks: after every event (``checkNow()``) and once the cluster has settled
+/// (``checkEnd()``).
+extension ClusterSimulation {
+    /// Must hold at every moment: nobody is answered twice, and no instance has a pending reload in two
+    /// engines that both hold its partition's lease by their own clock.
+    func checkNow() async throws {
+        for (number, given) in answers.withLock({ $0 }) where given.count > 1 {
+            throw Violation(description: "request \(number) was answered \(given.count) times: \(given)")
+        }
+        var owners: [Int64: [String]] = [:]
+        for gateway in gateways where gateway.isAlive {
+            let scheduler = await gateway.engine.scheduler
+            for device in devices where gateway.membership.owns(device: device) {
+                for instance in store.instances(ofDevice: device) {
+                    guard let handle = SchedulerEngine.handle(instance.id), scheduler.pendingReload(of: handle) != nil else { continue }
+                    owners[instance.id, default: []].append(gateway.id)
+                }
+            }
+        }
+        for (instance, held) in owners where held.count > 1 {
+            throw Violation(description: "instance \(instance) has a pending reload in \(held.count) owners: \(held)")
+        }
+    }
+
+    /// Must hold once the cluster has settled (every fault healed).
+    func checkEnd() throws {
+        let ledger = store.ledger
+        let answered = answers.withLock { $0 }
+        var bySummary: [String: RecordedRequest] = [:]
+        for request in ledger.requests.values { bySummary[request.summary] = request }
+        var decisions: [RequestID: [Decision]] = [:]
+        for decision in ledger.decisions { decisions[decision.request, default: []].append(decision) }
+
+        for request in requests where !request.lostAtKill {
+            // Every request is answered exactly once (checkNow finds the second answer).
+            guard let answer = answered[request.number]?.first else {
+                throw Violation(description: "request \(request.number) (\(request.kind), at g\(request.gateway)) was never answered")
+            }
+            guard request.kind == .reload else { continue }
+            let recorded = bySummary["sim-\(request.number)"]
+            switch answer {
+            case .refused(let reason):
+                // A refused request is never committed, then or later.
+                if let recorded {
+                    throw Violation(description: "request \(request.number) was refused (\(reason)) but committed as request \(recorded.id)")
+                }
+            case .accepted(let id):
+                guard recorded?.id == id else {
+                    throw Violation(description: "request \(request.number) was accepted as \(id) but the store holds \(recorded.map { "\($0.id)" } ?? "nothing")")
+                }
+                try checkDecided(request, id: id, decisions[id] ?? [], all: decisions)
+            case .registryDone:
+                throw Violation(description: "reload request \(request.number) got a registry answer")
+            }
+        }
+        try checkSends()
+        try checkOwnership()
+    }
+
+    /// An accepted request is decided for each target exactly once, by one owner, and what was scheduled
+    /// was delivered (or dropped with the widget).
+    private func checkDecided(_ request: SimulatedRequest, id: RequestID, _ made: [Decision], all: [RequestID: [Decision]]) throws {
+        let initial: Set<DecisionKind> = [.scheduled, .merged, .absorbed, .deferred, .noMatch, .expired]
+        for target in request.targets {
+            let handle = SchedulerEngine.handle(target)
+            let first = made.filter { $0.instance == handle && initial.contains($0.kind) }
+            // A widget removed before its owner decided the request is left out of its decisions (the
+            // scheduler decides registered targets only; `no-match` when none is).
+            if removed.contains(target), first.count <= 1 { continue }
+            guard first.count == 1 else {
+                throw Violation(description: "request \(request.number) (id \(id)) was decided \(first.count) times for instance \(target): \(first.map(\.kind))")
+            }
+            let kind = first[0].kind
+            guard kind == .scheduled || kind == .merged || kind == .deferred else { continue }
+            if made.contains(where: { $0.instance == handle && $0.kind == .cancelled }) { continue }
+            // A delivery to the instance that lists the request (it lists the first 100 of each instance;
+            // past those, one sent after the request).
+            let delivered = sends.contains { send in
+                send.delivery.instances.contains(target)
+                    && (send.delivery.requests.contains(id)
+                        || (send.delivery.requestCount > send.delivery.requests.count && send.at >= request.sentAt))
+            }
+            if !delivered {
+                throw Violation(description: "request \(request.number) (id \(id)) was \(kind) for instance \(target) but no reload reached it")
+            }
+        }
+    }
+
+    /// No delivery was sent twice, except those whose `sent` state could not be written before their
+    /// gateway died or lost the lease; a widget's deliveries keep its minimum interval across owners.
+    private func checkSends() throws {
+        var byID: [String: [Send]] = [:]
+        for send in sends { byID[send.delivery.apnsID, default: []].append(send) }
+        for (apnsID, copies) in byID where copies.count > 1 && !mayBeResent.contains(apnsID) {
+            throw Violation(description: "delivery \(apnsID) was sent \(copies.count) times: by \(copies.map(\.gateway))")
+        }
+        let interval = configuration.defaultPolicy.minimumInterval * 1000
+        var releases: [Int64: [Send]] = [:]
+        for copies in byID.values {
+            for instance in copies[0].delivery.instances { releases[instance, default: []].append(copies[0]) }
+        }
+        for (instance, sent) in releases {
+            let sorted = sent.sorted { $0.delivery.released < $1.delivery.released }
+            for (earlier, later) in zip(sorted, sorted.dropFirst())
+            where later.delivery.released.milliseconds - earlier.delivery.released.milliseconds < interval {
+                throw Violation(
+                    description: "instance \(instance) was reloaded less than the minimum interval apart: released at "
+                        + "\(earlier.delivery.released.milliseconds) (\(earlier.delivery.apnsID), sent by \(earlier.gateway)) and at "
+                        + "\(later.delivery.released.milliseconds) (\(later.delivery.apnsID), sent by \(later.gateway))"
+                )
+            }
+        }
+    }
+
+    /// Every device's partition is held by one gateway, whose scheduler knows exactly the device's registered widgets.
+    private func checkOwnership() throws {
+        for device in devices {
+            let owners = gateways.filter { $0.isAlive && $0.membership.owns(device: device) }
+            guard owners.count == 1 else {
+                throw Violation(description: "device \(device) has \(owners.count) owners: \(owners.map(\.id))")
+            }
+        }
+    }
+
+    /// The owner's scheduler holds exactly the registered widgets of each device (a registry change took
+    /// effect where it matters). Not for devices whose change (or adoption) was refused or lost with a
+    /// killed gateway: the registry holds it, but the notice to the owner went with a commit that failed
+    /// or never came; the owner learns of it with the client's retry, the next request that targets the
+    /// device, or its next load (docs/TESTING.md, what the simulation found).
+    func checkRegistryMirrored() async throws {
+        let answered = answers.withLock { $0 }
+        let unnoticed = Set(requests.compactMap { request -> Int64? in
+            guard let device = request.changed else { return nil }
+            if request.lostAtKill { return device }
+            if case .refused? = answered[request.number]?.first { return device }
+            return nil
+        })
+        for device in devices where !unnoticed.contains(device) {
+            guard let owner = gateways.first(where: { $0.isAlive && $0.membership.owns(device: device) }),
+                let handle = SchedulerEngine.deviceHandle(device)
+            else { continue }
+            let known = await owner.engine.scheduler.instances(ofDevice: handle).map { Int64($0.rawValue) }.sorted()
+            let registered = store.instances(ofDevice: device).filter { store.isRegistered(instance: $0.id) }.map(\.id).sorted()
+            if known != registered {
+                throw Violation(description: "device \(device): \(owner.id) schedules instances \(known), the registry holds \(registered)")
+            }
+        }
+    }
+}

@@ -1,0 +1,456 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Synchronization
+
+@testable import ReloadGateServer
+
+/// Several gateways on one shared store, simulated (docs/TESTING.md, "The cluster simulation"): the real
+/// engines, cluster memberships and scheduling rules over ``InMemorySharedStore``, a virtual clock, and a
+/// list of events a seed made. After every event it checks what must hold at every moment; after the
+/// events it heals every fault, lets the cluster settle, and checks what must hold in the end.
+///
+/// Everything runs on the caller's task, one event after the other, and every store call completes at
+/// once: a seed gives the same run every time.
+final class ClusterSimulation {
+    let store: InMemorySharedStore
+    let clock = VirtualClock()
+    var gateways: [SimulatedGateway] = []
+    /// Registered devices, by the index events use (adopted devices join the list).
+    var devices: [Int64] = []
+    /// Requests and registry changes sent, by number.
+    var requests: [SimulatedRequest] = []
+    let answers = Shared<[Int: [Answer]]>([:])
+    /// Devices adopted by pushes to unknown tokens, as the engines' callbacks report them: token, device, request.
+    let adoptions = Shared<[Adopted]>([])
+
+    struct Adopted: Sendable {
+        var token: String
+        var device: Int64
+        var request: Int
+    }
+    /// Instances removed from the registry (a request for them may be decided `no-match`).
+    var removed = Set<Int64>()
+    /// Every send to the push service: apns-id, device, release time, instances, gateway.
+    var sends: [Send] = []
+    /// apns-ids a new owner may send again: sent by a gateway killed (or whose lease was taken) before the
+    /// `sent` state was written.
+    var mayBeResent = Set<String>()
+    /// How many deliveries were in flight at a kill (sent, their state not written).
+    var inFlightAtKills = 0
+    var restarts = 0
+    var eventsRun = 0
+    let app: App
+    let configuration: SchedulerConfiguration
+
+    struct SimulatedRequest {
+        var number: Int
+        var gateway: Int
+        var kind: Kind
+        /// The instances it targets (for an adopted device: once adopted).
+        var targets: [Int64]
+        /// The device a registry change or an adoption wrote.
+        var changed: Int64?
+        var sentAt: Int64
+        /// Lost with its gateway's process (no answer; it may or may not have been committed).
+        var lostAtKill = false
+
+        enum Kind: Equatable { case reload, registry }
+    }
+
+    enum Answer: Equatable, Sendable {
+        case accepted(RequestID)
+        case registryDone
+        case refused(String)
+    }
+
+    struct Send {
+        var delivery: RecordedDelivery
+        var gateway: String
+        var at: Int64
+    }
+
+    /// Something that must hold and did not.
+    struct Violation: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    init(gateways count: Int, devices deviceCount: Int) throws {
+        let clock = clock
+        store = InMemorySharedStore(clock: { clock.milliseconds }, deviceIDStride: 131)
+        app = App(
+            id: 1, bundle: try BundleID("com.example.simulated"), environment: .production, teamID: "TEAM123456",
+            allowsExemptions: false, createdAt: clock.date
+        )
+        var policy = SchedulingPolicy()
+        policy.dailyBudget = 1000
+        policy.burst = 50
+        policy.minimumInterval = 2
+        policy.lowPriorityDelay = 3
+        policy.backgroundDelay = 10
+        policy.coalescingWindow = 1
+        configuration = SchedulerConfiguration(defaultPolicy: policy)
+        for index in 0..<deviceCount {
+            let kinds = index % 3 == 0 ? ["scores", "news"] : ["scores"]
+            devices.append(try store.register(app: app.id, token: Self.token(index), kinds: kinds, now: Timestamp(clock.date)).device)
+        }
+        for index in 0..<count {
+            gateways.append(SimulatedGateway(index: index, id: "g\(index)", store: store, clock: clock, configuration: configuration))
+        }
+    }
+
+    static func token(_ number: Int) -> String {
+        String(repeating: "0", count: 48) + String(format: "%016x", number)
+    }
+
+    /// Loads every gateway and lets the leases settle (each gateway with its share), as a cluster that
+    /// has been running for a while.
+    func start() async throws {
+        for gateway in gateways { try await gateway.engine.load() }
+        for _ in 0..<4 {
+            for gateway in gateways { try await run(.heartbeat(gateway: gateway.index)) }
+            try await settleCommits()
+            clock.advance(by: 300)
+        }
+    }
+
+    /// Runs `events`, checking after each; then heals, settles and checks the end.
+    func run(_ events: [SimulatedEvent]) async throws {
+        for event in events {
+            try await run(event)
+            try await checkNow()
+        }
+        try await settle()
+        try checkEnd()
+        try await checkRegistryMirrored()
+    }
+
+    // MARK: Events
+
+    /// Prints every event, commit, heartbeat that changed something, and send.
+    var tracing = false
+
+    func trace(_ line: @autoclosure () -> String) {
+        if tracing { print("[\(clock.milliseconds - VirtualClock.epoch) ms] \(line())") }
+    }
+
+    func run(_ event: SimulatedEvent) async throws {
+        eventsRun += 1
+        trace("\(event)")
+        switch event {
+        case .push(let g, let device, let priority):
+            guard gateways[g].isRunning else { return }
+            submitReload(at: g, devices: [devices[device % devices.count]], priority: Priority(rawValue: priority) ?? .high, source: .push)
+        case .webhook(let g, let indexes):
+            guard gateways[g].isRunning else { return }
+            submitReload(at: g, devices: indexes.map { devices[$0 % devices.count] }, priority: .high, source: .webhook)
+        case .pushToUnknownDevice(let g, let token):
+            guard gateways[g].isRunning else { return }
+            adoptAndPush(at: g, token: 1000 + token)
+        case .addWidget(let g, let device):
+            guard gateways[g].isRunning else { return }
+            await changeRegistry(at: g, device: devices[device % devices.count], adding: true)
+        case .removeWidget(let g, let device):
+            guard gateways[g].isRunning else { return }
+            await changeRegistry(at: g, device: devices[device % devices.count], adding: false)
+        case .turn(let g):
+            guard gateways[g].isRunning else { return }
+            await turn(gateways[g])
+        case .endCommit(let g, let fails):
+            guard gateways[g].isRunning else { return }
+            await endCommit(gateways[g], fails: fails)
+        case .heartbeat(let g):
+            guard gateways[g].isRunning else { return }
+            await heartbeat(gateways[g])
+        case .send(let g):
+            guard gateways[g].isRunning else { return }
+            send(gateways[g])
+        case .advance(let milliseconds):
+            clock.advance(by: Int64(milliseconds))
+        case .storeFault(let down):
+            store.fault = down.map { $0 ? .down : .locked }
+        case .kill(let g, let landed):
+            await kill(gateways[g], commitLanded: landed)
+        case .restart(let g):
+            guard !gateways[g].isAlive else { return }
+            restarts += 1
+            let gateway = SimulatedGateway(index: g, id: "g\(g)-r\(restarts)", store: store, clock: clock, configuration: configuration)
+            gateways[g] = gateway
+            // A start that cannot load fails; the next restart event tries again.
+            do { try await gateway.engine.load() } catch { gateway.isAlive = false }
+        case .pause(let g):
+            gateways[g].isPaused = true
+        case .resume(let g):
+            gateways[g].isPaused = false
+        }
+    }
+
+    private func newRequest(at g: Int, kind: SimulatedRequest.Kind, targets: [Int64]) -> Int {
+        let number = requests.count
+        requests.append(SimulatedRequest(number: number, gateway: g, kind: kind, targets: targets, sentAt: clock.milliseconds))
+        return number
+    }
+
+    private func answer(_ number: Int, _ answer: Answer) {
+        answers.withLock { $0[number, default: []].append(answer) }
+    }
+
+    private func reply(for number: Int) -> SchedulerEngine.Reply {
+        let answers = answers
+        return { result in
+            let answer: Answer
+            switch result {
+            case .success(.decided(let id, _, _, _)): answer = .accepted(id)
+            case .success(let other): answer = .refused("unexpected \(other)")
+            case .failure(let error): answer = .refused("\(error)")
+            }
+            answers.withLock { $0[number, default: []].append(answer) }
+        }
+    }
+
+    private func command(_ targets: [(instance: Int64, device: Int64)], number: Int, priority: Priority, source: RecordedRequest.Source)
+        -> ReloadCommand
+    {
+        ReloadCommand(
+            app: app, source: source, targets: targets.map(\.instance), targetDevices: targets.map(\.device), priority: priority,
+            expiration: nil, collapseID: nil, team: app.teamID, exempt: false, summary: "sim-\(number)",
+            received: Timestamp(clock.date), idempotency: nil
+        )
+    }
+
+    /// A push or webhook call: its targets are the registered instances of `devices`, as the push path
+    /// and the webhook's targeting read them from the store.
+    private func submitReload(at g: Int, devices: [Int64], priority: Priority, source: RecordedRequest.Source) {
+        let targets = devices.flatMap { device in
+            store.instances(ofDevice: device).filter { store.isRegistered(instance: $0.id) }.map { (instance: $0.id, device: device) }
+        }
+        guard !targets.isEmpty else { return }
+        let number = newRequest(at: g, kind: .reload, targets: targets.map(\.instance))
+        gateways[g].engine.enqueue(command(targets, number: number, priority: priority, source: source), render: Self.render, reply: reply(for: number))
+    }
+
+    static let render: SchedulerEngine.Render = { _, _ in (200, "") }
+
+    /// A push to a token: adopted first when no device has it (then decided like any push).
+    private func adoptAndPush(at g: Int, token: Int) {
+        let hex = Self.token(token)
+        if let known = devicesByToken[hex] {
+            submitReload(at: g, devices: [known], priority: .high, source: .push)
+            return
+        }
+        let number = newRequest(at: g, kind: .reload, targets: [])
+        let engine = gateways[g].engine
+        let store = store
+        let app = app
+        let command = command([], number: number, priority: .high, source: .push)
+        let reply = reply(for: number)
+        let adoptions = adoptions
+        engine.enqueue(SchedulerEngine.Adoption(app: app, token: try! DeviceToken(hex), received: clock.date) { result in
+            switch result {
+            case .success(let device):
+                adoptions.withLock { $0.append(Adopted(token: hex, device: device, request: number)) }
+                var push = command
+                push.targets = store.instances(ofDevice: device).map(\.id)
+                push.targetDevices = push.targets.map { _ in device }
+                engine.enqueue(push, render: Self.render, reply: reply)
+            case .failure(let error):
+                reply(.failure(error))
+            }
+        })
+    }
+
+    private var devicesByToken: [String: Int64] = [:]
+
+    /// Takes in the devices adopted since the last event (the engines report them from their turns).
+    private func takeAdoptions() {
+        let taken: [Adopted] = adoptions.withLock { list in
+            let taken = list
+            list = []
+            return taken
+        }
+        for adopted in taken {
+            if devicesByToken[adopted.token] == nil {
+                devicesByToken[adopted.token] = adopted.device
+                devices.append(adopted.device)
+            }
+            requests[adopted.request].targets = store.instances(ofDevice: adopted.device).map(\.id)
+            requests[adopted.request].changed = adopted.device
+        }
+    }
+
+    /// A registry change through `g`'s API: written to the store, then the engine brings the scheduler
+    /// in line (or tells the owner through its inbox), answered once that is committed.
+    private func changeRegistry(at g: Int, device: Int64, adding: Bool) async {
+        let engine = gateways[g].engine
+        let number = newRequest(at: g, kind: .registry, targets: [])
+        requests[number].changed = device
+        do {
+            try await engine.checkAccepting()
+            if adding {
+                requests[number].targets = [try store.addWidget(device: device, kind: "scores")]
+            } else {
+                guard let first = store.instances(ofDevice: device).first else { return answer(number, .registryDone) }
+                try store.removeWidget(first.id)
+                removed.insert(first.id)
+                requests[number].targets = [first.id]
+            }
+            _ = try await engine.devicesChangedWithoutWaiting([device])
+            let answers = answers
+            await engine.waitForCommit { result in
+                let answer: Answer
+                switch result {
+                case .success: answer = .registryDone
+                case .failure(let error): answer = .refused("\(error)")
+                }
+                answers.withLock { $0[number, default: []].append(answer) }
+            }
+        } catch {
+            answer(number, .refused("\(error)"))
+        }
+    }
+
+    private func turn(_ gateway: SimulatedGateway) async {
+        let turn = await gateway.engine.commitTurn()
+        if let commit = turn.commit {
+            precondition(gateway.inFlight == nil, "\(gateway.id) started commit \(commit.number) with one in flight")
+            gateway.inFlight = commit
+            trace("\(gateway.id) starts commit \(commit.number): \(commit.batch.requests.count) requests, \(commit.batch.decisions.count) decisions, \(commit.batch.deliveries.count) deliveries, fence \(commit.batch.fence.map { "\($0.generation)" } ?? "none")")
+            for decision in commit.batch.decisions {
+                trace("  decision: request \(decision.request), instance \(decision.instance.map { "\($0.rawValue)" } ?? "-"), \(decision.kind), due \(decision.due.map { "\($0.milliseconds - VirtualClock.epoch)" } ?? "-")")
+            }
+        }
+        turn.answer()
+        takeAdoptions()
+        if let handingBack = gateway.handingBack, handingBack.committed.withLock({ $0 }) {
+            gateway.handingBack = nil
+            try? await store.release(handingBack.leases, gateway: gateway.id)
+        }
+    }
+
+    private func endCommit(_ gateway: SimulatedGateway, fails: Bool) async {
+        guard let commit = gateway.inFlight else { return }
+        gateway.inFlight = nil
+        let result: Result<Void, any Error>
+        if fails {
+            result = .failure(StoreError.unavailable(reason: "simulated: the commit did not finish within its deadline"))
+        } else {
+            do {
+                try await store.commit(commit.batch)
+                result = .success(())
+            } catch {
+                result = .failure(error)
+            }
+        }
+        trace("\(gateway.id) commit \(commit.number) ended: \(result)")
+        gateway.engine.commitEnded(commit.number, result, took: .zero)
+    }
+
+    private func heartbeat(_ gateway: SimulatedGateway) async {
+        // While leases are handed back, the heartbeat waits for that commit (``ClusterMembership/beat()``).
+        guard gateway.handingBack == nil else { return }
+        do {
+            let before = gateway.membership.leases
+            let surplus = try await gateway.membership.renew()
+            let after = gateway.membership.leases
+            if before != after || !surplus.isEmpty {
+                let lost = before.filter { after[$0.key] != $0.value }.count
+                let taken = after.filter { before[$0.key] != $0.value }.count
+                trace("\(gateway.id) heartbeat: \(after.count) leases, \(lost) lost, \(taken) taken, \(surplus.count) to hand back")
+            }
+            guard !surplus.isEmpty else { return }
+            await gateway.engine.giveUp(Array(surplus.keys), handingBack: true)
+            let committed = Shared(false)
+            gateway.handingBack = (surplus, committed)
+            await gateway.engine.waitForCommit { _ in committed.withLock { $0 = true } }
+        } catch {
+            await gateway.membership.heartbeatFailed()
+        }
+    }
+
+    /// The delivery worker: sends what its gateway's leases cover by its own clock, leaves the rest behind.
+    private func send(_ gateway: SimulatedGateway) {
+        gateway.unrecorded = gateway.unrecorded.filter { delivery in
+            (try? store.setDeliveryState(delivery.apnsID, .sent)) == nil
+        }
+        let ready = gateway.held.take(gateway.released.withLock { released in defer { released = [] }; return released })
+        for delivery in ready {
+            gateway.held.release([delivery])
+            guard gateway.membership.owns(delivery) else {
+                gateway.membership.leaveBehind([delivery])
+                continue
+            }
+            sends.append(Send(delivery: delivery, gateway: gateway.id, at: clock.milliseconds))
+            trace("\(gateway.id) sends \(delivery.apnsID) to device \(delivery.device), instances \(delivery.instances), released at \(delivery.released.milliseconds - VirtualClock.epoch)")
+            do {
+                try store.setDeliveryState(delivery.apnsID, .sent)
+            } catch {
+                // Sent, but a new owner will find it pending and may send it again.
+                gateway.unrecorded.append(delivery)
+                mayBeResent.insert(delivery.apnsID)
+            }
+        }
+    }
+
+    private func kill(_ gateway: SimulatedGateway, commitLanded: Bool) async {
+        guard gateway.isAlive else { return }
+        if let commit = gateway.inFlight, commitLanded {
+            // The database may have committed what the process sent before it died.
+            try? await store.commit(commit.batch)
+        }
+        gateway.inFlight = nil
+        gateway.isAlive = false
+        inFlightAtKills += gateway.unrecorded.count
+        let answered = answers.withLock { $0 }
+        for index in requests.indices where requests[index].gateway == gateway.index && answered[index] == nil {
+            requests[index].lostAtKill = true
+        }
+    }
+
+    // MARK: Settling
+
+    /// Commits whatever is open on every running gateway (the commit loop's turns, commits succeeding).
+    func settleCommits() async throws {
+        for _ in 0..<3 {
+            for gateway in gateways where gateway.isRunning {
+                await turn(gateway)
+                await endCommit(gateway, fails: false)
+                await turn(gateway)
+            }
+        }
+    }
+
+    /// Heals every fault, resumes every paused gateway, starts every killed one, and runs the cluster (heartbeats, commits, sends,
+    /// half a second at a time) until nothing waits, nothing is pending and the inbox is empty.
+    func settle() async throws {
+        store.fault = nil
+        for gateway in gateways { gateway.isPaused = false }
+        // The orchestrator starts what was killed.
+        for gateway in gateways where !gateway.isAlive { try await run(.restart(gateway: gateway.index)) }
+        for round in 0..<400 {
+            clock.advance(by: 500)
+            for gateway in gateways where gateway.isAlive {
+                await heartbeat(gateway)
+                await turn(gateway)
+                await endCommit(gateway, fails: false)
+                await turn(gateway)
+                send(gateway)
+            }
+            try await checkNow()
+            if round >= 20, try await isQuiet() { return }
+        }
+        throw Violation(description: "the cluster did not settle within 200 s of simulated time")
+    }
+
+    private func isQuiet() async throws -> Bool {
+        let answered = answers.withLock { $0 }
+        for request in requests where !request.lostAtKill && answered[request.number] == nil { return false }
+        if try await !store.inbox(partitions: Array(0..<DevicePartition.partitionCount), limit: 1).isEmpty { return false }
+        for gateway in gateways where gateway.isAlive {
+            if gateway.inFlight != nil || gateway.handingBack != nil || !gateway.unrecorded.isEmpty { return false }
+            if gateway.released.withLock({ !$0.isEmpty }) { return false }
+            if await gateway.engine.scheduler.pendingCount > 0 { return false }
+        }
+        return true
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+
+@testable import ReloadGateServer
+
+/// The cluster simulation (docs/TESTING.md): a fixed number of seeds in every `swift test`;
+/// `scripts/simulate-cluster SEEDS [FIRST]` runs more. A failing seed is printed with the shortest list
+/// of its events that still fails, and replays alone with `RG_SIM_SEED=<seed>` (`RG_SIM_TRACE=1` prints
+/// what the shortest list does, step by step).
+@Suite(.timeLimit(.minutes(5)))
+struct ClusterSimulationTests {
+    static let environment = ProcessInfo.processInfo.environment
+    /// Seeds per run (`RG_SIM_SEEDS`), from `RG_SIM_FIRST_SEED`; or the one seed `RG_SIM_SEED`.
+    static var seeds: ClosedRange<UInt64> {
+        if let one = environment["RG_SIM_SEED"].flatMap(UInt64.init) { return one...one }
+        let first = environment["RG_SIM_FIRST_SEED"].flatMap(UInt64.init) ?? 1
+        let count = environment["RG_SIM_SEEDS"].flatMap(UInt64.init).map { max(1, min($0, 10_000_000)) } ?? 200
+        return first...(first + count - 1)
+    }
+    static let gateways = 3
+    static let devices = 8
+    static let events = 300
+
+    @Test func seedsKeepEveryInvariant() async throws {
+        let started = ContinuousClock.now
+        var events = 0
+        for seed in Self.seeds {
+            let list = SimulatedEvent.generate(seed: seed, count: Self.events, gateways: Self.gateways, devices: Self.devices)
+            let outcome = await Self.outcome(of: list)
+            events += outcome.events
+            guard let violation = outcome.violation else { continue }
+            let shortest = await Self.shrink(list, failingWith: violation)
+            let report = """
+                cluster simulation: seed \(seed) fails: \(violation)
+                the shortest event list that still fails (\(shortest.events.count) of \(list.count) events; \(shortest.violation)):
+                \(shortest.events.enumerated().map { "  \($0.offset): \($0.element)" }.joined(separator: "\n"))
+                replay: RG_SIM_SEED=\(seed) swift test --filter ClusterSimulationTests
+                """
+            print(report)
+            if Self.environment["RG_SIM_TRACE"] == "1" {
+                print("the shortest list, traced:")
+                _ = await Self.outcome(of: shortest.events, tracing: true)
+            }
+            Issue.record(Comment(rawValue: report))
+            return
+        }
+        let took = started.duration(to: .now)
+        let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+        print(
+            "cluster simulation: seeds \(Self.seeds.lowerBound)-\(Self.seeds.upperBound) (\(Self.seeds.count)) kept every invariant; "
+                + "\(events) events in \(String(format: "%.2f", seconds)) s (\(Int(Double(events) / max(seconds, 0.001))) events/s)"
+        )
+    }
+
+    /// Runs one list of events on a new cluster: the violation it found, if any, and how many events ran
+    /// (settling included).
+    static func outcome(of events: [SimulatedEvent], tracing: Bool = false) async -> (violation: String?, events: Int) {
+        do {
+            let simulation = try ClusterSimulation(gateways: gateways, devices: devices)
+            simulation.tracing = tracing
+            try await simulation.start()
+            do {
+                try await simulation.run(events)
+                return (nil, simulation.eventsRun)
+            } catch {
+                return ("\(error)", simulation.eventsRun)
+            }
+        } catch {
+            return ("the cluster did not start: \(error)", 0)
+        }
+    }
+
+    /// The violation without its numbers and ids: shrinking keeps a list only when it fails the same way.
+    static func category(_ violation: String) -> String {
+        // (Words holding a digit are numbers, ids and gateway names.)
+        String(violation.split(separator: " ").filter { !$0.contains(where: \.isNumber) }.joined(separator: " ").prefix(60))
+    }
+
+    /// The shortest sub-list of `events` that still fails the same way (delta debugging: drop halves,
+    /// quarters, ... single events while the failure stays).
+    static func shrink(_ events: [SimulatedEvent], failingWith violation: String) async -> (events: [SimulatedEvent], violation: String) {
+        let wanted = category(violation)
+        var current = events
+        var last = violation
+        var chunk = max(1, current.count / 2)
+        var runs = 0
+        while chunk >= 1, runs < 3000 {
+            var start = 0
+            var removedAny = false
+            while start < current.count, runs < 3000 {
+                var candidate = current
+                candidate.removeSubrange(start..<min(start + chunk, candidate.count))
+                runs += 1
+                if let found = await outcome(of: candidate).violation, category(found) == wanted {
+                    current = candidate
+                    last = found
+                    removedAny = true
+                } else {
+                    start += chunk
+                }
+            }
+            if chunk == 1 && !removedAny { break }
+            chunk = chunk == 1 ? 1 : chunk / 2
+        }
+        return (current, last)
+    }
+}

@@ -65,6 +65,28 @@ struct PartitionLeasesTests {
         #expect(renewal.acquired == [1: 7] && renewal.lost.isEmpty)
     }
 
+    @Test func aDeliveryIsSentOnlyUnderTheLeaseEpochItWasReleasedUnder() {
+        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+        _ = leases.renewed(Self.answer([1: 7]), startedAt: Self.start)
+        var released = Self.delivery(device: 1)
+        released.leaseEpoch = 7
+        #expect(leases.owns(released, at: Self.start))
+        // The partition changed hands and came back (epoch 9): the copy of epoch 7 is another tenure's.
+        _ = leases.renewed(Self.answer([1: 9]), startedAt: Self.start + .seconds(1))
+        #expect(!leases.owns(released, at: Self.start + .seconds(1)))
+        released.leaseEpoch = 9
+        #expect(leases.owns(released, at: Self.start + .seconds(1)))
+        // Without an epoch (one gateway's deliveries, the tests' own): the partition alone decides.
+        released.leaseEpoch = nil
+        #expect(leases.owns(released, at: Self.start + .seconds(1)))
+        #expect(!leases.owns(released, at: Self.start + .seconds(5)))
+        // Left behind under epoch 7, renewed with 9 unchanged since: not sent again (the copy is stale).
+        released.leaseEpoch = 7
+        leases.lapse(at: Self.start + .seconds(1))
+        leases.leaveBehind([released])
+        #expect(leases.renewed(Self.answer([1: 9]), startedAt: Self.start + .seconds(2)).requeue.isEmpty)
+    }
+
     @Test func heldBackDeliveriesAreSentAgainOnlyWhenTheSameEpochIsRenewed() {
         var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
         _ = leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start)

@@ -41,6 +41,8 @@ final class ClusterSimulation {
     var inFlightAtKills = 0
     var restarts = 0
     var eventsRun = 0
+    /// Adopted devices by token.
+    var devicesByToken: [String: Int64] = [:]
     let app: App
     let configuration: SchedulerConfiguration
 
@@ -186,130 +188,6 @@ final class ClusterSimulation {
         }
     }
 
-    private func newRequest(at g: Int, kind: SimulatedRequest.Kind, targets: [Int64]) -> Int {
-        let number = requests.count
-        requests.append(SimulatedRequest(number: number, gateway: g, kind: kind, targets: targets, sentAt: clock.milliseconds))
-        return number
-    }
-
-    private func answer(_ number: Int, _ answer: Answer) {
-        answers.withLock { $0[number, default: []].append(answer) }
-    }
-
-    private func reply(for number: Int) -> SchedulerEngine.Reply {
-        let answers = answers
-        return { result in
-            let answer: Answer
-            switch result {
-            case .success(.decided(let id, _, _, _)): answer = .accepted(id)
-            case .success(let other): answer = .refused("unexpected \(other)")
-            case .failure(let error): answer = .refused("\(error)")
-            }
-            answers.withLock { $0[number, default: []].append(answer) }
-        }
-    }
-
-    private func command(_ targets: [(instance: Int64, device: Int64)], number: Int, priority: Priority, source: RecordedRequest.Source)
-        -> ReloadCommand
-    {
-        ReloadCommand(
-            app: app, source: source, targets: targets.map(\.instance), targetDevices: targets.map(\.device), priority: priority,
-            expiration: nil, collapseID: nil, team: app.teamID, exempt: false, summary: "sim-\(number)",
-            received: Timestamp(clock.date), idempotency: nil
-        )
-    }
-
-    /// A push or webhook call: its targets are the registered instances of `devices`, as the push path
-    /// and the webhook's targeting read them from the store.
-    private func submitReload(at g: Int, devices: [Int64], priority: Priority, source: RecordedRequest.Source) {
-        let targets = devices.flatMap { device in
-            store.instances(ofDevice: device).filter { store.isRegistered(instance: $0.id) }.map { (instance: $0.id, device: device) }
-        }
-        guard !targets.isEmpty else { return }
-        let number = newRequest(at: g, kind: .reload, targets: targets.map(\.instance))
-        gateways[g].engine.enqueue(command(targets, number: number, priority: priority, source: source), render: Self.render, reply: reply(for: number))
-    }
-
-    static let render: SchedulerEngine.Render = { _, _ in (200, "") }
-
-    /// A push to a token: adopted first when no device has it (then decided like any push).
-    private func adoptAndPush(at g: Int, token: Int) {
-        let hex = Self.token(token)
-        if let known = devicesByToken[hex] {
-            submitReload(at: g, devices: [known], priority: .high, source: .push)
-            return
-        }
-        let number = newRequest(at: g, kind: .reload, targets: [])
-        let engine = gateways[g].engine
-        let store = store
-        let app = app
-        let command = command([], number: number, priority: .high, source: .push)
-        let reply = reply(for: number)
-        let adoptions = adoptions
-        engine.enqueue(SchedulerEngine.Adoption(app: app, token: try! DeviceToken(hex), received: clock.date) { result in
-            switch result {
-            case .success(let device):
-                adoptions.withLock { $0.append(Adopted(token: hex, device: device, request: number)) }
-                var push = command
-                push.targets = store.instances(ofDevice: device).map(\.id)
-                push.targetDevices = push.targets.map { _ in device }
-                engine.enqueue(push, render: Self.render, reply: reply)
-            case .failure(let error):
-                reply(.failure(error))
-            }
-        })
-    }
-
-    private var devicesByToken: [String: Int64] = [:]
-
-    /// Takes in the devices adopted since the last event (the engines report them from their turns).
-    private func takeAdoptions() {
-        let taken: [Adopted] = adoptions.withLock { list in
-            let taken = list
-            list = []
-            return taken
-        }
-        for adopted in taken {
-            if devicesByToken[adopted.token] == nil {
-                devicesByToken[adopted.token] = adopted.device
-                devices.append(adopted.device)
-            }
-            requests[adopted.request].targets = store.instances(ofDevice: adopted.device).map(\.id)
-            requests[adopted.request].changed = adopted.device
-        }
-    }
-
-    /// A registry change through `g`'s API: written to the store, then the engine brings the scheduler
-    /// in line (or tells the owner through its inbox), answered once that is committed.
-    private func changeRegistry(at g: Int, device: Int64, adding: Bool) async {
-        let engine = gateways[g].engine
-        let number = newRequest(at: g, kind: .registry, targets: [])
-        requests[number].changed = device
-        do {
-            try await engine.checkAccepting()
-            if adding {
-                requests[number].targets = [try store.addWidget(device: device, kind: "scores")]
-            } else {
-                guard let first = store.instances(ofDevice: device).first else { return answer(number, .registryDone) }
-                try store.removeWidget(first.id)
-                removed.insert(first.id)
-                requests[number].targets = [first.id]
-            }
-            _ = try await engine.devicesChangedWithoutWaiting([device])
-            let answers = answers
-            await engine.waitForCommit { result in
-                let answer: Answer
-                switch result {
-                case .success: answer = .registryDone
-                case .failure(let error): answer = .refused("\(error)")
-                }
-                answers.withLock { $0[number, default: []].append(answer) }
-            }
-        } catch {
-            answer(number, .refused("\(error)"))
-        }
-    }
-
     private func turn(_ gateway: SimulatedGateway) async {
         let turn = await gateway.engine.commitTurn()
         if let commit = turn.commit {
@@ -437,20 +315,26 @@ final class ClusterSimulation {
                 send(gateway)
             }
             try await checkNow()
-            if round >= 20, try await isQuiet() { return }
+            if round >= 20, try await stillBusy() == nil { return }
         }
-        throw Violation(description: "the cluster did not settle within 200 s of simulated time")
+        throw Violation(description: "the cluster did not settle within 200 s of simulated time: \(try await stillBusy() ?? "?")")
     }
 
-    private func isQuiet() async throws -> Bool {
+    /// What still goes on (`nil`: nothing).
+    private func stillBusy() async throws -> String? {
         let answered = answers.withLock { $0 }
-        for request in requests where !request.lostAtKill && answered[request.number] == nil { return false }
-        if try await !store.inbox(partitions: Array(0..<DevicePartition.partitionCount), limit: 1).isEmpty { return false }
-        for gateway in gateways where gateway.isAlive {
-            if gateway.inFlight != nil || gateway.handingBack != nil || !gateway.unrecorded.isEmpty { return false }
-            if gateway.released.withLock({ !$0.isEmpty }) { return false }
-            if await gateway.engine.scheduler.pendingCount > 0 { return false }
+        for request in requests where !request.lostAtKill && answered[request.number] == nil {
+            return "request \(request.number) (\(request.kind), at g\(request.gateway)) is not answered"
         }
-        return true
+        if let entry = try await store.inbox(partitions: Array(0..<DevicePartition.partitionCount), limit: 1).first {
+            return "the inbox of partition \(entry.partition) holds \(entry.work)"
+        }
+        for gateway in gateways where gateway.isAlive {
+            if gateway.inFlight != nil || gateway.handingBack != nil { return "\(gateway.id) commits or hands back" }
+            if !gateway.unrecorded.isEmpty || gateway.released.withLock({ !$0.isEmpty }) { return "\(gateway.id) has deliveries to send" }
+            let pending = await gateway.engine.scheduler.pendingCount
+            if pending > 0 { return "\(gateway.id) has \(pending) pending reloads" }
+        }
+        return nil
     }
 }

@@ -1,0 +1,133 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+
+@testable import ReloadGateServer
+
+/// The simulation's clients: reload requests (pushes, webhook calls, pushes to unknown tokens) and
+/// registry changes, handed to a gateway's engine as its listeners and routes hand them, and their answers.
+extension ClusterSimulation {
+    func newRequest(at g: Int, kind: SimulatedRequest.Kind, targets: [Int64]) -> Int {
+        let number = requests.count
+        requests.append(SimulatedRequest(number: number, gateway: g, kind: kind, targets: targets, sentAt: clock.milliseconds))
+        return number
+    }
+
+    func answer(_ number: Int, _ answer: Answer) {
+        answers.withLock { $0[number, default: []].append(answer) }
+    }
+
+    func reply(for number: Int) -> SchedulerEngine.Reply {
+        let answers = answers
+        return { result in
+            let answer: Answer
+            switch result {
+            case .success(.decided(let id, _, _, _)): answer = .accepted(id)
+            case .success(let other): answer = .refused("unexpected \(other)")
+            case .failure(let error): answer = .refused("\(error)")
+            }
+            answers.withLock { $0[number, default: []].append(answer) }
+        }
+    }
+
+    func command(_ targets: [(instance: Int64, device: Int64)], number: Int, priority: Priority, source: RecordedRequest.Source)
+        -> ReloadCommand
+    {
+        ReloadCommand(
+            app: app, source: source, targets: targets.map(\.instance), targetDevices: targets.map(\.device), priority: priority,
+            expiration: nil, collapseID: nil, team: app.teamID, exempt: false, summary: "sim-\(number)",
+            received: Timestamp(clock.date), idempotency: nil
+        )
+    }
+
+    /// A push or webhook call: its targets are the registered instances of `devices`, as the push path
+    /// and the webhook's targeting read them from the store.
+    func submitReload(at g: Int, devices: [Int64], priority: Priority, source: RecordedRequest.Source) {
+        let targets = devices.flatMap { device in
+            store.instances(ofDevice: device).filter { store.isRegistered(instance: $0.id) }.map { (instance: $0.id, device: device) }
+        }
+        guard !targets.isEmpty else { return }
+        let number = newRequest(at: g, kind: .reload, targets: targets.map(\.instance))
+        gateways[g].engine.enqueue(command(targets, number: number, priority: priority, source: source), render: Self.render, reply: reply(for: number))
+    }
+
+    static let render: SchedulerEngine.Render = { _, _ in (200, "") }
+
+    /// A push to a token: adopted first when no device has it (then decided like any push).
+    func adoptAndPush(at g: Int, token: Int) {
+        let hex = Self.token(token)
+        if let known = devicesByToken[hex] {
+            submitReload(at: g, devices: [known], priority: .high, source: .push)
+            return
+        }
+        let number = newRequest(at: g, kind: .reload, targets: [])
+        let engine = gateways[g].engine
+        let store = store
+        let app = app
+        let command = command([], number: number, priority: .high, source: .push)
+        let reply = reply(for: number)
+        let adoptions = adoptions
+        engine.enqueue(SchedulerEngine.Adoption(app: app, token: try! DeviceToken(hex), received: clock.date) { result in
+            switch result {
+            case .success(let device):
+                adoptions.withLock { $0.append(Adopted(token: hex, device: device, request: number)) }
+                var push = command
+                push.targets = store.instances(ofDevice: device).map(\.id)
+                push.targetDevices = push.targets.map { _ in device }
+                engine.enqueue(push, render: Self.render, reply: reply)
+            case .failure(let error):
+                reply(.failure(error))
+            }
+        })
+    }
+
+
+    /// Takes in the devices adopted since the last event (the engines report them from their turns).
+    func takeAdoptions() {
+        let taken: [Adopted] = adoptions.withLock { list in
+            let taken = list
+            list = []
+            return taken
+        }
+        for adopted in taken {
+            if devicesByToken[adopted.token] == nil {
+                devicesByToken[adopted.token] = adopted.device
+                devices.append(adopted.device)
+            }
+            requests[adopted.request].targets = store.instances(ofDevice: adopted.device).map(\.id)
+            requests[adopted.request].changed = adopted.device
+        }
+    }
+
+    /// A registry change through `g`'s API: written to the store, then the engine brings the scheduler
+    /// in line (or tells the owner through its inbox), answered once that is committed.
+    func changeRegistry(at g: Int, device: Int64, adding: Bool) async {
+        let engine = gateways[g].engine
+        let number = newRequest(at: g, kind: .registry, targets: [])
+        requests[number].changed = device
+        do {
+            try await engine.checkAccepting()
+            if adding {
+                requests[number].targets = [try store.addWidget(device: device, kind: "scores")]
+            } else {
+                guard let first = store.instances(ofDevice: device).first else { return answer(number, .registryDone) }
+                try store.removeWidget(first.id)
+                removed.insert(first.id)
+                requests[number].targets = [first.id]
+            }
+            _ = try await engine.devicesChangedWithoutWaiting([device])
+            let answers = answers
+            await engine.waitForCommit { result in
+                let answer: Answer
+                switch result {
+                case .success: answer = .registryDone
+                case .failure(let error): answer = .refused("\(error)")
+                }
+                answers.withLock { $0[number, default: []].append(answer) }
+            }
+        } catch {
+            answer(number, .refused("\(error)"))
+        }
+    }
+}

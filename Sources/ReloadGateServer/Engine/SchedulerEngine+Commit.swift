@@ -183,14 +183,7 @@ extension SchedulerEngine {
     func complete(_ committed: Sealed, _ actions: CommitPipeline<Waiter>.Actions, took: Duration) -> [Waiter] {
         metrics.committed(in: took, pending: scheduler.pendingCount)
         metrics.decisionsCommitted(committed.batch.decisions)
-        for name in committed.keys {
-            guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
-            if !inFlight.waiters.isEmpty, let answer = committed.batch.idempotentAnswers.first(where: {
-                $0.app == name.app && $0.key == name.key
-            }) {
-                for waiter in inFlight.waiters { waiter(.success(.replay(status: answer.status, body: answer.response))) }
-            }
-        }
+        answerKeys(of: committed)
         if !committed.deliveries.isEmpty {
             metrics.deliveriesQueued(committed.deliveries.count)
             deliveries.yield(committed.deliveries)
@@ -203,9 +196,7 @@ extension SchedulerEngine {
     func fail(_ failed: Sealed, _ actions: CommitPipeline<Waiter>.Actions, error: any Error) async {
         logger.error("commit failed; the requests of the batch are refused", metadata: ["error": "\(error)"])
         perform(actions, error: error)
-        for name in failed.keys + batchKeys {
-            for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
-        }
+        refuseKeys(failed.keys + batchKeys, error)
         batchKeys = []
         batch = LedgerBatch()
         openBatchGeneration = nil
@@ -287,9 +278,7 @@ extension SchedulerEngine {
             case .adoption(let adoption): adoption.then(.failure(error))
             }
         }
-        for name in batchKeys {
-            for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
-        }
+        refuseKeys(batchKeys, error)
         batchKeys = []
         batch = LedgerBatch()
         openBatchGeneration = nil

@@ -75,38 +75,13 @@ extension SchedulerEngine {
     /// Decides a request into the open batch; `reply` is called after the batch committed, or at once
     /// for an idempotent replay or conflict.
     func accept(_ submission: ReloadCommand, render: Render, reply: @escaping Reply) async {
-        if let idempotency = submission.idempotency {
-            let name = KeyName(app: submission.app.id, key: idempotency.key)
-            if var inFlight = inFlightKeys[name] {
-                guard inFlight.bodyHash == idempotency.bodyHash else { return reply(.success(.conflict)) }
-                inFlight.waiters.append(reply)
-                inFlightKeys[name] = inFlight
-                return
-            }
-            do {
-                switch try await store.idempotentAnswer(
-                    app: submission.app.id,
-                    key: idempotency.key,
-                    bodyHash: idempotency.bodyHash,
-                    now: submission.received
-                ) {
-                case .replay(let status, let body): return reply(.success(.replay(status: status, body: body)))
-                case .conflict: return reply(.success(.conflict))
-                case .new: inFlightKeys[name] = InFlightKey(bodyHash: idempotency.bodyHash)
-                }
-            } catch {
-                return reply(.failure(error))
-            }
-        }
+        guard await claimKey(of: submission, reply: reply) else { return }
 
         let id: RequestID
         do {
             id = try await takeRequestID()
         } catch {
-            if let idempotency = submission.idempotency {
-                let name = KeyName(app: submission.app.id, key: idempotency.key)
-                for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
-            }
+            refuseKey(of: submission, error)
             return reply(.failure(error))
         }
         // On a shared store, targets of devices whose partition another gateway holds go to its inbox.
@@ -114,10 +89,7 @@ extension SchedulerEngine {
         do {
             try await learnUnknownTargets(of: submission, local: local)
         } catch {
-            if let idempotency = submission.idempotency {
-                let name = KeyName(app: submission.app.id, key: idempotency.key)
-                for waiter in inFlightKeys.removeValue(forKey: name)?.waiters ?? [] { waiter(.failure(error)) }
-            }
+            refuseKey(of: submission, error)
             return reply(.failure(error))
         }
         let request = ReloadRequest(
@@ -149,35 +121,10 @@ extension SchedulerEngine {
                 apnsID: submission.apnsID
             )
         )
-        if let idempotency = submission.idempotency {
-            batch.idempotentAnswers.append(
-                IdempotentAnswer(
-                    app: submission.app.id,
-                    key: idempotency.key,
-                    bodyHash: idempotency.bodyHash,
-                    status: answer.status,
-                    response: answer.body,
-                    createdAt: submission.received
-                )
-            )
-            batchKeys.append(KeyName(app: submission.app.id, key: idempotency.key))
-        }
+        recordAnswer(answer, of: submission)
         perform(pipeline.wait { result in
             reply(result.map { .decided(request: id, decisions: decisions, status: answer.status, body: answer.body) })
         })
         inbox.wake()
-    }
-
-    /// The next request id: after the highest recorded one (one gateway), or from a block no other
-    /// gateway uses (a shared store).
-    func takeRequestID() async throws -> RequestID {
-        if let partitioning, nextRequestID > lastRequestIDOfBlock || lastRequestIDOfBlock == .max {
-            let block = try await partitioning.store.requestIDBlock()
-            nextRequestID = block.lowerBound
-            lastRequestIDOfBlock = block.upperBound
-        }
-        let id = nextRequestID
-        nextRequestID &+= 1
-        return id
     }
 }

@@ -12,6 +12,11 @@ import Synchronization
 ///
 /// The actor is re-entered while a batch commits, so requests arriving meanwhile gather into the next
 /// batch: one transaction (one fsync) serves all of them.
+///
+/// One job per file: loading (`+Loading`), requests (`+Requests`), idempotency keys (`+Idempotency`),
+/// request ids (`+RequestIDs`), the registry's mirror (`+Registry`), the operator's commands (`+Operator`),
+/// the group commit (`+Commit`, performing ``CommitPipeline``), several gateways on one database
+/// (`+Partitions`; the leases' state machine, ``PartitionLeases``, is performed by ``ClusterMembership``).
 actor SchedulerEngine {
     /// What a submitter gets back.
     enum Outcome: Sendable {
@@ -27,11 +32,6 @@ actor SchedulerEngine {
     /// exactly the same bytes).
     typealias Render = @Sendable (RequestID, [Decision]) -> (status: Int, body: String)
 
-    struct InFlightKey {
-        var bodyHash: [UInt8]
-        var waiters: [Reply] = []
-    }
-
     /// A request handed over by ``enqueue(_:render:reply:)``, or a device to adopt (``enqueue(_:)``).
     enum Queued: Sendable {
         case request(ReloadCommand, Render, Reply)
@@ -45,12 +45,6 @@ actor SchedulerEngine {
         var token: DeviceToken
         var received: Date
         var then: @Sendable (Result<Int64, any Error>) -> Void
-    }
-
-
-    struct KeyName: Hashable {
-        var app: Int64
-        var key: String
     }
 
     let store: any SchedulingStore
@@ -153,69 +147,6 @@ actor SchedulerEngine {
         let yield: @Sendable ([RecordedDelivery]) -> Void
         let finish: @Sendable () -> Void
     }
-
-    // MARK: Loading
-
-    /// Builds the scheduler from the store: registers every instance of an active device, restores its
-    /// budget, history and pending reload, and rebuilds the timers. Request ids continue after the
-    /// highest recorded one.
-    func load() async throws {
-        var scheduler = ReloadScheduler(configuration: configuration)
-        let instances: [RegisteredInstance]
-        let snapshots: [(instance: Int64, snapshot: InstanceSnapshot)]
-        if let partitioning {
-            // Only the partitions this gateway holds (none before its first heartbeat).
-            let partitions = owned.keys.sorted()
-            instances = try await partitioning.store.registeredInstances(partitions: partitions)
-            snapshots = try await partitioning.store.instanceSnapshots(partitions: partitions)
-        } else {
-            instances = try await store.registeredInstances()
-            snapshots = try await store.instanceSnapshots()
-            nextRequestID = try await store.lastRequestID() &+ 1
-        }
-        try Self.restore(instances, snapshots, into: &scheduler)
-        self.scheduler = scheduler
-        logger.info(
-            "scheduler loaded",
-            metadata: ["instances": "\(instances.count)", "pending": "\(scheduler.pendingCount)"]
-        )
-    }
-
-    /// Registers `instances` with `scheduler` and restores their stored state (their budget, history
-    /// and pending reload, and their timers).
-    static func restore(
-        _ instances: [RegisteredInstance],
-        _ snapshots: [(instance: Int64, snapshot: InstanceSnapshot)],
-        into scheduler: inout ReloadScheduler
-    ) throws {
-        var registered = Set<Int64>()
-        for instance in instances {
-            guard let handle = Self.handle(instance.instance), let device = Self.deviceHandle(instance.device) else {
-                throw StoreError.corrupt(reason: "instance \(instance.instance) or device \(instance.device) exceeds 2^31")
-            }
-            scheduler.register(handle, device: device, kind: instance.kind)
-            registered.insert(instance.instance)
-        }
-        var restored = Set<Int64>()
-        for (instance, snapshot) in snapshots where registered.contains(instance) {
-            scheduler.restore(InstanceHandle(Int32(instance)), snapshot)
-            restored.insert(instance)
-        }
-        // A timeline reported but not yet written through (the gateway stopped in between): its planned
-        // reload comes from the timeline itself.
-        for instance in instances where !restored.contains(instance.instance) {
-            if let planned = instance.plannedReload {
-                scheduler.restore(
-                    InstanceHandle(Int32(instance.instance)),
-                    InstanceSnapshot(bucketFullAt: nil, lastReload: nil, plannedReload: planned, pending: nil)
-                )
-            }
-        }
-    }
-
-    static func handle(_ id: Int64) -> InstanceHandle? { Int32(exactly: id).map(InstanceHandle.init) }
-    static func deviceHandle(_ id: Int64) -> DeviceHandle? { Int32(exactly: id).map(DeviceHandle.init) }
-
 }
 
 /// Too many requests wait to be decided (`503 ServiceUnavailable`); nothing was accepted.

@@ -21,13 +21,16 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// nothing of the batch was written. `generation` is this gateway's fence generation now and `held`
     /// the partitions whose leases it still holds.
     case fenced(generation: Int64, held: [Int])
+    /// Another gateway answered this idempotency key (webhook `idempotency-key`) after this one looked it
+    /// up and before its batch committed: nothing of the batch was written; a retry gets that answer.
+    case keyAnsweredMeanwhile(key: String)
 
     /// Whether the operation was refused for the database's state, not for what it asked: the database is
-    /// away, or another gateway took partitions over while a batch committed. Nothing was written and a
-    /// retry may succeed (a gateway answers `503`).
+    /// away, another gateway took partitions over while a batch committed, or answered an idempotency key of
+    /// the batch meanwhile. Nothing was written and a retry may succeed (a gateway answers `503`).
     public var isTransient: Bool {
         switch self {
-        case .unavailable, .fenced: true
+        case .unavailable, .fenced, .keyAnsweredMeanwhile: true
         default: false
         }
     }
@@ -43,6 +46,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .keyExists: "store.key-exists"
         case .unavailable: "store.unavailable"
         case .fenced: "store.fenced"
+        case .keyAnsweredMeanwhile: "store.key-answered-meanwhile"
         }
     }
 
@@ -63,6 +67,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .fenced(let generation, let held):
             "another gateway took partitions over from this one (fence generation now \(generation), "
                 + "\(held.count) partition\(held.count == 1 ? "" : "s") still held): nothing was written"
+        case .keyAnsweredMeanwhile(let key):
+            "another gateway answered the idempotency key \(key) meanwhile: nothing was written; a retry gets its answer"
         }
     }
 }

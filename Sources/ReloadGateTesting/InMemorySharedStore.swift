@@ -194,7 +194,15 @@ public final class InMemorySharedStore: SharedSchedulingStore {
                     throw StoreError.fenced(generation: generation, held: state.leases.partitions(heldBy: fence.gateway))
                 }
             }
-            for answer in batch.idempotentAnswers { state.idempotent["\(answer.app)/\(answer.key)"] = answer }
+            for answer in batch.idempotentAnswers {
+                // As PostgreSQL's primary key: a live answer (another gateway's, given after this one looked
+                // the key up) fails the whole batch; an expired one is replaced.
+                let name = "\(answer.app)/\(answer.key)"
+                if let live = state.idempotent[name], live.createdAt.milliseconds >= answer.createdAt.milliseconds - Self.idempotencyWindow {
+                    throw StoreError.keyAnsweredMeanwhile(key: answer.key)
+                }
+                state.idempotent[name] = answer
+            }
             for request in batch.requests {
                 guard state.ledger.requests[request.id] == nil else {
                     throw StoreError.corrupt(reason: "request \(request.id) recorded twice")

@@ -155,6 +155,21 @@ struct SharedStoreTests {
                 IdempotentAnswer(app: subject.app.id, key: "k", bodyHash: [1], status: 202, response: "{}", createdAt: now)
             ]
             try await store.commit(batch)
+            // Another gateway's batch with the same key (it looked the key up before the first committed):
+            // nothing of it is written.
+            var second = LedgerBatch()
+            second.requests = [Self.request(7_000, app: subject.app)]
+            second.idempotentAnswers = [
+                IdempotentAnswer(app: subject.app.id, key: "k", bodyHash: [1], status: 202, response: "{\"again\":1}", createdAt: now)
+            ]
+            do {
+                try await store.commit(second)
+                Issue.record("a second answer to a live key was written")
+            } catch let error as StoreError {
+                #expect(error == .keyAnsweredMeanwhile(key: "k"))
+                #expect(error.isTransient)
+            }
+            #expect(try await store.lastRequestID() == 0)
             transcript.append("\(try await store.idempotentAnswer(app: subject.app.id, key: "k", bodyHash: [1], now: now))")
             transcript.append("\(try await store.idempotentAnswer(app: subject.app.id, key: "k", bodyHash: [2], now: now))")
             let later = Timestamp(milliseconds: now.milliseconds + 86_400_001)

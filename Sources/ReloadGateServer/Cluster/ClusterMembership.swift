@@ -123,6 +123,8 @@ final class ClusterMembership: Sendable {
                 try? await store.release(renewal.acquired, gateway: gateway)
             }
         }
+        // Whatever the engine let go meanwhile of what is still held (a failed commit's answer) is loaded again.
+        await engine.reconcile(with: leases)
         if !renewal.requeue.isEmpty {
             logger.notice("deliveries held back while the lease counted as lost are sent again", metadata: ["deliveries": "\(renewal.requeue.count)"])
             await engine.requeue(renewal.requeue)

@@ -207,6 +207,9 @@ extension SchedulerEngine {
             let kept = Set(held)
             let lost = owned.keys.filter { !kept.contains($0) }.sorted()
             for partition in lost { owned[partition] = nil }
+            // Those taken and waiting to be loaded too: loaded now, they would be decided twice. (Found by
+            // the cluster simulation.)
+            for partition in awaitingLoad.keys where !kept.contains(partition) { awaitingLoad[partition] = nil }
             fenceGeneration = max(fenceGeneration, generation)
             logger.warning(
                 "partitions taken over by another gateway; the requests of the batch are refused",

@@ -36,6 +36,15 @@ extension SchedulerEngine {
     /// `instances` when `request` is nil), records a `cancelled` decision for each of their listed
     /// requests, and returns once that is committed: instance -> the requests dropped with it.
     func cancel(instances given: [Int64], listing request: RequestID?) async throws -> [Int64: [RequestID]] {
+        let (dropped, waits) = try await cancelWithoutWaiting(instances: given, listing: request)
+        if waits { try await waitForCommit() }
+        return dropped
+    }
+
+    /// ``cancel(instances:listing:)`` into the open batch; `waits`: the caller waits for its commit.
+    func cancelWithoutWaiting(instances given: [Int64], listing request: RequestID?) async throws
+        -> (dropped: [Int64: [RequestID]], waits: Bool)
+    {
         try checkAccepting()
         var dropped: [Int64: [RequestID]] = [:]
         // Instances another gateway schedules: the command goes to its inbox (it drops them when it reads it).
@@ -58,13 +67,19 @@ extension SchedulerEngine {
                 )
             }
         }
-        if !dropped.isEmpty || !batch.forwards.isEmpty { try await waitForCommit() }
-        return dropped
+        return (dropped, !dropped.isEmpty || !batch.forwards.isEmpty)
     }
 
     /// Makes the pending reloads of `instances` due now (exempt from the budget when `ignoringBudget`)
     /// and returns once that is committed: the instances that had one.
     func flush(instances given: [Int64], ignoringBudget: Bool) async throws -> [Int64] {
+        let (flushed, waits) = try await flushWithoutWaiting(instances: given, ignoringBudget: ignoringBudget)
+        if waits { try await waitForCommit() }
+        return flushed
+    }
+
+    /// ``flush(instances:ignoringBudget:)`` into the open batch; `waits`: the caller waits for its commit.
+    func flushWithoutWaiting(instances given: [Int64], ignoringBudget: Bool) async throws -> (flushed: [Int64], waits: Bool) {
         try checkAccepting()
         let (instances, forwarded) = try await splitForOperator(given)
         for (partition, ids) in forwarded {
@@ -72,7 +87,6 @@ extension SchedulerEngine {
         }
         let flushed = scheduler.flushPending(instances.compactMap(Self.handle), at: Timestamp(now()), ignoringBudget: ignoringBudget)
             .map { Int64($0.rawValue) }
-        if !flushed.isEmpty || !forwarded.isEmpty { try await waitForCommit() }
-        return flushed + forwarded.values.flatMap { $0 }
+        return (flushed + forwarded.values.flatMap { $0 }, !flushed.isEmpty || !forwarded.isEmpty)
     }
 }

@@ -262,23 +262,37 @@ extension SchedulerEngine {
     /// hands the deliveries their last owner left unfinished (pending, or sending when it stopped) to the
     /// delivery worker, which sends them with the same apns-id.
     ///
-    /// While a commit is in flight the load waits for the commit loop's next turn after it: the commit may
-    /// write these partitions' state (decided before this gateway let them go by its own clock, under a
-    /// fence nobody raised), and a load before it would miss that. (Found by the cluster simulation: a
-    /// pending reload committed and never delivered.) Until then their requests go to the inbox.
+    /// While a commit is in flight, or the open batch holds anything, the load waits for a turn of the commit
+    /// loop with neither: they may write these partitions' state (decided before this gateway let them go
+    /// by its own clock, under a fence nobody raised), and a load before them would miss it. (Found by the
+    /// cluster simulation: a pending reload committed and never delivered; and, with the open batch, a
+    /// reload released twice.) Until then their requests go to the inbox.
     func takeOver(_ leases: [Int: Int64]) async throws {
         guard partitioning != nil, !leases.isEmpty else { return }
-        guard pipeline.inFlight == nil, !pipeline.isDegraded else {
+        guard pipeline.inFlight == nil, batch.isEmpty, !pipeline.isDegraded else {
             awaitingLoad.merge(leases) { $1 }
             return
         }
         try await load(taking: leases)
     }
 
-    /// Loads the partitions taken while a commit was in flight (or the engine degraded), once neither is
-    /// the case; a load that fails is tried again with the next turn.
+    /// Brings the partitions scheduled here in line with the leases the membership holds after a heartbeat
+    /// (`held`, without those being handed back): one held but neither scheduled nor waiting to be loaded
+    /// under its epoch waits to be loaded. (A failed commit's answer prunes them by the leases held when it
+    /// was made, which may be older than a takeover since: found by the cluster simulation, a partition
+    /// held and never loaded, its inbox never read.)
+    func reconcile(with held: [Int: Int64]) {
+        guard partitioning != nil else { return }
+        for (partition, epoch) in held where owned[partition] != epoch && awaitingLoad[partition] != epoch {
+            awaitingLoad[partition] = epoch
+        }
+    }
+
+    /// Loads the partitions taken while a commit was in flight or the open batch held something (or the
+    /// engine was degraded), at the start of a turn with none of these (the open batch then holds only what
+    /// was decided outside the loop's turns); a load that fails is tried again with the next turn.
     func loadAwaited() async {
-        guard !awaitingLoad.isEmpty, pipeline.inFlight == nil, !pipeline.isDegraded else { return }
+        guard !awaitingLoad.isEmpty, pipeline.inFlight == nil, batch.isEmpty, !pipeline.isDegraded else { return }
         let leases = awaitingLoad
         do {
             try await load(taking: leases)
@@ -324,11 +338,7 @@ extension SchedulerEngine {
     /// (requests arriving meanwhile are forwarded): the caller waits for its commit (``waitForCommit()``)
     /// before it releases the leases.
     func giveUp(_ partitions: [Int], handingBack: Bool) {
-        var given = Set<Int>()
-        for partition in partitions where awaitingLoad.removeValue(forKey: partition) != nil || owned[partition] != nil {
-            owned[partition] = nil
-            given.insert(partition)
-        }
+        let given = Set(partitions.filter { awaitingLoad[$0] != nil || owned[$0] != nil })
         guard !given.isEmpty else { return }
         // Handed back: everything decided for them so far goes into the open batch (their states as they
         // are now, the deliveries due by now) before they are forgotten, so nothing more is decided for
@@ -336,7 +346,13 @@ extension SchedulerEngine {
         // without raising this gateway's fence generation: only the order keeps the next owner's load
         // after the last write). Lost: forgotten without writing anything (the state is the next owner's).
         // (Not while degraded: the state in memory is not the store's, and the next owner loads the store's.)
+        // The tick comes while they are still owned: its deliveries carry the lease's epoch. (Found by the
+        // cluster simulation: without one, a copy loaded again by this gateway's next tenure was sent too.)
         if handingBack, !pipeline.isDegraded { collectTick() }
+        for partition in given {
+            owned[partition] = nil
+            awaitingLoad[partition] = nil
+        }
         var forgotten = 0
         for device in scheduler.devices(where: { given.contains(DevicePartition.of(device: Int64($0.rawValue))) }) {
             for instance in scheduler.instances(ofDevice: device) {

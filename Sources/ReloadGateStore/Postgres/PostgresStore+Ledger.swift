@@ -52,7 +52,8 @@ extension PostgresStore {
     }
 
     /// Writes a batch's idempotent answers (rare: webhook calls with a key). A key older than the window is
-    /// replaced; a live one makes the whole batch fail.
+    /// replaced; a live one (another gateway answered the key since this one looked it up) makes the whole
+    /// batch fail as unavailable: nothing is written, and the caller's retry gets that answer.
     static func write(_ answers: [IdempotentAnswer], on connection: PostgresConnection, logger: Logger) async throws {
         for answer in answers {
             _ = try await connection.rows(
@@ -62,14 +63,16 @@ extension PostgresStore {
                 """,
                 logger: logger
             )
-            _ = try await connection.rows(
+            let inserted = try await connection.rows(
                 """
                 INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt)
                 VALUES (\(answer.app), \(answer.key), \(ByteBuffer(bytes: answer.bodyHash)), \(Int64(answer.status)),
                     \(answer.response), \(answer.createdAt.milliseconds))
+                ON CONFLICT (appId, key) DO NOTHING RETURNING 1
                 """,
                 logger: logger
             )
+            guard !inserted.isEmpty else { throw StoreError.keyAnsweredMeanwhile(key: answer.key) }
         }
     }
 

@@ -56,12 +56,54 @@ extension ClusterSimulation {
                     throw Violation(description: "request \(request.number) was accepted as \(id) but the store holds \(recorded.map { "\($0.id)" } ?? "nothing")")
                 }
                 try checkDecided(request, id: id, decisions[id] ?? [], all: decisions)
+            case .replayed, .conflict:
+                // Answered from an idempotency key: nothing of it is committed.
+                if let recorded {
+                    throw Violation(description: "request \(request.number) was answered \(answer) but committed as request \(recorded.id)")
+                }
             case .registryDone:
                 throw Violation(description: "reload request \(request.number) got a registry answer")
             }
         }
+        try checkIdempotency(answered)
         try checkSends()
         try checkOwnership()
+    }
+
+    /// An idempotency key is accepted once, whichever gateways its calls reached; a replay answers with an
+    /// accepted call of the same body, a conflict follows a call with another.
+    private func checkIdempotency(_ answered: [Int: [Answer]]) throws {
+        var accepted: [String: SimulatedRequest] = [:]
+        let committed = Set(store.ledger.requests.values.map(\.summary))
+        for request in requests {
+            guard let key = request.idempotency?.key else { continue }
+            // Accepted: answered so, or committed by a gateway killed before it answered.
+            if request.lostAtKill {
+                guard committed.contains("sim-\(request.number)") else { continue }
+            } else {
+                guard case .accepted? = answered[request.number]?.first else { continue }
+            }
+            if let first = accepted[key] {
+                throw Violation(description: "idempotency key \(key) was accepted twice: requests \(first.number) and \(request.number)")
+            }
+            accepted[key] = request
+        }
+        for request in requests where !request.lostAtKill {
+            guard let idempotency = request.idempotency, let answer = answered[request.number]?.first else { continue }
+            let others = requests.filter { $0.number != request.number && $0.idempotency?.key == idempotency.key }
+            switch answer {
+            case .replayed:
+                // The call it replays was accepted (in either order: calls in flight together are ordered
+                // by the commits that decide them).
+                guard let first = accepted[idempotency.key], first.idempotency?.bodyHash == idempotency.bodyHash else {
+                    throw Violation(description: "request \(request.number) was answered as a replay of key \(idempotency.key), which no call of its body was accepted with")
+                }
+            case .conflict where !others.contains(where: { $0.idempotency?.bodyHash != idempotency.bodyHash }):
+                throw Violation(description: "request \(request.number) was answered as a conflict of key \(idempotency.key) with no call of another body")
+            default:
+                break
+            }
+        }
     }
 
     /// An accepted request is decided for each target exactly once, by one owner, and what was scheduled
@@ -106,7 +148,7 @@ extension ClusterSimulation {
         for copies in byID.values {
             for instance in copies[0].delivery.instances { releases[instance, default: []].append(copies[0]) }
         }
-        for (instance, sent) in releases {
+        for (instance, sent) in releases where !flushedIgnoringBudget.contains(instance) {
             let sorted = sent.sorted { $0.delivery.released < $1.delivery.released }
             for (earlier, later) in zip(sorted, sorted.dropFirst())
             where later.delivery.released.milliseconds - earlier.delivery.released.milliseconds < interval {

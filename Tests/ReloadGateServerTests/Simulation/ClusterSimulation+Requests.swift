@@ -24,7 +24,8 @@ extension ClusterSimulation {
             let answer: Answer
             switch result {
             case .success(.decided(let id, _, _, _)): answer = .accepted(id)
-            case .success(let other): answer = .refused("unexpected \(other)")
+            case .success(.replay): answer = .replayed
+            case .success(.conflict): answer = .conflict
             case .failure(let error): answer = .refused("\(error)")
             }
             answers.withLock { $0[number, default: []].append(answer) }
@@ -43,13 +44,18 @@ extension ClusterSimulation {
 
     /// A push or webhook call: its targets are the registered instances of `devices`, as the push path
     /// and the webhook's targeting read them from the store.
-    func submitReload(at g: Int, devices: [Int64], priority: Priority, source: RecordedRequest.Source) {
+    func submitReload(
+        at g: Int, devices: [Int64], priority: Priority, source: RecordedRequest.Source, idempotency: ReloadCommand.Idempotency? = nil
+    ) {
         let targets = devices.flatMap { device in
             store.instances(ofDevice: device).filter { store.isRegistered(instance: $0.id) }.map { (instance: $0.id, device: device) }
         }
         guard !targets.isEmpty else { return }
         let number = newRequest(at: g, kind: .reload, targets: targets.map(\.instance))
-        gateways[g].engine.enqueue(command(targets, number: number, priority: priority, source: source), render: Self.render, reply: reply(for: number))
+        requests[number].idempotency = idempotency
+        var command = command(targets, number: number, priority: priority, source: source)
+        command.idempotency = idempotency
+        gateways[g].engine.enqueue(command, render: Self.render, reply: reply(for: number))
     }
 
     static let render: SchedulerEngine.Render = { _, _ in (200, "") }
@@ -117,6 +123,35 @@ extension ClusterSimulation {
                 requests[number].targets = [first.id]
             }
             _ = try await engine.devicesChangedWithoutWaiting([device])
+            let answers = answers
+            await engine.waitForCommit { result in
+                let answer: Answer
+                switch result {
+                case .success: answer = .registryDone
+                case .failure(let error): answer = .refused("\(error)")
+                }
+                answers.withLock { $0[number, default: []].append(answer) }
+            }
+        } catch {
+            answer(number, .refused("\(error)"))
+        }
+    }
+
+    /// An operator's `cancel` (`flush` nil) or `flush` of a device's widgets through `g`'s admin API,
+    /// answered once committed.
+    func operatorCommand(at g: Int, device: Int64, flush ignoringBudget: Bool?) async {
+        let engine = gateways[g].engine
+        let instances = store.instances(ofDevice: device).map(\.id)
+        let number = newRequest(at: g, kind: .operatorCommand, targets: instances)
+        do {
+            let waits: Bool
+            if let ignoringBudget {
+                waits = try await engine.flushWithoutWaiting(instances: instances, ignoringBudget: ignoringBudget).waits
+                if ignoringBudget { flushedIgnoringBudget.formUnion(instances) }
+            } else {
+                waits = try await engine.cancelWithoutWaiting(instances: instances, listing: nil).waits
+            }
+            guard waits else { return answer(number, .registryDone) }
             let answers = answers
             await engine.waitForCommit { result in
                 let answer: Answer

@@ -30,6 +30,8 @@ final class ClusterSimulation {
         var device: Int64
         var request: Int
     }
+    /// Instances an operator flushed ignoring the budget (their minimum interval is not checked).
+    var flushedIgnoringBudget = Set<Int64>()
     /// Instances removed from the registry (a request for them may be decided `no-match`).
     var removed = Set<Int64>()
     /// Every send to the push service: apns-id, device, release time, instances, gateway.
@@ -54,15 +56,21 @@ final class ClusterSimulation {
         var targets: [Int64]
         /// The device a registry change or an adoption wrote.
         var changed: Int64?
+        /// A webhook call's idempotency key and body.
+        var idempotency: ReloadCommand.Idempotency?
         var sentAt: Int64
         /// Lost with its gateway's process (no answer; it may or may not have been committed).
         var lostAtKill = false
 
-        enum Kind: Equatable { case reload, registry }
+        enum Kind: Equatable { case reload, registry, operatorCommand }
     }
 
     enum Answer: Equatable, Sendable {
         case accepted(RequestID)
+        /// An idempotency key's earlier answer, again.
+        case replayed
+        /// The idempotency key came with another body.
+        case conflict
         case registryDone
         case refused(String)
     }
@@ -122,6 +130,7 @@ final class ClusterSimulation {
         for event in events {
             try await run(event)
             try await checkNow()
+            if tracing { await tracePending() }
         }
         try await settle()
         try checkEnd()
@@ -137,6 +146,23 @@ final class ClusterSimulation {
         if tracing { print("[\(clock.milliseconds - VirtualClock.epoch) ms] \(line())") }
     }
 
+    /// Each gateway's pending reloads and the partitions it waits to load (traced after each event).
+    func tracePending() async {
+        for gateway in gateways where gateway.isAlive {
+            let scheduler = await gateway.engine.scheduler
+            let awaiting = await gateway.engine.awaitingLoad.count
+            var pending: [String] = []
+            for device in devices {
+                for instance in store.instances(ofDevice: device) {
+                    if let handle = SchedulerEngine.handle(instance.id), let reload = scheduler.pendingReload(of: handle) {
+                        pending.append("\(instance.id)@\(reload.due.milliseconds - VirtualClock.epoch)")
+                    }
+                }
+            }
+            trace("  \(gateway.id): pending \(pending), awaiting load \(awaiting), released \(gateway.released.withLock { $0.count })")
+        }
+    }
+
     func run(_ event: SimulatedEvent) async throws {
         eventsRun += 1
         trace("\(event)")
@@ -144,9 +170,13 @@ final class ClusterSimulation {
         case .push(let g, let device, let priority):
             guard gateways[g].isRunning else { return }
             submitReload(at: g, devices: [devices[device % devices.count]], priority: Priority(rawValue: priority) ?? .high, source: .push)
-        case .webhook(let g, let indexes):
+        case .webhook(let g, let indexes, let key):
             guard gateways[g].isRunning else { return }
-            submitReload(at: g, devices: indexes.map { devices[$0 % devices.count] }, priority: .high, source: .webhook)
+            let picked = indexes.map { devices[$0 % devices.count] }
+            submitReload(
+                at: g, devices: picked, priority: .high, source: .webhook,
+                idempotency: key.map { ReloadCommand.Idempotency(key: "k\($0)", bodyHash: Array("\(picked)".utf8)) }
+            )
         case .pushToUnknownDevice(let g, let token):
             guard gateways[g].isRunning else { return }
             adoptAndPush(at: g, token: 1000 + token)
@@ -156,6 +186,12 @@ final class ClusterSimulation {
         case .removeWidget(let g, let device):
             guard gateways[g].isRunning else { return }
             await changeRegistry(at: g, device: devices[device % devices.count], adding: false)
+        case .cancel(let g, let device):
+            guard gateways[g].isRunning else { return }
+            await operatorCommand(at: g, device: devices[device % devices.count], flush: nil)
+        case .flush(let g, let device, let ignoringBudget):
+            guard gateways[g].isRunning else { return }
+            await operatorCommand(at: g, device: devices[device % devices.count], flush: ignoringBudget)
         case .turn(let g):
             guard gateways[g].isRunning else { return }
             await turn(gateways[g])

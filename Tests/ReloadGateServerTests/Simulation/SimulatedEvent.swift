@@ -8,12 +8,17 @@ enum SimulatedEvent: Hashable, Sendable, CustomStringConvertible {
     case push(gateway: Int, device: Int, priority: Int)
     /// A push to a token nobody registered: adopted (`ingress.unknownDevices: adopt`), then decided.
     case pushToUnknownDevice(gateway: Int, token: Int)
-    /// A webhook call reloading the widgets of several devices (owned by several gateways), at `gateway`.
-    case webhook(gateway: Int, devices: [Int])
+    /// A webhook call reloading the widgets of several devices (owned by several gateways), at `gateway`,
+    /// with an idempotency key when `key` is set (its body: the devices).
+    case webhook(gateway: Int, devices: [Int], key: Int?)
     /// A widget added to a device through `gateway`'s registry API.
     case addWidget(gateway: Int, device: Int)
     /// A device's first widget removed through `gateway`'s registry API.
     case removeWidget(gateway: Int, device: Int)
+    /// The operator drops the pending reloads of a device's widgets (`reloadgate cancel`) through `gateway`.
+    case cancel(gateway: Int, device: Int)
+    /// The operator makes the pending reloads of a device's widgets due now (`reloadgate flush`).
+    case flush(gateway: Int, device: Int, ignoringBudget: Bool)
     /// `gateway`'s commit loop takes a turn (decides what is queued, settles the commit that ended,
     /// starts the next).
     case turn(gateway: Int)
@@ -41,9 +46,11 @@ enum SimulatedEvent: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .push(let g, let device, let priority): "push(g\(g), device \(device), priority \(priority))"
         case .pushToUnknownDevice(let g, let token): "pushToUnknownDevice(g\(g), token \(token))"
-        case .webhook(let g, let devices): "webhook(g\(g), devices \(devices))"
+        case .webhook(let g, let devices, let key): "webhook(g\(g), devices \(devices)\(key.map { ", key k\($0)" } ?? ""))"
         case .addWidget(let g, let device): "addWidget(g\(g), device \(device))"
         case .removeWidget(let g, let device): "removeWidget(g\(g), device \(device))"
+        case .cancel(let g, let device): "cancel(g\(g), device \(device))"
+        case .flush(let g, let device, let ignoring): "flush(g\(g), device \(device)\(ignoring ? ", ignoring the budget" : ""))"
         case .turn(let g): "turn(g\(g))"
         case .endCommit(let g, let fails): "endCommit(g\(g), \(fails ? "fails" : "succeeds"))"
         case .heartbeat(let g): "heartbeat(g\(g))"
@@ -72,10 +79,13 @@ enum SimulatedEvent: Hashable, Sendable, CustomStringConvertible {
             case 180..<220: events.append(.pushToUnknownDevice(gateway: gateway(), token: Int.random(in: 0..<6, using: &random)))
             case 220..<280:
                 let picked = (0..<Int.random(in: 2...4, using: &random)).map { _ in device() }
-                events.append(.webhook(gateway: gateway(), devices: Array(Set(picked)).sorted()))
+                let key = Int.random(in: 0..<10, using: &random) < 4 ? Int.random(in: 0..<3, using: &random) : nil
+                events.append(.webhook(gateway: gateway(), devices: Array(Set(picked)).sorted(), key: key))
             case 280..<305: events.append(.addWidget(gateway: gateway(), device: device()))
             case 305..<320: events.append(.removeWidget(gateway: gateway(), device: device()))
-            case 320..<560: events.append(.turn(gateway: gateway()))
+            case 320..<330: events.append(.cancel(gateway: gateway(), device: device()))
+            case 330..<340: events.append(.flush(gateway: gateway(), device: device(), ignoringBudget: Bool.random(using: &random)))
+            case 340..<560: events.append(.turn(gateway: gateway()))
             case 560..<730: events.append(.endCommit(gateway: gateway(), fails: Int.random(in: 0..<100, using: &random) < 12))
             case 730..<820: events.append(.heartbeat(gateway: gateway()))
             case 820..<900: events.append(.send(gateway: gateway()))

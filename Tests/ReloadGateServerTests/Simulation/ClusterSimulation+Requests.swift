@@ -123,15 +123,7 @@ extension ClusterSimulation {
                 requests[number].targets = [first.id]
             }
             _ = try await engine.devicesChangedWithoutWaiting([device])
-            let answers = answers
-            await engine.waitForCommit { result in
-                let answer: Answer
-                switch result {
-                case .success: answer = .registryDone
-                case .failure(let error): answer = .refused("\(error)")
-                }
-                answers.withLock { $0[number, default: []].append(answer) }
-            }
+            await answerOnCommit(number, at: engine)
         } catch {
             answer(number, .refused("\(error)"))
         }
@@ -152,17 +144,22 @@ extension ClusterSimulation {
                 waits = try await engine.cancelWithoutWaiting(instances: instances, listing: nil).waits
             }
             guard waits else { return answer(number, .registryDone) }
-            let answers = answers
-            await engine.waitForCommit { result in
-                let answer: Answer
-                switch result {
-                case .success: answer = .registryDone
-                case .failure(let error): answer = .refused("\(error)")
-                }
-                answers.withLock { $0[number, default: []].append(answer) }
-            }
+            await answerOnCommit(number, at: engine)
         } catch {
             answer(number, .refused("\(error)"))
+        }
+    }
+
+    /// Answers request `number` (done, or refused) once `engine`'s open batch has committed.
+    func answerOnCommit(_ number: Int, at engine: SchedulerEngine) async {
+        let answers = answers
+        await engine.waitForCommit { result in
+            let answer: Answer
+            switch result {
+            case .success: answer = .registryDone
+            case .failure(let error): answer = .refused("\(error)")
+            }
+            answers.withLock { $0[number, default: []].append(answer) }
         }
     }
 }

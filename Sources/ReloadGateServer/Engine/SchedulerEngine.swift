@@ -16,7 +16,8 @@ import Synchronization
 /// One job per file: loading (`+Loading`), requests (`+Requests`), idempotency keys (`+Idempotency`),
 /// request ids (`+RequestIDs`), the registry's mirror (`+Registry`), the operator's commands (`+Operator`),
 /// the group commit (`+Commit`, performing ``CommitPipeline``), several gateways on one database
-/// (`+Partitions`; the leases' state machine, ``PartitionLeases``, is performed by ``ClusterMembership``).
+/// (`+Partitions`, and the inbox of forwarded work in `+Inbox`; the leases' state machine,
+/// ``PartitionLeases``, is performed by ``ClusterMembership``).
 actor SchedulerEngine {
     /// What a submitter gets back.
     enum Outcome: Sendable {

@@ -1,0 +1,142 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateStore
+
+/// The inbox of forwarded work (several gateways on one database): requests, registry changes and operator
+/// commands other gateways accepted for the partitions held here, read between commits and decided into
+/// the open batch, which deletes them from the inbox when it commits; and the registry changes this engine
+/// applies or forwards.
+extension SchedulerEngine {
+    /// A notification said that forwarded work was written: read the inbox with the next commit.
+    func inboxChanged() {
+        inboxMayHaveWork = true
+        inbox.wake()
+    }
+
+    /// Whether the timer loop should wake the commit loop: a degraded engine retries its reload, and a
+    /// partitioned one reads its inbox at least once a second (a notification may be lost on reconnect).
+    func needsWake() -> Bool {
+        if isDegraded { return true }
+        guard partitioning != nil else { return false }
+        return lastInboxRead.map { $0.duration(to: monotonic()) >= Self.inboxPollInterval } ?? true
+    }
+
+    static let inboxPollInterval: Duration = .seconds(1)
+    static let inboxReadLimit = 2048
+    static let inboxReadTimeout: Duration = .seconds(1)
+
+    /// Decides the forwarded work of the partitions held into the open batch, which deletes it from the
+    /// inbox when it commits. A read that fails is retried with the next poll.
+    func readForwardedWork() async {
+        guard let partitioning, !owned.isEmpty else { return }
+        let due = lastInboxRead.map { $0.duration(to: monotonic()) >= Self.inboxPollInterval } ?? true
+        guard inboxMayHaveWork || due else { return }
+        inboxMayHaveWork = false
+        lastInboxRead = monotonic()
+        let entries: [InboxEntry]
+        let partitions = owned.keys.sorted()
+        do {
+            // At most a second: the commit loop must not wait on a store that is away before it finds
+            // out with the commit itself (requests waiting for this batch would wait that much longer).
+            // (A read that is under way is abandoned, not awaited: a query postgres-nio has sent runs to its end.)
+            entries = try await abandoning(after: Self.inboxReadTimeout, timedOut: {
+                StoreError.unavailable(reason: "the inbox was not read within \(Self.inboxReadTimeout)")
+            }) { try await partitioning.store.inbox(partitions: partitions, limit: Self.inboxReadLimit) }
+        } catch {
+            logger.warning("cannot read the inbox; retrying", metadata: ["error": "\(error)"])
+            return
+        }
+        if entries.count == Self.inboxReadLimit { inboxMayHaveWork = true }
+        for entry in entries {
+            guard owned[entry.partition] != nil else { continue }
+            do {
+                try await apply(entry.work)
+            } catch {
+                // Left in the inbox: tried again with the next read.
+                logger.warning("cannot apply forwarded work; retrying", metadata: ["inbox-id": "\(entry.id)", "error": "\(error)"])
+                inboxMayHaveWork = true
+                return
+            }
+            batch.consumedInbox.append(entry.id)
+        }
+    }
+
+    /// Applies one piece of forwarded work to the scheduler, into the open batch.
+    private func apply(_ work: ForwardedWork) async throws {
+        switch work {
+        case .request(let forwarded):
+            // A target this gateway does not know yet (a device adopted or registered through another
+            // gateway whose notice has not been applied here): read its device's registration first, so
+            // that the request is decided as the gateway that took it would have.
+            for target in forwarded.targets {
+                guard let handle = Self.handle(target), !scheduler.isRegistered(handle),
+                    let device = try await partitioning?.store.device(ofInstance: target), isLocal(device: device)
+                else { continue }
+                try await resync(device: device)
+            }
+            let request = ReloadRequest(
+                id: forwarded.id,
+                targets: forwarded.targets.compactMap(Self.handle),
+                priority: Priority(rawValue: forwarded.priority) ?? .high,
+                expiration: forwarded.expiration.map(Timestamp.init(milliseconds:)),
+                collapseID: forwarded.collapseID,
+                team: forwarded.team,
+                exempt: forwarded.exempt,
+                received: Timestamp(milliseconds: forwarded.received)
+            )
+            scheduler.receive(request, into: &batch.decisions)
+        case .device(let device):
+            try await resync(device: device)
+        case .cancel(let instances, let request):
+            for id in instances {
+                guard let handle = Self.handle(id) else { continue }
+                if let request, scheduler.pendingReload(of: handle)?.requests.contains(request) != true { continue }
+                for dropped in scheduler.cancelPending(handle) ?? [] {
+                    batch.decisions.append(
+                        Decision(request: dropped, instance: handle, kind: .cancelled, due: nil, reason: .cancelledByOperator)
+                    )
+                }
+            }
+        case .flush(let instances, let ignoringBudget):
+            _ = scheduler.flushPending(instances.compactMap(Self.handle), at: Timestamp(now()), ignoringBudget: ignoringBudget)
+        }
+    }
+
+    /// Brings the scheduler in line with a device's registration as the store has it now: widgets gone
+    /// (or the whole device) are dropped with a `cancelled` decision, new ones registered, planned reloads
+    /// of timelines taken over.
+    func resync(device: Int64) async throws {
+        guard let partitioning, let deviceHandle = Self.deviceHandle(device) else { return }
+        let registered = try await partitioning.store.registeredInstances(device: device)
+        let now = Set(registered.map(\.instance))
+        let gone = scheduler.instances(ofDevice: deviceHandle).filter { !now.contains(Int64($0.rawValue)) }
+        _ = drop(gone, reason: .removedFromRegistry)
+        for instance in registered {
+            guard let handle = Self.handle(instance.instance) else { continue }
+            let known = scheduler.isRegistered(handle)
+            scheduler.register(handle, device: deviceHandle, kind: instance.kind)
+            if !known || scheduler.snapshot(of: handle)?.plannedReload != instance.plannedReload {
+                scheduler.setPlannedReload(handle, instance.plannedReload)
+            }
+        }
+    }
+
+    /// Registry changes of `devices`: applied here for the devices scheduled here, forwarded to their
+    /// owners for the others; returns once committed.
+    func devicesChanged(_ devices: [Int64]) async throws {
+        if try await devicesChangedWithoutWaiting(devices) { try await waitForCommit() }
+    }
+
+    /// The same without waiting: `true` (always) since resyncs and forwards are written by the next commit.
+    func devicesChangedWithoutWaiting(_ devices: [Int64]) async throws -> Bool {
+        for device in devices {
+            if isLocal(device: device) {
+                try await resync(device: device)
+            } else {
+                batch.forwards.append(InboxEntry(partition: DevicePartition.of(device: device), work: .device(id: device)))
+            }
+        }
+        return true
+    }
+}

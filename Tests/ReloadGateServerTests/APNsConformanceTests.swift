@@ -268,7 +268,11 @@ struct APNsConformanceTests {
             #expect(try await fixture.push(fixture.fields()).status == 200)
             // Break the store under the running gateway (another connection to its file): the next group
             // commit fails.
-            let database = try DatabaseQueue(path: fixture.gateway.configuration.dataDirectory + "/reloadgate.sqlite")
+            // (It waits for the gateway's own write in progress, if any: without a busy timeout it failed at
+            // once with `database is locked` when the first push's delivery state was being written.)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(10)
+            let database = try DatabaseQueue(path: fixture.gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: configuration)
             try await database.write { db in try db.execute(sql: "DROP TABLE decision; DROP TABLE request") }
             try database.close()
             let answer = try await fixture.push(fixture.fields([("apns-priority", "5")]))

@@ -14,7 +14,7 @@ struct ClusterSimulationTests {
     static var seeds: ClosedRange<UInt64> {
         if let one = environment["RG_SIM_SEED"].flatMap(UInt64.init) { return one...one }
         let first = environment["RG_SIM_FIRST_SEED"].flatMap(UInt64.init) ?? 1
-        let count = environment["RG_SIM_SEEDS"].flatMap(UInt64.init).map { max(1, min($0, 10_000_000)) } ?? 200
+        let count = environment["RG_SIM_SEEDS"].flatMap(UInt64.init).map { max(1, min($0, 10_000_000)) } ?? 64
         return first...(first + count - 1)
     }
     static let gateways = 3

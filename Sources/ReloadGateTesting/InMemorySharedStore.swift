@@ -107,8 +107,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
 
     /// Registers a device with one widget instance per kind (one transaction); returns the device and its instances.
     public func register(app: Int64, token: String, kinds: [String], now: Timestamp) throws -> (device: Int64, instances: [Int64]) {
-        try state.withLock { state in
-            guard state.fault == nil else { throw StoreError.unavailable(reason: "simulated fault \(state.fault!)") }
+        try writing { state in
             let device = state.nextDevice
             state.nextDevice += deviceIDStride
             state.devices[device] = Device(id: device, app: app, token: token, active: true)
@@ -123,8 +122,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
 
     /// Adds a widget instance to a device.
     public func addWidget(device: Int64, kind: String) throws -> Int64 {
-        try state.withLock { state in
-            guard state.fault == nil else { throw StoreError.unavailable(reason: "simulated fault \(state.fault!)") }
+        try writing { state in
             let count = state.instances.values.count { $0.device == device }
             return Self.insertInstance(&state, device: device, widgetID: "w\(count)-\(state.nextInstance)", kind: kind)
         }
@@ -132,8 +130,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
 
     /// Removes a widget instance (its stored state with it).
     public func removeWidget(_ instance: Int64) throws {
-        try state.withLock { state in
-            guard state.fault == nil else { throw StoreError.unavailable(reason: "simulated fault \(state.fault!)") }
+        try writing { state in
             state.instances[instance] = nil
             state.snapshots[instance] = nil
         }
@@ -141,8 +138,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
 
     /// Writes a delivery's state (the delivery worker's state log).
     public func setDeliveryState(_ apnsID: String, _ new: RecordedDelivery.State) throws {
-        try state.withLock { state in
-            guard state.fault == nil else { throw StoreError.unavailable(reason: "simulated fault \(state.fault!)") }
+        try writing { state in
             state.ledger.deliveries[apnsID]?.state = new
         }
     }

@@ -30,13 +30,15 @@ public struct PushHeaders: Sendable {
     public var collapseID: String?
     /// The topic's bundle.
     public var bundle: BundleID
+    /// What the push reloads: widgets, or one control (APNS.md, `apns-push-type`).
+    public var pushType: PushType
     /// The token of `authorization: bearer <token>`, if any.
     public var bearerToken: Substring?
 
     /// The path prefix of the push endpoint.
     public static let pathPrefix = "/3/device/"
     /// The topic suffix of widget pushes.
-    public static let widgetsSuffix = ".push-type.widgets"
+    public static let widgetsSuffix = PushType.widgets.topicSuffix
 
     /// Checks method and path first: any path but `/3/device/...` is `BadPath`, any method but POST on it
     /// `MethodNotAllowed`.
@@ -100,18 +102,28 @@ public struct PushHeaders: Sendable {
         }
         if let collapseID, collapseID.utf8.count > 64 { throw APNsFailure(.badCollapseId) }
 
+        // The push type: as sent, else from the topic's suffix (APNS.md: `widgets` or `controls`).
+        var type: PushType?
+        if let pushType {
+            guard let named = PushType(rawValue: pushType) else { throw APNsFailure(.invalidPushType) }
+            type = named
+        } else if let topic {
+            guard let suffixed = PushType.allCases.first(where: { topic.hasSuffix($0.topicSuffix) }) else {
+                throw APNsFailure(.invalidPushType)
+            }
+            type = suffixed
+        }
         // A certificate naming exactly one topic lets the sender omit apns-topic.
         if topic == nil, let certificateTopics, certificateTopics.count == 1 {
-            topic = certificateTopics[0] + Self.widgetsSuffix
-        }
-        if let pushType {
-            guard pushType == "widgets" else { throw APNsFailure(.invalidPushType) }
-        } else if let topic, !topic.hasSuffix(Self.widgetsSuffix) {
-            throw APNsFailure(.invalidPushType)
+            topic = certificateTopics[0] + (type ?? .widgets).topicSuffix
         }
         guard let topic else { throw APNsFailure(.missingTopic) }
-        guard topic.hasSuffix(Self.widgetsSuffix), let bundle = try? BundleID(String(decoding: topic.utf8.dropLast(Self.widgetsSuffix.utf8.count), as: UTF8.self))
+        let kind = type ?? .widgets
+        // A suffix that is not the push type's (a controls push to `.push-type.widgets`, say) is BadTopic.
+        guard topic.hasSuffix(kind.topicSuffix),
+            let bundle = try? BundleID(String(decoding: topic.utf8.dropLast(kind.topicSuffix.utf8.count), as: UTF8.self))
         else { throw APNsFailure(.badTopic) }
+        self.pushType = kind
 
         self.apnsID = apnsID
         self.expiration = expirationSeconds
@@ -145,6 +157,16 @@ public struct PushHeaders: Sendable {
         }
         return true
     }
+}
+
+/// What a push reloads (`apns-push-type`): the widgets of a device, or one control (WidgetKit controls: one
+/// push token per control).
+public enum PushType: String, Sendable, CaseIterable {
+    case widgets
+    case controls
+
+    /// The topic's suffix for this push type: `<bundle-id>.push-type.widgets` / `.push-type.controls`.
+    public var topicSuffix: String { ".push-type." + rawValue }
 }
 
 /// The connection's authentication state (APNS.md, "Authentication"): the team it is bound to and the

@@ -54,4 +54,49 @@ struct PushHeadersTests {
             }
         }
     }
+
+    static func named(_ pairs: [(String, String)]) -> [(name: String, value: String)] {
+        pairs.map { (name: $0.0, value: $0.1) }
+    }
+
+    @Test func aControlsPushNamesItsTypeOrItsTopicSuffix() throws {
+        let both = try PushHeaders(Self.named([("apns-topic", "com.example.app.push-type.controls"), ("apns-push-type", "controls")]), certificateTopics: nil)
+        #expect(both.pushType == .controls && both.bundle.rawValue == "com.example.app")
+        let bySuffix = try PushHeaders(Self.named([("apns-topic", "com.example.app.push-type.controls")]), certificateTopics: nil)
+        #expect(bySuffix.pushType == .controls)
+        let widgets = try PushHeaders(Self.named([("apns-topic", "com.example.app.push-type.widgets")]), certificateTopics: nil)
+        #expect(widgets.pushType == .widgets)
+    }
+
+    @Test func aPushTypeAndATopicSuffixThatDisagreeAreBadTopic() {
+        #expect(throws: APNsFailure(.badTopic)) {
+            try PushHeaders(Self.named([("apns-topic", "com.example.app.push-type.widgets"), ("apns-push-type", "controls")]), certificateTopics: nil)
+        }
+        #expect(throws: APNsFailure(.badTopic)) {
+            try PushHeaders(Self.named([("apns-topic", "com.example.app.push-type.controls"), ("apns-push-type", "widgets")]), certificateTopics: nil)
+        }
+        #expect(throws: APNsFailure(.badTopic)) {
+            try PushHeaders(Self.named([("apns-topic", "com.example.app"), ("apns-push-type", "controls")]), certificateTopics: nil)
+        }
+    }
+
+    @Test func anotherPushTypeOrATopicWithoutASuffixIsInvalidPushType() {
+        #expect(throws: APNsFailure(.invalidPushType)) {
+            try PushHeaders(Self.named([("apns-topic", "com.example.app.push-type.controls"), ("apns-push-type", "alert")]), certificateTopics: nil)
+        }
+        #expect(throws: APNsFailure(.invalidPushType)) {
+            try PushHeaders(Self.named([("apns-topic", "com.example.app")]), certificateTopics: nil)
+        }
+    }
+
+    @Test func aControlsPushWithoutATopicNeedsACertificateOfOneTopic() throws {
+        #expect(throws: APNsFailure(.missingTopic)) {
+            try PushHeaders(Self.named([("apns-push-type", "controls")]), certificateTopics: nil)
+        }
+        let derived = try PushHeaders(Self.named([("apns-push-type", "controls")]), certificateTopics: ["com.example.app"])
+        #expect(derived.pushType == .controls && derived.bundle.rawValue == "com.example.app")
+        #expect(throws: APNsFailure(.missingTopic)) {
+            try PushHeaders(Self.named([("apns-push-type", "controls")]), certificateTopics: ["com.example.app", "com.example.other"])
+        }
+    }
 }

@@ -110,6 +110,10 @@ final class PushIngress: Sendable {
         do throws(APNsFailure) {
             let token = try PushHeaders.deviceTokenText(method: head.method, path: head.path)
             let checked = try PushHeaders(head.headers, certificateTopics: certificate?.topics)
+            // (Issue 29, under way: controls are parsed, not yet registered, scheduled or delivered.)
+            guard checked.pushType == .widgets else {
+                throw APNsFailure(.invalidPushType, detail: "controls pushes are not supported yet")
+            }
             headers = checked
             let bundle = checked.bundle
             let team: String

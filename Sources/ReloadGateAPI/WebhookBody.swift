@@ -2,7 +2,8 @@ public import Foundation
 public import ReloadGateCore
 
 /// The body of the reload webhook, `POST /v1/apps/<bundle>/reloads` (DESIGN.md, Interfaces 3): which
-/// widget instances to reload and how urgently. Every field is optional.
+/// widget instances (or, with `"pushType":"controls"`, which controls) to reload and how urgently. Every
+/// field is optional.
 public struct WebhookBody: Sendable {
     public var target: ReloadTarget
     public var priority: Priority
@@ -13,7 +14,9 @@ public struct WebhookBody: Sendable {
     public var exemption: Exemption?
 
     /// The fields a body may have.
-    public static let fieldNames: Set<String> = ["kind", "match", "devices", "priority", "expiration", "collapseId", "exempt"]
+    public static let fieldNames: Set<String> = [
+        "pushType", "kind", "match", "devices", "priority", "expiration", "collapseId", "exempt",
+    ]
     /// Most device tokens one call may name.
     public static let deviceLimit = 1000
     /// Longest `collapseId` (APNs' limit).
@@ -26,6 +29,14 @@ public struct WebhookBody: Sendable {
             throw .invalidField("unknown field '\(unknown)'; the fields are \(Self.fieldNames.sorted().joined(separator: ", "))")
         }
         target = ReloadTarget()
+        if let text = try JSONFields.optionalString(object["pushType"], "pushType") {
+            // `widgets` (the default): reloadTimelines(ofKind:) / reloadAllTimelines(); `controls`:
+            // reloadControls(ofKind:) / reloadAllControls().
+            guard let pushType = PushType(rawValue: text) else {
+                throw .invalidField("pushType must be one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            target.pushType = pushType
+        }
         if let kind = try JSONFields.optionalString(object["kind"], "kind") {
             let limit = RegistryLimits().identifierLength
             guard !kind.isEmpty, kind.count <= limit else { throw .invalidField("kind must be 1 to \(limit) characters") }

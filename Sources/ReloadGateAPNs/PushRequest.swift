@@ -159,16 +159,6 @@ public struct PushHeaders: Sendable {
     }
 }
 
-/// What a push reloads (`apns-push-type`): the widgets of a device, or one control (WidgetKit controls: one
-/// push token per control).
-public enum PushType: String, Sendable, CaseIterable {
-    case widgets
-    case controls
-
-    /// The topic's suffix for this push type: `<bundle-id>.push-type.widgets` / `.push-type.controls`.
-    public var topicSuffix: String { ".push-type." + rawValue }
-}
-
 /// The connection's authentication state (APNS.md, "Authentication"): the team it is bound to and the
 /// last token it used. One per HTTP/2 (or HTTP/1.1) connection.
 public struct ConnectionAuthentication: Sendable {

@@ -37,7 +37,10 @@ public struct BundleID: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
 
     /// The APNs topic of widget pushes for this app: `<bundle>.push-type.widgets`.
-    public var widgetsTopic: String { rawValue + ".push-type.widgets" }
+    public var widgetsTopic: String { topic(for: .widgets) }
+
+    /// The APNs topic of pushes of `pushType` for this app: `<bundle>.push-type.widgets` or `.controls`.
+    public func topic(for pushType: PushType) -> String { rawValue + pushType.topicSuffix }
 
     public var description: String { rawValue }
 

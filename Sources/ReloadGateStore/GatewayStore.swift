@@ -70,7 +70,9 @@ public protocol GatewayStore: GatewayStoreReading, SchedulingStore {
     // MARK: Registry
     func putDevice(app: App, token: DeviceToken, widgets: [WidgetRegistration], previousToken: DeviceToken?, now: Date) async throws
         -> DeviceRegistration
-    func deleteDevice(app: App, token: DeviceToken) async throws -> (device: Int64, instances: [Int64])
+    /// Removes a device and its widgets, or a control; with `pushType`, a token of the other type is refused
+    /// (``RegistryError/otherPushType(_:registered:)``) and nothing is removed.
+    func deleteDevice(app: App, token: DeviceToken, pushType: PushType?) async throws -> (device: Int64, instances: [Int64])
     func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64
     /// Writes many registry changes in one transaction, in order: each either whole or (refused for what
     /// it asked: a ``RegistryError``) not at all, without failing the others. Throws when the transaction
@@ -119,5 +121,12 @@ extension SQLiteStore {
     /// A new app without a team.
     public func createApp(bundle: BundleID, allowsExemptions: Bool, now: Date) throws -> AppCredentials {
         try createApp(bundle: bundle, teamID: nil, allowsExemptions: allowsExemptions, now: now)
+    }
+}
+
+extension GatewayStore {
+    /// Removes a device (or control) of either push type.
+    public func deleteDevice(app: App, token: DeviceToken) async throws -> (device: Int64, instances: [Int64]) {
+        try await deleteDevice(app: app, token: token, pushType: nil)
     }
 }

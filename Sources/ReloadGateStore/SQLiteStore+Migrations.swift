@@ -258,6 +258,14 @@ extension SQLiteStore {
                 table.column("count", .integer).notNull()
             }
         }
+        migrator.registerMigration("v16-push-types") { db in
+            // A token reloads the widgets of an app on a device, or one control (WidgetKit controls: one
+            // token per control). A control's token is a device row of push type `controls` with one
+            // instance (widget id `control`, family `control`).
+            try db.alter(table: "device") { table in
+                table.add(column: "pushType", .text).notNull().defaults(to: "widgets")
+            }
+        }
         return migrator
     }
 

@@ -4,8 +4,8 @@ public import ReloadGateCore
 
 /// What a push's device token is for the app it is addressed to.
 public enum PushDeviceStatus: Hashable, Sendable {
-    /// Registered and active: its device id.
-    case active(device: Int64)
+    /// Registered and active: its device id, and whether the token is a device's (widgets) or a control's.
+    case active(device: Int64, pushType: PushType)
     /// Registered once and retired (a newer token replaced it, or Apple said it is invalid), since then.
     case unregistered(since: Date)
     /// Registered only for other apps.
@@ -19,13 +19,13 @@ extension SQLiteStore {
     public func pushDeviceStatus(app: App, token: DeviceToken) throws -> PushDeviceStatus {
         try writer.read { db in
             let rows = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT id, appId, active, unregisteredAt FROM device WHERE token = ?"),
+                db.cachedStatement(sql: "SELECT id, appId, active, unregisteredAt, pushType FROM device WHERE token = ?"),
                 arguments: [token.hex]
             )
             guard let own = rows.first(where: { ($0["appId"] as Int64) == app.id }) else {
                 return rows.isEmpty ? .unknown : .otherApp
             }
-            if own["active"] as Bool { return .active(device: own["id"]) }
+            if own["active"] as Bool { return .active(device: own["id"], pushType: PushType(rawValue: own["pushType"]) ?? .widgets) }
             return .unregistered(since: Date(storedMilliseconds: own["unregisteredAt"] ?? 0))
         }
     }
@@ -34,7 +34,7 @@ extension SQLiteStore {
     /// has the `match` values (all when both are empty), and always the implicit instance of an adopted
     /// device, which stands for widgets not registered yet.
     public func pushTargets(device: Int64, kind: String?, match: [String: WidgetConfiguration.Value]) throws -> [Int64] {
-        var sql = "SELECT widget.id FROM widget WHERE widget.deviceId = ? AND widget.pushEnabled AND (widget.widgetID = ? OR (1"
+        var sql = "SELECT widget.id FROM widget WHERE widget.deviceId = ? AND widget.pushEnabled AND (widget.kind = ? OR (1"
         var arguments: StatementArguments = [device, Self.implicitWidget]
         if let kind {
             sql += " AND widget.kind = ?"
@@ -49,24 +49,41 @@ extension SQLiteStore {
     /// The kind of the implicit widget instance of an adopted device (APNS.md: `unknown-devices = adopt`).
     public static let implicitWidget = "*"
 
-    /// Adopts a token never registered: records the device with one implicit widget instance of kind `*`
-    /// (until its widgets are registered), so budgets and coalescing apply from its first push.
+    /// The widget id and family of the implicit instance of a token adopted for `pushType`: a device's
+    /// (`*`, `*`, standing for widgets not registered yet), or a control's (its one instance, of kind `*`
+    /// until the app registers the control).
+    public static func implicitInstance(_ pushType: PushType) -> (widgetID: String, family: String) {
+        switch pushType {
+        case .widgets: (implicitWidget, implicitWidget)
+        case .controls: (ControlRegistration.instanceID, ControlRegistration.family)
+        }
+    }
+
+    /// Adopts a token never registered: records the device (or control) with one implicit instance of
+    /// kind `*` (until its widgets or control are registered), so budgets and coalescing apply from its
+    /// first push.
     /// - Returns: the device id and the instance id (an existing device's, if another push adopted it first).
-    public func adoptDevice(app: App, token: DeviceToken, now: Date) throws -> (device: Int64, instance: Int64) {
-        try Self.orUnavailable { try writer.write { db in
+    public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) throws -> (device: Int64, instance: Int64) {
+        let implicit = Self.implicitInstance(pushType)
+        return try Self.orUnavailable { try writer.write { db in
             if let row = try Row.fetchOne(
                 db,
                 sql: """
-                    SELECT device.id, widget.id FROM device LEFT JOIN widget ON widget.deviceId = device.id AND widget.widgetID = ?
+                    SELECT device.id, widget.id, device.pushType FROM device
+                    LEFT JOIN widget ON widget.deviceId = device.id AND widget.widgetID = ?
                     WHERE device.appId = ? AND device.token = ?
                     """,
-                arguments: [Self.implicitWidget, app.id, token.hex]
-            ), let instance = row[1] as Int64? {
-                return (row[0], instance)
+                arguments: [implicit.widgetID, app.id, token.hex]
+            ) {
+                // Another push (of the other type) adopted it first, or the app registered it meanwhile.
+                if let registered = PushType(rawValue: row[2]), registered != pushType {
+                    throw RegistryError.otherPushType(token, registered: registered)
+                }
+                if let instance = row[1] as Int64? { return (row[0], instance) }
             }
             try db.execute(
-                sql: "INSERT OR IGNORE INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)",
-                arguments: [app.id, token.hex, now.storedMilliseconds]
+                sql: "INSERT OR IGNORE INTO device (appId, token, active, registeredAt, pushType) VALUES (?, ?, 1, ?, ?)",
+                arguments: [app.id, token.hex, now.storedMilliseconds, pushType.rawValue]
             )
             let device = try Int64.fetchOne(
                 db,
@@ -78,7 +95,7 @@ extension SQLiteStore {
                     INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
                     VALUES (?, ?, ?, ?, '{}', 1)
                     """,
-                arguments: [device, Self.implicitWidget, Self.implicitWidget, Self.implicitWidget]
+                arguments: [device, implicit.widgetID, Self.implicitWidget, implicit.family]
             )
             return (device, db.lastInsertedRowID)
         } }

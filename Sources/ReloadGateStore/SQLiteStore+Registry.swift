@@ -6,12 +6,43 @@ public import ReloadGateCore
 public struct DeviceRegistration: Sendable {
     /// The device's id: the scheduler's device handle.
     public var device: Int64
-    /// The device's widget instances now, by instance id (the scheduler's instance handle).
-    public var instances: [(id: Int64, widget: WidgetRegistration)]
+    /// Whether the token is a device's (for its widgets) or a control's.
+    public var pushType: PushType = .widgets
+    /// The device's widget instances now (a control's: its one instance), by instance id (the scheduler's
+    /// instance handle).
+    public var instances: [(id: Int64, widget: InstanceRegistration)]
     /// Instances that the new set no longer has.
     public var removedInstances: [Int64]
     /// The device retired by `previousToken`, and its removed instances.
     public var retired: (device: Int64, instances: [Int64])?
+}
+
+/// One instance as the registry writes it: a widget, or a control's one instance (widget id `control`,
+/// family `control`).
+public struct InstanceRegistration: Hashable, Sendable {
+    /// The widget id (the app's id of the widget instance, or ``ControlRegistration/instanceID``).
+    public var id: String
+    public var kind: String
+    /// A ``WidgetFamily`` name, or ``ControlRegistration/family``.
+    public var family: String
+    public var configuration: WidgetConfiguration
+    public var pushEnabled: Bool
+
+    public init(_ widget: WidgetRegistration) {
+        self.id = widget.id
+        self.kind = widget.kind
+        self.family = widget.family.rawValue
+        self.configuration = widget.configuration
+        self.pushEnabled = widget.pushEnabled
+    }
+
+    public init(_ control: ControlRegistration) {
+        self.id = ControlRegistration.instanceID
+        self.kind = control.kind
+        self.family = ControlRegistration.family
+        self.configuration = control.configuration
+        self.pushEnabled = true
+    }
 }
 
 /// One distinct (kind, family, configuration) in use and how many instances show it.
@@ -35,12 +66,19 @@ public enum RegistryError: Error, Equatable, CustomStringConvertible {
     case deviceNotFound(DeviceToken)
     case widgetNotFound(DeviceToken, String)
     case deviceUnregistered(DeviceToken)
+    /// The token is registered with the other push type (a widgets device's token named as a control's, or
+    /// the other way round).
+    case otherPushType(DeviceToken, registered: PushType)
 
     public var description: String {
         switch self {
         case .deviceNotFound(let token): "no device \(token.shortened) is registered for this app"
         case .widgetNotFound(let token, let id): "device \(token.shortened) has no widget '\(id)'"
         case .deviceUnregistered(let token): "device \(token.shortened) is unregistered; register its new token"
+        case .otherPushType(let token, let registered):
+            registered == .controls
+                ? "token \(token.shortened) is a control's (PUT .../controls/<token>), not a device's"
+                : "token \(token.shortened) is a device's for widgets (PUT .../devices/<token>), not a control's"
         }
     }
 }
@@ -57,7 +95,20 @@ extension SQLiteStore {
         previousToken: DeviceToken?,
         now: Date
     ) throws -> DeviceRegistration {
-        try writer.write { db in try Self.putDevice(db, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now) }
+        try writer.write { db in
+            try Self.putDevice(db, app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init), previousToken: previousToken, now: now)
+        }
+    }
+
+    /// Registers a control's token with its kind and configuration (its one instance keeps its id, and
+    /// so its budget, when registered again). `previousToken` retires the control's old token, as for a
+    /// device.
+    public func putControl(app: App, token: DeviceToken, control: ControlRegistration, previousToken: DeviceToken?, now: Date) throws
+        -> DeviceRegistration
+    {
+        try writer.write { db in
+            try Self.putDevice(db, app: app, token: token, pushType: .controls, instances: [InstanceRegistration(control)], previousToken: previousToken, now: now)
+        }
     }
 
     /// Writes many registry changes in one transaction (one sync). One refused (a ``RegistryError``)
@@ -72,7 +123,15 @@ extension SQLiteStore {
                 do {
                     switch write {
                     case .putDevice(let app, let token, let widgets, let previousToken):
-                        results.append(.success(.device(try Self.putDevice(db, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now))))
+                        results.append(.success(.device(try Self.putDevice(
+                            db, app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init),
+                            previousToken: previousToken, now: now
+                        ))))
+                    case .putControl(let app, let token, let control, let previousToken):
+                        results.append(.success(.device(try Self.putDevice(
+                            db, app: app, token: token, pushType: .controls, instances: [InstanceRegistration(control)],
+                            previousToken: previousToken, now: now
+                        ))))
                     case .putTimeline(let app, let token, let widgetID, let timeline):
                         results.append(.success(.timeline(instance: try Self.putTimeline(db, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now))))
                     }
@@ -88,14 +147,20 @@ extension SQLiteStore {
         _ db: Database,
         app: App,
         token: DeviceToken,
-        widgets: [WidgetRegistration],
+        pushType: PushType,
+        instances widgets: [InstanceRegistration],
         previousToken: DeviceToken?,
         now: Date
     ) throws -> DeviceRegistration {
+        // Refusals first, before any change (writeRegistry relies on it).
+        let current = try Self.device(db, app: app, token: token)
+        if let current, current.pushType != pushType { throw RegistryError.otherPushType(token, registered: current.pushType) }
+        let previous = try previousToken.flatMap { try Self.device(db, app: app, token: $0) }
+        if let previous, let previousToken, previous.pushType != pushType {
+            throw RegistryError.otherPushType(previousToken, registered: previous.pushType)
+        }
         var retired: (device: Int64, instances: [Int64])?
-        if let previousToken, previousToken != token,
-            let old = try Self.device(db, app: app, token: previousToken), old.active
-        {
+        if let previousToken, previousToken != token, let old = previous, old.active {
             let instances = try Int64.fetchAll(db.cachedStatement(sql: "SELECT id FROM widget WHERE deviceId = ?"), arguments: [old.id])
             try db.cachedStatement(sql: "DELETE FROM widget WHERE deviceId = ?").execute(arguments: [old.id])
             try db.cachedStatement(sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ?")
@@ -104,13 +169,13 @@ extension SQLiteStore {
         }
 
         let device: Int64
-        if let existing = try Self.device(db, app: app, token: token) {
+        if let existing = current {
             device = existing.id
             try db.cachedStatement(sql: "UPDATE device SET active = 1, registeredAt = ?, unregisteredAt = NULL WHERE id = ?")
                 .execute(arguments: [now.storedMilliseconds, device])
         } else {
-            try db.cachedStatement(sql: "INSERT INTO device (appId, token, active, registeredAt) VALUES (?, ?, 1, ?)")
-                .execute(arguments: [app.id, token.hex, now.storedMilliseconds])
+            try db.cachedStatement(sql: "INSERT INTO device (appId, token, active, registeredAt, pushType) VALUES (?, ?, 1, ?, ?)")
+                .execute(arguments: [app.id, token.hex, now.storedMilliseconds, pushType.rawValue])
             device = db.lastInsertedRowID
         }
 
@@ -124,10 +189,10 @@ extension SQLiteStore {
             try db.cachedStatement(sql: "DELETE FROM widget WHERE id = ?").execute(arguments: [id])
             removed.append(id)
         }
-        var instances: [(id: Int64, widget: WidgetRegistration)] = []
+        var instances: [(id: Int64, widget: InstanceRegistration)] = []
         for widget in widgets {
             let arguments: StatementArguments = [
-                widget.kind, widget.family.rawValue, widget.configuration.canonicalJSON, widget.pushEnabled,
+                widget.kind, widget.family, widget.configuration.canonicalJSON, widget.pushEnabled,
             ]
             if let id = existing[widget.id] {
                 try db.cachedStatement(sql: "UPDATE widget SET kind = ?, family = ?, configuration = ?, pushEnabled = ? WHERE id = ?")
@@ -141,6 +206,7 @@ extension SQLiteStore {
         }
         return DeviceRegistration(
             device: device,
+            pushType: pushType,
             instances: instances,
             removedInstances: removed.sorted(),
             retired: retired
@@ -149,9 +215,10 @@ extension SQLiteStore {
 
     /// Removes a device and its widgets (`DELETE .../devices/<token>`).
     /// - Returns: the device id and its removed instance ids.
-    public func deleteDevice(app: App, token: DeviceToken) throws -> (device: Int64, instances: [Int64]) {
+    public func deleteDevice(app: App, token: DeviceToken, pushType: PushType? = nil) throws -> (device: Int64, instances: [Int64]) {
         try writer.write { db in
             guard let device = try Self.device(db, app: app, token: token) else { throw RegistryError.deviceNotFound(token) }
+            if let pushType, device.pushType != pushType { throw RegistryError.otherPushType(token, registered: device.pushType) }
             let instances = try Int64.fetchAll(db, sql: "SELECT id FROM widget WHERE deviceId = ? ORDER BY id", arguments: [device.id])
             try db.execute(sql: "DELETE FROM device WHERE id = ?", arguments: [device.id])
             return (device.id, instances)
@@ -167,6 +234,8 @@ extension SQLiteStore {
     static func putTimeline(_ db: Database, app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) throws -> Int64 {
         guard let device = try Self.device(db, app: app, token: token) else { throw RegistryError.deviceNotFound(token) }
         guard device.active else { throw RegistryError.deviceUnregistered(token) }
+        // A control has no timeline.
+        guard device.pushType == .widgets else { throw RegistryError.otherPushType(token, registered: device.pushType) }
         guard let instance = try Int64.fetchOne(
             db.cachedStatement(sql: "SELECT id FROM widget WHERE deviceId = ? AND widgetID = ?"),
             arguments: [device.id, widgetID]
@@ -211,13 +280,16 @@ extension SQLiteStore {
 
     /// The app's device with this token, in any state.
     static func device(_ db: Database, app: App, token: DeviceToken) throws
-        -> (id: Int64, active: Bool, unregisteredAt: Date?)?
+        -> (id: Int64, active: Bool, unregisteredAt: Date?, pushType: PushType)?
     {
         try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT id, active, unregisteredAt FROM device WHERE appId = ? AND token = ?"),
+            db.cachedStatement(sql: "SELECT id, active, unregisteredAt, pushType FROM device WHERE appId = ? AND token = ?"),
             arguments: [app.id, token.hex]
         ).map { row in
-            (row["id"], row["active"], (row["unregisteredAt"] as Int64?).map(Date.init(storedMilliseconds:)))
+            (
+                row["id"], row["active"], (row["unregisteredAt"] as Int64?).map(Date.init(storedMilliseconds:)),
+                PushType(rawValue: row["pushType"]) ?? .widgets
+            )
         }
     }
 }

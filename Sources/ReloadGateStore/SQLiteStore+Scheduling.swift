@@ -9,13 +9,16 @@ public struct RegisteredInstance: Hashable, Sendable {
     /// The device id (the scheduler's device handle).
     public var device: Int64
     public var kind: String
+    /// Whether it is a widget or a control (whose policies are apart).
+    public var pushType: PushType
     /// The planned reload of the instance's last reported timeline, if any.
     public var plannedReload: Timestamp?
 
-    public init(instance: Int64, device: Int64, kind: String, plannedReload: Timestamp?) {
+    public init(instance: Int64, device: Int64, kind: String, pushType: PushType = .widgets, plannedReload: Timestamp?) {
         self.instance = instance
         self.device = device
         self.kind = kind
+        self.pushType = pushType
         self.plannedReload = plannedReload
     }
 }
@@ -24,6 +27,8 @@ public struct RegisteredInstance: Hashable, Sendable {
 public struct PushAddress: Hashable, Sendable {
     public var bundle: BundleID
     public var token: DeviceToken
+    /// A device's widgets, or a control (`apns-push-type: controls`).
+    public var pushType: PushType = .widgets
     /// Widget ids of the delivery's instances that are still registered, in instance order.
     public var widgetIDs: [String]
 }
@@ -34,7 +39,7 @@ extension SQLiteStore {
     public func registeredInstances() throws -> [RegisteredInstance] {
         try writer.read { db in
             let rows = try RowCursor(db, sql: """
-                SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload
+                SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload, device.pushType
                 FROM widget JOIN device ON device.id = widget.deviceId
                 LEFT JOIN timeline ON timeline.widgetId = widget.id
                 WHERE device.active ORDER BY widget.id
@@ -50,6 +55,7 @@ extension SQLiteStore {
                     instance: rows.int64(0),
                     device: rows.int64(1),
                     kind: kind,
+                    pushType: rows.string(4) == PushType.controls.rawValue ? .controls : .widgets,
                     plannedReload: rows.optionalInt64(3).map(Timestamp.init(milliseconds:))
                 ))
             }
@@ -71,10 +77,10 @@ extension SQLiteStore {
         // alone), from which each delivery's own are picked here.
         let deviceIDs = IntegerList.text(Array(Set(deliveries.map(\.device))))
         return try writer.read { db in
-            var addresses: [Int64: (bundle: BundleID, token: DeviceToken)] = [:]
+            var addresses: [Int64: (bundle: BundleID, token: DeviceToken, pushType: PushType)] = [:]
             var bundles: [String: BundleID] = [:]
             let devices = try Row.fetchCursor(db.cachedStatement(sql: """
-                SELECT device.id, app.bundle, device.token FROM device JOIN app ON app.id = device.appId
+                SELECT device.id, app.bundle, device.token, device.pushType FROM device JOIN app ON app.id = device.appId
                 WHERE device.id IN (SELECT value FROM json_each(?)) AND device.active
                 """), arguments: [deviceIDs])
             while let row = try devices.next() {
@@ -84,7 +90,7 @@ extension SQLiteStore {
                     throw StoreError.corrupt(reason: "device \(id) has an invalid bundle or token")
                 }
                 bundles[bundleText] = bundle
-                addresses[id] = (bundle, token)
+                addresses[id] = (bundle, token, (row[3] as String) == PushType.controls.rawValue ? .controls : .widgets)
             }
             var widgets: [Int64: [(id: Int64, widgetID: String)]] = [:]
             if deliveries.contains(where: { !$0.instances.isEmpty }) {
@@ -99,7 +105,7 @@ extension SQLiteStore {
                 guard let address = addresses[delivery.device] else { return nil }
                 var found = (widgets[delivery.device] ?? []).filter { delivery.instances.contains($0.id) }
                 found.sort { $0.id < $1.id }
-                return PushAddress(bundle: address.bundle, token: address.token, widgetIDs: found.map(\.widgetID))
+                return PushAddress(bundle: address.bundle, token: address.token, pushType: address.pushType, widgetIDs: found.map(\.widgetID))
             }
         }
     }

@@ -3,15 +3,15 @@ import GRDB
 public import ReloadGateCore
 
 extension SQLiteStore {
-    /// The push-enabled widget instances of the app's active devices that the target selects, with their
-    /// devices, ordered by instance id. Configuration values are compared by type and value (the string
+    /// The push-enabled widget instances of the app's active devices (or its controls, for a target of
+    /// push type `controls`) that the target selects, with their devices, ordered by instance id. Configuration values are compared by type and value (the string
     /// "42" does not match the number 42).
     public func targetInstances(app: App, target: ReloadTarget) throws -> [(instance: Int64, device: Int64)] {
         var sql = """
             SELECT widget.id, widget.deviceId FROM widget JOIN device ON device.id = widget.deviceId
-            WHERE device.appId = ? AND device.active AND widget.pushEnabled
+            WHERE device.appId = ? AND device.active AND device.pushType = ? AND widget.pushEnabled
             """
-        var arguments: StatementArguments = [app.id]
+        var arguments: StatementArguments = [app.id, target.pushType.rawValue]
         if let kind = target.kind {
             sql += " AND widget.kind = ?"
             arguments += [kind]

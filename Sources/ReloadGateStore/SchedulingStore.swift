@@ -21,9 +21,10 @@ public protocol SchedulingStore: Sendable {
     func commit(_ batch: LedgerBatch) async throws
     /// The answer recorded for an idempotency key (expired keys are forgotten on the way).
     func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup
-    /// Registers the device of a push to an unknown token (`ingress.unknownDevices: adopt`) with one
-    /// implicit widget instance; the same device and instance when it exists already.
-    func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64)
+    /// Registers the device (or control, for `pushType` `controls`) of a push to an unknown token
+    /// (`ingress.unknownDevices: adopt`) with one implicit instance of kind `*`; the same device and
+    /// instance when it exists already.
+    func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) async throws -> (device: Int64, instance: Int64)
 
     // MARK: Health
     /// Whether the store answers a trivial query within `timeout` (a database server that is up and
@@ -61,4 +62,11 @@ public protocol SharedSchedulingStore: SchedulingStore {
     /// The instances of one active device (none for an inactive or deleted one), to bring a scheduler in
     /// line with its registration.
     func registeredInstances(device: Int64) async throws -> [RegisteredInstance]
+}
+
+extension SchedulingStore {
+    /// Adopts a device for widget pushes.
+    public func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64) {
+        try await adoptDevice(app: app, token: token, pushType: .widgets, now: now)
+    }
 }

@@ -27,6 +27,8 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         public var app: Int64
         public var token: String
         public var active: Bool
+        /// A device's widgets, or one control.
+        public var pushType: PushType = .widgets
     }
 
     public struct Instance: Sendable, Hashable {
@@ -233,23 +235,26 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         }
     }
 
-    public func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64) {
+    public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) async throws -> (device: Int64, instance: Int64) {
         try writing { state in
             let name = "\(app.id)/\(token.hex)"
             let device: Int64
             if let existing = state.deviceByToken[name] {
                 device = existing
+                if let registered = state.devices[existing]?.pushType, registered != pushType {
+                    throw RegistryError.otherPushType(token, registered: registered)
+                }
             } else {
                 device = state.nextDevice
                 state.nextDevice += deviceIDStride
-                state.devices[device] = Device(id: device, app: app.id, token: token.hex, active: true)
+                state.devices[device] = Device(id: device, app: app.id, token: token.hex, active: true, pushType: pushType)
                 state.deviceByToken[name] = device
             }
-            let implicit = SQLiteStore.implicitWidget
+            let implicit = SQLiteStore.implicitInstance(pushType).widgetID
             if let instance = state.instances.values.first(where: { $0.device == device && $0.widgetID == implicit }) {
                 return (device, instance.id)
             }
-            return (device, Self.insertInstance(&state, device: device, widgetID: implicit, kind: implicit))
+            return (device, Self.insertInstance(&state, device: device, widgetID: implicit, kind: SQLiteStore.implicitWidget))
         }
     }
 
@@ -326,7 +331,12 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         state.instances.values
             .filter { state.devices[$0.device]?.active == true && devices($0.device) }
             .sorted { $0.id < $1.id }
-            .map { RegisteredInstance(instance: $0.id, device: $0.device, kind: $0.kind, plannedReload: nil) }
+            .map { instance in
+                RegisteredInstance(
+                    instance: instance.id, device: instance.device, kind: instance.kind,
+                    pushType: state.devices[instance.device]?.pushType ?? .widgets, plannedReload: nil
+                )
+            }
     }
 
     private static func snapshots(_ state: State, devices: (Int64) -> Bool) -> [(instance: Int64, snapshot: InstanceSnapshot)] {

@@ -210,7 +210,8 @@ public final class MockAPNsServer: Sendable {
             context.fireChannelReadComplete()
         }
 
-        /// Apple's checks of a widget push: token, topic, push type, body.
+        /// Apple's checks of a widget or control push: token, topic, push type (the topic's suffix names
+        /// it), body; a control's push also has priority 10 and `apns-expiration: 0`.
         private func check(_ request: Received) -> String? {
             guard let authorization = request.headers["authorization"], authorization.hasPrefix("bearer ") else { return "MissingProviderToken" }
             let token = authorization.dropFirst(7)
@@ -218,8 +219,15 @@ public final class MockAPNsServer: Sendable {
             guard let iat = known ?? verify(token) else { return "InvalidProviderToken" }
             if known == nil { box.verifiedTokens.withLock { $0[token] = iat } }
             if iat < Int(Date().timeIntervalSince1970) - 3600 { return "ExpiredProviderToken" }
-            guard request.headers["apns-topic"]?.hasSuffix(".push-type.widgets") == true else { return "BadTopic" }
-            guard request.headers["apns-push-type"] == "widgets" else { return "InvalidPushType" }
+            guard let topic = request.headers["apns-topic"],
+                let pushType = ["widgets", "controls"].first(where: { topic.hasSuffix(".push-type." + $0) })
+            else { return "BadTopic" }
+            guard let sentType = request.headers["apns-push-type"], ["widgets", "controls"].contains(sentType) else { return "InvalidPushType" }
+            guard sentType == pushType else { return "BadTopic" }
+            if pushType == "controls" {
+                guard request.headers["apns-priority"] == "10" else { return "BadPriority" }
+                guard request.headers["apns-expiration"] == "0" else { return "BadExpirationDate" }
+            }
             guard request.body == #"{"aps":{"content-changed":true}}"# else { return "BadPayload" }
             return nil
         }

@@ -136,7 +136,7 @@ struct RouterTierTests {
             #expect(await tier.door.budgets(instances).count == 2)
             #expect(await tier.door.pendingWaits(instances).count == 2)
             let app = try #require(try await tier.door.reader.app(bundle: try BundleID(RouterTier.bundle)))
-            guard case .active(let device) = try await tier.door.reader.pushDeviceStatus(app: app, token: try DeviceToken(RouterTier.token)) else {
+            guard case .active(let device, _) = try await tier.door.reader.pushDeviceStatus(app: app, token: try DeviceToken(RouterTier.token)) else {
                 Issue.record("the device is not active")
                 return
             }

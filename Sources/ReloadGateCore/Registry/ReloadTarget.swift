@@ -1,13 +1,22 @@
-/// Which widget instances a reload request concerns (DESIGN.md, Interfaces 3 and "Targeting").
+/// Which widget instances (or controls) a reload request concerns (DESIGN.md, Interfaces 3 and "Targeting").
 public struct ReloadTarget: Hashable, Sendable {
-    /// Only widgets of this kind (`reloadTimelines(ofKind:)`); `nil`: every kind (`reloadAllTimelines`).
+    /// Widgets (`reloadTimelines(ofKind:)`, `reloadAllTimelines()`) or controls (`reloadControls(ofKind:)`,
+    /// `reloadAllControls()`).
+    public var pushType: PushType
+    /// Only widgets (or controls) of this kind; `nil`: every kind.
     public var kind: String?
     /// Only widgets whose configuration has these values.
     public var match: [String: WidgetConfiguration.Value]
-    /// Only these devices; `nil`: every active device of the app.
+    /// Only these devices (for controls: these control tokens); `nil`: every active one of the app.
     public var devices: [DeviceToken]?
 
-    public init(kind: String? = nil, match: [String: WidgetConfiguration.Value] = [:], devices: [DeviceToken]? = nil) {
+    public init(
+        pushType: PushType = .widgets,
+        kind: String? = nil,
+        match: [String: WidgetConfiguration.Value] = [:],
+        devices: [DeviceToken]? = nil
+    ) {
+        self.pushType = pushType
         self.kind = kind
         self.match = match
         self.devices = devices

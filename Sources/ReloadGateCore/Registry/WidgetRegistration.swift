@@ -47,9 +47,7 @@ public struct RegistryLimits: Sendable, Hashable {
             if !ids.insert(widget.id).inserted {
                 return "widgets[\(index)].id '\(widget.id)' appears twice"
             }
-            let kindIsValid = !widget.kind.isEmpty && widget.kind.count <= identifierLength
-                && widget.kind.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
-            if !kindIsValid {
+            if !Self.isValidKind(widget.kind, limit: identifierLength) {
                 return "widgets[\(index)].kind must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
             }
             let size = widget.configuration.canonicalJSON.utf8.count

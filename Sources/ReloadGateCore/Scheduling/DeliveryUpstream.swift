@@ -1,9 +1,13 @@
-/// One widget push as it leaves the gateway: what an upstream needs to send it (DESIGN.md, Delivery).
+/// One widget (or control) push as it leaves the gateway: what an upstream needs to send it (DESIGN.md,
+/// Delivery).
 public struct OutgoingPush: Hashable, Sendable {
     /// The push's `apns-id` (lower-case UUID), kept across retries so Apple and logs can match them.
     public var apnsID: String
     public var bundle: BundleID
     public var deviceToken: DeviceToken
+    /// A device's widgets, or one control (`apns-push-type: controls`: always priority 10, and
+    /// `apns-expiration: 0`, now or never, at the moment it is sent).
+    public var pushType: PushType
     /// The widget ids the push reloads (WidgetKit reloads all push-enabled widgets of the app).
     public var widgetIDs: [String]
     /// The requests the push serves (the first 100 of each widget's pending reload).
@@ -19,6 +23,7 @@ public struct OutgoingPush: Hashable, Sendable {
         apnsID: String,
         bundle: BundleID,
         deviceToken: DeviceToken,
+        pushType: PushType = .widgets,
         widgetIDs: [String],
         requests: [RequestID],
         requestCount: Int? = nil,
@@ -29,6 +34,7 @@ public struct OutgoingPush: Hashable, Sendable {
         self.apnsID = apnsID
         self.bundle = bundle
         self.deviceToken = deviceToken
+        self.pushType = pushType
         self.widgetIDs = widgetIDs
         self.requests = requests
         self.requestCount = requestCount ?? requests.count
@@ -37,8 +43,8 @@ public struct OutgoingPush: Hashable, Sendable {
         self.releasedAt = releasedAt
     }
 
-    /// The APNs topic of the push: `<bundle>.push-type.widgets`.
-    public var topic: String { bundle.widgetsTopic }
+    /// The APNs topic of the push: `<bundle>.push-type.widgets` or `<bundle>.push-type.controls`.
+    public var topic: String { bundle.topic(for: pushType) }
 }
 
 /// What became of one attempt to send a push.

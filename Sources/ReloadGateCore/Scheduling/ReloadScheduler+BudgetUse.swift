@@ -4,6 +4,8 @@ public struct BudgetUse: Hashable, Sendable {
     /// The instances of one policy: a kind configured with its own (`scheduling.kinds`), or `nil` for the
     /// default policy that every other kind has.
     public struct Policy: Hashable, Sendable {
+        /// Widgets, or controls (whose policies are apart: `scheduling.controls`).
+        public var pushType: PushType
         public var kind: String?
         public var burst: Int
         public var dailyBudget: Int
@@ -17,6 +19,7 @@ public struct BudgetUse: Hashable, Sendable {
     /// One instance with few tokens.
     public struct Instance: Hashable, Sendable {
         public var instance: InstanceHandle
+        public var pushType: PushType
         public var kind: String?
         public var tokens: Int
         public var burst: Int
@@ -24,7 +27,8 @@ public struct BudgetUse: Hashable, Sendable {
         public var nextToken: Timestamp?
     }
 
-    /// The policies that have instances, the default policy first, then by kind.
+    /// The policies that have instances: widgets' default policy first, then widget kinds, then the
+    /// controls' default policy and control kinds.
     public var policies: [Policy]
     /// The instances with the fewest tokens, fewest first (then the one whose next token comes last).
     public var lowest: [Instance]
@@ -36,9 +40,11 @@ extension ReloadScheduler {
     public func budgetUse(at now: Timestamp, lowest count: Int) -> BudgetUse {
         var kinds = [String?](repeating: nil, count: policies.count)
         for (kind, index) in policyIndexByKind { kinds[Int(index)] = kind }
+        for (kind, index) in controlPolicyIndexByKind { kinds[Int(index)] = kind }
+        func pushType(_ index: Int) -> PushType { index >= Int(controlsDefaultPolicyIndex) ? .controls : .widgets }
         var totals = policies.indices.map { index in
             BudgetUse.Policy(
-                kind: kinds[index], burst: policies[index].burst, dailyBudget: policies[index].dailyBudget, instances: 0, tokens: 0, empty: 0
+                pushType: pushType(index), kind: kinds[index], burst: policies[index].burst, dailyBudget: policies[index].dailyBudget, instances: 0, tokens: 0, empty: 0
             )
         }
         var lowest: [BudgetUse.Instance] = []
@@ -55,7 +61,7 @@ extension ReloadScheduler {
             if tokens == 0 { totals[index].empty += 1 }
             guard count > 0 else { continue }
             let entry = BudgetUse.Instance(
-                instance: handle, kind: kinds[index], tokens: tokens, burst: policies[index].burst, nextToken: nextToken(of: i, holding: tokens)
+                instance: handle, pushType: pushType(index), kind: kinds[index], tokens: tokens, burst: policies[index].burst, nextToken: nextToken(of: i, holding: tokens)
             )
             // A short list kept sorted: most instances are full and never enter it.
             if lowest.count < count || ranksBefore(entry, lowest[lowest.count - 1]) {

@@ -46,6 +46,9 @@ public struct ReloadScheduler: Sendable {
     public let configuration: SchedulerConfiguration
     var policies: [SchedulingPolicy]
     var policyIndexByKind: [String: UInt16]
+    var controlPolicyIndexByKind: [String: UInt16]
+    /// The index of ``SchedulerConfiguration/controlsDefaultPolicy`` in `policies`.
+    let controlsDefaultPolicyIndex: UInt16
     var instances = InstanceTable()
     var firstInstanceOfDevice: [Int32] = []
     var pending = PendingTable()
@@ -66,15 +69,24 @@ public struct ReloadScheduler: Sendable {
             index[kind] = UInt16(policies.count)
             policies.append(policy)
         }
+        controlsDefaultPolicyIndex = UInt16(policies.count)
+        policies.append(configuration.controlsDefaultPolicy)
+        var controlIndex: [String: UInt16] = [:]
+        for (kind, policy) in configuration.controlPoliciesByKind.sorted(by: { $0.key < $1.key }) {
+            controlIndex[kind] = UInt16(policies.count)
+            policies.append(policy)
+        }
         self.policies = policies
         self.policyIndexByKind = index
+        self.controlPolicyIndexByKind = controlIndex
     }
 
     // MARK: Registry
 
-    /// Registers a widget instance of `device`, or updates its kind. The handle's budget and history are
-    /// kept when it is registered again.
-    public mutating func register(_ instance: InstanceHandle, device: DeviceHandle, kind: String) {
+    /// Registers a widget instance of `device` (or, with `pushType` `.controls`, the one control of a
+    /// control's token), or updates its kind. The handle's budget and history are kept when it is
+    /// registered again. The kind and push type choose the policy.
+    public mutating func register(_ instance: InstanceHandle, device: DeviceHandle, kind: String, pushType: PushType = .widgets) {
         let i = Int(instance.rawValue)
         precondition(i >= 0 && device.rawValue >= 0, "handles are non-negative")
         if i >= instances.count {
@@ -97,7 +109,11 @@ public struct ReloadScheduler: Sendable {
                 firstInstanceOfDevice[Int(device.rawValue)] = Int32(i)
             }
         }
-        instances[i].policy = policyIndexByKind[kind] ?? 0
+        instances[i].policy =
+            switch pushType {
+            case .widgets: policyIndexByKind[kind] ?? 0
+            case .controls: controlPolicyIndexByKind[kind] ?? controlsDefaultPolicyIndex
+            }
     }
 
     /// Removes an instance (its widget was removed, or its device unregistered).

@@ -21,19 +21,53 @@ public struct SchedulingPolicy: Hashable, Sendable {
 
     public init() {}
 
+    /// The default policy of controls (docs/DECISIONS.md, "Controls' default budget"): Apple publishes no
+    /// number for control pushes. A control shows a state that changed elsewhere (a door, a light, a
+    /// timer), so it may reload more often than a widget and sooner after its last reload: 96 a day (one
+    /// every 15 minutes on average) with a burst of 8, a minute apart at least. A control has no timeline
+    /// (nothing absorbs) and is alone on its token (nothing coalesces): both windows are 0.
+    public static let controlsDefault: SchedulingPolicy = {
+        var policy = SchedulingPolicy()
+        policy.dailyBudget = 96
+        policy.burst = 8
+        policy.minimumInterval = 60
+        policy.absorbWindow = 0
+        policy.coalescingWindow = 0
+        return policy
+    }()
+
     /// Milliseconds to refill one token.
     var emissionInterval: Int64 { 86_400_000 / Int64(max(dailyBudget, 1)) }
 }
 
-/// The default policy and the per-kind overrides.
+/// The default policy and the per-kind overrides, of widgets and of controls.
 public struct SchedulerConfiguration: Hashable, Sendable {
-    /// The policy of kinds without an override.
+    /// The policy of widget kinds without an override.
     public var defaultPolicy = SchedulingPolicy()
     /// Overrides by widget kind.
     public var policiesByKind: [String: SchedulingPolicy] = [:]
+    /// The policy of control kinds without an override.
+    public var controlsDefaultPolicy = SchedulingPolicy.controlsDefault
+    /// Overrides by control kind.
+    public var controlPoliciesByKind: [String: SchedulingPolicy] = [:]
 
-    public init(defaultPolicy: SchedulingPolicy = SchedulingPolicy(), policiesByKind: [String: SchedulingPolicy] = [:]) {
+    public init(
+        defaultPolicy: SchedulingPolicy = SchedulingPolicy(),
+        policiesByKind: [String: SchedulingPolicy] = [:],
+        controlsDefaultPolicy: SchedulingPolicy = .controlsDefault,
+        controlPoliciesByKind: [String: SchedulingPolicy] = [:]
+    ) {
         self.defaultPolicy = defaultPolicy
         self.policiesByKind = policiesByKind
+        self.controlsDefaultPolicy = controlsDefaultPolicy
+        self.controlPoliciesByKind = controlPoliciesByKind
+    }
+
+    /// The policy of an instance of `kind` reached by pushes of `pushType`.
+    public func policy(kind: String?, pushType: PushType = .widgets) -> SchedulingPolicy {
+        switch pushType {
+        case .widgets: kind.flatMap { policiesByKind[$0] } ?? defaultPolicy
+        case .controls: kind.flatMap { controlPoliciesByKind[$0] } ?? controlsDefaultPolicy
+        }
     }
 }

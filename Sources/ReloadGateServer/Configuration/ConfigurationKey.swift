@@ -126,7 +126,7 @@ public struct ConfigurationKey: Sendable {
         .choice("environment", "APNs environment of this gateway", \.environment, DeploymentEnvironment.allCases.map { ($0.rawValue, $0) }),
         .choice("log.level", "lowest log level written", \.log.level, Logger.Level.allCases.map { ($0.rawValue, $0) }),
         .choice("log.format", "log line format", \.log.format, GatewayConfiguration.Log.Format.allCases.map { ($0.rawValue, $0) }),
-    ] + SchedulingField.all.map(ConfigurationKey.scheduling)
+    ] + SchedulingField.all.map(ConfigurationKey.scheduling) + SchedulingField.all.map(ConfigurationKey.controlsScheduling)
 
     /// The key with this dotted name.
     public static func named(_ name: String) -> ConfigurationKey? {
@@ -145,6 +145,17 @@ extension ConfigurationKey {
     static func scheduling(_ field: SchedulingField) -> ConfigurationKey {
         ConfigurationKey(name: "scheduling." + field.name, summary: field.summary, expected: field.expected) { configuration, text in
             field.apply(text, to: &configuration.scheduling.defaultPolicy)
+        }
+    }
+
+    /// `scheduling.controls.<field>`: a number of the controls' default policy.
+    static func controlsScheduling(_ field: SchedulingField) -> ConfigurationKey {
+        ConfigurationKey(
+            name: "scheduling.controls." + field.name,
+            summary: "controls: " + field.summary,
+            expected: field.expected
+        ) { configuration, text in
+            field.apply(text, to: &configuration.scheduling.controlsDefaultPolicy)
         }
     }
 

@@ -56,12 +56,15 @@ extension GatewayConfiguration {
             let name = prefix + key
             let origin = ConfigurationError.Origin.file(path: source, line: keyNode.mark?.line)
             switch value {
-            case .mapping(let child) where name == "scheduling.kinds":
-                try apply(kinds: child, source: source)
-            case _ where name == "scheduling.kinds":
+            case .mapping(let child) where name == "scheduling.kinds" || name == "scheduling.controls.kinds":
+                try apply(kinds: child, controls: name == "scheduling.controls.kinds", source: source)
+            case _ where name == "scheduling.kinds" || name == "scheduling.controls.kinds":
                 // `kinds:` with every kind commented out is empty; anything else is the wrong shape.
                 if value.null != nil { continue }
-                throw .wrongShape(key: name, origin: origin, found: "a single value or list", expected: "a mapping of widget kinds")
+                throw .wrongShape(
+                    key: name, origin: origin, found: "a single value or list",
+                    expected: name == "scheduling.kinds" ? "a mapping of widget kinds" : "a mapping of control kinds"
+                )
             case .mapping(let child):
                 guard ConfigurationKey.isSection(name) else {
                     if ConfigurationKey.named(name) != nil {
@@ -92,18 +95,21 @@ extension GatewayConfiguration {
         }
     }
 
-    /// `scheduling.kinds`: a mapping of widget kinds to mappings of scheduling fields.
-    private mutating func apply(kinds: Node.Mapping, source: String) throws(ConfigurationError) {
+    /// `scheduling.kinds` (`scheduling.controls.kinds` when `controls`): a mapping of widget (control)
+    /// kinds to mappings of scheduling fields.
+    private mutating func apply(kinds: Node.Mapping, controls: Bool, source: String) throws(ConfigurationError) {
         for (kindNode, value) in kinds {
             let origin = ConfigurationError.Origin.file(path: source, line: kindNode.mark?.line)
             guard let kind = kindNode.string, !kind.isEmpty else {
-                throw .malformedFile(path: source, reason: "line \(kindNode.mark?.line ?? 0): a widget kind must be a word")
+                throw .malformedFile(
+                    path: source, reason: "line \(kindNode.mark?.line ?? 0): a \(controls ? "control" : "widget") kind must be a word"
+                )
             }
-            let prefix = "scheduling.kinds.\(kind)"
+            let prefix = controls ? "scheduling.controls.kinds.\(kind)" : "scheduling.kinds.\(kind)"
             guard case .mapping(let fields) = value else {
                 throw .wrongShape(key: prefix, origin: origin, found: "a single value", expected: "a mapping of scheduling fields")
             }
-            var overrides = scheduling.kindOverrides[kind] ?? [:]
+            var overrides = (controls ? scheduling.controlKindOverrides[kind] : scheduling.kindOverrides[kind]) ?? [:]
             for (fieldNode, fieldValue) in fields {
                 let fieldOrigin = ConfigurationError.Origin.file(path: source, line: fieldNode.mark?.line)
                 let fieldName = fieldNode.string ?? ""
@@ -119,7 +125,11 @@ extension GatewayConfiguration {
                 }
                 overrides[field.name] = scalar.string
             }
-            scheduling.kindOverrides[kind] = overrides
+            if controls {
+                scheduling.controlKindOverrides[kind] = overrides
+            } else {
+                scheduling.kindOverrides[kind] = overrides
+            }
         }
     }
 

@@ -157,15 +157,22 @@ public struct GatewayConfiguration: Sendable, Equatable {
         /// Per kind, the fields set for it (`scheduling.kinds.<kind>.<field>`), as text already checked.
         /// Unset fields follow ``defaultPolicy``, whatever order the keys were given in.
         public var kindOverrides: [String: [String: String]] = [:]
+        /// The policy of every control kind, unless overridden (`scheduling.controls.<field>`).
+        public var controlsDefaultPolicy = SchedulingPolicy.controlsDefault
+        /// Per control kind, the fields set for it (`scheduling.controls.kinds.<kind>.<field>`); unset
+        /// fields follow ``controlsDefaultPolicy``.
+        public var controlKindOverrides: [String: [String: String]] = [:]
 
         public init() {}
 
         /// Sets one field from `FIELD=VALUE` (every kind) or `KIND.FIELD=VALUE` (one kind), as
-        /// `reloadgate simulate --set` takes it. `daily` and `interval` stand for `dailyBudget` and
+        /// `reloadgate simulate --set` takes it; with the prefix `control:` (`control:FIELD=VALUE`,
+        /// `control:KIND.FIELD=VALUE`) for controls. `daily` and `interval` stand for `dailyBudget` and
         /// `minimumInterval`. Returns what is wrong, or `nil` when it was set.
         public mutating func set(_ assignment: String) -> String? {
             guard let equals = assignment.firstIndex(of: "=") else { return "\(assignment): expected FIELD=VALUE or KIND.FIELD=VALUE" }
-            let key = assignment[..<equals]
+            let controls = assignment.hasPrefix("control:")
+            let key = assignment[(controls ? assignment.index(assignment.startIndex, offsetBy: 8) : assignment.startIndex)..<equals]
             let value = String(assignment[assignment.index(after: equals)...])
             var kind: String?
             var name = String(key)
@@ -182,7 +189,13 @@ public struct GatewayConfiguration: Sendable, Equatable {
                 guard !kind.isEmpty else { return "\(assignment): the kind is empty" }
                 var probe = defaultPolicy
                 guard field.apply(value, to: &probe) else { return "\(assignment): \(name) must be \(field.expected)" }
-                kindOverrides[kind, default: [:]][name] = value
+                if controls {
+                    controlKindOverrides[kind, default: [:]][name] = value
+                } else {
+                    kindOverrides[kind, default: [:]][name] = value
+                }
+            } else if controls {
+                guard field.apply(value, to: &controlsDefaultPolicy) else { return "\(assignment): \(name) must be \(field.expected)" }
             } else {
                 guard field.apply(value, to: &defaultPolicy) else { return "\(assignment): \(name) must be \(field.expected)" }
             }
@@ -197,7 +210,16 @@ public struct GatewayConfiguration: Sendable, Equatable {
                 for (name, text) in fields { _ = SchedulingField.named(name)?.apply(text, to: &policy) }
                 byKind[kind] = policy
             }
-            return SchedulerConfiguration(defaultPolicy: defaultPolicy, policiesByKind: byKind)
+            var byControlKind: [String: SchedulingPolicy] = [:]
+            for (kind, fields) in controlKindOverrides {
+                var policy = controlsDefaultPolicy
+                for (name, text) in fields { _ = SchedulingField.named(name)?.apply(text, to: &policy) }
+                byControlKind[kind] = policy
+            }
+            return SchedulerConfiguration(
+                defaultPolicy: defaultPolicy, policiesByKind: byKind,
+                controlsDefaultPolicy: controlsDefaultPolicy, controlPoliciesByKind: byControlKind
+            )
         }
     }
 

@@ -1,7 +1,8 @@
 import ReloadGateCore
 
-/// One number of the scheduling rules, settable as `scheduling.<name>` (every kind) and as
-/// `scheduling.kinds.<kind>.<name>` (one widget kind, YAML file only).
+/// One number of the scheduling rules, settable as `scheduling.<name>` (every widget kind) and as
+/// `scheduling.kinds.<kind>.<name>` (one widget kind, YAML file only); for controls as
+/// `scheduling.controls.<name>` and `scheduling.controls.kinds.<kind>.<name>`.
 struct SchedulingField: Sendable {
     /// The key's last part, e.g. `dailyBudget`.
     let name: String
@@ -19,7 +20,7 @@ struct SchedulingField: Sendable {
     }
 
     static let all: [SchedulingField] = [
-        .init(name: "dailyBudget", summary: "budget tokens a widget instance gets per 24 h (rule 1)", range: 1...10_000) {
+        .init(name: "dailyBudget", summary: "budget tokens an instance gets per 24 h (rule 1)", range: 1...10_000) {
             $0.dailyBudget = $1
         },
         .init(name: "burst", summary: "budget bucket capacity (rule 1)", range: 1...1000) { $0.burst = $1 },

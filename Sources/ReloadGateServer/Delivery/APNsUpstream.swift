@@ -120,12 +120,15 @@ final class APNsUpstream: DeliveryUpstream {
         var headers: [(String, String)] = [
             ("authorization", authorization),
             ("apns-topic", push.topic),
-            ("apns-push-type", "widgets"),
+            ("apns-push-type", push.pushType.rawValue),
             ("apns-id", push.apnsID),
             ("apns-priority", String(push.priority.rawValue)),
             ("content-type", "application/json"),
         ]
-        if let expiration = push.expiration {
+        if push.pushType == .controls {
+            // Apple's contract for controls: now or never.
+            headers.append(("apns-expiration", "0"))
+        } else if let expiration = push.expiration {
             headers.append(("apns-expiration", String(max(0, expiration.milliseconds / 1000))))
         }
         return headers

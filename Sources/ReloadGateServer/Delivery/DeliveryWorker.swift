@@ -276,15 +276,19 @@ struct DeliveryWorker: Sendable {
             finish(delivery, .failed, error: "expired before it could be sent", outcome: outcome)
             return .finished(outcome)
         }
+        // A control's push goes now or never, at priority 10, whatever the requests asked (Apple's
+        // contract for `controls`): its expiration is the moment it is sent, each attempt anew.
+        let isControl = address.pushType == .controls
         return .push(OutgoingPush(
             apnsID: delivery.apnsID,
             bundle: address.bundle,
             deviceToken: address.token,
+            pushType: address.pushType,
             widgetIDs: address.widgetIDs,
             requests: delivery.requests,
             requestCount: delivery.requestCount,
-            priority: delivery.priority,
-            expiration: delivery.expiration,
+            priority: isControl ? .high : delivery.priority,
+            expiration: isControl ? Timestamp(now()) : delivery.expiration,
             releasedAt: delivery.released
         ))
     }

@@ -158,7 +158,7 @@ public actor OutboxUpstream: DeliveryUpstream {
         }
         for push in pushes {
             logger.info(
-                "outbox: widget push",
+                push.pushType == .controls ? "outbox: control push" : "outbox: widget push",
                 metadata: [
                     "apns-id": "\(push.apnsID)", "device": "\(push.deviceToken.shortened)", "bundle": "\(push.bundle)",
                     "widgets": "\(push.widgetIDs.count)", "request-count": "\(push.requestCount)",
@@ -181,6 +181,7 @@ public actor OutboxUpstream: DeliveryUpstream {
             ("deviceToken", JSONText.quoted(push.deviceToken.hex)),
             ("expiration", push.expiration.map { JSONText.quoted(time($0)) } ?? "null"),
             ("priority", String(push.priority.rawValue)),
+            ("pushType", JSONText.quoted(push.pushType.rawValue)),
             ("requestCount", String(push.requestCount)),
             ("requests", "[" + push.requests.map(String.init).joined(separator: ",") + "]"),
             ("topic", JSONText.quoted(push.topic)),

@@ -90,9 +90,15 @@ final class GatewayDoor: Sendable {
 
     /// Adopts a device by its first push (`ingress.unknownDevices: adopt`): written, registered with the
     /// scheduler, forgotten by the push path's cache; then `then` gets the device's id (on the commit loop).
-    func adopt(app: App, token: DeviceToken, received: Date, then: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
+    func adopt(
+        app: App,
+        token: DeviceToken,
+        pushType: PushType,
+        received: Date,
+        then: @escaping @Sendable (Result<Int64, any Error>) -> Void
+    ) {
         let devices = pushDevices
-        engine.enqueue(SchedulerEngine.Adoption(app: app, token: token, received: received) { result in
+        engine.enqueue(SchedulerEngine.Adoption(app: app, token: token, pushType: pushType, received: received) { result in
             if case .success = result { devices.invalidate() }
             then(result)
         })

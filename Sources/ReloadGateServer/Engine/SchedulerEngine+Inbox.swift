@@ -115,7 +115,7 @@ extension SchedulerEngine {
         for instance in registered {
             guard let handle = Self.handle(instance.instance) else { continue }
             let known = scheduler.isRegistered(handle)
-            scheduler.register(handle, device: deviceHandle, kind: instance.kind)
+            scheduler.register(handle, device: deviceHandle, kind: instance.kind, pushType: instance.pushType)
             if !known || scheduler.snapshot(of: handle)?.plannedReload != instance.plannedReload {
                 scheduler.setPlannedReload(handle, instance.plannedReload)
             }

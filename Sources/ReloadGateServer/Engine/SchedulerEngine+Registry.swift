@@ -36,7 +36,7 @@ extension SchedulerEngine {
         let dropped = drop(removed.compactMap(Self.handle), reason: .removedFromRegistry)
         if let device = Self.deviceHandle(registration.device) {
             for (id, widget) in registration.instances {
-                if let handle = Self.handle(id) { scheduler.register(handle, device: device, kind: widget.kind) }
+                if let handle = Self.handle(id) { scheduler.register(handle, device: device, kind: widget.kind, pushType: registration.pushType) }
             }
         }
         return dropped > 0

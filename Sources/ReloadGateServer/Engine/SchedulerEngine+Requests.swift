@@ -54,10 +54,12 @@ extension SchedulerEngine {
             case .adoption(let adoption):
                 // Rare (once per new token): written here, on the commit loop, in its own transaction.
                 do {
-                    let adopted = try await store.adoptDevice(app: adoption.app, token: adoption.token, now: adoption.received)
+                    let adopted = try await store.adoptDevice(
+                        app: adoption.app, token: adoption.token, pushType: adoption.pushType, now: adoption.received
+                    )
                     if isLocal(device: adopted.device) {
                         if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
-                            scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget)
+                            scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget, pushType: adoption.pushType)
                         }
                     } else {
                         // Another gateway schedules the new device: it learns of it from its inbox, ahead of

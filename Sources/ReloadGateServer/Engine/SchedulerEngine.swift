@@ -44,6 +44,8 @@ actor SchedulerEngine {
     struct Adoption: Sendable {
         var app: App
         var token: DeviceToken
+        /// A device's widgets, or a control.
+        var pushType: PushType
         var received: Date
         var then: @Sendable (Result<Int64, any Error>) -> Void
     }

@@ -110,10 +110,6 @@ final class PushIngress: Sendable {
         do throws(APNsFailure) {
             let token = try PushHeaders.deviceTokenText(method: head.method, path: head.path)
             let checked = try PushHeaders(head.headers, certificateTopics: certificate?.topics)
-            // (Issue 29, under way: controls are parsed, not yet registered, scheduled or delivered.)
-            guard checked.pushType == .widgets else {
-                throw APNsFailure(.invalidPushType, detail: "controls pushes are not supported yet")
-            }
             headers = checked
             let bundle = checked.bundle
             let team: String
@@ -201,7 +197,7 @@ final class PushIngress: Sendable {
                 if let entry = devices.entry(app: app.id, token: token.hex),
                     !Self.needsTargetRead(payload, entry: entry)
                 {
-                    let status = try admit(entry.status, token: token)
+                    let status = try admit(entry.status, token: token, pushType: head.headers.pushType)
                     return submit(
                         head, app: app, payload: payload, token: token, status: status, targets: entry.allTargets,
                         summary: String(decoding: Array(body), as: UTF8.self), received: received, respond: respond
@@ -248,14 +244,14 @@ final class PushIngress: Sendable {
                 let generation = devices.generation
                 let read = try await store.pushDeviceStatus(app: app, token: token)
                 entry = PushDeviceCache.Entry(status: read, allTargets: [])
-                if case .active(let device) = read {
+                if case .active(let device, _) = read {
                     entry.allTargets = try await store.pushTargets(device: device, kind: nil, match: [:])
                 }
                 if case .unknown = read {} else { devices.store(entry, app: app.id, token: token.hex, generation: generation) }
             }
-            let status = try admit(entry.status, token: token)
+            let status = try admit(entry.status, token: token, pushType: head.headers.pushType)
             var targets = entry.allTargets
-            if case .active(let device) = status, Self.needsTargetRead(payload, entry: entry) {
+            if case .active(let device, _) = status, Self.needsTargetRead(payload, entry: entry) {
                 targets = try await store.pushTargets(device: device, kind: payload.kind, match: payload.match)
             }
             submit(
@@ -290,10 +286,13 @@ final class PushIngress: Sendable {
         return payload.kind != nil || !payload.match.isEmpty || entry.allTargets.isEmpty
     }
 
-    /// The device's status as an answer: 410 for a retired token, 400 for another app's, the unknown
-    /// device policy, then the per-token guard.
-    private func admit(_ found: PushDeviceStatus, token: DeviceToken) throws(APNsFailure) -> PushDeviceStatus {
+    /// The device's status as an answer: 410 for a retired token, 400 for another app's or for a token of
+    /// the other push type (a device's token in a controls push, a control's in a widgets push: its topic
+    /// is not the token's, as Apple answers), the unknown device policy, then the per-token guard.
+    private func admit(_ found: PushDeviceStatus, token: DeviceToken, pushType: PushType) throws(APNsFailure) -> PushDeviceStatus {
         switch found {
+        case .active(_, let registered) where registered != pushType:
+            throw APNsFailure(.deviceTokenNotForTopic, detail: "the token is registered for \(registered) pushes")
         case .active, .unknown: break
         case .unregistered(let since):
             throw APNsFailure(.unregistered, timestamp: Timestamp(since).milliseconds)
@@ -364,13 +363,13 @@ final class PushIngress: Sendable {
         }
 
         switch status {
-        case .active(let device):
+        case .active(let device, _):
             enqueue(device, known)
         default:
             // Adopting writes the device (rare: once per new token): the door's commit loop does it, not
             // the event loop; the push is submitted once the device is there. An adopted device has one
             // implicit instance, which every push targets.
-            door.adopt(app: app, token: token, received: received) { [logger, store] result in
+            door.adopt(app: app, token: token, pushType: head.headers.pushType, received: received) { [logger, store] result in
                 switch result {
                 case .success(let device):
                     Task {
@@ -381,6 +380,11 @@ final class PushIngress: Sendable {
                             respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
                         }
                     }
+                case .failure(RegistryError.otherPushType(_, let registered)):
+                    // A push of the other type adopted the token a moment before.
+                    respond(PushResponse(
+                        APNsFailure(.deviceTokenNotForTopic, detail: "the token is registered for \(registered) pushes"), apnsID: head.apnsID
+                    ))
                 case .failure(let error):
                     logger.error("cannot adopt a device", metadata: ["device": "\(token.shortened)", "error": "\(error)"])
                     let reason: APNsReason =

@@ -23,6 +23,12 @@ struct RegistryRoutes {
         apps.delete("devices/:token") { request, context in
             try await respond(request, context) { try await deleteDevice(request, context) }
         }
+        apps.put("controls/:token") { request, context in
+            try await respond(request, context) { try await putControl(request, context) }
+        }
+        apps.delete("controls/:token") { request, context in
+            try await respond(request, context) { try await deleteDevice(request, context, pushType: .controls) }
+        }
         apps.put("devices/:token/widgets/:widget/timeline") { request, context in
             try await respond(request, context) { try await putTimeline(request, context) }
         }
@@ -46,11 +52,13 @@ struct RegistryRoutes {
                 switch error {
                 case .deviceNotFound, .widgetNotFound: .notFound
                 case .deviceUnregistered: .gone
+                case .otherPushType: .conflict
                 }
             let code =
                 switch error {
                 case .deviceNotFound, .widgetNotFound: "not-found"
                 case .deviceUnregistered: "unregistered"
+                case .otherPushType: "other-push-type"
                 }
             return APIError(status: status, code: code, message: error.description).response
         } catch {
@@ -104,9 +112,32 @@ struct RegistryRoutes {
         )
     }
 
-    private func deleteDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
+    /// `PUT .../controls/<token>`: one control's token, kind and configuration.
+    private func putControl(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let app = try await authenticate(request, context)
-        _ = try await door.execute(DeleteDevice(app: app, token: try token(context)))
+        let token = try token(context)
+        let body = try ControlRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
+        if let environment = body.environment, environment != app.environment.rawValue {
+            throw APIError.invalidField("environment is \(environment) but \(app.bundle) is registered for \(app.environment)")
+        }
+        let registration = try await door.execute(
+            PutControl(app: app, token: token, control: body.control, previousToken: body.previousToken)
+        )
+        let instance = registration.instances.first?.id ?? 0
+        let text = #"{"control":"\#(token.hex)","instance":\#(instance),"kind":\#(JSONText.quoted(body.control.kind)),"#
+            + #""retiredPreviousToken":\#(registration.retired != nil)}"#
+        return Response(
+            status: .ok,
+            headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: text))
+        )
+    }
+
+    /// `DELETE .../devices/<token>` or `.../controls/<token>` (`pushType`): a token of the other type is
+    /// refused (409), so that a path never removes what it does not name.
+    private func deleteDevice(_ request: Request, _ context: some RequestContext, pushType: PushType = .widgets) async throws -> Response {
+        let app = try await authenticate(request, context)
+        _ = try await door.execute(DeleteDevice(app: app, token: try token(context), pushType: pushType))
         return Response(status: .noContent)
     }
 

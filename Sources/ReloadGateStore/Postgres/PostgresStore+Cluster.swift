@@ -83,16 +83,19 @@ extension PostgresStore: ClusterStore {
         try await registeredInstances(where: "device.active AND widget.deviceId = \(device)")
     }
 
-    private func registeredInstances(where condition: String) async throws -> [RegisteredInstance] {
+    /// The instances of active devices that `condition` selects (SQL over `widget` and `device`), in
+    /// instance order.
+    func registeredInstances(where condition: String) async throws -> [RegisteredInstance] {
         try await rows(
             PostgresQuery(unsafeSQL: """
-                SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload
+                SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload, device.pushType
                 FROM widget JOIN device ON device.id = widget.deviceId LEFT JOIN timeline ON timeline.widgetId = widget.id
                 WHERE \(condition) ORDER BY widget.id
                 """), deadline: Self.readDeadline).map { row in
-            let (instance, device, kind, planned) = try row.decode((Int64, Int64, String, Int64?).self)
+            let (instance, device, kind, planned, pushType) = try row.decode((Int64, Int64, String, Int64?, String).self)
             return RegisteredInstance(
-                instance: instance, device: device, kind: kind, plannedReload: planned.map(Timestamp.init(milliseconds:))
+                instance: instance, device: device, kind: kind, pushType: PushType(rawValue: pushType) ?? .widgets,
+                plannedReload: planned.map(Timestamp.init(milliseconds:))
             )
         }
     }

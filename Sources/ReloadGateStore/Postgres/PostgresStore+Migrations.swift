@@ -184,6 +184,14 @@ extension PostgresStore {
                 "CREATE TABLE gateway_fence (gateway text PRIMARY KEY, generation bigint NOT NULL DEFAULT 1)",
             ]
         ),
+        (
+            "pg6-push-types",
+            [
+                // A token reloads the widgets of an app on a device, or one control (the SQLite store's
+                // `v16-push-types`): a control's token is a device of push type `controls` with one instance.
+                "ALTER TABLE device ADD COLUMN pushType text NOT NULL DEFAULT 'widgets'",
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

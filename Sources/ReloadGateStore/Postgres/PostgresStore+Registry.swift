@@ -17,7 +17,23 @@ extension PostgresStore {
     ) async throws -> DeviceRegistration {
         let logger = logger
         return try await transaction { connection in
-            try await Self.putDevice(connection, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now, logger: logger)
+            try await Self.putDevice(
+                connection, app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init),
+                previousToken: previousToken, now: now, logger: logger
+            )
+        }
+    }
+
+    /// Registers a control's token (``SQLiteStore/putControl(app:token:control:previousToken:now:)``).
+    public func putControl(app: App, token: DeviceToken, control: ControlRegistration, previousToken: DeviceToken?, now: Date) async throws
+        -> DeviceRegistration
+    {
+        let logger = logger
+        return try await transaction { connection in
+            try await Self.putDevice(
+                connection, app: app, token: token, pushType: .controls, instances: [InstanceRegistration(control)],
+                previousToken: previousToken, now: now, logger: logger
+            )
         }
     }
 
@@ -35,7 +51,17 @@ extension PostgresStore {
                     switch write {
                     case .putDevice(let app, let token, let widgets, let previousToken):
                         results.append(.success(.device(
-                            try await Self.putDevice(connection, app: app, token: token, widgets: widgets, previousToken: previousToken, now: now, logger: logger)
+                            try await Self.putDevice(
+                                connection, app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init),
+                                previousToken: previousToken, now: now, logger: logger
+                            )
+                        )))
+                    case .putControl(let app, let token, let control, let previousToken):
+                        results.append(.success(.device(
+                            try await Self.putDevice(
+                                connection, app: app, token: token, pushType: .controls, instances: [InstanceRegistration(control)],
+                                previousToken: previousToken, now: now, logger: logger
+                            )
                         )))
                     case .putTimeline(let app, let token, let widgetID, let timeline):
                         results.append(.success(.timeline(
@@ -54,16 +80,24 @@ extension PostgresStore {
         _ connection: PostgresConnection,
         app: App,
         token: DeviceToken,
-        widgets: [WidgetRegistration],
+        pushType: PushType,
+        instances widgets: [InstanceRegistration],
         previousToken: DeviceToken?,
         now: Date,
         logger: Logger
     ) async throws -> DeviceRegistration {
         let time = now.storedMilliseconds
+        // Refusals first, before any change (writeRegistry relies on it).
+        if let current = try await Self.device(connection, app: app, token: token, logger: logger), current.pushType != pushType {
+            throw RegistryError.otherPushType(token, registered: current.pushType)
+        }
+        var previous: (id: Int64, active: Bool, unregisteredAt: Date?, pushType: PushType)?
+        if let previousToken {
+            previous = try await Self.device(connection, app: app, token: previousToken, logger: logger)
+            if let previous, previous.pushType != pushType { throw RegistryError.otherPushType(previousToken, registered: previous.pushType) }
+        }
         var retired: (device: Int64, instances: [Int64])?
-        if let previousToken, previousToken != token,
-            let old = try await Self.device(connection, app: app, token: previousToken, logger: logger), old.active
-        {
+        if let previousToken, previousToken != token, let old = previous, old.active {
             let instances = try await connection.rows(
                 "DELETE FROM widget WHERE deviceId = \(old.id) RETURNING id", logger: logger
             ).map { try $0.decode(Int64.self) }.sorted()
@@ -74,7 +108,7 @@ extension PostgresStore {
         }
         let device = try await connection.rows(
             """
-            INSERT INTO device (appId, token, active, registeredAt) VALUES (\(app.id), \(token.hex), true, \(time))
+            INSERT INTO device (appId, token, active, registeredAt, pushType) VALUES (\(app.id), \(token.hex), true, \(time), \(pushType.rawValue))
             ON CONFLICT (appId, token) DO UPDATE SET active = true, registeredAt = excluded.registeredAt, unregisteredAt = NULL
             RETURNING id
             """,
@@ -90,13 +124,13 @@ extension PostgresStore {
         if !removed.isEmpty {
             _ = try await connection.rows("DELETE FROM widget WHERE id = ANY(\(removed))", logger: logger)
         }
-        var instances: [(id: Int64, widget: WidgetRegistration)] = []
+        var instances: [(id: Int64, widget: InstanceRegistration)] = []
         for widget in widgets {
             let configuration = widget.configuration.canonicalJSON
             if let id = existing[widget.id] {
                 _ = try await connection.rows(
                     """
-                    UPDATE widget SET kind = \(widget.kind), family = \(widget.family.rawValue),
+                    UPDATE widget SET kind = \(widget.kind), family = \(widget.family),
                         configuration = \(configuration), pushEnabled = \(widget.pushEnabled) WHERE id = \(id)
                     """,
                     logger: logger
@@ -106,7 +140,7 @@ extension PostgresStore {
                 let id = try await connection.rows(
                     """
                     INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
-                    VALUES (\(device), \(widget.id), \(widget.kind), \(widget.family.rawValue), \(configuration), \(widget.pushEnabled))
+                    VALUES (\(device), \(widget.id), \(widget.kind), \(widget.family), \(configuration), \(widget.pushEnabled))
                     RETURNING id
                     """,
                     logger: logger
@@ -114,15 +148,16 @@ extension PostgresStore {
                 instances.append((id, widget))
             }
         }
-        return DeviceRegistration(device: device, instances: instances, removedInstances: removed, retired: retired)
+        return DeviceRegistration(device: device, pushType: pushType, instances: instances, removedInstances: removed, retired: retired)
     }
 
     /// Removes a device and its widgets. - Returns: the device id and its removed instance ids.
-    public func deleteDevice(app: App, token: DeviceToken) async throws -> (device: Int64, instances: [Int64]) {
+    public func deleteDevice(app: App, token: DeviceToken, pushType: PushType? = nil) async throws -> (device: Int64, instances: [Int64]) {
         try await transaction { connection in
             guard let device = try await Self.device(connection, app: app, token: token, logger: self.logger) else {
                 throw RegistryError.deviceNotFound(token)
             }
+            if let pushType, device.pushType != pushType { throw RegistryError.otherPushType(token, registered: device.pushType) }
             let instances = try await connection.rows(
                 "SELECT id FROM widget WHERE deviceId = \(device.id) ORDER BY id", logger: self.logger
             ).map { try $0.decode(Int64.self) }
@@ -150,6 +185,8 @@ extension PostgresStore {
             throw RegistryError.deviceNotFound(token)
         }
         guard device.active else { throw RegistryError.deviceUnregistered(token) }
+        // A control has no timeline.
+        guard device.pushType == .widgets else { throw RegistryError.otherPushType(token, registered: device.pushType) }
         guard let instance = try await connection.rows(
             "SELECT id FROM widget WHERE deviceId = \(device.id) AND widgetID = \(widgetID)", logger: logger
         ).first?.decode(Int64.self) else { throw RegistryError.widgetNotFound(token, widgetID) }
@@ -189,13 +226,13 @@ extension PostgresStore {
     }
 
     private static func device(_ connection: PostgresConnection, app: App, token: DeviceToken, logger: Logger) async throws
-        -> (id: Int64, active: Bool, unregisteredAt: Date?)?
+        -> (id: Int64, active: Bool, unregisteredAt: Date?, pushType: PushType)?
     {
         guard let row = try await connection.rows(
-            "SELECT id, active, unregisteredAt FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: logger
+            "SELECT id, active, unregisteredAt, pushType FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: logger
         ).first else { return nil }
-        let (id, active, unregistered) = try row.decode((Int64, Bool, Int64?).self)
-        return (id, active, unregistered.map(Date.init(storedMilliseconds:)))
+        let (id, active, unregistered, pushType) = try row.decode((Int64, Bool, Int64?, String).self)
+        return (id, active, unregistered.map(Date.init(storedMilliseconds:)), PushType(rawValue: pushType) ?? .widgets)
     }
 
     // MARK: Targeting
@@ -205,9 +242,10 @@ extension PostgresStore {
     public func targetInstances(app: App, target: ReloadTarget) async throws -> [(instance: Int64, device: Int64)] {
         var bindings = PostgresBindings()
         bindings.append(app.id)
+        bindings.append(target.pushType.rawValue)
         var sql = """
             SELECT widget.id, widget.deviceId FROM widget JOIN device ON device.id = widget.deviceId
-            WHERE device.appId = $1 AND device.active AND widget.pushEnabled
+            WHERE device.appId = $1 AND device.active AND device.pushType = $2 AND widget.pushEnabled
             """
         if let kind = target.kind {
             bindings.append(kind)
@@ -247,11 +285,11 @@ extension PostgresStore {
 
     /// The status of `token` for `app`.
     public func pushDeviceStatus(app: App, token: DeviceToken) async throws -> PushDeviceStatus {
-        let rows = try await rows("SELECT id, appId, active, unregisteredAt FROM device WHERE token = \(token.hex)").map {
-            try $0.decode((Int64, Int64, Bool, Int64?).self)
+        let rows = try await rows("SELECT id, appId, active, unregisteredAt, pushType FROM device WHERE token = \(token.hex)").map {
+            try $0.decode((Int64, Int64, Bool, Int64?, String).self)
         }
         guard let own = rows.first(where: { $0.1 == app.id }) else { return rows.isEmpty ? .unknown : .otherApp }
-        if own.2 { return .active(device: own.0) }
+        if own.2 { return .active(device: own.0, pushType: PushType(rawValue: own.4) ?? .widgets) }
         return .unregistered(since: Date(storedMilliseconds: own.3 ?? 0))
     }
 
@@ -261,7 +299,7 @@ extension PostgresStore {
         var bindings = PostgresBindings()
         bindings.append(device)
         bindings.append(SQLiteStore.implicitWidget)
-        var sql = "SELECT widget.id FROM widget WHERE widget.deviceId = $1 AND widget.pushEnabled AND (widget.widgetID = $2 OR (true"
+        var sql = "SELECT widget.id FROM widget WHERE widget.deviceId = $1 AND widget.pushEnabled AND (widget.kind = $2 OR (true"
         if let kind {
             bindings.append(kind)
             sql += " AND widget.kind = $\(bindings.count)"
@@ -270,25 +308,32 @@ extension PostgresStore {
         return try await rows(PostgresQuery(unsafeSQL: sql, binds: bindings)).map { try $0.decode(Int64.self) }
     }
 
-    /// Adopts a token never registered (one implicit widget instance of kind `*`).
+    /// Adopts a token never registered (one implicit instance of kind `*`:
+    /// ``SQLiteStore/adoptDevice(app:token:pushType:now:)``).
     /// - Returns: the device id and the instance id (an existing device's, if another push adopted it first).
-    public func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64) {
-        let implicit = SQLiteStore.implicitWidget
+    public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) async throws -> (device: Int64, instance: Int64) {
+        let (implicit, family) = SQLiteStore.implicitInstance(pushType)
+        let kind = SQLiteStore.implicitWidget
         return try await transaction { connection in
             _ = try await connection.rows(
                 """
-                INSERT INTO device (appId, token, active, registeredAt) VALUES (\(app.id), \(token.hex), true, \(now.storedMilliseconds))
+                INSERT INTO device (appId, token, active, registeredAt, pushType)
+                VALUES (\(app.id), \(token.hex), true, \(now.storedMilliseconds), \(pushType.rawValue))
                 ON CONFLICT (appId, token) DO NOTHING
                 """,
                 logger: self.logger
             )
-            let device = try await connection.rows(
-                "SELECT id FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: self.logger
-            ).first!.decode(Int64.self)
+            let (device, registered) = try await connection.rows(
+                "SELECT id, pushType FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: self.logger
+            ).first!.decode((Int64, String).self)
+            // Another push (of the other type) adopted it first, or the app registered it meanwhile.
+            if let registered = PushType(rawValue: registered), registered != pushType {
+                throw RegistryError.otherPushType(token, registered: registered)
+            }
             _ = try await connection.rows(
                 """
                 INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
-                VALUES (\(device), \(implicit), \(implicit), \(implicit), '{}', true) ON CONFLICT (deviceId, widgetID) DO NOTHING
+                VALUES (\(device), \(implicit), \(kind), \(family), '{}', true) ON CONFLICT (deviceId, widgetID) DO NOTHING
                 """,
                 logger: self.logger
             )
@@ -315,18 +360,7 @@ extension PostgresStore {
 
     /// Every widget instance of an active device, ordered by instance id.
     public func registeredInstances() async throws -> [RegisteredInstance] {
-        try await rows(
-            """
-            SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload
-            FROM widget JOIN device ON device.id = widget.deviceId LEFT JOIN timeline ON timeline.widgetId = widget.id
-            WHERE device.active ORDER BY widget.id
-            """
-        ).map { row in
-            let (instance, device, kind, planned) = try row.decode((Int64, Int64, String, Int64?).self)
-            return RegisteredInstance(
-                instance: instance, device: device, kind: kind, plannedReload: planned.map(Timestamp.init(milliseconds:))
-            )
-        }
+        try await registeredInstances(where: "device.active")
     }
 
     /// The address of a delivery to `device`: `nil` when the device is gone or unregistered.
@@ -337,15 +371,18 @@ extension PostgresStore {
     /// The addresses of many deliveries, in two queries.
     public func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?] {
         let ids = Array(Set(deliveries.map(\.device)))
-        var addresses: [Int64: (bundle: BundleID, token: DeviceToken)] = [:]
+        var addresses: [Int64: (bundle: BundleID, token: DeviceToken, pushType: PushType)] = [:]
         for row in try await rows(
-            "SELECT device.id, app.bundle, device.token FROM device JOIN app ON app.id = device.appId WHERE device.id = ANY(\(ids)) AND device.active"
+            """
+            SELECT device.id, app.bundle, device.token, device.pushType FROM device JOIN app ON app.id = device.appId
+            WHERE device.id = ANY(\(ids)) AND device.active
+            """
         ) {
-            let (id, bundleText, tokenText) = try row.decode((Int64, String, String).self)
+            let (id, bundleText, tokenText, pushType) = try row.decode((Int64, String, String, String).self)
             guard let bundle = try? BundleID(bundleText), let token = try? DeviceToken(tokenText) else {
                 throw StoreError.corrupt(reason: "device \(id) has an invalid bundle or token")
             }
-            addresses[id] = (bundle, token)
+            addresses[id] = (bundle, token, PushType(rawValue: pushType) ?? .widgets)
         }
         var widgets: [Int64: [(id: Int64, widgetID: String)]] = [:]
         if deliveries.contains(where: { !$0.instances.isEmpty }) {
@@ -358,7 +395,7 @@ extension PostgresStore {
             guard let address = addresses[delivery.device] else { return nil }
             var found = (widgets[delivery.device] ?? []).filter { delivery.instances.contains($0.id) }
             found.sort { $0.id < $1.id }
-            return PushAddress(bundle: address.bundle, token: address.token, widgetIDs: found.map(\.widgetID))
+            return PushAddress(bundle: address.bundle, token: address.token, pushType: address.pushType, widgetIDs: found.map(\.widgetID))
         }
     }
 }

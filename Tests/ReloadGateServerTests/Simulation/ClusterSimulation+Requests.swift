@@ -74,7 +74,7 @@ extension ClusterSimulation {
         let command = command([], number: number, priority: .high, source: .push)
         let reply = reply(for: number)
         let adoptions = adoptions
-        engine.enqueue(SchedulerEngine.Adoption(app: app, token: try! DeviceToken(hex), received: clock.date) { result in
+        engine.enqueue(SchedulerEngine.Adoption(app: app, token: try! DeviceToken(hex), pushType: .widgets, received: clock.date) { result in
             switch result {
             case .success(let device):
                 adoptions.withLock { $0.append(Adopted(token: hex, device: device, request: number)) }

@@ -21,14 +21,33 @@ struct PutDevice: GatewayCommand {
     }
 }
 
-/// `DELETE /v1/apps/<bundle>/devices/<token>` and `reloadgate devices remove`: the device and its widgets
-/// are gone; their pending reloads are dropped with a `cancelled` decision.
+/// `PUT /v1/apps/<bundle>/controls/<token>`: one control (and a retired previous token of the control).
+/// Registered again, it keeps its instance (and budget); a pending reload stays.
+struct PutControl: GatewayCommand {
+    var app: App
+    var token: DeviceToken
+    var control: ControlRegistration
+    var previousToken: DeviceToken?
+
+    /// Written with the registry's next group commit (``RegistryLog``).
+    func execute(at door: GatewayDoor) async throws -> DeviceRegistration {
+        guard case .device(let registration) = try await door.registry.write(
+            .putControl(app: app, token: token, control: control, previousToken: previousToken)
+        ) else { preconditionFailure("a control write answers with a registration") }
+        return registration
+    }
+}
+
+/// `DELETE /v1/apps/<bundle>/devices/<token>` (or `.../controls/<token>`) and `reloadgate devices remove`:
+/// the device and its widgets (or the control) are gone; their pending reloads are dropped with a
+/// `cancelled` decision. `pushType` `nil` removes a token of either type (the operator's command).
 struct DeleteDevice: GatewayCommand {
     var app: App
     var token: DeviceToken
+    var pushType: PushType? = nil
 
     func execute(at door: GatewayDoor) async throws -> (device: Int64, instances: [Int64]) {
-        let removed = try await door.store.deleteDevice(app: app, token: token)
+        let removed = try await door.store.deleteDevice(app: app, token: token, pushType: pushType)
         door.pushDevices.invalidate()
         await door.publish(.devices)
         try await door.engine.remove(instances: removed.instances, of: removed.device)

@@ -1,0 +1,40 @@
+/// One control of the app's widget extension, as its `ControlPushHandler` reports it
+/// (`pushTokensDidChange(controls:)` hands over a `ControlInfo` per control: its kind and push token). The
+/// token names the control: it is the registry's key, and the control is the one instance behind it.
+public struct ControlRegistration: Hashable, Sendable {
+    /// The control's kind (`ControlInfo.kind`).
+    public var kind: String
+    /// The control's configuration, a flat object as for widgets (empty for a static control).
+    public var configuration: WidgetConfiguration
+
+    public init(kind: String, configuration: WidgetConfiguration = WidgetConfiguration()) {
+        self.kind = kind
+        self.configuration = configuration
+    }
+
+    /// The widget id of a control's one instance in the registry (stable, so a control registered again
+    /// keeps its budget, and an adopted control token keeps it when the app registers its kind).
+    public static let instanceID = "control"
+    /// The family the registry shows for a control's instance.
+    public static let family = "control"
+}
+
+extension RegistryLimits {
+    /// Checks a control; returns the first problem as a sentence, or `nil`.
+    public func problem(with control: ControlRegistration) -> String? {
+        if !Self.isValidKind(control.kind, limit: identifierLength) {
+            return "kind must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
+        }
+        let size = control.configuration.canonicalJSON.utf8.count
+        if size > configurationBytes {
+            return "configuration has \(size) bytes, more than \(configurationBytes)"
+        }
+        return nil
+    }
+
+    /// Whether `kind` is 1 to `limit` ASCII letters, digits, '.', '_' or '-'.
+    static func isValidKind(_ kind: String, limit: Int) -> Bool {
+        !kind.isEmpty && kind.count <= limit
+            && kind.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
+    }
+}

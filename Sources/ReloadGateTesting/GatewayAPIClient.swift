@@ -39,6 +39,21 @@ public struct GatewayAPIClient: Sendable {
         return try await send(.PUT, "/v1/apps/\(bundle)/devices/\(token)", body: body, headers: ["authorization": "bearer \(apiKey)"])
     }
 
+    /// `PUT /v1/apps/<bundle>/controls/<token>`: a control's kind and configuration (and the token it replaces).
+    public func putControl(
+        bundle: String,
+        token: String,
+        apiKey: String,
+        kind: String,
+        configuration: [String: Any] = [:],
+        previousToken: String? = nil
+    ) async throws -> Answer {
+        var object: [String: Any] = ["kind": kind, "configuration": configuration]
+        if let previousToken { object["previousToken"] = previousToken }
+        let body = try JSONSerialization.data(withJSONObject: object)
+        return try await send(.PUT, "/v1/apps/\(bundle)/controls/\(token)", body: body, headers: ["authorization": "bearer \(apiKey)"])
+    }
+
     /// `PUT .../widgets/<id>/timeline`.
     public func putTimeline(
         bundle: String,

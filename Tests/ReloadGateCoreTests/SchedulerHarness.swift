@@ -25,8 +25,8 @@ struct SchedulerHarness {
         start.adding(milliseconds: Int64(minutes * 60_000))
     }
 
-    mutating func register(_ instance: Int32, device: Int32, kind: String = "scores") {
-        scheduler.register(InstanceHandle(instance), device: DeviceHandle(device), kind: kind)
+    mutating func register(_ instance: Int32, device: Int32, kind: String = "scores", pushType: PushType = .widgets) {
+        scheduler.register(InstanceHandle(instance), device: DeviceHandle(device), kind: kind, pushType: pushType)
     }
 
     /// Sends a request at `minutes` after the start, after ticking up to then.

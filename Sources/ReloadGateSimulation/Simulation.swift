@@ -113,14 +113,14 @@ public struct Simulation: Sendable {
         for widget in widgets {
             let i = Int(widget.instance.rawValue)
             grow(to: i + 1)
-            let kind = kindNumber(widget.kind)
+            let kind = kindNumber(widget.reportedKind)
             if instanceKind[i] != Int32(kind) {
                 if instanceKind[i] >= 0 { leaveKind(widget.instance.rawValue) }
                 instanceKind[i] = Int32(kind)
                 memberPosition[i] = Int32(members[kind].count)
                 members[kind].append(widget.instance.rawValue)
             }
-            scheduler.register(widget.instance, device: device, kind: widget.kind)
+            scheduler.register(widget.instance, device: device, kind: widget.kind, pushType: widget.pushType)
         }
     }
 

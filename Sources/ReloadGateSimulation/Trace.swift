@@ -55,15 +55,22 @@ public struct TraceRequest: Sendable, Hashable {
     }
 }
 
-/// One widget of a device's registration.
+/// One widget of a device's registration (or the one instance of a control's token).
 public struct TraceWidget: Sendable, Hashable {
     public var instance: InstanceHandle
     public var kind: String
+    /// A widget, or a control (scheduled by the controls' policies; reports name its kind `control:<kind>`).
+    public var pushType: PushType
 
-    public init(instance: InstanceHandle, kind: String) {
+    public init(instance: InstanceHandle, kind: String, pushType: PushType = .widgets) {
         self.instance = instance
         self.kind = kind
+        self.pushType = pushType
     }
+
+    /// The kind as reports and a trace's `kind` targets name it: `garage` for a widget, `control:garage`
+    /// for a control.
+    public var reportedKind: String { pushType == .controls ? "control:" + kind : kind }
 }
 
 /// One event of a trace, in time order: a device's widgets (replacing what it had; none unregisters

@@ -74,12 +74,18 @@ public enum TraceFile {
         switch kind {
         case "registration":
             let device = names.device(try JSONFields.string(object["device"], "device"))
+            // `"pushType":"controls"`: the device is a control's token (its widget: the control).
+            var pushType = PushType.widgets
+            if let text = try JSONFields.optionalString(object["pushType"], "pushType") {
+                guard let named = PushType(rawValue: text) else { throw .invalidField("pushType must be widgets or controls") }
+                pushType = named
+            }
             var widgets: [TraceWidget] = []
             for (index, item) in try JSONFields.array(object["widgets"] ?? [Any](), "widgets").enumerated() {
                 let widget = try JSONFields.object(item, "widgets[\(index)]")
                 let id = try JSONFields.string(widget["widget"], "widgets[\(index)].widget")
                 let kind = try JSONFields.string(widget["kind"], "widgets[\(index)].kind")
-                widgets.append(TraceWidget(instance: names.instance(device: device, widget: id), kind: kind))
+                widgets.append(TraceWidget(instance: names.instance(device: device, widget: id), kind: kind, pushType: pushType))
             }
             return .registration(at: at, device: device, widgets: widgets)
         case "timeline":
@@ -170,6 +176,7 @@ public enum TraceFile {
         case .registration(_, let device, let widgets):
             add("event", JSONText.quoted("registration"))
             add("device", JSONText.quoted(names.name(of: device) ?? "\(device.rawValue)"))
+            if widgets.contains(where: { $0.pushType == .controls }) { add("pushType", JSONText.quoted(PushType.controls.rawValue)) }
             let listed = widgets.map { widget in
                 "{\"widget\":\(JSONText.quoted(names.name(of: widget.instance)?.widget ?? "\(widget.instance.rawValue)")),\"kind\":\(JSONText.quoted(widget.kind))}"
             }

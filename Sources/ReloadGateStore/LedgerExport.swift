@@ -7,6 +7,8 @@ public struct LedgerExport: Sendable {
         public var id: Int64
         public var bundle: String
         public var token: String
+        /// A device's widgets, or a control's token (its one instance).
+        public var pushType: PushType = .widgets
         public var widgets: [Widget]
     }
 

@@ -13,14 +13,16 @@ extension SQLiteStore {
             let deviceRows = try Row.fetchCursor(
                 db,
                 sql: """
-                    SELECT d.id, a.bundle, d.token FROM device d JOIN app a ON a.id = d.appId
+                    SELECT d.id, a.bundle, d.token, d.pushType FROM device d JOIN app a ON a.id = d.appId
                     WHERE d.active AND (?1 IS NULL OR a.bundle = ?1) ORDER BY d.id
                     """,
                 arguments: [bundle]
             )
             while let row = try deviceRows.next() {
                 deviceIndex[row["id"]] = devices.count
-                devices.append(LedgerExport.Device(id: row["id"], bundle: row["bundle"], token: row["token"], widgets: []))
+                devices.append(LedgerExport.Device(
+                    id: row["id"], bundle: row["bundle"], token: row["token"], pushType: PushType(rawValue: row["pushType"]) ?? .widgets, widgets: []
+                ))
             }
             var widgetIDs = Set<Int64>()
             let widgetRows = try Row.fetchCursor(db, sql: "SELECT id, deviceId, widgetID, kind FROM widget ORDER BY id")

@@ -101,7 +101,7 @@ struct Export: AsyncParsableCommand {
             let widgets = device.widgets.map { widget in
                 let instance = names.instance(device: handle, widget: widget.widgetID)
                 instances[widget.id] = instance
-                return TraceWidget(instance: instance, kind: widget.kind)
+                return TraceWidget(instance: instance, kind: widget.kind, pushType: device.pushType)
             }
             events.append(.registration(at: start, device: handle, widgets: widgets))
         }

@@ -58,7 +58,7 @@ struct Simulate: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A gateway configuration file whose `scheduling` section is the policy.", valueName: "file"))
     var policy: String?
 
-    @Option(name: .customLong("set"), help: ArgumentHelp("Change the policy: FIELD=VALUE or KIND.FIELD=VALUE (repeatable), e.g. scores.daily=60.", valueName: "assignment"))
+    @Option(name: .customLong("set"), help: ArgumentHelp("Change the policy: FIELD=VALUE or KIND.FIELD=VALUE (repeatable), e.g. scores.daily=60; control:FIELD=VALUE or control:KIND.FIELD=VALUE for controls.", valueName: "assignment"))
     var sets: [String] = []
 
     @Option(name: .long, help: ArgumentHelp("A second policy to compare (configuration file); default: the first policy.", valueName: "file"))

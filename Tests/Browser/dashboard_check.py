@@ -61,6 +61,19 @@ def main():
         result["pending"] = [
             int(row.get_attribute("data-instance")) for row in driver.find_elements(By.CSS_SELECTOR, "#pending-list tbody tr[data-instance]")
         ]
+        # What the pending list says of each reload's kind, and the budget policies' rows (controls apart).
+        result["pendingKinds"] = {
+            row.get_attribute("data-instance"): row.find_elements(By.TAG_NAME, "td")[4].text
+            for row in driver.find_elements(By.CSS_SELECTOR, "#pending-list tbody tr[data-instance]")
+        }
+        result["policies"] = [
+            [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in driver.find_elements(By.CSS_SELECTOR, "#budget-policies tbody tr")
+        ]
+        result["lowest"] = [
+            [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in driver.find_elements(By.CSS_SELECTOR, "#budget-lowest tbody tr")
+        ]
         result["charts"] = len(driver.find_elements(By.CSS_SELECTOR, ".chart svg"))
         result["status"] = driver.find_element(By.ID, "status").text
         result["whatIf"] = driver.find_element(By.ID, "whatif-commands").text

@@ -1,19 +1,28 @@
-"""Sends widget pushes to ReloadGate with aioapns (PyPI), a client no one here wrote.
+"""Sends widget and control pushes to ReloadGate with aioapns (PyPI), a client no one here wrote.
 
-Usage: aioapns_send.py HOST PORT CA_PEM KEY_P8 KEY_ID TEAM_ID BUNDLE DEVICE_TOKEN
-Prints one JSON object: the results of three pushes with a fresh token, then of one push with a token
-issued two hours ago (the library's own JWT code, with its clock set back), through the library's API.
+Usage: aioapns_send.py HOST PORT CA_PEM KEY_P8 KEY_ID TEAM_ID BUNDLE DEVICE_TOKEN CONTROL_TOKEN
+Prints one JSON object: the results of three pushes with a fresh token, of one controls push (push type
+`controls`, the `.push-type.controls` topic, priority 10, expiring now) to CONTROL_TOKEN, then of one push
+with a token issued two hours ago (the library's own JWT code, with its clock set back), through the
+library's API.
 """
 import asyncio
 import json
 import ssl
 import sys
 import time
+from enum import Enum
 
 import aioapns.connection
 from aioapns import APNs, NotificationRequest
 
-host, port, ca, key_file, key_id, team_id, bundle, device = sys.argv[1:9]
+host, port, ca, key_file, key_id, team_id, bundle, device, control = sys.argv[1:10]
+
+
+class ControlsPushType(Enum):
+    # aioapns 4.0's PushType has no `controls`; the library sends any enum's value as apns-push-type.
+    CONTROLS = "controls"
+
 
 # Point the library at the gateway: its endpoint is a class attribute (host header and TCP address).
 aioapns.connection.APNsDevelopmentClientProtocol.APNS_SERVER = host
@@ -45,6 +54,18 @@ async def main():
         result = await apns.send_notification(request())
         fresh.append({"status": result.status, "description": result.description, "id": result.notification_id})
 
+    controls = await apns.send_notification(
+        NotificationRequest(
+            device_token=control,
+            message={"aps": {"content-changed": True}},
+            push_type=ControlsPushType.CONTROLS,
+            apns_topic=bundle + ".push-type.controls",
+            priority=10,
+            time_to_live=0,
+        )
+    )
+    controls = {"status": controls.status, "description": controls.description}
+
     # A stale token: the library signs with iat two hours in the past.
     real_time = time.time
 
@@ -58,7 +79,7 @@ async def main():
     result = await stale_client.send_notification(request())
     aioapns.connection.time = time
     stale = {"status": result.status, "description": result.description}
-    print(json.dumps({"fresh": fresh, "stale": stale}))
+    print(json.dumps({"fresh": fresh, "controls": controls, "stale": stale}))
 
 
 asyncio.run(main())

@@ -27,6 +27,8 @@ struct DashboardBrowserTests {
     static let bundle = "com.example.scores"
     static let deviceA = String(repeating: "a1", count: 32)
     static let deviceB = String(repeating: "b2", count: 32)
+    /// A garage door control's token (issue 29).
+    static let control = String(repeating: "c1", count: 32)
 
     /// The virtual environment's python with selenium. Made once per test process: the browser suites run
     /// in parallel, and two of them making the same venv at once left one with a python but no pip yet
@@ -100,6 +102,9 @@ struct DashboardBrowserTests {
             for token in [Self.deviceA, Self.deviceB] {
                 _ = try store.putDevice(app: credentials.app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: Date())
             }
+            _ = try store.putControl(
+                app: credentials.app, token: try DeviceToken(Self.control), control: ControlRegistration(kind: "garage"), previousToken: nil, now: Date()
+            )
         }
         try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
             configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
@@ -126,6 +131,19 @@ struct DashboardBrowserTests {
                 ]
             }
             #expect(calls == [202, 202])
+            // The garage door control: one push goes now, the next waits for the controls' minute.
+            for expected in ["scheduled", "deferred"] {
+                let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
+                let answer = try await client.send(
+                    RawHTTP2Client.push(token: Self.control, [
+                        ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.controls"),
+                        ("apns-push-type", "controls"),
+                    ]),
+                    body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+                )
+                await client.close()
+                #expect(answer.header("reloadgate-decision") == expected, "\(answer.body)")
+            }
             // Settled: every delivery released has its outcome, device B is unregistered.
             var stats = try await Self.cli(["stats"], socket: socket)
             for _ in 0..<200 where stats["deliveryQueue"] as? Int != 0 || (stats["deliveries"] as? [String: Int])?["failed"] != 1 {
@@ -168,6 +186,15 @@ struct DashboardBrowserTests {
             let listed = (pending["pending"] as? [[String: Any]] ?? []).compactMap { $0["instance"] as? Int }
             #expect(!listed.isEmpty)
             #expect(page["pending"] as? [Int] == listed)
+            // The control's pending reload, named as a control, and the controls' budget beside the widgets'.
+            let controlRow = try #require((pending["pending"] as? [[String: Any]] ?? []).first { $0["device"] as? String == Self.control })
+            let controlInstance = try #require(controlRow["instance"] as? Int)
+            #expect((page["pendingKinds"] as? [String: String])?[String(controlInstance)] == "control: garage", "\(page["pendingKinds"] ?? "")")
+            let policies = try #require(page["policies"] as? [[String]])
+            let controls = try #require(policies.first { $0.first == "other controls" }, "\(policies)")
+            // One control, one token spent of 8 (one reload sent): 7 of 8 = 88%; the controls' 96 a day, burst 8.
+            #expect(controls == ["other controls", "1", "88%", "0", "96 / 8"], "\(controls)")
+            #expect(policies.contains { $0.first == "other kinds" }, "\(policies)")
             // The traffic made every kind the test expects (so the comparison is not of zeros).
             let decisions = stats["decisions"] as? [String: Int] ?? [:]
             #expect(decisions["scheduled", default: 0] >= 2 && decisions["deferred", default: 0] >= 1 && decisions["no-match"] == 1)
@@ -204,9 +231,9 @@ struct DashboardBrowserTests {
             let replay = try #require(try JSONSerialization.jsonObject(with: Data(simulated.stdout.utf8)) as? [String: Any])
             let runs = try #require(replay["runs"] as? [[String: Any]])
             #expect(runs.count == 2)
-            // Device A's three pushes and the two webhook calls: device B's push is left out of the export,
+            // Device A's three pushes, the control's two and the two webhook calls: device B's push is left out of the export,
             // since Apple's 410 unregistered B (its widgets are gone from the registry).
-            #expect(runs.first?["requestsBySource"] as? [String: Int] == ["push": 3, "webhook": 2], "\(runs.first ?? [:])")
+            #expect(runs.first?["requestsBySource"] as? [String: Int] == ["push": 5, "webhook": 2], "\(runs.first ?? [:])")
             #expect(FileManager.default.fileExists(atPath: directory.path("last-24h.html")))
         }
     }

@@ -11,6 +11,7 @@ import Testing
 struct SenderInteropTests {
     static let bundle = "com.example.scores"
     static let device = String(repeating: "9f", count: 32)
+    static let control = String(repeating: "c7", count: 32)
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// Runs a program to completion (killed after `timeout`); returns its status and output.
@@ -96,7 +97,7 @@ struct SenderInteropTests {
         }
     }
 
-    @Test func aioapnsFromPyPISendsWidgetPushesAndSeesAStaleTokenRefused() async throws {
+    @Test func aioapnsFromPyPISendsWidgetAndControlsPushesAndSeesAStaleTokenRefused() async throws {
         // A virtual environment under .build, made once: `pip install aioapns` needs PyPI.
         let environment = Self.root.appendingPathComponent(".build/interop-venv")
         let python = environment.appendingPathComponent("bin/python").path
@@ -111,20 +112,40 @@ struct SenderInteropTests {
             let script = Self.root.appendingPathComponent("Tests/Interop/aioapns_send.py").path
             let result = try await Self.run(
                 python,
-                [script, "localhost", String(gateway.ingressPort), "certs/ca.pem", "AuthKey_KEYID12345.p8", "KEYID12345", "TEAMID1234", Self.bundle, Self.device],
+                [
+                    script, "localhost", String(gateway.ingressPort), "certs/ca.pem", "AuthKey_KEYID12345.p8", "KEYID12345", "TEAMID1234",
+                    Self.bundle, Self.device, Self.control,
+                ],
                 in: gateway.url
             )
             try #require(result.status == 0, "\(result.output) \(result.error)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])
             let fresh = try #require(object["fresh"] as? [[String: Any]])
             #expect(fresh.map { $0["status"] as? String } == ["200", "200", "200"], "\(result.output)")
+            // The controls push (issue 29): accepted, and its unknown token adopted as a control.
+            let controls = try #require(object["controls"] as? [String: Any])
+            #expect(controls["status"] as? String == "200", "\(result.output)")
             let stale = try #require(object["stale"] as? [String: Any])
             #expect(stale["status"] as? String == "403", "\(result.output)")
             #expect(stale["description"] as? String == "ExpiredProviderToken", "\(result.output)")
 
             let store = try SQLiteStore(directory: gateway.directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            #expect(try store.ledgerCounts().requests == 3)
+            #expect(try store.ledgerCounts().requests == 4)
+            let app = try #require(try store.app(bundle: try BundleID(Self.bundle)))
+            guard case .active(_, .controls) = try store.pushDeviceStatus(app: app, token: try DeviceToken(Self.control)) else {
+                Issue.record("the control's token was not adopted as a control")
+                return
+            }
+            // Its delivery's outbox line says it is a control.
+            var line: String?
+            for _ in 0..<400 where line == nil {
+                let outbox = (try? String(contentsOfFile: gateway.directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
+                line = outbox.split(separator: "\n").map(String.init).first { $0.contains(Self.control) }
+                if line == nil { try await Task.sleep(for: .milliseconds(25)) }
+            }
+            #expect(line?.contains(#""pushType":"controls""#) == true, "\(line ?? "no line")")
+            #expect(line?.contains(#""topic":"\#(Self.bundle).push-type.controls""#) == true, "\(line ?? "no line")")
         }
     }
 

@@ -145,4 +145,109 @@ struct SimulationExportTests {
         #expect(failed.status == 1)
         #expect(failed.stderr.contains("1 of \(decided) decisions differ"), "\(failed.stderr)")
     }
+
+    /// Controls (issue 29) in an exported trace: control tokens registered and adopted, controls pushes
+    /// scheduled, deferred by the controls' interval, merged, expired, and a webhook call to the controls of
+    /// a kind with `match`; the replay, on the controls' policies, makes every decision the gateway made,
+    /// and the report shows the controls under their own kind.
+    @Test(arguments: stores)
+    func anExportedTraceWithControlPushesReplaysToTheGatewaysDecisions(store kind: String) async throws {
+        let directory = try TemporaryDirectory("simulate-controls")
+        defer { directory.remove() }
+        let pki = try TestPKI(in: directory)
+        let sender = ProviderTokenFactory(keyID: "SIMSEND002", teamID: "SIMTEAM002")
+        var yaml = "data:\n  directory: \(directory.path("data"))\n"
+        let url = kind == "postgres" ? try await TestPostgres.newDatabase() : nil
+        let credentials: AppCredentials
+        if let url {
+            yaml += "store:\n  kind: postgres\n  url: \(url)\n"
+            let store = try await PostgresStore(
+                location: try PostgresLocation(url: url), secretsDirectory: directory.path("data"),
+                environment: .sandbox, now: Date(), logger: .init(label: "test")
+            )
+            defer { try? store.close() }
+            credentials = try await sender.createApp(bundle: Self.bundle, in: store)
+        } else {
+            credentials = try await sender.createApp(bundle: Self.bundle, inStoreAt: directory.path("data"))
+        }
+        let config = directory.path("reloadgate.yaml")
+        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        let front = String(repeating: "f1", count: 32), back = String(repeating: "f2", count: 32), adopted = String(repeating: "f3", count: 32)
+        let device = Self.devices[0]
+        let recorded: [String: Int] = try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
+            if let url {
+                configuration.store.kind = .postgres
+                configuration.store.url = url
+            }
+        }) { gateway in
+            try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                let widgets: [[String: Any]] = [["id": "w1", "kind": "garage", "family": "systemSmall"]]
+                #expect(try await api.putDevice(bundle: Self.bundle, token: device, apiKey: credentials.apiKey, widgets: widgets).status == 200)
+                for (token, door) in [(front, "front"), (back, "back")] {
+                    let answer = try await api.putControl(
+                        bundle: Self.bundle, token: token, apiKey: credentials.apiKey, kind: "garage", configuration: ["door": door]
+                    )
+                    #expect(answer.status == 200, "\(answer.body)")
+                }
+            }
+            var decisions: [String] = []
+            func send(_ token: String, pushType: String = "controls", priority: String = "10", expiration: Int64? = nil) async throws {
+                let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
+                defer { Task { await client.close() } }
+                var headers = [
+                    ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.\(pushType)"),
+                    ("apns-push-type", pushType), ("apns-priority", priority),
+                ]
+                if let expiration { headers.append(("apns-expiration", String(expiration))) }
+                let answer = try await client.send(RawHTTP2Client.push(token: token, headers), body: Array(#"{"aps":{"content-changed":true}}"#.utf8))
+                #expect(answer.status == 200, "\(answer.body)")
+                decisions.append(answer.header("reloadgate-decision") ?? "?")
+            }
+            try await send(front)  // scheduled
+            try await Task.sleep(for: .milliseconds(200))
+            try await send(front)  // deferred: the controls' minute
+            try await send(front)  // merged
+            try await send(back, priority: "5")  // deferred: priority 5
+            try await send(front, expiration: Int64(Date().timeIntervalSince1970) + 10)  // merged into a reload due in a minute: expired
+            try await send(adopted)  // an unknown control token: adopted, scheduled
+            try await send(device, pushType: "widgets")  // the widget of the same kind: scheduled
+            try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                let call = try await api.reload(
+                    bundle: Self.bundle, body: #"{"pushType":"controls","kind":"garage","match":{"door":"back"}}"#, secret: credentials.webhookSecret
+                )
+                #expect(call.status == 202, "\(call.body)")
+                #expect(call.json["targets"] as? Int == 1)
+            }
+            #expect(decisions == ["scheduled", "deferred", "merged", "deferred", "expired", "scheduled", "scheduled"])
+            let stats = try await ReloadGateProcess.run(["stats", "--json", "--socket", gateway.configuration.adminSocketPath], in: Self.root)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any])
+            return try #require(object["decisions"] as? [String: Int])
+        }
+
+        let trace = directory.path("trace.jsonl")
+        let exported = try await ReloadGateProcess.run(["export", "--since", "1h", "--config", config, "--output", trace], in: Self.root)
+        try #require(exported.status == 0, "\(exported.stderr)")
+        let text = try String(contentsOfFile: trace, encoding: .utf8)
+        #expect(text.components(separatedBy: #""pushType":"controls""#).count - 1 == 3, "three control tokens registered: \(text)")
+
+        let replayed = try await ReloadGateProcess.run(["simulate", trace, "--check", "--json", "--no-report"], in: Self.root)
+        #expect(replayed.status == 0, "\(replayed.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(replayed.stdout.utf8)) as? [String: Any])
+        let decided = recorded.filter { $0.key != "cancelled" && $0.key != "forwarded" }.values.reduce(0, +)
+        #expect(decided == 8, "\(recorded)")
+        #expect(report["compared"] as? Int == decided, "\(recorded) \(replayed.stdout)")
+        #expect(report["mismatchCount"] as? Int == 0)
+        let kinds = try #require(report["kinds"] as? [[String: Any]])
+        let names = kinds.compactMap { $0["kind"] as? String }
+        #expect(names.contains("control:garage") && names.contains("garage"), "\(names)")
+
+        // The same trace on a policy with a 1 s interval for controls: the push deferred by the controls'
+        // minute goes at once in the replay, and the check says so: the controls' policy is what decided.
+        let slow = directory.path("slow.yaml")
+        try "scheduling:\n  controls:\n    minimumInterval: 1\n".write(toFile: slow, atomically: true, encoding: .utf8)
+        let other = try await ReloadGateProcess.run(["simulate", trace, "--check", "--policy", slow, "--no-report"], in: Self.root)
+        #expect(other.status == 1, "a controls' policy of 1 s changes the deferred push's decision: \(other.stderr)")
+    }
 }

@@ -78,6 +78,7 @@ struct DashboardRoutes {
             "pending": pending.map { row -> [String: Any] in
                 [
                     "instance": row.instance, "bundle": row.bundle, "device": row.deviceToken, "widget": row.widgetID, "kind": row.kind,
+                    "pushType": row.family == ControlRegistration.family ? PushType.controls.rawValue : PushType.widgets.rawValue,
                     "due": row.due.rfc3339, "priority": row.priority, "requestCount": row.requestCount,
                 ]
             },
@@ -86,6 +87,7 @@ struct DashboardRoutes {
                 "scope": door.partitioning == nil ? "all" : "this gateway's partitions",
                 "policies": budgets.policies.map { policy -> [String: Any] in
                     [
+                        "pushType": policy.pushType.rawValue,
                         "kind": AdminRoutes.nullable(policy.kind), "burst": policy.burst, "dailyBudget": policy.dailyBudget,
                         "instances": policy.instances, "tokens": policy.tokens, "empty": policy.empty,
                     ]
@@ -95,7 +97,7 @@ struct DashboardRoutes {
                     return [
                         "instance": Int64(entry.instance.rawValue), "bundle": AdminRoutes.nullable(name?.bundle),
                         "device": AdminRoutes.nullable(name?.token), "widget": AdminRoutes.nullable(name?.widgetID),
-                        "kind": AdminRoutes.nullable(name?.kind), "tokens": entry.tokens, "burst": entry.burst,
+                        "kind": AdminRoutes.nullable(name?.kind), "pushType": entry.pushType.rawValue, "tokens": entry.tokens, "burst": entry.burst,
                         "nextToken": AdminRoutes.nullable(entry.nextToken?.rfc3339),
                     ]
                 },

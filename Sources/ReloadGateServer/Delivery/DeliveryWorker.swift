@@ -368,6 +368,7 @@ struct DeliveryWorker: Sendable {
         }
         switch outcome {
         case .sent:
+            metrics.pushSent(push.pushType)
             finish(delivery, .sent, error: nil, outcome: outcome)
         case .failed(let reason):
             logger.warning("delivery failed", metadata: Self.metadata(delivery, ["reason": "\(reason)"]))

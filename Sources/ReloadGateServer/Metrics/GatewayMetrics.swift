@@ -39,6 +39,7 @@ public final class GatewayMetrics: Sendable {
         "reloadgate_store_commit_seconds": "Time of each group commit of requests and decisions.",
         "reloadgate_delivery_attempts_total": "Delivery attempts by outcome and the push service's reason.",
         "reloadgate_deliveries_total": "Deliveries that reached their end, by outcome.",
+        "reloadgate_pushes_sent_total": "Pushes the push service accepted (or the outbox took), by push type: widgets or controls.",
         "reloadgate_delivery_latency_seconds": "Time from a request to the push service until its answer.",
         "reloadgate_delivery_queue_depth": "Deliveries released and not yet sent or failed.",
     ]
@@ -131,6 +132,11 @@ public final class GatewayMetrics: Sendable {
     func deliveryAttempt(outcome: String, reason: String?, latency: Duration?) {
         increment("reloadgate_delivery_attempts_total", ["outcome": outcome, "reason": reason ?? ""])
         if let latency { deliveryLatency.record(latency) }
+    }
+
+    /// A push of `pushType` was accepted by the push service (or written to the outbox).
+    func pushSent(_ pushType: PushType) {
+        increment("reloadgate_pushes_sent_total", ["push_type": pushType.rawValue])
     }
 
     /// A delivery reached its end: `sent` or `failed` (including an invalid device).

@@ -15,14 +15,16 @@ extension PostgresStore {
             var deviceIndex: [Int64: Int] = [:]
             for row in try await connection.rows(
                 """
-                SELECT d.id, a.bundle, d.token FROM device d JOIN app a ON a.id = d.appId
+                SELECT d.id, a.bundle, d.token, d.pushType FROM device d JOIN app a ON a.id = d.appId
                 WHERE d.active AND (\(bundle)::text IS NULL OR a.bundle = \(bundle)) ORDER BY d.id
                 """,
                 logger: logger
             ) {
-                let (id, bundle, token) = try row.decode((Int64, String, String).self)
+                let (id, bundle, token, pushType) = try row.decode((Int64, String, String, String).self)
                 deviceIndex[id] = devices.count
-                devices.append(LedgerExport.Device(id: id, bundle: bundle, token: token, widgets: []))
+                devices.append(LedgerExport.Device(
+                    id: id, bundle: bundle, token: token, pushType: PushType(rawValue: pushType) ?? .widgets, widgets: []
+                ))
             }
             var widgetIDs = Set<Int64>()
             for row in try await connection.rows("SELECT id, deviceId, widgetID, kind FROM widget ORDER BY id", logger: logger) {

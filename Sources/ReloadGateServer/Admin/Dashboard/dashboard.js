@@ -133,11 +133,16 @@ function whatIfCommands(policies, bundle) {
   const exportWords = ["reloadgate", "export", "--since", "24h", ...(bundle ? ["--bundle", bundle] : []),
     "--config", "reloadgate.yaml", "--output", trace];
   const changes = policies.flatMap(policy => {
-    const prefix = policy.kind == null ? "" : policy.kind + ".";
+    const prefix = (policy.pushType === "controls" ? "control:" : "") + (policy.kind == null ? "" : policy.kind + ".");
     return ["--compare-set", `${prefix}daily=${policy.dailyBudget}`, "--compare-set", `${prefix}burst=${policy.burst}`];
   });
   const simulateWords = ["reloadgate", "simulate", trace, "--policy", "reloadgate.yaml", ...changes, "--report", "last-24h.html"];
   return [exportWords, simulateWords].map(words => words.map(shellWord).join(" ")).join("\n");
+}
+
+// A kind as the tables show it: controls' kinds say so ("control: garage"), widgets' stand alone.
+function kindLabel(kind, pushType) {
+  return pushType === "controls" ? `control: ${kind ?? "–"}` : (kind ?? "–");
 }
 
 function render(data) {
@@ -163,21 +168,25 @@ function render(data) {
 
   fill("#pending-list", data.pending.map(row => element("tr", { "data-instance": String(row.instance) },
     cell(time(row.due)), cell(row.bundle), element("td", {}, element("code", { title: row.device }, short(row.device))),
-    cell(row.widget), cell(row.kind), cell(row.priority, true), cell(row.requestCount, true))));
+    cell(row.widget), cell(kindLabel(row.kind, row.pushType)), cell(row.priority, true), cell(row.requestCount, true))));
 
   const budgets = data.budgets;
   $("#budget-scope").textContent = budgets.scope === "all"
-    ? "Every widget instance, all apps."
-    : "The widget instances of this gateway's partitions, all apps.";
+    ? "Every widget instance and control, all apps."
+    : "The widget instances and controls of this gateway's partitions, all apps.";
   fill("#budget-policies", budgets.policies.map(policy => {
     const capacity = policy.instances * policy.burst;
     const share = capacity > 0 ? Math.round(policy.tokens / capacity * 100) : 0;
-    return element("tr", {}, cell(policy.kind ?? "other kinds"), cell(policy.instances, true),
+    const name = policy.pushType === "controls"
+      ? (policy.kind == null ? "other controls" : kindLabel(policy.kind, policy.pushType))
+      : (policy.kind ?? "other kinds");
+    return element("tr", {}, cell(name), cell(policy.instances, true),
       cell(`${share}%`, true), cell(policy.empty, true), cell(`${policy.dailyBudget} / ${policy.burst}`, true));
   }));
   fill("#budget-lowest", budgets.lowest.map(entry => element("tr", {},
     cell(entry.bundle ?? "–"), element("td", {}, element("code", { title: entry.device ?? "" }, short(entry.device))),
-    cell(entry.widget ?? "–"), cell(entry.kind ?? "–"), cell(`${entry.tokens} of ${entry.burst}`, true), cell(time(entry.nextToken)))));
+    cell(entry.widget ?? "–"), cell(kindLabel(entry.kind, entry.pushType)), cell(`${entry.tokens} of ${entry.burst}`, true),
+    cell(time(entry.nextToken)))));
 
   $("#whatif-commands").textContent = whatIfCommands(budgets.policies, $("#bundle").value);
 

@@ -113,4 +113,6 @@ public struct DeviceRecord: Sendable, Hashable {
     public var unregisteredAt: Date?
     public var widgets: Int
     public var pendingReloads: Int
+    /// A device's token (for its widgets), or a control's.
+    public var pushType: PushType = .widgets
 }

@@ -306,7 +306,7 @@ extension SQLiteStore {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT a.bundle, d.token, d.active, d.registeredAt, d.unregisteredAt,
+                    SELECT a.bundle, d.token, d.active, d.registeredAt, d.unregisteredAt, d.pushType,
                            (SELECT count(*) FROM widget w WHERE w.deviceId = d.id) AS widgets,
                            (SELECT count(*) FROM widget w JOIN pending_reload p ON p.instanceId = w.id WHERE w.deviceId = d.id) AS pending
                     FROM device d JOIN app a ON a.id = d.appId
@@ -323,7 +323,8 @@ extension SQLiteStore {
                     registeredAt: Date(storedMilliseconds: row["registeredAt"]),
                     unregisteredAt: (row["unregisteredAt"] as Int64?).map(Date.init(storedMilliseconds:)),
                     widgets: row["widgets"],
-                    pendingReloads: row["pending"]
+                    pendingReloads: row["pending"],
+                    pushType: PushType(rawValue: row["pushType"]) ?? .widgets
                 )
             }
         }

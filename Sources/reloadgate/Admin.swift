@@ -531,11 +531,12 @@ struct Devices: AsyncParsableCommand {
             let devices = answer["devices"] as? [[String: Any]] ?? []
             guard !devices.isEmpty else { return printLine("no devices registered") }
             printLine(AdminText.table(
-                ["BUNDLE", "DEVICE", "STATUS", "REGISTERED", "WIDGETS", "PENDING"],
+                ["BUNDLE", "DEVICE", "TYPE", "STATUS", "REGISTERED", "WIDGETS", "PENDING"],
                 devices.map { device in
                     [
                         AdminText.text(device["bundle"]),
                         AdminText.text(device["device"]),
+                        (device["pushType"] as? String) == "controls" ? "control" : "widgets",
                         (device["active"] as? Bool) == true ? "active" : "unregistered \(AdminText.text(device["unregisteredAt"]))",
                         AdminText.text(device["registeredAt"]),
                         AdminText.text(device["widgets"]),

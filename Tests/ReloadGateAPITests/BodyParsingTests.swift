@@ -38,10 +38,38 @@ struct BodyParsingTests {
         (#"{"priority":7}"#, "priority must be 10, 5 or 1"),
         (#"{"collapseId":""}"#, "collapseId must be 1 to 64 bytes"),
         (#"{"exempt":"always"}"#, "exempt must be one of appForeground, audioSession, navigationSession, appIntent, animation, localeChange, accessibilityChange"),
-        (#"{"kinds":"x"}"#, "unknown field 'kinds'; the fields are collapseId, devices, exempt, expiration, kind, match, priority"),
+        (#"{"kinds":"x"}"#, "unknown field 'kinds'; the fields are collapseId, devices, exempt, expiration, kind, match, priority, pushType"),
     ])
     func webhookFieldErrorsNameTheField(_ body: String, _ message: String) {
         #expect(throws: APIError.invalidField(message)) { try WebhookBody(json: Data(body.utf8), received: Timestamp(seconds: 0)) }
+    }
+
+    @Test func aWebhookBodyForControlsTargetsControls() throws {
+        let parsed = try WebhookBody(json: Data(#"{"pushType":"controls","kind":"garage","match":{"door":"front"}}"#.utf8), received: Timestamp(seconds: 0))
+        #expect(parsed.target == ReloadTarget(pushType: .controls, kind: "garage", match: ["door": .string("front")]))
+        #expect(try WebhookBody(json: Data("{}".utf8), received: Timestamp(seconds: 0)).target.pushType == .widgets)
+        #expect(throws: APIError.invalidField("pushType must be one of widgets, controls")) {
+            try WebhookBody(json: Data(#"{"pushType":"alert"}"#.utf8), received: Timestamp(seconds: 0))
+        }
+    }
+
+    @Test func aControlBodyParsesAndNamesWhatIsWrong() throws {
+        let token = String(repeating: "cd", count: 32)
+        let parsed = try ControlRegistrationBody(
+            json: Data(#"{"kind":"garage","configuration":{"door":"front"},"environment":"sandbox","previousToken":"\#(token)"}"#.utf8),
+            limits: RegistryLimits()
+        )
+        #expect(parsed.control == ControlRegistration(kind: "garage", configuration: WidgetConfiguration(["door": .string("front")])))
+        #expect(parsed.environment == "sandbox")
+        #expect(parsed.previousToken?.hex == token)
+        for (body, message) in [
+            (#"{}"#, "kind must be a string"),
+            (#"{"kind":"garage door"}"#, "kind must have 1 to 128 letters, digits, '.', '_' or '-'"),
+            (#"{"kind":"g","configuration":{"a":{"b":1}}}"#, "configuration.a must be a string, a number or a boolean (configurations are flat)"),
+            (#"{"kind":"g","widgets":[]}"#, "unknown field 'widgets'; the fields are configuration, environment, kind, previousToken"),
+        ] {
+            #expect(throws: APIError.invalidField(message)) { try ControlRegistrationBody(json: Data(body.utf8), limits: RegistryLimits()) }
+        }
     }
 
     @Test func expirationZeroMeansNowOrNever() throws {

@@ -165,6 +165,7 @@ struct AdminRoutes {
         [
             "bundle": device.bundle,
             "device": device.token,
+            "pushType": device.pushType.rawValue,
             "active": device.active,
             "registeredAt": Timestamp(device.registeredAt).rfc3339,
             "unregisteredAt": nullable(device.unregisteredAt.map { Timestamp($0).rfc3339 }),

@@ -234,19 +234,20 @@ extension PostgresStore {
             """
             SELECT a.bundle, d.token, d.active, d.registeredAt, d.unregisteredAt,
                    (SELECT count(*) FROM widget w WHERE w.deviceId = d.id),
-                   (SELECT count(*) FROM widget w JOIN pending_reload p ON p.instanceId = w.id WHERE w.deviceId = d.id)
+                   (SELECT count(*) FROM widget w JOIN pending_reload p ON p.instanceId = w.id WHERE w.deviceId = d.id), d.pushType
             FROM device d JOIN app a ON a.id = d.appId
             WHERE (\(bundle)::text IS NULL OR a.bundle = \(bundle)) AND (\(token)::text IS NULL OR d.token = \(token))
             ORDER BY a.bundle COLLATE "C", d.token COLLATE "C"
             LIMIT \(Int64(max(0, limit)))
             """
         ).map { row in
-            let (bundle, token, active, registered, unregistered, widgets, pending) = try row.decode(
-                (String, String, Bool, Int64, Int64?, Int64, Int64).self
+            let (bundle, token, active, registered, unregistered, widgets, pending, pushType) = try row.decode(
+                (String, String, Bool, Int64, Int64?, Int64, Int64, String).self
             )
             return DeviceRecord(
                 bundle: bundle, token: token, active: active, registeredAt: Date(storedMilliseconds: registered),
-                unregisteredAt: unregistered.map(Date.init(storedMilliseconds:)), widgets: Int(widgets), pendingReloads: Int(pending)
+                unregisteredAt: unregistered.map(Date.init(storedMilliseconds:)), widgets: Int(widgets), pendingReloads: Int(pending),
+                pushType: PushType(rawValue: pushType) ?? .widgets
             )
         }
     }

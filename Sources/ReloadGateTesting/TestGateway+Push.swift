@@ -1,4 +1,5 @@
 import Foundation
+public import ReloadGateCore
 import Synchronization
 
 /// A widget push's answer as a test reads it.
@@ -17,8 +18,8 @@ public struct PushAnswer: Sendable {
 }
 
 extension TestGateway {
-    /// Sends a widget push (`{"aps":{"content-changed":true}}`) through the APNs listener on a connection of
-    /// its own, signed by `sender`.
+    /// Sends a widget push (or, with `pushType`, a controls push) (`{"aps":{"content-changed":true}}`) through
+    /// the APNs listener on a connection of its own, signed by `sender`.
     /// - Throws: ``TestGatewayError/unanswered(seconds:)`` when no answer came within `timeout`: a request
     ///   that enters the gateway is answered, always (a store that fails included).
     public func push(
@@ -26,6 +27,7 @@ extension TestGateway {
         bundle: String,
         sender: ProviderTokenFactory,
         priority: Int = 10,
+        pushType: PushType = .widgets,
         timeout: Duration = .seconds(30)
     ) async throws -> PushAnswer {
         let apnsID = UUID().uuidString.lowercased()
@@ -44,8 +46,8 @@ extension TestGateway {
                 result = .success(
                     try await client.send(
                         RawHTTP2Client.push(token: token, [
-                            ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(bundle).push-type.widgets"),
-                            ("apns-push-type", "widgets"), ("apns-id", apnsID), ("apns-priority", "\(priority)"),
+                            ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(bundle)\(pushType.topicSuffix)"),
+                            ("apns-push-type", pushType.rawValue), ("apns-id", apnsID), ("apns-priority", "\(priority)"),
                         ]),
                         body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
                     )

@@ -109,6 +109,63 @@ struct NonOwnerRequestTests {
         }
     }
 
+    /// Controls (issue 29) on two gateways: control tokens registered through one gateway and pushed through
+    /// the other, and unknown control tokens adopted through either, are decided by their owner and each
+    /// delivered once, as a controls push.
+    @Test func controlsThroughEitherGatewayAreDecidedByTheOwnerAndDeliveredOnceAsControls() async throws {
+        try await withTwoGateways { pair in
+            let (first, second, store, credentials, sender) = (pair.first, pair.second, pair.store, pair.credentials, pair.sender)
+            func token() -> String { (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }
+            let registered = (0..<8).map { _ in token() }
+            try await first.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: first.baseURL)
+                for control in registered {
+                    let answer = try await api.putControl(bundle: Self.bundle, token: control, apiKey: credentials.apiKey, kind: "garage")
+                    #expect(answer.status == 200, "\(answer.body)")
+                }
+            }
+            var accepted: [(token: String, apnsID: String, decision: String?)] = []
+            for control in registered {
+                let answer = try await second.push(control, bundle: Self.bundle, sender: sender, pushType: .controls)
+                #expect(answer.status == 200, "\(answer.body)")
+                accepted.append((control, answer.apnsID, answer.decision))
+            }
+            for gateway in [first, second] {
+                for _ in 0..<4 {
+                    let control = token()
+                    let answer = try await gateway.push(control, bundle: Self.bundle, sender: sender, pushType: .controls)
+                    #expect(answer.status == 200, "\(answer.body)")
+                    accepted.append((control, answer.apnsID, answer.decision))
+                }
+            }
+            #expect(accepted.contains { $0.decision == "forwarded" }, "no controls push reached a gateway that does not own its token")
+            var outcomes: [String: [String]] = [:]
+            for _ in 0..<200 {
+                outcomes = [:]
+                for push in accepted { outcomes[push.apnsID] = try await Self.decisions(push.apnsID, in: store) }
+                if accepted.allSatisfy({ outcomes[$0.apnsID]?.contains("scheduled") == true }) { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            for push in accepted {
+                #expect(outcomes[push.apnsID]?.contains("scheduled") == true, "\(push.apnsID): \(outcomes[push.apnsID] ?? [])")
+            }
+            // Each control's delivery is in one gateway's outbox, once, as a controls push.
+            var lines: [[String: Any]] = []
+            for _ in 0..<200 {
+                lines = []
+                for gateway in [first, second] {
+                    let text = (try? String(contentsOfFile: gateway.configuration.dataDirectory + "/outbox.jsonl", encoding: .utf8)) ?? ""
+                    lines += text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+                }
+                if lines.count >= accepted.count { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(lines.count == accepted.count, "\(lines.count) outbox lines for \(accepted.count) controls")
+            #expect(Set(lines.compactMap { $0["deviceToken"] as? String }) == Set(accepted.map(\.token)))
+            #expect(lines.allSatisfy { $0["pushType"] as? String == "controls" && $0["topic"] as? String == "\(Self.bundle).push-type.controls" })
+        }
+    }
+
     /// Devices registered through one gateway, pushed through the other, then cancelled or flushed through
     /// the admin API of either: each comes out as the owner would have done it.
     @Test func registryWritesCancelAndFlushThroughEitherGatewayReachTheOwner() async throws {

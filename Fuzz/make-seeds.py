@@ -72,7 +72,7 @@ write("webhook-signature", "unknown-scheme", f"t={NOW},v0=abc,v1={sign(NOW, body
 for i, value in enumerate(HOSTILE):
     write("webhook-signature", f"t-{i}", f"t={value},v1={sign(value, body)}\n{body}")
 
-# api-bodies: a selector byte (0 device, 1 timeline, 2 webhook), then the JSON.
+# api-bodies: a selector byte (0 device, 1 timeline, 2 webhook, 3 control), then the JSON.
 device = {"environment": "sandbox", "widgets": [{"id": "w1", "kind": "scores", "family": "systemSmall",
           "configuration": {"team": "42", "n": 3, "live": True}, "pushEnabled": True}], "previousToken": "cd" * 32}
 write("api-bodies", "device", b"\x00" + json.dumps(device).encode())
@@ -81,11 +81,15 @@ write("api-bodies", "timeline-never", b"\x01" + b'{"entries":[],"policy":"never"
 write("api-bodies", "webhook", b"\x02" + json.dumps({"kind": "scores", "match": {"team": "42"}, "devices": ["ab" * 32], "priority": 5,
       "expiration": "2026-11-22T14:00:00Z", "collapseId": "c", "exempt": "appIntent"}).encode())
 write("api-bodies", "nested", b"\x00" + b'{"widgets":' + b"[" * 600 + b"]" * 600 + b"}")
+write("api-bodies", "control", b"\x03" + json.dumps({"kind": "garage", "configuration": {"door": "front", "n": 2}, "environment": "sandbox",
+      "previousToken": "cd" * 32}).encode())
+write("api-bodies", "webhook-controls", b"\x02" + json.dumps({"pushType": "controls", "kind": "garage", "match": {"door": "front"}}).encode())
 for i, value in enumerate(HOSTILE):
     v = value if value not in ("", "NaN", "Infinity", "0x10", "1_000") else json.dumps(value)
     write("api-bodies", f"device-{i}", b"\x00" + ('{"widgets":[{"id":"w","kind":"k","family":"systemSmall","configuration":{"n":' + v + "}}]}").encode())
     write("api-bodies", f"timeline-{i}", b"\x01" + ('{"entries":[{"date":' + v + '}],"policy":{"after":' + v + "}}").encode())
     write("api-bodies", f"webhook-{i}", b"\x02" + ('{"priority":' + v + ',"expiration":' + v + "}").encode())
+    write("api-bodies", f"control-{i}", b"\x03" + ('{"kind":"k","configuration":{"n":' + v + "}}").encode())
 
 # push-payload: the body.
 write("push-payload", "plain", '{"aps":{"content-changed":true}}')

@@ -4,7 +4,7 @@ import ReloadGateAPI
 import ReloadGateCore
 
 /// The registry and webhook bodies: the first byte picks the body (device registration, timeline,
-/// webhook), the rest is the JSON. Accepted bodies hold only values in range; a refusal is a 4xx.
+/// webhook, control registration), the rest is the JSON. Accepted bodies hold only values in range; a refusal is a 4xx.
 @main
 struct FuzzAPIBodies {
     static func main() {
@@ -14,7 +14,7 @@ struct FuzzAPIBodies {
             guard let selector = bytes.first else { return }
             let data = Data(bytes.dropFirst())
             do throws(APIError) {
-                switch selector % 3 {
+                switch selector % 4 {
                 case 0:
                     let body = try DeviceRegistrationBody(json: data, limits: limits)
                     precondition(body.widgets.count <= limits.widgetsPerDevice)
@@ -28,6 +28,11 @@ struct FuzzAPIBodies {
                     precondition(timeline.entries.count <= limits.timelineEntries)
                     for entry in timeline.entries { precondition(Timestamp.acceptedRange.contains(entry.milliseconds)) }
                     if let planned = timeline.plannedReload { _ = planned.rfc3339 }
+                case 3:
+                    let body = try ControlRegistrationBody(json: data, limits: limits)
+                    precondition(limits.problem(with: body.control) == nil)
+                    let text = body.control.configuration.canonicalJSON
+                    precondition((try? JSONSerialization.jsonObject(with: Data(text.utf8))) != nil, "canonical JSON parses")
                 default:
                     let body = try WebhookBody(json: data, received: received)
                     if let expiration = body.expiration { precondition(Timestamp.acceptedRange.contains(expiration.milliseconds)) }

@@ -248,6 +248,45 @@ struct ConfigurationTests {
         #expect(scores.burst == 3)
     }
 
+    /// Controls' policies (issue 29): their own defaults, `scheduling.controls.<field>` from the file or the
+    /// environment, `scheduling.controls.kinds.<kind>` following the controls' default, apart from widgets'.
+    @Test func controlsHaveTheirOwnPoliciesInTheFileAndTheEnvironment() throws {
+        let directory = try TemporaryDirectory("config")
+        defer { directory.remove() }
+        let file = try Self.write(
+            "scheduling:\n  kinds:\n    garage:\n      dailyBudget: 10\n  controls:\n    burst: 4\n    kinds:\n      garage:\n        minimumInterval: 5\n",
+            in: directory
+        )
+        let configuration = try GatewayConfiguration.load(file: file, environment: ["RELOADGATE_SCHEDULING_CONTROLS_DAILY_BUDGET": "200"])
+        let resolved = configuration.scheduling.resolved
+        #expect(resolved.defaultPolicy == SchedulingPolicy())
+        #expect(resolved.controlsDefaultPolicy.burst == 4)
+        #expect(resolved.controlsDefaultPolicy.dailyBudget == 200)
+        #expect(resolved.controlsDefaultPolicy.minimumInterval == 60)
+        let garage = try #require(resolved.controlPoliciesByKind["garage"])
+        #expect(garage.minimumInterval == 5)
+        #expect(garage.burst == 4)
+        #expect(garage.dailyBudget == 200)
+        #expect(resolved.policiesByKind["garage"]?.dailyBudget == 10)
+        #expect(resolved.policy(kind: "garage", pushType: .controls) == garage)
+        #expect(resolved.policy(kind: "lights", pushType: .controls) == resolved.controlsDefaultPolicy)
+
+        let wrong = try Self.write("scheduling:\n  controls:\n    kinds:\n      garage:\n        dailyBudjet: 5\n", in: directory)
+        #expect(throws: ConfigurationError.self) { try GatewayConfiguration.load(file: wrong, environment: [:]) }
+        #expect(throws: ConfigurationError.self) {
+            try GatewayConfiguration.load(file: nil, environment: ["RELOADGATE_SCHEDULING_CONTROLS_BURST": "0"])
+        }
+
+        // `reloadgate simulate --set`: control:FIELD and control:KIND.FIELD.
+        var scheduling = GatewayConfiguration.Scheduling()
+        #expect(scheduling.set("control:daily=12") == nil)
+        #expect(scheduling.set("control:garage.interval=7") == nil)
+        #expect(scheduling.set("control:garage.burst=x") != nil)
+        #expect(scheduling.resolved.controlsDefaultPolicy.dailyBudget == 12)
+        #expect(scheduling.resolved.controlPoliciesByKind["garage"]?.minimumInterval == 7)
+        #expect(scheduling.resolved.defaultPolicy.dailyBudget == 40)
+    }
+
     @Test func environmentVariableNamesFollowTheKeys() {
         let names = Dictionary(uniqueKeysWithValues: ConfigurationKey.all.map { ($0.name, $0.environmentVariable) })
         #expect(names["listen.port"] == "RELOADGATE_LISTEN_PORT")

@@ -238,6 +238,44 @@ struct ControlsEndToEndTests {
         }
     }
 
+    // MARK: The operator
+
+    /// `pending`, `budget`, `explain` and `devices list` show a control with the controls' policy.
+    @Test func theOperatorsCommandsShowAControl() async throws {
+        try await Self.withFixture { fixture in
+            #expect(try await fixture.push(Self.front).status == 200)
+            try await Task.sleep(for: .milliseconds(100))
+            let deferred = try await fixture.push(Self.front)
+            #expect(deferred.header("reloadgate-decision") == "deferred")
+            let apnsID = try #require(deferred.header("apns-id"))
+            let socket = fixture.gateway.configuration.adminSocketPath
+            func cli(_ arguments: [String]) async throws -> [String: Any] {
+                let result = try await ReloadGateProcess.run(arguments + ["--json", "--socket", socket], in: fixture.gateway.directory.url)
+                try #require(result.status == 0, "\(arguments): \(result.stderr)")
+                return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+            }
+            let pending = try #require(try await cli(["pending"])["pending"] as? [[String: Any]])
+            #expect(pending.map { $0["device"] as? String } == [Self.front])
+            #expect(pending.first?["widget"] as? String == "control")
+            #expect(pending.first?["kind"] as? String == "garage")
+
+            let budget = try #require((try await cli(["budget", Self.front])["instances"] as? [[String: Any]])?.first)
+            #expect(budget["family"] as? String == "control")
+            #expect(budget["dailyBudget"] as? Int == 96)
+            #expect(budget["burst"] as? Int == 8)
+            #expect(budget["tokens"] as? Int == 7)
+
+            let explained = try await cli(["explain", apnsID.lowercased()])
+            let decisions = (explained["request"] as? [String: Any])?["decisions"] as? [[String: Any]] ?? []
+            #expect(decisions.map { $0["decision"] as? String } == ["deferred"], "\(explained)")
+            #expect((decisions.first?["reason"] as? String)?.contains("minimum interval 60 s") == true, "\(decisions)")
+
+            let devices = try #require(try await cli(["devices", "list"])["devices"] as? [[String: Any]])
+            #expect(devices.first { $0["device"] as? String == Self.front }?["pushType"] as? String == "controls")
+            #expect(devices.first { $0["device"] as? String == Self.device }?["pushType"] as? String == "widgets")
+        }
+    }
+
     // MARK: The webhook
 
     /// `reloadControls(ofKind:)` with `match` reaches the matching control only; `reloadAllControls()` every

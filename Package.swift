@@ -197,6 +197,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Benchmarks: print figures, never run by the tests (docs/BENCHMARKS.md).
+        // What Hummingbird's router costs called directly (issue 30's measurement before replacing the
+        // API listener's HTTP/2 serving).
+        .executableTarget(
+            name: "reloadgate-bench-router",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "reloadgate-bench-scheduler",
             dependencies: ["ReloadGateCore", "ReloadGateHostileInput"],

@@ -100,6 +100,9 @@ public final class InMemorySharedStore: SharedSchedulingStore {
     /// The device of an instance, as the simulation's registry sees it.
     public func instance(_ id: Int64) -> Instance? { state.withLock { $0.instances[id] } }
 
+    /// Whether a device's token is a device's (widgets) or a control's; widgets for an unknown device.
+    public func pushType(ofDevice device: Int64) -> PushType { state.withLock { $0.devices[device]?.pushType ?? .widgets } }
+
     /// Whether an active device shows `instance` now.
     public func isRegistered(instance id: Int64) -> Bool {
         state.withLock { state in state.instances[id].map { state.devices[$0.device]?.active == true } ?? false }

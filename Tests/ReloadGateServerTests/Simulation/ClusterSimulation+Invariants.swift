@@ -143,12 +143,14 @@ extension ClusterSimulation {
         for (apnsID, copies) in byID where copies.count > 1 && !mayBeResent.contains(apnsID) {
             throw Violation(description: "delivery \(apnsID) was sent \(copies.count) times: by \(copies.map(\.gateway))")
         }
-        let interval = configuration.defaultPolicy.minimumInterval * 1000
         var releases: [Int64: [Send]] = [:]
         for copies in byID.values {
             for instance in copies[0].delivery.instances { releases[instance, default: []].append(copies[0]) }
         }
         for (instance, sent) in releases where !flushedIgnoringBudget.contains(instance) {
+            // A control's interval is the controls' policy's.
+            let pushType = store.instance(instance).map { store.pushType(ofDevice: $0.device) } ?? .widgets
+            let interval = configuration.policy(kind: nil, pushType: pushType).minimumInterval * 1000
             let sorted = sent.sorted { $0.delivery.released < $1.delivery.released }
             for (earlier, later) in zip(sorted, sorted.dropFirst())
             where later.delivery.released.milliseconds - earlier.delivery.released.milliseconds < interval {

@@ -60,6 +60,9 @@ extension ClusterSimulation {
 
     static let render: SchedulerEngine.Render = { _, _ in (200, "") }
 
+    /// Unknown tokens from this one on are controls' (a controls push adopts them as controls).
+    static let firstControlToken = 1003
+
     /// A push to a token: adopted first when no device has it (then decided like any push).
     func adoptAndPush(at g: Int, token: Int) {
         let hex = Self.token(token)
@@ -74,7 +77,9 @@ extension ClusterSimulation {
         let command = command([], number: number, priority: .high, source: .push)
         let reply = reply(for: number)
         let adoptions = adoptions
-        engine.enqueue(SchedulerEngine.Adoption(app: app, token: try! DeviceToken(hex), pushType: .widgets, received: clock.date) { result in
+        engine.enqueue(SchedulerEngine.Adoption(
+            app: app, token: try! DeviceToken(hex), pushType: token >= Self.firstControlToken ? .controls : .widgets, received: clock.date
+        ) { result in
             switch result {
             case .success(let device):
                 adoptions.withLock { $0.append(Adopted(token: hex, device: device, request: number)) }
@@ -115,6 +120,8 @@ extension ClusterSimulation {
         do {
             try await engine.checkAccepting()
             if adding {
+                // A control's token has its one control: nothing to add (the registry refuses it too).
+                if store.pushType(ofDevice: device) == .controls { return answer(number, .registryDone) }
                 requests[number].targets = [try store.addWidget(device: device, kind: "scores")]
             } else {
                 guard let first = store.instances(ofDevice: device).first else { return answer(number, .registryDone) }

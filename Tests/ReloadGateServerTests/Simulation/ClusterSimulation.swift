@@ -100,7 +100,12 @@ final class ClusterSimulation {
         policy.lowPriorityDelay = 3
         policy.backgroundDelay = 10
         policy.coalescingWindow = 1
-        configuration = SchedulerConfiguration(defaultPolicy: policy)
+        // Controls (adopted tokens 1003-1005) have a policy of their own, with another interval: an owner
+        // that scheduled a control by the widgets' policy would break the interval invariant.
+        var controls = policy
+        controls.minimumInterval = 3
+        controls.coalescingWindow = 0
+        configuration = SchedulerConfiguration(defaultPolicy: policy, controlsDefaultPolicy: controls)
         for index in 0..<deviceCount {
             let kinds = index % 3 == 0 ? ["scores", "news"] : ["scores"]
             devices.append(try store.register(app: app.id, token: Self.token(index), kinds: kinds, now: Timestamp(clock.date)).device)

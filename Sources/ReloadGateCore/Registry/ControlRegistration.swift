@@ -22,19 +22,20 @@ public struct ControlRegistration: Hashable, Sendable {
 extension RegistryLimits {
     /// Checks a control; returns the first problem as a sentence, or `nil`.
     public func problem(with control: ControlRegistration) -> String? {
-        if !Self.isValidKind(control.kind, limit: identifierLength) {
-            return "kind must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
-        }
-        let size = control.configuration.canonicalJSON.utf8.count
-        if size > configurationBytes {
-            return "configuration has \(size) bytes, more than \(configurationBytes)"
-        }
-        return nil
+        problem(kind: control.kind, configuration: control.configuration, at: "")
     }
 
-    /// Whether `kind` is 1 to `limit` ASCII letters, digits, '.', '_' or '-'.
-    static func isValidKind(_ kind: String, limit: Int) -> Bool {
-        !kind.isEmpty && kind.count <= limit
+    /// The kind and configuration rules a widget and a control share; `path` prefixes the field names.
+    func problem(kind: String, configuration: WidgetConfiguration, at path: String) -> String? {
+        let kindIsValid = !kind.isEmpty && kind.count <= identifierLength
             && kind.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
+        if !kindIsValid {
+            return "\(path)kind must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
+        }
+        let size = configuration.canonicalJSON.utf8.count
+        if size > configurationBytes {
+            return "\(path)configuration has \(size) bytes, more than \(configurationBytes)"
+        }
+        return nil
     }
 }

@@ -47,12 +47,8 @@ public struct RegistryLimits: Sendable, Hashable {
             if !ids.insert(widget.id).inserted {
                 return "widgets[\(index)].id '\(widget.id)' appears twice"
             }
-            if !Self.isValidKind(widget.kind, limit: identifierLength) {
-                return "widgets[\(index)].kind must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
-            }
-            let size = widget.configuration.canonicalJSON.utf8.count
-            if size > configurationBytes {
-                return "widgets[\(index)].configuration has \(size) bytes, more than \(configurationBytes)"
+            if let problem = problem(kind: widget.kind, configuration: widget.configuration, at: "widgets[\(index)].") {
+                return problem
             }
         }
         return nil

@@ -94,9 +94,7 @@ struct RegistryRoutes {
         let app = try await authenticate(request, context)
         let token = try token(context)
         let body = try DeviceRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
-        if let environment = body.environment, environment != app.environment.rawValue {
-            throw APIError.invalidField("environment is \(environment) but \(app.bundle) is registered for \(app.environment)")
-        }
+        try Self.check(environment: body.environment, of: app)
         let registration = try await door.execute(
             PutDevice(app: app, token: token, widgets: body.widgets, previousToken: body.previousToken)
         )
@@ -112,14 +110,19 @@ struct RegistryRoutes {
         )
     }
 
+    /// A registration's `environment`, when given, must be the app's.
+    private static func check(environment: String?, of app: App) throws {
+        if let environment, environment != app.environment.rawValue {
+            throw APIError.invalidField("environment is \(environment) but \(app.bundle) is registered for \(app.environment)")
+        }
+    }
+
     /// `PUT .../controls/<token>`: one control's token, kind and configuration.
     private func putControl(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let app = try await authenticate(request, context)
         let token = try token(context)
         let body = try ControlRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
-        if let environment = body.environment, environment != app.environment.rawValue {
-            throw APIError.invalidField("environment is \(environment) but \(app.bundle) is registered for \(app.environment)")
-        }
+        try Self.check(environment: body.environment, of: app)
         let registration = try await door.execute(
             PutControl(app: app, token: token, control: body.control, previousToken: body.previousToken)
         )

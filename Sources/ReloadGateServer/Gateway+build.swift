@@ -101,8 +101,19 @@ public func buildGateway(
     // Hummingbird closes idle connections; the handshake, header and body deadlines are the gateway's.
     let timeouts = ConnectionTimeouts(configuration.listen, keepsIdle: false)
     let server: HTTPServerBuilder
+    // The API listener serves HTTP/2 frame by frame in front of the router (docs/DECISIONS.md, "The API
+    // listener serves HTTP/2 frame by frame"), with the idle deadline its handler keeps; the router's
+    // responder is set once the routes are complete.
+    let responders = RouterResponderBox()
     do {
-        server = try .timedHTTP2Upgrade(tlsConfiguration: tls.configuration, configuration: http2, timeouts: timeouts, logger: logger)
+        server = try .frameLevelHTTP2(
+            tlsConfiguration: tls.configuration,
+            http1: http2.streamConfiguration,
+            maxConcurrentStreams: 100,
+            timeouts: ConnectionTimeouts(configuration.listen, keepsIdle: true),
+            responders: responders,
+            logger: logger
+        )
     } catch {
         throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
     }
@@ -120,7 +131,8 @@ public func buildGateway(
         do {
             return try await assembleServices(
                 configuration: configuration, logger: logger, now: now, readiness: readiness, apns: apns, tls: tls,
-                http2: http2Configuration, timeouts: timeouts, server: server, onListening: onListening, customizeRouter: customizeRouter
+                http2: http2Configuration, timeouts: timeouts, server: server, responders: responders, onListening: onListening,
+                customizeRouter: customizeRouter
             )
         } catch {
             await apns?.close()
@@ -142,6 +154,7 @@ private func assembleServices(
     http2: HTTP2UpgradeChannel.Configuration,
     timeouts: ConnectionTimeouts,
     server: HTTPServerBuilder,
+    responders: RouterResponderBox,
     onListening: @escaping @Sendable (ListenerInfo) async -> Void,
     customizeRouter: @Sendable (Router<BasicRequestContext>) -> Void
 ) async throws -> [any Service] {
@@ -203,6 +216,7 @@ private func assembleServices(
         throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
     }
     customizeRouter(router)
+    responders.set(router.buildResponder())
 
     // The admin API: its own router and HTTP/1.1 server on a Unix socket (mode 0600), never on the
     // public listener.

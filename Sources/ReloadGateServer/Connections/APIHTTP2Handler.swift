@@ -1,0 +1,382 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import ReloadGateAPNs
+import Synchronization
+
+/// The router a listener's frame-level HTTP/2 handler calls: built once the routes are complete (tests
+/// add routes after the gateway's), set before the listener accepts its first connection.
+final class RouterResponderBox: Sendable {
+    private let value = Mutex<RouterResponder<BasicRequestContext>?>(nil)
+
+    init() {}
+
+    func set(_ responder: RouterResponder<BasicRequestContext>) { value.withLock { $0 = responder } }
+
+    var responder: RouterResponder<BasicRequestContext>? { value.withLock { $0 } }
+}
+
+/// The API listener's HTTP/2 path (issue 30): the connection's frames handled on its event loop, with no
+/// child channel and no async channel per stream, in front of the same Hummingbird router (called
+/// directly, 1.4 us a call: docs/BENCHMARKS.md, "Issue 30, before"). The APNs listener's handler
+/// (``IngressHTTP2Handler``) is the model: one timer a connection for the body deadlines and the idle
+/// timeout, answers flushed together, GOAWAY on drain.
+///
+/// A stream's body is gathered up to ``bodyCap`` (one byte more than the routes take: a larger body gets
+/// the route's own `413`, and the stream is reset after the answer); the route runs in a task once the
+/// request ended; its answer is written on the loop.
+final class APIHTTP2Handler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    /// One byte more than the routes' limit (64 KiB): they refuse it with their own answer.
+    static let bodyCap = 64 * 1024 + 1
+
+    private struct Stream {
+        var head: HTTPRequest
+        var body: ByteBuffer
+        var contentLength: Int?
+        /// The client ended its side.
+        var requestEnded = false
+        /// Handed to the router (at the request's end, or when the body passed the cap).
+        var dispatched = false
+        /// When the request must have ended.
+        var bodyDeadline: NIODeadline
+    }
+
+    private let responders: RouterResponderBox
+    private let timeouts: ConnectionTimeouts
+    private var logger: Logger
+    private var streams: [HTTP2StreamID: Stream] = [:]
+    private var lastStreamID = HTTP2StreamID.rootStream
+    private var draining = false
+    private var flushScheduled = false
+    private let connectionWindow = 1 << 20
+    private var lastActivity = NIODeadline.now()
+    private var timer: (task: Scheduled<Void>, at: NIODeadline)?
+    private var started = false
+
+    init(responders: RouterResponderBox, timeouts: ConnectionTimeouts, logger: Logger) {
+        self.responders = responders
+        self.timeouts = timeouts
+        self.logger = logger
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context: context)
+        context.fireChannelActive()
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.task.cancel()
+        timer = nil
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard !started else { return }
+        started = true
+        logger[metadataKey: "connection"] = "\(context.channel.remoteAddress?.description ?? "-")"
+        context.triggerUserOutboundEvent(HandshakeTimeoutHandler.ProtocolChosen(), promise: nil)
+        let increment = connectionWindow - 65_535
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+        lastActivity = .now()
+        schedule(at: lastActivity + (timeouts.idle ?? .seconds(300)), context: context)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        let id = frame.streamID
+        switch frame.payload {
+        case .headers(let headers):
+            if streams[id] == nil {
+                guard id > lastStreamID else { return }
+                lastStreamID = id
+                startRequest(id, headers.headers, context: context)
+            }
+            if headers.endStream { endRequest(id, context: context) }
+        case .data(let data):
+            guard var stream = streams[id], !stream.requestEnded else { return }
+            let bytes = data.data
+            guard case .byteBuffer(var buffer) = bytes else { return }
+            if !stream.dispatched {
+                if let declared = stream.contentLength, stream.body.readableBytes + buffer.readableBytes > declared {
+                    return reset(id, .protocolError, context: context)  // more than `content-length` says
+                }
+                let room = Self.bodyCap - stream.body.readableBytes
+                if buffer.readableBytes > room {
+                    // Past the routes' limit: the route answers it (413) from what is here; the rest is not kept.
+                    var part = buffer.readSlice(length: room)!
+                    stream.body.writeBuffer(&part)
+                    stream.requestEnded = data.endStream
+                    streams[id] = stream
+                    return dispatch(id, context: context)
+                }
+                stream.body.writeBuffer(&buffer)
+                streams[id] = stream
+            }
+            if data.endStream { endRequest(id, context: context) }
+        case .rstStream:
+            streams[id] = nil
+            closeIfDrained(context: context)
+        default:
+            break  // SETTINGS, PING, PRIORITY, WINDOW_UPDATE, GOAWAY: NIOHTTP2Handler keeps the state
+        }
+    }
+
+    private func startRequest(_ id: HTTP2StreamID, _ headers: HPACKHeaders, context: ChannelHandlerContext) {
+        var fields = HTTP2RequestFields()
+        var method: HTTPRequest.Method?
+        var scheme: String?
+        var authority: String?
+        var path: String?
+        var regular = HTTPFields()
+        for (name, value, _) in headers {
+            guard fields.accept(name: name, value: value) else { return reset(id, .protocolError, context: context) }
+            switch name {
+            case ":method": method = HTTPRequest.Method(value)
+            case ":scheme": scheme = value
+            case ":authority": authority = value
+            case ":path": path = value
+            default:
+                guard !name.hasPrefix(":"), let field = HTTPField.Name(name) else {
+                    if name.hasPrefix(":") { continue }
+                    return reset(id, .protocolError, context: context)
+                }
+                regular.append(HTTPField(name: field, value: value))
+            }
+        }
+        guard fields.isComplete, let method else { return reset(id, .protocolError, context: context) }
+        // A client that names the host in `host` instead of `:authority` (RFC 9113 8.3.1 allows it).
+        if authority == nil, let name = HTTPField.Name("host"), let host = regular[name] { authority = host }
+        let head = HTTPRequest(method: method, scheme: scheme, authority: authority, path: path, headerFields: regular)
+        let bodyDeadline = NIODeadline.now() + timeouts.body
+        streams[id] = Stream(
+            head: head, body: context.channel.allocator.buffer(capacity: 0), contentLength: fields.contentLength, bodyDeadline: bodyDeadline
+        )
+        if timer == nil || timer!.at > bodyDeadline { schedule(at: bodyDeadline, context: context) }
+    }
+
+    private func endRequest(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
+        guard var stream = streams[id] else { return }
+        if let declared = stream.contentLength, !stream.dispatched, stream.body.readableBytes != declared {
+            return reset(id, .protocolError, context: context)  // less than `content-length` says
+        }
+        stream.requestEnded = true
+        streams[id] = stream
+        if !stream.dispatched { dispatch(id, context: context) }
+    }
+
+    /// Hands the request to the router in a task; its answer comes back to the loop.
+    private func dispatch(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
+        guard var stream = streams[id], let responder = responders.responder else {
+            return reset(id, .refusedStream, context: context)
+        }
+        stream.dispatched = true
+        let request = Request(head: stream.head, body: RequestBody(buffer: stream.body))
+        stream.body = ByteBuffer()
+        streams[id] = stream
+        let routed = Routed(
+            id: id, request: request, responder: responder, channel: context.channel, logger: logger,
+            handler: NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        )
+        Task { await routed.run() }
+    }
+
+    /// A request on its way through the router, and where its answer goes.
+    private struct Routed: Sendable {
+        let id: HTTP2StreamID
+        let request: Request
+        let responder: RouterResponder<BasicRequestContext>
+        let channel: any Channel
+        let logger: Logger
+        let handler: NIOLoopBound<(APIHTTP2Handler, ChannelHandlerContext)>
+
+        func run() async {
+            let answer = await APIHTTP2Handler.answer(request, responder: responder, channel: channel, logger: logger)
+            let handler = handler
+            let id = id
+            handler.eventLoop.execute {
+                let (handler, context) = handler.value
+                handler.respond(id, answer.head, answer.body, context: context)
+            }
+        }
+    }
+
+    /// The router's answer as a head and a whole body. An error the router lets through is answered as
+    /// Hummingbird's server answers it.
+    fileprivate static func answer(
+        _ request: Request,
+        responder: RouterResponder<BasicRequestContext>,
+        channel: any Channel,
+        logger: Logger
+    ) async -> (head: HTTPResponse, body: ByteBuffer) {
+        let context = BasicRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
+        var response: Response
+        do {
+            response = try await responder.respond(to: request, context: context)
+        } catch let error as any HTTPResponseError {
+            response = (try? error.response(from: request, context: context)) ?? Response(status: .internalServerError)
+        } catch {
+            response = Response(status: .internalServerError)
+        }
+        let collected = CollectedBody()
+        do {
+            try await response.body.write(CollectingBodyWriter(collected: collected))
+        } catch {
+            logger.debug("a response body could not be written", metadata: ["error": "\(error)"])
+        }
+        return (response.head, collected.buffer)
+    }
+
+    /// Writes an answer, and resets a stream whose request had not ended (its body passed the cap).
+    private func respond(_ id: HTTP2StreamID, _ head: HTTPResponse, _ body: ByteBuffer, context: ChannelHandlerContext) {
+        guard let stream = streams[id] else { return }
+        streams[id] = nil
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(head.headerFields.count + 2)
+        headers.add(name: ":status", value: String(head.status.code))
+        for field in head.headerFields where field.name != .connection && field.name != .transferEncoding {
+            headers.add(name: field.name.canonicalName, value: field.value)
+        }
+        if head.headerFields[.contentLength] == nil, head.status.code != 204, head.status.code != 304 {
+            headers.add(name: "content-length", value: String(body.readableBytes))
+        }
+        // A HEAD request's answer has the headers of the GET and no body (RFC 9110 9.3.2).
+        let hasBody = body.readableBytes > 0 && stream.head.method != .head
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
+        if hasBody {
+            let written = context.eventLoop.makePromise(of: Void.self)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: written)
+            if !stream.requestEnded {
+                // A body past the cap: a complete answer, then RST_STREAM NO_ERROR (RFC 9113 8.1).
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                written.futureResult.whenSuccess {
+                    let (handler, context) = bound.value
+                    context.writeAndFlush(handler.wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.noError))), promise: nil)
+                }
+            }
+        } else if !stream.requestEnded {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.noError))), promise: nil)
+        }
+        scheduleFlush(context: context)
+        closeIfDrained(context: context)
+    }
+
+    private func reset(_ id: HTTP2StreamID, _ code: NIOHTTP2.HTTP2ErrorCode, context: ChannelHandlerContext) {
+        streams[id] = nil
+        logger.debug("malformed request: stream reset", metadata: ["stream": "\(id)"])
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(code))), promise: nil)
+        scheduleFlush(context: context)
+        closeIfDrained(context: context)
+    }
+
+    private func scheduleFlush(context: ChannelHandlerContext) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = bound.value
+            handler.flushScheduled = false
+            context.flush()
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let update as NIOHTTP2WindowUpdatedEvent where update.streamID == .rootStream:
+            if let inbound = update.inboundWindowSize, inbound < connectionWindow / 2 {
+                context.write(
+                    wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionWindow - inbound))),
+                    promise: nil
+                )
+                scheduleFlush(context: context)
+            }
+        case is ChannelShouldQuiesceEvent:
+            goAway(context: context)
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    private func goAway(context: ChannelHandlerContext) {
+        guard !draining else { return }
+        draining = true
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
+        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        closeIfDrained(context: context)
+    }
+
+    private func closeIfDrained(context: ChannelHandlerContext) {
+        if streams.isEmpty {
+            lastActivity = .now()
+            // The timer may have stopped while every stream waited for its route: the idle deadline restarts.
+            if timer == nil, let idle = timeouts.idle, context.channel.isActive { schedule(at: lastActivity + idle, context: context) }
+        }
+        guard draining, streams.isEmpty else { return }
+        context.close(promise: nil)
+    }
+
+    private func schedule(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        timer?.task.cancel()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let task = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = bound.value
+            handler.timerFired(context: context)
+        }
+        timer = (task, deadline)
+    }
+
+    /// Resets the streams whose request did not end in time; closes an idle connection; sets the timer for
+    /// the next deadline.
+    private func timerFired(context: ChannelHandlerContext) {
+        timer = nil
+        let now = NIODeadline.now()
+        let late = streams.filter { !$0.value.requestEnded && !$0.value.dispatched && $0.value.bodyDeadline <= now }.map(\.key)
+        for id in late {
+            streams[id] = nil
+            logger.debug("stream reset: body timeout", metadata: ["stream": "\(id)"])
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+        }
+        if !late.isEmpty {
+            scheduleFlush(context: context)
+            closeIfDrained(context: context)
+        }
+        if streams.isEmpty, let idle = timeouts.idle, lastActivity + idle <= now {
+            logger.debug("connection idle: GOAWAY")
+            goAway(context: context)
+            return
+        }
+        var next = streams.values.lazy.filter { !$0.requestEnded && !$0.dispatched }.map(\.bodyDeadline).min()
+        if streams.isEmpty, let idle = timeouts.idle { next = min(next ?? .distantFuture, lastActivity + idle) }
+        if let next, context.channel.isActive { schedule(at: next, context: context) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("API connection closed on an error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+}
+
+/// A response body, gathered whole (the API's answers are small: the largest is the OpenAPI document).
+final class CollectedBody: @unchecked Sendable {
+    var buffer = ByteBuffer()
+}
+
+struct CollectingBodyWriter: ResponseBodyWriter {
+    let collected: CollectedBody
+
+    mutating func write(_ buffer: ByteBuffer) async throws {
+        var buffer = buffer
+        collected.buffer.writeBuffer(&buffer)
+    }
+
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}

@@ -111,6 +111,7 @@ public func buildGateway(
             http1: http2.streamConfiguration,
             maxConcurrentStreams: 100,
             timeouts: ConnectionTimeouts(configuration.listen, keepsIdle: true),
+            gracePeriod: .seconds(Int64(configuration.listen.shutdownGracePeriod)),
             responders: responders,
             logger: logger
         )

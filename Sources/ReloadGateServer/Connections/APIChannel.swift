@@ -28,6 +28,7 @@ struct APIChannel: ServerChildChannel {
     let responders: RouterResponderBox
     let settings: HTTP2Settings
     let timeouts: ConnectionTimeouts
+    let gracePeriod: TimeAmount
     let logger: Logger
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
@@ -35,6 +36,7 @@ struct APIChannel: ServerChildChannel {
         let responders = responders
         let settings = settings
         let timeouts = timeouts
+        let gracePeriod = gracePeriod
         let handlerLogger = self.logger
         return channel.eventLoop.makeCompletedFuture {
             let sync = channel.pipeline.syncOperations
@@ -48,7 +50,7 @@ struct APIChannel: ServerChildChannel {
                         try channel.pipeline.syncOperations.addHandler(
                             NIOHTTP2Handler(mode: .server, initialSettings: settings, headerBlockValidation: .disabled, contentLengthValidation: .disabled)
                         )
-                        try channel.pipeline.syncOperations.addHandler(APIHTTP2Handler(responders: responders, timeouts: timeouts, logger: handlerLogger))
+                        try channel.pipeline.syncOperations.addHandler(APIHTTP2Handler(responders: responders, timeouts: timeouts, gracePeriod: gracePeriod, logger: handlerLogger))
                         return .http2
                     }
                 case .negotiated("http/1.1"), .fallback:
@@ -85,6 +87,7 @@ extension HTTPServerBuilder {
         http1: HTTP1Channel.Configuration,
         maxConcurrentStreams: Int,
         timeouts: ConnectionTimeouts,
+        gracePeriod: TimeAmount,
         responders: RouterResponderBox,
         logger: Logger
     ) throws -> HTTPServerBuilder {
@@ -107,6 +110,7 @@ extension HTTPServerBuilder {
                 responders: responders,
                 settings: settings,
                 timeouts: timeouts,
+                gracePeriod: gracePeriod,
                 logger: logger
             )
         }

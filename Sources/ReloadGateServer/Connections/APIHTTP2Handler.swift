@@ -50,6 +50,11 @@ final class APIHTTP2Handler: ChannelInboundHandler {
 
     private let responders: RouterResponderBox
     private let timeouts: ConnectionTimeouts
+    /// After GOAWAY, how long streams in flight may take before the connection is closed (and their routes
+    /// cancelled): `listen.shutdownGracePeriod`.
+    private let gracePeriod: TimeAmount
+    /// The routes' tasks, cancelled when the connection closes.
+    private var routing: [HTTP2StreamID: Task<Void, Never>] = [:]
     private var logger: Logger
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var lastStreamID = HTTP2StreamID.rootStream
@@ -60,9 +65,10 @@ final class APIHTTP2Handler: ChannelInboundHandler {
     private var timer: (task: Scheduled<Void>, at: NIODeadline)?
     private var started = false
 
-    init(responders: RouterResponderBox, timeouts: ConnectionTimeouts, logger: Logger) {
+    init(responders: RouterResponderBox, timeouts: ConnectionTimeouts, gracePeriod: TimeAmount, logger: Logger) {
         self.responders = responders
         self.timeouts = timeouts
+        self.gracePeriod = gracePeriod
         self.logger = logger
     }
 
@@ -78,6 +84,17 @@ final class APIHTTP2Handler: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.task.cancel()
         timer = nil
+        cancelRoutes()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        cancelRoutes()
+        context.fireChannelInactive()
+    }
+
+    private func cancelRoutes() {
+        for task in routing.values { task.cancel() }
+        routing = [:]
     }
 
     private func start(context: ChannelHandlerContext) {
@@ -187,7 +204,7 @@ final class APIHTTP2Handler: ChannelInboundHandler {
             id: id, request: request, responder: responder, channel: context.channel, logger: logger,
             handler: NIOLoopBound((self, context), eventLoop: context.eventLoop)
         )
-        Task { await routed.run() }
+        routing[id] = Task { await routed.run() }
     }
 
     /// A request on its way through the router, and where its answer goes.
@@ -238,6 +255,7 @@ final class APIHTTP2Handler: ChannelInboundHandler {
 
     /// Writes an answer, and resets a stream whose request had not ended (its body passed the cap).
     private func respond(_ id: HTTP2StreamID, _ head: HTTPResponse, _ body: ByteBuffer, context: ChannelHandlerContext) {
+        routing[id] = nil
         guard let stream = streams[id] else { return }
         streams[id] = nil
         var headers = HPACKHeaders()
@@ -311,6 +329,9 @@ final class APIHTTP2Handler: ChannelInboundHandler {
         draining = true
         let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
         context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        // Streams in flight get the grace period; then the connection closes and their routes are cancelled.
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: gracePeriod) { bound.value.close(promise: nil) }
         closeIfDrained(context: context)
     }
 

@@ -93,12 +93,9 @@ public func buildGateway(
     try AdminSocket.removeStale(at: configuration.adminSocketPath)
     let tls = try ListenerTLS.load(configuration.tls, now: now(), logger: logger)
 
-    var http2 = HTTP2UpgradeChannel.Configuration(
-        idleTimeout: .seconds(configuration.listen.idleTimeout),
-        streamConfiguration: .init(idleTimeout: .seconds(Int64(configuration.listen.idleTimeout)))
-    )
-    http2.gracefulCloseTimeout = .seconds(configuration.listen.shutdownGracePeriod)
-    // Hummingbird closes idle connections; the handshake, header and body deadlines are the gateway's.
+    // HTTP/1.1 connections (the API listener's fallback and the admin socket): Hummingbird closes idle ones;
+    // the handshake, header and body deadlines are the gateway's.
+    let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(configuration.listen.idleTimeout)))
     let timeouts = ConnectionTimeouts(configuration.listen, keepsIdle: false)
     let server: HTTPServerBuilder
     // The API listener serves HTTP/2 frame by frame in front of the router (docs/DECISIONS.md, "The API
@@ -108,7 +105,7 @@ public func buildGateway(
     do {
         server = try .frameLevelHTTP2(
             tlsConfiguration: tls.configuration,
-            http1: http2.streamConfiguration,
+            http1: http1,
             maxConcurrentStreams: 100,
             timeouts: ConnectionTimeouts(configuration.listen, keepsIdle: true),
             gracePeriod: .seconds(Int64(configuration.listen.shutdownGracePeriod)),
@@ -127,12 +124,11 @@ public func buildGateway(
         ? try APNsUpstream(configuration: configuration.upstream, environment: configuration.environment, now: now, logger: logger)
         : nil
     let readiness = Readiness()
-    let http2Configuration = http2
     return Gateway(configuration: configuration, readiness: readiness, logger: logger) {
         do {
             return try await assembleServices(
                 configuration: configuration, logger: logger, now: now, readiness: readiness, apns: apns, tls: tls,
-                http2: http2Configuration, timeouts: timeouts, server: server, responders: responders, onListening: onListening,
+                http1: http1, timeouts: timeouts, server: server, responders: responders, onListening: onListening,
                 customizeRouter: customizeRouter
             )
         } catch {
@@ -152,7 +148,7 @@ private func assembleServices(
     readiness: Readiness,
     apns: APNsUpstream?,
     tls: ListenerTLS,
-    http2: HTTP2UpgradeChannel.Configuration,
+    http1: HTTP1Channel.Configuration,
     timeouts: ConnectionTimeouts,
     server: HTTPServerBuilder,
     responders: RouterResponderBox,
@@ -247,12 +243,28 @@ private func assembleServices(
         let adminServer: HTTPServerBuilder
         do {
             token = try AdminToken.loadOrCreate(at: tokenPath)
-            adminServer = try .timedHTTP2Upgrade(tlsConfiguration: tls.configuration, configuration: http2, timeouts: timeouts, logger: logger)
         } catch {
             try? store.close()
             throw ConfigurationError.inconsistent(key: "admin.tokenFile", reason: "\(error)")
         }
+        // The same frame-level HTTP/2 connection as the API listener's, in front of the admin router.
+        let adminResponders = RouterResponderBox()
+        do {
+            adminServer = try .frameLevelHTTP2(
+                tlsConfiguration: tls.configuration,
+                http1: http1,
+                maxConcurrentStreams: 100,
+                timeouts: ConnectionTimeouts(configuration.listen, keepsIdle: true),
+                gracePeriod: .seconds(Int64(configuration.listen.shutdownGracePeriod)),
+                responders: adminResponders,
+                logger: logger
+            )
+        } catch {
+            try? store.close()
+            throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
+        }
         let router = GatewayRouters.admin(door: door, logger: logger, token: token)
+        adminResponders.set(router.buildResponder())
         let adminHost = configuration.admin.host
         adminTLS = Application(
             router: router,

@@ -62,6 +62,14 @@ public final class RawConnection: Sendable {
         try await channel.writeAndFlush(ByteBuffer(string: text)).get()
     }
 
+    /// Writes `bytes` as they are.
+    public func send(bytes: [UInt8]) async throws {
+        try await channel.writeAndFlush(ByteBuffer(bytes: bytes)).get()
+    }
+
+    /// What the server sent so far.
+    public var receivedBytes: [UInt8] { received.bytes.withLock { $0 } }
+
     /// Whether the server has closed the connection.
     public var isClosed: Bool { !channel.isActive }
 

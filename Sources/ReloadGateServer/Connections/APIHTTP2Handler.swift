@@ -271,9 +271,10 @@ final class APIHTTP2Handler: ChannelInboundHandler {
         let hasBody = body.readableBytes > 0 && stream.head.method != .head
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
         if hasBody {
-            let written = context.eventLoop.makePromise(of: Void.self)
+            // A promise only when the write's completion matters (one allocation less per answer).
+            let written = stream.requestEnded ? nil : context.eventLoop.makePromise(of: Void.self)
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: written)
-            if !stream.requestEnded {
+            if let written {
                 // A body past the cap: a complete answer, then RST_STREAM NO_ERROR (RFC 9113 8.1).
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
                 written.futureResult.whenSuccess {

@@ -93,22 +93,22 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
             }
             if headers.endStream { endRequest(id, context: context) }
         case .data(let data):
-            guard var stream = streams[id] else { return }
-            if !stream.responded, let declared = stream.contentLength, stream.body.count + data.data.readableBytes > declared {
+            // The stream is read and changed in place in the dictionary: a copy of it would share its body's
+            // storage, and appending would then copy the body.
+            guard let responded = streams[id]?.responded, let buffered = streams[id]?.body.count else { return }
+            if !responded, let declared = streams[id]?.contentLength, buffered + data.data.readableBytes > declared {
                 return reset(id, context: context)  // more than `content-length` says: malformed
             }
-            if !stream.responded, case .byteBuffer(let buffer) = data.data {
-                if stream.body.count + buffer.readableBytes > PushPayload.limit {
+            if !responded, case .byteBuffer(let buffer) = data.data {
+                if buffered + buffer.readableBytes > PushPayload.limit {
                     // Refused while reading: the rest of the body is never buffered. A stream that has
                     // not ended yet is reset after the answer.
-                    stream.requestEnded = data.endStream
-                    streams[id] = stream
-                    let apnsID = stream.accepted?.apnsID ?? PushIngress.responseID([], ids: &ids)
+                    streams[id]?.requestEnded = data.endStream
+                    let apnsID = streams[id]?.accepted?.apnsID ?? PushIngress.responseID([], ids: &ids)
                     respond(id, PushResponse(APNsFailure(.payloadTooLarge), apnsID: apnsID), context: context)
                     return
                 }
-                stream.body.append(contentsOf: buffer.readableBytesView)
-                streams[id] = stream
+                streams[id]?.body.append(contentsOf: buffer.readableBytesView)
             }
             if data.endStream { endRequest(id, context: context) }
         case .rstStream:
@@ -151,18 +151,17 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     }
 
     private func endRequest(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
-        guard var stream = streams[id] else { return }
-        if let declared = stream.contentLength, !stream.responded, stream.body.count != declared {
+        guard let responded = streams[id]?.responded else { return }
+        if let declared = streams[id]?.contentLength, !responded, streams[id]?.body.count != declared {
             return reset(id, context: context)  // less than `content-length` says: malformed
         }
-        stream.requestEnded = true
-        if stream.responded {
+        if responded {
             streams[id] = nil
             closeIfDrained(context: context)
             return
         }
-        streams[id] = stream
-        guard let accepted = stream.accepted else { return }
+        streams[id]?.requestEnded = true
+        guard let stream = streams[id], let accepted = stream.accepted else { return }
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         ingress.process(accepted, body: stream.body, connection: connection) { response in
@@ -180,7 +179,8 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
 
     /// Writes the answer.
     private func respond(_ id: HTTP2StreamID, _ response: PushResponse, context: ChannelHandlerContext) {
-        guard var stream = streams[id], !stream.responded else { return }
+        // Taken out of the dictionary (no copy); put back only for an early refusal, below.
+        guard streams[id]?.responded == false, var stream = streams.removeValue(forKey: id) else { return }
         ingress.metrics.apnsAnswer(status: response.status, reason: response.reason)
         var headers = HPACKHeaders()
         headers.reserveCapacity(4 + response.extraHeaders.count)
@@ -211,11 +211,7 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         } else {
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
         }
-        if stream.requestEnded {
-            streams[id] = nil
-        } else if resetAfterwards {
-            streams[id] = nil
-        } else {
+        if !stream.requestEnded && !resetAfterwards {
             // An early refusal: the rest of the (small) request is read and dropped, since some clients
             // drop an answer's body when the stream is reset.
             stream.responded = true

@@ -29,7 +29,7 @@ final class RouterResponderBox: Sendable {
 /// A stream's body is gathered up to ``bodyCap`` (one byte more than the routes take: a larger body gets
 /// the route's own `413`, and the stream is reset after the answer); the route runs in a task once the
 /// request ended; its answer is written on the loop.
-final class APIHTTP2Handler: ChannelInboundHandler {
+final class APIHTTP2Handler: FrameLevelHTTP2Connection {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
@@ -57,12 +57,8 @@ final class APIHTTP2Handler: ChannelInboundHandler {
     private var routing: [HTTP2StreamID: Task<Void, Never>] = [:]
     private var logger: Logger
     private var streams: [HTTP2StreamID: Stream] = [:]
-    private var lastStreamID = HTTP2StreamID.rootStream
-    private var draining = false
-    private var flushScheduled = false
-    private let connectionWindow = 1 << 20
-    private var lastActivity = NIODeadline.now()
-    private var timer: (task: Scheduled<Void>, at: NIODeadline)?
+    /// The window, the flushes, the timer and the drain (``FrameLevelHTTP2Connection``).
+    var connectionState = FrameLevelHTTP2State()
     private var started = false
 
     init(responders: RouterResponderBox, timeouts: ConnectionTimeouts, gracePeriod: TimeAmount, logger: Logger) {
@@ -82,8 +78,7 @@ final class APIHTTP2Handler: ChannelInboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.task.cancel()
-        timer = nil
+        cancelTimer()
         cancelRoutes()
     }
 
@@ -102,10 +97,9 @@ final class APIHTTP2Handler: ChannelInboundHandler {
         started = true
         logger[metadataKey: "connection"] = "\(context.channel.remoteAddress?.description ?? "-")"
         context.triggerUserOutboundEvent(HandshakeTimeoutHandler.ProtocolChosen(), promise: nil)
-        let increment = connectionWindow - 65_535
-        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
-        lastActivity = .now()
-        schedule(at: lastActivity + (timeouts.idle ?? .seconds(300)), context: context)
+        openConnectionWindow(context: context)
+        connectionState.lastActivity = .now()
+        schedule(at: connectionState.lastActivity + (timeouts.idle ?? .seconds(300)), context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -114,30 +108,30 @@ final class APIHTTP2Handler: ChannelInboundHandler {
         switch frame.payload {
         case .headers(let headers):
             if streams[id] == nil {
-                guard id > lastStreamID else { return }
-                lastStreamID = id
+                guard id > connectionState.lastStreamID else { return }
+                connectionState.lastStreamID = id
                 startRequest(id, headers.headers, context: context)
             }
             if headers.endStream { endRequest(id, context: context) }
         case .data(let data):
-            guard var stream = streams[id], !stream.requestEnded else { return }
-            let bytes = data.data
-            guard case .byteBuffer(var buffer) = bytes else { return }
-            if !stream.dispatched {
-                if let declared = stream.contentLength, stream.body.readableBytes + buffer.readableBytes > declared {
+            // Read and changed in place in the dictionary: a copy of the stream would share its body's
+            // storage, and writing to it would then copy the body.
+            guard let ended = streams[id]?.requestEnded, !ended, let dispatched = streams[id]?.dispatched else { return }
+            guard case .byteBuffer(var buffer) = data.data else { return }
+            if !dispatched {
+                let buffered = streams[id]?.body.readableBytes ?? 0
+                if let declared = streams[id]?.contentLength, buffered + buffer.readableBytes > declared {
                     return reset(id, .protocolError, context: context)  // more than `content-length` says
                 }
-                let room = Self.bodyCap - stream.body.readableBytes
+                let room = Self.bodyCap - buffered
                 if buffer.readableBytes > room {
                     // Past the routes' limit: the route answers it (413) from what is here; the rest is not kept.
                     var part = buffer.readSlice(length: room)!
-                    stream.body.writeBuffer(&part)
-                    stream.requestEnded = data.endStream
-                    streams[id] = stream
+                    streams[id]?.body.writeBuffer(&part)
+                    streams[id]?.requestEnded = data.endStream
                     return dispatch(id, context: context)
                 }
-                stream.body.writeBuffer(&buffer)
-                streams[id] = stream
+                streams[id]?.body.writeBuffer(&buffer)
             }
             if data.endStream { endRequest(id, context: context) }
         case .rstStream:
@@ -178,7 +172,7 @@ final class APIHTTP2Handler: ChannelInboundHandler {
         streams[id] = Stream(
             head: head, body: context.channel.allocator.buffer(capacity: 0), contentLength: fields.contentLength, bodyDeadline: bodyDeadline
         )
-        if timer == nil || timer!.at > bodyDeadline { schedule(at: bodyDeadline, context: context) }
+        scheduleIfEarlier(bodyDeadline, context: context)
     }
 
     private func endRequest(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
@@ -292,32 +286,13 @@ final class APIHTTP2Handler: ChannelInboundHandler {
     private func reset(_ id: HTTP2StreamID, _ code: NIOHTTP2.HTTP2ErrorCode, context: ChannelHandlerContext) {
         streams[id] = nil
         logger.debug("malformed request: stream reset", metadata: ["stream": "\(id)"])
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(code))), promise: nil)
-        scheduleFlush(context: context)
+        writeReset(id, code, context: context)
         closeIfDrained(context: context)
     }
 
-    private func scheduleFlush(context: ChannelHandlerContext) {
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.execute {
-            let (handler, context) = bound.value
-            handler.flushScheduled = false
-            context.flush()
-        }
-    }
-
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if connectionWindowUpdated(event, context: context) { return }
         switch event {
-        case let update as NIOHTTP2WindowUpdatedEvent where update.streamID == .rootStream:
-            if let inbound = update.inboundWindowSize, inbound < connectionWindow / 2 {
-                context.write(
-                    wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionWindow - inbound))),
-                    promise: nil
-                )
-                scheduleFlush(context: context)
-            }
         case is ChannelShouldQuiesceEvent:
             goAway(context: context)
         default:
@@ -326,10 +301,7 @@ final class APIHTTP2Handler: ChannelInboundHandler {
     }
 
     private func goAway(context: ChannelHandlerContext) {
-        guard !draining else { return }
-        draining = true
-        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
-        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        guard sendGoAway(context: context) else { return }
         // Streams in flight get the grace period; then the connection closes and their routes are cancelled.
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: gracePeriod) { bound.value.close(promise: nil) }
@@ -337,47 +309,29 @@ final class APIHTTP2Handler: ChannelInboundHandler {
     }
 
     private func closeIfDrained(context: ChannelHandlerContext) {
-        if streams.isEmpty {
-            lastActivity = .now()
-            // The timer may have stopped while every stream waited for its route: the idle deadline restarts.
-            if timer == nil, let idle = timeouts.idle, context.channel.isActive { schedule(at: lastActivity + idle, context: context) }
-        }
-        guard draining, streams.isEmpty else { return }
+        if streams.isEmpty { noStreamOpen(idle: timeouts.idle, context: context) }
+        guard connectionState.draining, streams.isEmpty else { return }
         context.close(promise: nil)
-    }
-
-    private func schedule(at deadline: NIODeadline, context: ChannelHandlerContext) {
-        timer?.task.cancel()
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let task = context.eventLoop.scheduleTask(deadline: deadline) {
-            let (handler, context) = bound.value
-            handler.timerFired(context: context)
-        }
-        timer = (task, deadline)
     }
 
     /// Resets the streams whose request did not end in time; closes an idle connection; sets the timer for
     /// the next deadline.
-    private func timerFired(context: ChannelHandlerContext) {
-        timer = nil
+    func timerFired(context: ChannelHandlerContext) {
         let now = NIODeadline.now()
         let late = streams.filter { !$0.value.requestEnded && !$0.value.dispatched && $0.value.bodyDeadline <= now }.map(\.key)
         for id in late {
             streams[id] = nil
             logger.debug("stream reset: body timeout", metadata: ["stream": "\(id)"])
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+            writeReset(id, .cancel, context: context)
         }
-        if !late.isEmpty {
-            scheduleFlush(context: context)
-            closeIfDrained(context: context)
-        }
-        if streams.isEmpty, let idle = timeouts.idle, lastActivity + idle <= now {
+        if !late.isEmpty { closeIfDrained(context: context) }
+        if streams.isEmpty, let idle = timeouts.idle, connectionState.lastActivity + idle <= now {
             logger.debug("connection idle: GOAWAY")
             goAway(context: context)
             return
         }
         var next = streams.values.lazy.filter { !$0.requestEnded && !$0.dispatched }.map(\.bodyDeadline).min()
-        if streams.isEmpty, let idle = timeouts.idle { next = min(next ?? .distantFuture, lastActivity + idle) }
+        if streams.isEmpty, let idle = timeouts.idle { next = min(next ?? .distantFuture, connectionState.lastActivity + idle) }
         if let next, context.channel.isActive { schedule(at: next, context: context) }
     }
 

@@ -11,7 +11,7 @@ import ReloadGateAPNs
 /// body is gathered up to 4096 bytes (a larger one is refused at once, without reading the rest); the
 /// answer is written when the scheduler's commit says so. Answers that arrive together are flushed
 /// together.
-final class IngressHTTP2Handler: ChannelInboundHandler {
+final class IngressHTTP2Handler: FrameLevelHTTP2Connection {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
@@ -34,17 +34,9 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     private var ids = MessageID.Generator()
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var certificate: ClientCertificate??
-    private var lastStreamID = HTTP2StreamID.rootStream
-    private var draining = false
-    private var flushScheduled = false
-    /// The connection window the handler keeps open (inbound flow control; NIO leaves it to us without
-    /// a stream multiplexer).
-    private let connectionWindow = 1 << 20
+    /// The window, the flushes, the timer and the drain (``FrameLevelHTTP2Connection``).
+    var connectionState = FrameLevelHTTP2State()
     private let timeouts: ConnectionTimeouts
-    /// When the last stream ended (or the connection started): idle from then while no stream is open.
-    private var lastActivity = NIODeadline.now()
-    /// The connection's one timer and when it fires.
-    private var timer: (task: Scheduled<Void>, at: NIODeadline)?
     /// The gateway's logger with this connection's peer, for refusals at `debug`.
     private var connection: Logger
     private var started = false
@@ -66,8 +58,7 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.task.cancel()
-        timer = nil
+        cancelTimer()
     }
 
     private func start(context: ChannelHandlerContext) {
@@ -76,10 +67,9 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         connection[metadataKey: "connection"] = "\(context.channel.remoteAddress?.description ?? "-")"
         context.triggerUserOutboundEvent(HandshakeTimeoutHandler.ProtocolChosen(), promise: nil)
         // Open the connection window wide: many small pushes in flight at once.
-        let increment = connectionWindow - 65_535
-        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
-        lastActivity = .now()
-        schedule(at: lastActivity + (timeouts.idle ?? .seconds(300)), context: context)
+        openConnectionWindow(context: context)
+        connectionState.lastActivity = .now()
+        schedule(at: connectionState.lastActivity + (timeouts.idle ?? .seconds(300)), context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -88,7 +78,7 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         switch frame.payload {
         case .headers(let headers):
             if streams[id] == nil {
-                lastStreamID = max(lastStreamID, id)
+                connectionState.lastStreamID = max(connectionState.lastStreamID, id)
                 startRequest(id, headers.headers, context: context)
             }
             if headers.endStream { endRequest(id, context: context) }
@@ -137,7 +127,7 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
         if certificate == nil { certificate = .some(IngressConnection.clientCertificate(context.pipeline)) }
         let bodyDeadline = NIODeadline.now() + timeouts.body
         streams[id] = Stream(contentLength: fields.contentLength, bodyDeadline: bodyDeadline)
-        if timer == nil || timer!.at > bodyDeadline { schedule(at: bodyDeadline, context: context) }
+        scheduleIfEarlier(bodyDeadline, context: context)
         switch ingress.checkHead(
             PushRequestHead(method: method, path: path, headers: regular),
             certificate: certificate ?? nil,
@@ -226,33 +216,13 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     private func reset(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
         streams[id] = nil
         ingress.logger.debug("malformed request: stream reset", metadata: ["stream": "\(id)"])
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.protocolError))), promise: nil)
-        scheduleFlush(context: context)
+        writeReset(id, .protocolError, context: context)
         closeIfDrained(context: context)
     }
 
-    /// One flush for all the answers written in this turn of the event loop.
-    private func scheduleFlush(context: ChannelHandlerContext) {
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.execute {
-            let (handler, context) = bound.value
-            handler.flushScheduled = false
-            context.flush()
-        }
-    }
-
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if connectionWindowUpdated(event, context: context) { return }
         switch event {
-        case let update as NIOHTTP2WindowUpdatedEvent where update.streamID == .rootStream:
-            if let inbound = update.inboundWindowSize, inbound < connectionWindow / 2 {
-                context.write(
-                    wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionWindow - inbound))),
-                    promise: nil
-                )
-                scheduleFlush(context: context)
-            }
         case is IngressConnection.Drain:
             goAway(context: context)
         default:
@@ -261,53 +231,36 @@ final class IngressHTTP2Handler: ChannelInboundHandler {
     }
 
     private func goAway(context: ChannelHandlerContext) {
-        guard !draining else { return }
-        draining = true
-        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
-        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        guard sendGoAway(context: context) else { return }
         closeIfDrained(context: context)
     }
 
     private func closeIfDrained(context: ChannelHandlerContext) {
-        if streams.isEmpty { lastActivity = .now() }
-        guard draining, streams.isEmpty else { return }
+        if streams.isEmpty { noStreamOpen(idle: timeouts.idle, context: context) }
+        guard connectionState.draining, streams.isEmpty else { return }
         context.close(promise: nil)
     }
 
     // MARK: Deadlines
 
-    private func schedule(at deadline: NIODeadline, context: ChannelHandlerContext) {
-        timer?.task.cancel()
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let task = context.eventLoop.scheduleTask(deadline: deadline) {
-            let (handler, context) = bound.value
-            handler.timerFired(context: context)
-        }
-        timer = (task, deadline)
-    }
-
     /// Resets the streams whose request did not end in time; closes an idle connection; sets the timer
     /// for the next deadline.
-    private func timerFired(context: ChannelHandlerContext) {
-        timer = nil
+    func timerFired(context: ChannelHandlerContext) {
         let now = NIODeadline.now()
         let late = streams.filter { !$0.value.requestEnded && $0.value.bodyDeadline <= now }.map(\.key)
         for id in late {
             streams[id] = nil
             connection.debug("stream reset: body timeout", metadata: ["stream": "\(id)"])
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+            writeReset(id, .cancel, context: context)
         }
-        if !late.isEmpty {
-            scheduleFlush(context: context)
-            closeIfDrained(context: context)
-        }
-        if streams.isEmpty, let idle = timeouts.idle, lastActivity + idle <= now {
+        if !late.isEmpty { closeIfDrained(context: context) }
+        if streams.isEmpty, let idle = timeouts.idle, connectionState.lastActivity + idle <= now {
             connection.debug("connection idle: GOAWAY")
             goAway(context: context)
             return
         }
         var next = streams.values.lazy.filter { !$0.requestEnded }.map(\.bodyDeadline).min()
-        if streams.isEmpty, let idle = timeouts.idle { next = min(next ?? .distantFuture, lastActivity + idle) }
+        if streams.isEmpty, let idle = timeouts.idle { next = min(next ?? .distantFuture, connectionState.lastActivity + idle) }
         if let next, context.channel.isActive { schedule(at: next, context: context) }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import NIOHTTP2
 import NIOSSL
 import ReloadGateCore
@@ -25,18 +26,24 @@ struct ConnectionTimeoutTests {
     /// took over 2 s once (most likely: in CI a connection was closed at 2.8 s, before it could be idle).
     /// Elapsed times are measured from before the connection is made, as the server's deadlines are.
     static func withGateway(_ body: @Sendable (TestGateway) async throws -> Void) async throws {
+        try await withGateway { gateway, _ in try await body(gateway) }
+    }
+
+    /// The same, with the app's credentials.
+    static func withGateway(_ body: @Sendable (TestGateway, AppCredentials) async throws -> Void) async throws {
         let directory = try TemporaryDirectory("timeouts")
         defer { directory.remove() }
+        let credentials: AppCredentials
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            _ = try store.createApp(bundle: try BundleID(bundle), now: Date())
+            credentials = try store.createApp(bundle: try BundleID(bundle), now: Date())
         }
         try await TestGateway.withRunning(in: directory, configure: { configuration in
             configuration.listen.headerTimeout = 5
             configuration.listen.bodyTimeout = 2
             configuration.listen.idleTimeout = 8
-        }, body)
+        }) { gateway in try await body(gateway, credentials) }
     }
 
     static func port(_ listener: Listener, of gateway: TestGateway) -> Int {
@@ -128,7 +135,7 @@ struct ConnectionTimeoutTests {
         }
     }
 
-    /// The same on the API listener (Hummingbird's HTTP/2 streams): the webhook waits for its body, the
+    /// The same on the API listener (its own frame-level HTTP/2 since issue 30): the webhook waits for its body, the
     /// stream is reset at the deadline.
     @Test func anAPIStreamWhoseBodyNeverComesIsReset() async throws {
         try await Self.withGateway { gateway in
@@ -142,6 +149,63 @@ struct ConnectionTimeoutTests {
             let health = try await client.send([(":method", "GET"), (":scheme", "https"), (":path", "/health"), (":authority", "localhost")])
             #expect(health.status == 200)
             await client.close()
+        }
+    }
+
+    /// The connection's timer fires (a stream's body deadline) while its only other stream has ended and
+    /// waits for its commit (another connection holds the SQLite file's write lock): no deadline is left then,
+    /// and once the commit is done the connection must still reach its idle deadline. The APNs handler lost
+    /// it before the two handlers shared their connection parts (FrameLevelHTTP2Connection.noStreamOpen);
+    /// the connection stayed open for ever.
+    @Test(arguments: Listener.allCases)
+    func theIdleDeadlineHoldsAfterTheTimerFiredWhileEveryStreamWaitedForItsCommit(_ listener: Listener) async throws {
+        try await Self.withGateway { gateway, credentials in
+            let tls = try gateway.pki.clientTLSConfiguration(clientCertificateFor: [try BundleID(Self.bundle)])
+            let peer = try await RawHTTP2Peer.connect(port: Self.port(listener, of: gateway), tls: tls)
+            defer { Task { await peer.close() } }
+            var lock = Configuration()
+            lock.busyMode = .timeout(10)
+            let database = try DatabaseQueue(path: gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: lock)
+            defer { try? database.close() }
+            let locked = AsyncStream<Void>.makeStream()
+            // Holds the write lock for 3.5 s, past the first stream's 2 s body deadline.
+            let holder = Task.detached {
+                try await database.writeWithoutTransaction { db in
+                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    locked.continuation.yield()
+                    Thread.sleep(forTimeInterval: 3.5)
+                    try db.execute(sql: "COMMIT")
+                }
+            }
+            for await _ in locked.stream { break }
+            let (stalled, committed): ([(String, String)], [(String, String)]) =
+                switch listener {
+                case .apns:
+                    (
+                        RawHTTP2Peer.request("POST", "/3/device/\(Self.token)", [("apns-push-type", "widgets"), ("content-length", "32")]),
+                        RawHTTP2Peer.request("POST", "/3/device/\(Self.token)", [("apns-push-type", "widgets")])
+                    )
+                case .api:
+                    (
+                        RawHTTP2Peer.request("POST", "/v1/apps/\(Self.bundle)/reloads", [("content-length", "100")]),
+                        RawHTTP2Peer.request("PUT", "/v1/apps/\(Self.bundle)/devices/\(Self.token)", [("authorization", "bearer \(credentials.apiKey)")])
+                    )
+                }
+            let body: [UInt8] = listener == .apns ? Array(#"{"aps":{"content-changed":true}}"#.utf8) : Array(#"{"widgets":[]}"#.utf8)
+            try await peer.send([
+                RawHTTP2Peer.headers(stream: 1, RawHTTP2Peer.block(stalled), endStream: false),
+                RawHTTP2Peer.data(stream: 1, Array("{".utf8), endStream: false),
+                RawHTTP2Peer.headers(stream: 3, RawHTTP2Peer.block(committed), endStream: false),
+                RawHTTP2Peer.data(stream: 3, body),
+            ])
+            try await holder.value
+            let answered = await peer.wait(timeout: .seconds(20)) { _ in peer.statuses[3] != nil }
+            #expect(answered, "\(listener): the committed request was not answered")
+            #expect(peer.resets[1] == RawHTTP2Peer.ErrorCode.cancel.rawValue, "\(listener): \(peer.resets)")
+            // Idle from the answer: 8 s, and the test's wait is longer.
+            let idleFrom = ContinuousClock.now
+            #expect(await peer.waitForClose(timeout: .seconds(20)), "\(listener): the connection stays open past its idle deadline")
+            #expect(ContinuousClock.now - idleFrom >= .milliseconds(7000), "\(listener): closed before the idle deadline")
         }
     }
 

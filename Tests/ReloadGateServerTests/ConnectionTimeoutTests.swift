@@ -202,10 +202,12 @@ struct ConnectionTimeoutTests {
             let answered = await peer.wait(timeout: .seconds(20)) { _ in peer.statuses[3] != nil }
             #expect(answered, "\(listener): the committed request was not answered")
             #expect(peer.resets[1] == RawHTTP2Peer.ErrorCode.cancel.rawValue, "\(listener): \(peer.resets)")
-            // Idle from the answer: 8 s, and the test's wait is longer.
+            // Idle from the answer: 8 s, and the test's wait is longer. (The test sees the answer later than the
+            // gateway sent it, by over a second once on a loaded machine: the lower bound only tells the idle
+            // deadline from the 2 s body deadline.)
             let idleFrom = ContinuousClock.now
             #expect(await peer.waitForClose(timeout: .seconds(20)), "\(listener): the connection stays open past its idle deadline")
-            #expect(ContinuousClock.now - idleFrom >= .milliseconds(7000), "\(listener): closed before the idle deadline")
+            #expect(ContinuousClock.now - idleFrom >= .milliseconds(4000), "\(listener): closed before the idle deadline")
         }
     }
 

@@ -19,7 +19,8 @@ struct HTTP2HostileFrameTests {
     static let bundle = "com.example.scores"
     static let token = String(repeating: "ab", count: 32)
 
-    /// A gateway with a 2 s body deadline and `idle` (30 s unless the test is about it: a loaded machine
+    /// A gateway with a 10 s body deadline (a loaded machine once took over 2 s between two writes of a
+    /// test, and the streams it had opened were reset) and `idle` (30 s unless the test is about it: a loaded machine
     /// running every suite at once must not close a connection as idle while a test sets it up), and the
     /// app registered.
     static func withGateway(idle: Int = 30, _ body: @Sendable (TestGateway) async throws -> Void) async throws {
@@ -31,7 +32,7 @@ struct HTTP2HostileFrameTests {
             _ = try store.createApp(bundle: try BundleID(bundle), now: Date())
         }
         try await TestGateway.withRunning(in: directory, configure: { configuration in
-            configuration.listen.bodyTimeout = 2
+            configuration.listen.bodyTimeout = 10
             configuration.listen.idleTimeout = idle
         }, body)
     }

@@ -2,11 +2,13 @@
 //
 // ReloadGate: a push-notification reload gateway for WidgetKit widgets.
 //
-// Dependency direction (see ../shared/DESIGN.md, "Suggested layout"):
+// Dependency direction (see docs/DESIGN.md, "Suggested layout"):
 //
 //   ReloadGateCore  <-  ReloadGateStore, ReloadGateAPNs, ReloadGateAPI  <-  ReloadGateCertificates
 //                   <-  ReloadGateServer  <-  reloadgate (executable)
-//   ReloadGateTesting depends on the server and is used by tests only.
+//   ReloadGateSimulation (the what-if simulator) and ReloadGateMockAPNs (`reloadgate mock-apns`, and the tests'
+//   mock of Apple) are linked into the executable too; ReloadGateMockAPNs depends on none of ours.
+//   ReloadGateTesting depends on the server and the mock and is used by tests only, never by the executable.
 //
 // The core imports no networking and no SQLite; the executable only parses arguments.
 
@@ -90,11 +92,11 @@ let package = Package(
         // the figures per widget kind and the HTML report. Pure like the core: no network, no store.
         .target(
             name: "ReloadGateSimulation",
-            dependencies: ["ReloadGateCore", "ReloadGateAPI", "ReloadGateHostileInput"],
+            dependencies: ["ReloadGateCore", "ReloadGateAPI"],
             swiftSettings: swiftSettings
         ),
-        // Spellings of hostile numbers and a seeded generator (SplitMix64), for property tests, fuzz seeds
-        // and benchmarks. No dependencies.
+        // Spellings of hostile numbers, for property tests, fuzz seeds and benchmarks (their seeded generator,
+        // SplitMix64, is the core's). Not linked into the executable. No dependencies.
         .target(
             name: "ReloadGateHostileInput",
             swiftSettings: swiftSettings
@@ -151,11 +153,27 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Support for tests: a gateway on port 0 with generated certificates and a client that trusts it.
+        // A mock of Apple's push service (HTTP/2, TLS, provider tokens checked): `reloadgate mock-apns` runs it
+        // for demos and benchmarks, and the tests use it. Depends on no other module of ours.
+        .target(
+            name: "ReloadGateMockAPNs",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Support for tests only (never linked into the executable): a gateway on port 0 with generated
+        // certificates and a client that trusts it, raw HTTP/2 clients, the mock APNs server wired to a gateway.
         .target(
             name: "ReloadGateTesting",
             dependencies: [
                 "ReloadGateServer",
+                "ReloadGateMockAPNs",
                 "ReloadGateAPI",
                 "ReloadGateCertificates",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -180,8 +198,8 @@ let package = Package(
             name: "reloadgate",
             dependencies: [
                 "ReloadGateServer",
-                // The mock APNs server (`reloadgate mock-apns`) lives in the testing-support module.
-                "ReloadGateTesting",
+                // `reloadgate mock-apns`.
+                "ReloadGateMockAPNs",
                 "ReloadGateCertificates",
                 "ReloadGateAPNs",
                 "ReloadGateCore",
@@ -332,6 +350,7 @@ let package = Package(
                 "ReloadGateServer",
                 "ReloadGateAPNs",
                 "ReloadGateTesting",
+                "ReloadGateMockAPNs",
                 "ReloadGateCertificates",
                 "ReloadGateCore",
                 "ReloadGateStore",
@@ -360,6 +379,7 @@ let package = Package(
                 "fuzz-push-head", "fuzz-provider-token", "fuzz-webhook-signature", "fuzz-api-bodies", "fuzz-push-payload",
                 "ReloadGateHostileInput",
                 "ReloadGateTesting",
+                "ReloadGateMockAPNs",
                 "ReloadGateAPNs",
                 "ReloadGateStore",
                 "ReloadGateCore",

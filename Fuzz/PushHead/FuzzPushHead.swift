@@ -3,7 +3,7 @@ import ReloadGateAPNs
 import ReloadGateCore
 
 /// The APNs request-head validator: the RFC 9113 field rules (HTTP2RequestFields), then method and path,
-/// then the headers in APNS.md's order (PushHeaders), with and without a client certificate's topics.
+/// then the headers in docs/APNS.md's order (PushHeaders), with and without a client certificate's topics.
 ///
 /// Input: lines; the first is `METHOD PATH`, the others `name: value`.
 @main

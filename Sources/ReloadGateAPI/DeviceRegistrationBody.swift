@@ -1,7 +1,7 @@
 public import Foundation
 public import ReloadGateCore
 
-/// The body of `PUT /v1/apps/<bundle>/devices/<token>` (DESIGN.md, Interfaces 2): the device's whole
+/// The body of `PUT /v1/apps/<bundle>/devices/<token>` (docs/DESIGN.md, Interfaces 2): the device's whole
 /// widget set, as WidgetKit hands it over in `pushTokenDidChange(_:widgets:)`.
 public struct DeviceRegistrationBody: Sendable {
     /// `sandbox` or `production` when sent; the route checks it against the app's.

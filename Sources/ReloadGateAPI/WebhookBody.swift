@@ -1,7 +1,7 @@
 public import Foundation
 public import ReloadGateCore
 
-/// The body of the reload webhook, `POST /v1/apps/<bundle>/reloads` (DESIGN.md, Interfaces 3): which
+/// The body of the reload webhook, `POST /v1/apps/<bundle>/reloads` (docs/DESIGN.md, Interfaces 3): which
 /// widget instances (or, with `"pushType":"controls"`, which controls) to reload and how urgently. Every
 /// field is optional.
 public struct WebhookBody: Sendable {

@@ -2,7 +2,7 @@ public import Crypto
 public import Foundation
 import ReloadGateCore
 
-/// The reload webhook's signature (DESIGN.md, Interfaces 3): the header
+/// The reload webhook's signature (docs/DESIGN.md, Interfaces 3): the header
 /// `reloadgate-signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`, checked against the
 /// app's webhook secret and refused outside a 5-minute window around the gateway's clock.
 ///

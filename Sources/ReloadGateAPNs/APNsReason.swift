@@ -1,4 +1,4 @@
-/// Every reason the push endpoint answers with (APNS.md, "Response"), mapped to its HTTP status in one
+/// Every reason the push endpoint answers with (docs/APNS.md, "Response"), mapped to its HTTP status in one
 /// place. The raw value is the `reason` of the JSON error body, exactly as Apple spells it.
 public enum APNsReason: String, Error, Sendable, CaseIterable, CustomStringConvertible {
     case badCollapseId = "BadCollapseId"

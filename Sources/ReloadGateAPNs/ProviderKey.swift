@@ -1,7 +1,7 @@
 public import Crypto
 public import ReloadGateCore
 
-/// A push sender's provider key as the gateway knows it: only the public half (DESIGN.md, Security).
+/// A push sender's provider key as the gateway knows it: only the public half (docs/DESIGN.md, Security).
 public struct ProviderKey: Sendable {
     /// The environments a key is registered for.
     public enum Environments: String, Sendable, CaseIterable {

@@ -3,7 +3,7 @@ import Synchronization
 
 /// Provider keys by key id, in memory, with a generation that changes whenever the set changes. The
 /// verifier remembers a refused token only for the generation it was refused in, so that a key added
-/// (or changed) takes effect for the very next push (APNS.md, Authentication).
+/// (or changed) takes effect for the very next push (docs/APNS.md, Authentication).
 public final class ProviderKeySet: ProviderKeySource {
     private struct State {
         var keys: [String: ProviderKey] = [:]

@@ -18,7 +18,7 @@ public struct VerifiedToken: Sendable {
     public var issuedAt: Int64
 }
 
-/// Verifies provider tokens by APNS.md's rules and remembers the outcome per token string, so that a
+/// Verifies provider tokens by docs/APNS.md's rules and remembers the outcome per token string, so that a
 /// sender reusing its token (the normal case: a token lives up to an hour) costs a dictionary lookup, not
 /// an ES256 verification (about 0.2 ms of CPU).
 ///

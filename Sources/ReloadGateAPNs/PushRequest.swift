@@ -19,7 +19,7 @@ public struct PushRequestHead: Sendable {
     }
 }
 
-/// The headers of a push, checked (APNS.md, "Request"), in the order APNS.md gives: duplicates, apns-id,
+/// The headers of a push, checked (docs/APNS.md, "Request"), in the order docs/APNS.md gives: duplicates, apns-id,
 /// expiration, priority, collapse id, push type, topic.
 public struct PushHeaders: Sendable {
     /// `apns-id` as sent, or `nil` (the gateway then makes one).
@@ -30,7 +30,7 @@ public struct PushHeaders: Sendable {
     public var collapseID: String?
     /// The topic's bundle.
     public var bundle: BundleID
-    /// What the push reloads: widgets, or one control (APNS.md, `apns-push-type`).
+    /// What the push reloads: widgets, or one control (docs/APNS.md, `apns-push-type`).
     public var pushType: PushType
     /// The token of `authorization: bearer <token>`, if any.
     public var bearerToken: Substring?
@@ -42,7 +42,7 @@ public struct PushHeaders: Sendable {
 
     /// Checks method and path first: any path but `/3/device/...` is `BadPath`, any method but POST on it
     /// `MethodNotAllowed`.
-    /// - Returns: the device token text from the path (possibly empty; checked last, as APNS.md orders).
+    /// - Returns: the device token text from the path (possibly empty; checked last, as docs/APNS.md orders).
     public static func deviceTokenText(method: String, path: String) throws(APNsFailure) -> Substring {
         // Byte-level: this runs for every push.
         var bytes = Substring(path).utf8
@@ -102,7 +102,7 @@ public struct PushHeaders: Sendable {
         }
         if let collapseID, collapseID.utf8.count > 64 { throw APNsFailure(.badCollapseId) }
 
-        // The push type: as sent, else from the topic's suffix (APNS.md: `widgets` or `controls`).
+        // The push type: as sent, else from the topic's suffix (docs/APNS.md: `widgets` or `controls`).
         var type: PushType?
         if let pushType {
             guard let named = PushType(rawValue: pushType) else { throw APNsFailure(.invalidPushType) }
@@ -159,7 +159,7 @@ public struct PushHeaders: Sendable {
     }
 }
 
-/// The connection's authentication state (APNS.md, "Authentication"): the team it is bound to and the
+/// The connection's authentication state (docs/APNS.md, "Authentication"): the team it is bound to and the
 /// last token it used. One per HTTP/2 (or HTTP/1.1) connection.
 public struct ConnectionAuthentication: Sendable {
     public private(set) var boundTeam: String?

@@ -2,7 +2,7 @@ public import Crypto
 public import Foundation
 import Synchronization
 
-/// The gateway's own provider token toward Apple (DESIGN.md, "Delivery"): ES256 with the operator's
+/// The gateway's own provider token toward Apple (docs/DESIGN.md, "Delivery"): ES256 with the operator's
 /// `.p8` key, its `iat` rounded down to a 50-minute bucket so that several gateway processes present
 /// tokens of the same age, refreshed when the bucket changes (every 50 minutes: Apple accepts a token for
 /// an hour) and on `ExpiredProviderToken`, but never more than once in 20 minutes.

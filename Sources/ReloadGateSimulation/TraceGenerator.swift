@@ -1,5 +1,4 @@
 public import ReloadGateCore
-import ReloadGateHostileInput
 
 /// Synthetic traces for trying policies without traffic of one's own.
 ///

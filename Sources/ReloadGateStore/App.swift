@@ -11,7 +11,7 @@ public struct App: Hashable, Sendable {
     /// The Apple developer team the app belongs to: provider keys of this team (and no other) may push
     /// to it. `nil`: no provider token may (client certificates and the APIs still work).
     public var teamID: String?
-    /// Whether the app's credentials may claim budget exemptions (DESIGN.md, rule 9).
+    /// Whether the app's credentials may claim budget exemptions (docs/DESIGN.md, rule 9).
     public var allowsExemptions: Bool
     public var createdAt: Date
 

@@ -44,7 +44,7 @@ public struct RecordedRequest: Hashable, Sendable {
     }
 }
 
-/// A delivery as the ledger keeps it: pending -> sending -> sent | failed (DESIGN.md, Durability).
+/// A delivery as the ledger keeps it: pending -> sending -> sent | failed (docs/DESIGN.md, Durability).
 public struct RecordedDelivery: Hashable, Sendable {
     public enum State: String, Sendable {
         case pending, sending, sent, failed

@@ -46,7 +46,7 @@ extension SQLiteStore {
         return try writer.read { db in try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) }
     }
 
-    /// The kind of the implicit widget instance of an adopted device (APNS.md: `unknown-devices = adopt`).
+    /// The kind of the implicit widget instance of an adopted device (docs/APNS.md: `unknown-devices = adopt`).
     public static let implicitWidget = "*"
 
     /// The widget id and family of the implicit instance of a token adopted for `pushType`: a device's

@@ -1,5 +1,6 @@
 public import Crypto
 import Foundation
+public import ReloadGateMockAPNs
 public import ReloadGateServer
 import Synchronization
 

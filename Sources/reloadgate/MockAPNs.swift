@@ -2,7 +2,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 import NIOSSL
-import ReloadGateTesting
+import ReloadGateMockAPNs
 
 /// `reloadgate mock-apns`: the mock APNs server the tests use, on its own, for demos and benchmarks.
 struct MockAPNs: AsyncParsableCommand {

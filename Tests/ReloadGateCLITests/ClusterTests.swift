@@ -5,11 +5,12 @@ import NIOCore
 import NIOSSL
 import ReloadGateCore
 import ReloadGateStore
+import ReloadGateMockAPNs
 import ReloadGateTesting
 import Synchronization
 import Testing
 
-/// Several `reloadgate serve` processes on one PostgreSQL database (DESIGN.md, scale-out), delivering to
+/// Several `reloadgate serve` processes on one PostgreSQL database (docs/DESIGN.md, scale-out), delivering to
 /// the mock APNs: any gateway accepts any request, each device is scheduled by the gateway holding its
 /// partition's lease, a killed gateway's partitions are taken over, and a paused one sends nothing for
 /// partitions it lost.

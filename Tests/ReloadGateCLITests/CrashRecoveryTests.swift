@@ -3,10 +3,11 @@ import Foundation
 import NIOSSL
 import ReloadGateCore
 import ReloadGateStore
+import ReloadGateMockAPNs
 import ReloadGateTesting
 import Testing
 
-/// Crash safety (DESIGN.md, Durability): the real binary accepts webhook calls, is killed with SIGKILL,
+/// Crash safety (docs/DESIGN.md, Durability): the real binary accepts webhook calls, is killed with SIGKILL,
 /// and after a restart every acknowledged request's pending reload is found again and delivered.
 @Suite(.timeLimit(.minutes(5)))
 struct CrashRecoveryTests {

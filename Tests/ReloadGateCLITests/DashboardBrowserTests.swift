@@ -7,6 +7,7 @@ import NIOSSL
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
+import ReloadGateMockAPNs
 import ReloadGateTesting
 import Testing
 

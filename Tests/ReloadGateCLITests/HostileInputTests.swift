@@ -1,3 +1,4 @@
+import ReloadGateCore
 import AsyncHTTPClient
 import Foundation
 import NIOCore

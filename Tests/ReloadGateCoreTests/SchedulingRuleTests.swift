@@ -1,7 +1,7 @@
 import ReloadGateCore
 import Testing
 
-/// One test (at least) per scheduling rule of DESIGN.md and per decision kind, on a fake clock.
+/// One test (at least) per scheduling rule of docs/DESIGN.md and per decision kind, on a fake clock.
 struct SchedulingRuleTests {
     // Rule 1 and decision `deferred`.
     @Test func theBudgetBucketAllowsTheBurstThenOneTokenPerRefill() {

@@ -8,7 +8,7 @@ import ReloadGateStore
 import ReloadGateTesting
 import Testing
 
-/// The APNs listener against APNS.md over real TLS and HTTP/2, with a bare HTTP/2 client that sends
+/// The APNs listener against docs/APNS.md over real TLS and HTTP/2, with a bare HTTP/2 client that sends
 /// exactly the fields each case needs: one case per reason of the table and per authentication rule.
 @Suite(.timeLimit(.minutes(5)))
 struct APNsConformanceTests {

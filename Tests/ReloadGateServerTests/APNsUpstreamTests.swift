@@ -4,6 +4,7 @@ import NIOSSL
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
+import ReloadGateMockAPNs
 import ReloadGateTesting
 import Testing
 

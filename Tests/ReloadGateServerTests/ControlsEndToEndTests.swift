@@ -2,11 +2,12 @@ import Foundation
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
+import ReloadGateMockAPNs
 import ReloadGateTesting
 import Testing
 
 /// WidgetKit controls end to end (issue 29): control tokens registered through the registry API, controls
-/// pushes through the APNs listener (APNS.md's controls rows), the webhook's `reloadControls(ofKind:)`, and
+/// pushes through the APNs listener (docs/APNS.md's controls rows), the webhook's `reloadControls(ofKind:)`, and
 /// deliveries to the mock APNs server, which checks a controls push's push type, topic, priority and
 /// expiration as Apple does.
 @Suite(.timeLimit(.minutes(5)))
@@ -119,7 +120,7 @@ struct ControlsEndToEndTests {
         }
     }
 
-    /// APNS.md's controls rows: a push type and a topic suffix that disagree, another push type, no topic.
+    /// docs/APNS.md's controls rows: a push type and a topic suffix that disagree, another push type, no topic.
     @Test func aControlsPushWithTheWrongTopicOrPushTypeIsRefusedWithApplesReason() async throws {
         try await Self.withFixture { fixture in
             let wrongSuffix = try await fixture.push(Self.front, topic: "\(Self.bundle).push-type.widgets")

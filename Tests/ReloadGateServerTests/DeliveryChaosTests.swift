@@ -4,6 +4,7 @@ import Logging
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
+import ReloadGateMockAPNs
 import ReloadGateTesting
 import Synchronization
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
+import ReloadGateMockAPNs
 import ReloadGateTesting
 import Testing
 

@@ -66,7 +66,7 @@ struct RateLimiterTests {
         #expect(limiter.waiting == 0)
     }
 
-    /// The per-key guard (APNS.md's 429 per device token): each key has its own burst and rate; a request
+    /// The per-key guard (docs/APNS.md's 429 per device token): each key has its own burst and rate; a request
     /// over it is refused at once and does not count; the clock gives it back.
     @Test func keysAreGuardedEachOnItsOwnAndRefusedRequestsDoNotCount() {
         let clock = ManualClock()

@@ -3,7 +3,7 @@ import ReloadGateCore
 import ReloadGateSimulation
 import Testing
 
-/// Small traces written by hand, with figures worked out from the scheduling rules (DESIGN.md) in the
+/// Small traces written by hand, with figures worked out from the scheduling rules (docs/DESIGN.md) in the
 /// comments: the simulator must give exactly those.
 struct HandTraceTests {
     /// 2026-09-23T14:00:00Z.

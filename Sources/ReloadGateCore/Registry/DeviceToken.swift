@@ -1,4 +1,4 @@
-/// An APNs device token: 64 to 200 hexadecimal digits (APNS.md, `BadDeviceToken`), kept in lower case.
+/// An APNs device token: 64 to 200 hexadecimal digits (docs/APNS.md, `BadDeviceToken`), kept in lower case.
 public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// The token in lower-case hex.
     public let hex: String
@@ -15,7 +15,7 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         hex = text.lowercased()
     }
 
-    /// The first 8 digits and an ellipsis: what logs show (DESIGN.md, Security).
+    /// The first 8 digits and an ellipsis: what logs show (docs/DESIGN.md, Security).
     public var shortened: String { String(hex.prefix(8)) + "…" }
 
     public var description: String { shortened }

@@ -1,4 +1,4 @@
-/// Which widget instances (or controls) a reload request concerns (DESIGN.md, Interfaces 3 and "Targeting").
+/// Which widget instances (or controls) a reload request concerns (docs/DESIGN.md, Interfaces 3 and "Targeting").
 public struct ReloadTarget: Hashable, Sendable {
     /// Widgets (`reloadTimelines(ofKind:)`, `reloadAllTimelines()`) or controls (`reloadControls(ofKind:)`,
     /// `reloadAllControls()`).

@@ -1,4 +1,4 @@
-/// A widget instance's configuration: the flat object of its intent's parameters (DESIGN.md, Concepts),
+/// A widget instance's configuration: the flat object of its intent's parameters (docs/DESIGN.md, Concepts),
 /// e.g. `{"team":"42","league":"nba"}`. Values are strings, numbers or booleans.
 public struct WidgetConfiguration: Hashable, Sendable {
     /// One parameter value.

@@ -23,7 +23,7 @@ public struct WidgetRegistration: Hashable, Sendable {
     }
 }
 
-/// Limits on registry input (DESIGN.md, Security): over a limit, a clear 4xx and nothing stored.
+/// Limits on registry input (docs/DESIGN.md, Security): over a limit, a clear 4xx and nothing stored.
 public struct RegistryLimits: Sendable, Hashable {
     public var widgetsPerDevice = 64
     /// Bytes of a configuration's canonical JSON.

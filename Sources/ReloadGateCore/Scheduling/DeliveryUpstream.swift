@@ -1,4 +1,4 @@
-/// One widget (or control) push as it leaves the gateway: what an upstream needs to send it (DESIGN.md,
+/// One widget (or control) push as it leaves the gateway: what an upstream needs to send it (docs/DESIGN.md,
 /// Delivery).
 public struct OutgoingPush: Hashable, Sendable {
     /// The push's `apns-id` (lower-case UUID), kept across retries so Apple and logs can match them.

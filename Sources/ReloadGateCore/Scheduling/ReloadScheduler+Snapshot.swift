@@ -1,5 +1,5 @@
 /// The durable part of one instance's scheduling state: what the store writes through after every change
-/// and hands back on start so the timers are rebuilt (DESIGN.md, Durability).
+/// and hands back on start so the timers are rebuilt (docs/DESIGN.md, Durability).
 public struct InstanceSnapshot: Hashable, Sendable {
     /// The budget bucket (GCRA: when it is full again), in milliseconds; `nil` while full since ever.
     public var bucketFullAt: Int64?

@@ -1,4 +1,4 @@
-/// The scheduling state machine of DESIGN.md ("Scheduling rules"): a value type that decides, with no
+/// The scheduling state machine of docs/DESIGN.md ("Scheduling rules"): a value type that decides, with no
 /// I/O and no clock of its own.
 ///
 /// Inputs are reload requests (``receive(_:)``), registry changes (``register(_:device:kind:)``,

@@ -1,4 +1,4 @@
-/// The numbers of the scheduling rules (DESIGN.md, "Scheduling rules") for one widget kind.
+/// The numbers of the scheduling rules (docs/DESIGN.md, "Scheduling rules") for one widget kind.
 ///
 /// The defaults are the design's: a budget of 40 reloads a day with a burst of 6, 5 minutes between two
 /// reloads of one instance, a 5-minute absorb window, priority 5 waiting 5 minutes and priority 1 an hour,

@@ -1,4 +1,4 @@
-/// What a widget instance last generated (DESIGN.md, Concepts): its entry dates and reload policy, which
+/// What a widget instance last generated (docs/DESIGN.md, Concepts): its entry dates and reload policy, which
 /// give the instance's planned reload, the time WidgetKit reloads it without any push.
 public struct Timeline: Hashable, Sendable {
     /// WidgetKit's `TimelineReloadPolicy`.

@@ -5,7 +5,7 @@
 ///
 /// Times from outside (headers, JSON, stored rows, the clock) come in through the checked initializers,
 /// which accept only ``acceptedRange`` (1970 to 9999), so that no later arithmetic on them can overflow;
-/// the arithmetic here saturates anyway (DESIGN.md, Security: an extreme value is a 4xx, never a trap).
+/// the arithmetic here saturates anyway (docs/DESIGN.md, Security: an extreme value is a 4xx, never a trap).
 public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Milliseconds since 1970-01-01T00:00:00Z.
     public var milliseconds: Int64

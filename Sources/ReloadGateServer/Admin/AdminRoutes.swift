@@ -8,7 +8,7 @@ import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
 
-/// The admin API (DESIGN.md, Interfaces 4) for the operator's CLI: pending reloads, explain, budget,
+/// The admin API (docs/DESIGN.md, Interfaces 4) for the operator's CLI: pending reloads, explain, budget,
 /// cancel, flush, stats. Served on the admin socket only (``AdminService``), never on the public
 /// listener. Answers are JSON objects with sorted keys; times are RFC 3339 in UTC.
 struct AdminRoutes {

@@ -5,7 +5,7 @@ import ReloadGateStore
 import ServiceLifecycle
 import Synchronization
 
-/// A gateway's place among several on one PostgreSQL database (DESIGN.md, scale-out): its id, its
+/// A gateway's place among several on one PostgreSQL database (docs/DESIGN.md, scale-out): its id, its
 /// partition leases (renewed by a heartbeat each second, taken over from gateways that stopped beating,
 /// handed back when newcomers need their share), and the changes other gateways publish.
 ///

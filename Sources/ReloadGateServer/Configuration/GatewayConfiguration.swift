@@ -29,10 +29,10 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public init() {}
     }
 
-    /// The APNs listener (APNS.md): `POST /3/device/<token>` over HTTP/2 (and HTTP/1.1) with TLS, on
+    /// The APNs listener (docs/APNS.md): `POST /3/device/<token>` over HTTP/2 (and HTTP/1.1) with TLS, on
     /// its own port, as Apple's service listens on 443 and 2197.
     public struct Ingress: Sendable, Equatable {
-        /// What happens to a push for a token never registered (APNS.md).
+        /// What happens to a push for a token never registered (docs/APNS.md).
         public enum UnknownDevices: String, Sendable, CaseIterable {
             /// Record the device with one implicit widget instance of kind `*` until its widgets are registered.
             case adopt
@@ -63,7 +63,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public init() {}
     }
 
-    /// Where released deliveries go (DESIGN.md, "Delivery").
+    /// Where released deliveries go (docs/DESIGN.md, "Delivery").
     public struct Upstream: Sendable, Equatable {
         public enum Kind: String, Sendable, CaseIterable {
             /// Append to `outbox.jsonl` in the data directory (the embedded default).
@@ -150,7 +150,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public init() {}
     }
 
-    /// The numbers of the scheduling rules (DESIGN.md, "Scheduling rules").
+    /// The numbers of the scheduling rules (docs/DESIGN.md, "Scheduling rules").
     public struct Scheduling: Sendable, Equatable {
         /// The policy of every kind, unless overridden.
         public var defaultPolicy = SchedulingPolicy()

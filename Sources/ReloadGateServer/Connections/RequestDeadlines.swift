@@ -2,7 +2,7 @@ import NIOCore
 
 /// The deadlines of one HTTP/1.1 connection, or of one HTTP/2 stream, as a state machine over the
 /// request's parts (shared/STYLE.md: decisions as values, effects in the handler). Every phase in which
-/// the gateway waits for the peer has a deadline (DESIGN.md, Security: slow or silent connections are
+/// the gateway waits for the peer has a deadline (docs/DESIGN.md, Security: slow or silent connections are
 /// closed in bounded time):
 ///
 /// - the headers of a request: `header` from the connection's start (its first request) or from the first

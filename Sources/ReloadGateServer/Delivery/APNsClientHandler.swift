@@ -40,8 +40,8 @@ enum APNsTransportError: Error, CustomStringConvertible, Equatable {
 }
 
 /// The client side of one HTTP/2 connection to the push service, at frame level on the connection's
-/// event loop: no child channel, no task per request (docs/DECISIONS.md, "A frame-level HTTP/2 client
-/// for deliveries"). Requests are written as HEADERS + DATA frames on the next odd stream id; requests
+/// event loop: no child channel, no task per request (docs/DECISIONS.md, "Delivery uses a frame-level
+/// HTTP/2 client, not async-http-client"). Requests are written as HEADERS + DATA frames on the next odd stream id; requests
 /// written in one event-loop tick are flushed together; answers complete their promise.
 ///
 /// GOAWAY: streams above its last stream id were not processed (`notSent`); the ones below still get

@@ -8,7 +8,7 @@ import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
 
-/// The `apns` upstream (DESIGN.md, "Delivery"): one HTTP/2 request per delivery to Apple's push service
+/// The `apns` upstream (docs/DESIGN.md, "Delivery"): one HTTP/2 request per delivery to Apple's push service
 /// (or any URL: the mock in tests, a proxy), with the gateway's own provider token, over the
 /// frame-level client of ``APNsConnectionPool`` (docs/DECISIONS.md).
 ///

@@ -4,7 +4,7 @@ import ReloadGateCore
 import ReloadGateStore
 
 /// Sends released deliveries through the upstream and reports each one's way to the door (which writes
-/// it): pending -> sending -> sent | failed (DESIGN.md, Durability). Apple's 410 goes to the door too,
+/// it): pending -> sending -> sent | failed (docs/DESIGN.md, Durability). Apple's 410 goes to the door too,
 /// which marks the device unregistered and drops its pending reloads.
 ///
 /// A delivery the upstream cannot take now (`retry`), or whose attempt ended without an answer

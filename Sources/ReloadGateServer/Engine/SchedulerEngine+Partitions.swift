@@ -3,7 +3,7 @@ import Logging
 import ReloadGateCore
 import ReloadGateStore
 
-// Several gateways on one database (DESIGN.md, scale-out): the engine schedules only the devices of the
+// Several gateways on one database (docs/DESIGN.md, scale-out): the engine schedules only the devices of the
 // partitions its gateway holds. Requests for other devices are committed to the owner's inbox with the
 // request; the owner reads its inbox, decides them under the request's id and deletes them in the same
 // commit. Every commit is fenced by the epochs of the leases its decisions were made under.

@@ -7,7 +7,7 @@ import Synchronization
 
 /// The door's scheduling half (``GatewayDoor`` is the only caller): owns the ``ReloadScheduler`` state
 /// machine, feeds it requests, registry changes and clock ticks, and writes everything it decides through
-/// to the store in group commits. A caller is answered only after the batch holding its request has committed (DESIGN.md,
+/// to the store in group commits. A caller is answered only after the batch holding its request has committed (docs/DESIGN.md,
 /// Durability); deliveries reach the delivery worker only after the batch that released them committed.
 ///
 /// The actor is re-entered while a batch commits, so requests arriving meanwhile gather into the next

@@ -5,7 +5,7 @@ import NIOHTTP2
 import ReloadGateAPNs
 
 /// The APNs listener's HTTP/2 path: handles the connection's frames directly on its event loop, with no
-/// child channel and no task per stream (docs/DECISIONS.md, "A frame-level HTTP/2 handler for pushes").
+/// child channel and no task per stream (docs/DECISIONS.md, "The APNs listener has its own port and its own HTTP/2 handler").
 ///
 /// A stream's headers are checked as soon as they arrive (method, path, headers, authentication); its
 /// body is gathered up to 4096 bytes (a larger one is refused at once, without reading the rest); the

@@ -8,7 +8,7 @@ import NIOTLS
 import ServiceLifecycle
 import Synchronization
 
-/// The APNs listener (APNS.md): TLS with ALPN `h2` (frame-level handler) or `http/1.1`, on its own
+/// The APNs listener (docs/APNS.md): TLS with ALPN `h2` (frame-level handler) or `http/1.1`, on its own
 /// port. On graceful shutdown it stops accepting, sends GOAWAY, lets the pushes in flight get their
 /// answers (at most the grace period) and closes.
 struct IngressService: Service {

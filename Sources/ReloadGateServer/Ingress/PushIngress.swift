@@ -29,8 +29,8 @@ struct PushResponse: Error, Sendable {
     }
 }
 
-/// The push endpoint's logic (APNS.md) between the transport and the scheduler, in two steps that
-/// follow APNS.md's order of checks: ``checkHead(_:certificate:authentication:ids:)`` (method and path,
+/// The push endpoint's logic (docs/APNS.md) between the transport and the scheduler, in two steps that
+/// follow docs/APNS.md's order of checks: ``checkHead(_:certificate:authentication:ids:)`` (method and path,
 /// headers, authentication), as soon as the headers arrive, and ``process(_:body:respond:)`` (payload,
 /// device token, then the scheduler) once the body is complete. The transports (HTTP/2 frames, HTTP/1.1)
 /// call both on their event loop; nothing here blocks on a commit: the answer comes through `respond`.
@@ -55,7 +55,7 @@ final class PushIngress: Sendable {
     private let apps: AppDirectory
     private let verifier: ProviderTokenVerifier
     private let unknownDevices: GatewayConfiguration.Ingress.UnknownDevices
-    /// APNS.md's abuse guard (`429 TooManyRequests`), per device token.
+    /// docs/APNS.md's abuse guard (`429 TooManyRequests`), per device token.
     private let guardRail: RateLimiter<ContinuousClock>
     private let revokedSerials: Set<String>
     /// Devices' status and default targets, kept in memory (invalidated on every registry change).
@@ -95,7 +95,7 @@ final class PushIngress: Sendable {
     }
 
     /// Method and path, headers, authentication (the client certificate when the connection has one,
-    /// else the provider token), and the app: a token's key must be of the app's team (APNS.md: keys are
+    /// else the provider token), and the app: a token's key must be of the app's team (docs/APNS.md: keys are
     /// team-scoped) and allow its topic. A refusal is logged at `debug` with its reason, its detail and
     /// `connection`'s metadata (never the token itself).
     func checkHead(
@@ -155,7 +155,7 @@ final class PushIngress: Sendable {
         }
     }
 
-    /// A provider token's key must be of the app's team (APNS.md: keys are team-scoped).
+    /// A provider token's key must be of the app's team (docs/APNS.md: keys are team-scoped).
     static func check(_ app: App, tokenTeam: String?) throws(APNsFailure) {
         if let tokenTeam, app.teamID != tokenTeam {
             throw APNsFailure(
@@ -271,7 +271,7 @@ final class PushIngress: Sendable {
         }
     }
 
-    /// The payload, then the device token (APNS.md's order).
+    /// The payload, then the device token (docs/APNS.md's order).
     private static func parse(_ head: AcceptedHead, body: some Collection<UInt8>) throws(APNsFailure) -> (PushPayload, DeviceToken) {
         let payload = try PushPayload(body)
         guard !head.deviceToken.utf8.isEmpty else { throw APNsFailure(.missingDeviceToken) }

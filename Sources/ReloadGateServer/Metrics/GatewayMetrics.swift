@@ -2,7 +2,7 @@ import Prometheus
 import ReloadGateCore
 import Synchronization
 
-/// The gateway's metrics, exported in Prometheus' text format at `/metrics` (DESIGN.md, Interfaces 5),
+/// The gateway's metrics, exported in Prometheus' text format at `/metrics` (docs/DESIGN.md, Interfaces 5),
 /// each with its `# HELP` line.
 ///
 /// Each gateway has its own registry (swift-prometheus' collectors made directly, with their help texts;

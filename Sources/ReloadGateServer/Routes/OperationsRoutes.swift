@@ -1,7 +1,7 @@
 import Hummingbird
 import NIOCore
 
-/// `/health`, `/ready` and `/metrics` (DESIGN.md, Interfaces 5).
+/// `/health`, `/ready` and `/metrics` (docs/DESIGN.md, Interfaces 5).
 struct OperationsRoutes {
     let readiness: Readiness
     let metrics: GatewayMetrics

@@ -5,14 +5,14 @@ import ReloadGateAPI
 import ReloadGateCore
 import ReloadGateStore
 
-/// The registry API (DESIGN.md, Interfaces 2): devices with their widgets, timelines, configurations.
+/// The registry API (docs/DESIGN.md, Interfaces 2): devices with their widgets, timelines, configurations.
 /// Every call carries `authorization: bearer <apiKey>` of the app named in the path.
 struct RegistryRoutes {
     /// Where changes go; the routes read through its ``GatewayDoor/reader``.
     let door: GatewayDoor
     let limits: RegistryLimits
 
-    /// Bodies larger than this are refused while reading (DESIGN.md, Security: 64 KiB).
+    /// Bodies larger than this are refused while reading (docs/DESIGN.md, Security: 64 KiB).
     static let bodyLimit = 64 * 1024
 
     func register(on router: Router<some RequestContext>) {
@@ -99,7 +99,7 @@ struct RegistryRoutes {
             PutDevice(app: app, token: token, widgets: body.widgets, previousToken: body.previousToken)
         )
         // Written by hand (keys sorted, as `json` writes them): JSONSerialization took a tenth of a
-        // registration's CPU (docs/DECISIONS.md, "Registrations at 10,000 a second").
+        // registration's CPU (docs/DECISIONS.md, "Registry writes have a group commit of their own").
         let widgets = registration.instances.map { #"{"id":\#(JSONText.quoted($0.widget.id)),"instance":\#($0.id)}"# }
         let text = #"{"device":"\#(token.hex)","removedWidgets":\#(registration.removedInstances.count),"#
             + #""retiredPreviousToken":\#(registration.retired != nil),"widgets":[\#(widgets.joined(separator: ","))]}"#

@@ -8,7 +8,7 @@ import ReloadGateAPI
 import ReloadGateCore
 import ReloadGateStore
 
-/// The reload webhook (DESIGN.md, Interfaces 3): `POST /v1/apps/<bundle>/reloads`, signed with the app's
+/// The reload webhook (docs/DESIGN.md, Interfaces 3): `POST /v1/apps/<bundle>/reloads`, signed with the app's
 /// webhook secret, made safe to retry with `idempotency-key`, answered `202` once the request and its
 /// decisions are committed.
 ///
@@ -18,7 +18,7 @@ struct WebhookRoutes {
     /// Where reloads go; the route reads through its ``GatewayDoor/reader``.
     let door: GatewayDoor
 
-    /// Bodies larger than this are refused while reading (DESIGN.md, Security: 64 KiB).
+    /// Bodies larger than this are refused while reading (docs/DESIGN.md, Security: 64 KiB).
     static let bodyLimit = 64 * 1024
     /// Longest accepted `idempotency-key`.
     static let idempotencyKeyLength = 255

@@ -8,7 +8,7 @@ import Synchronization
 ///   of a tenth of a second's worth). Slots are never reserved ahead: a process stalled for a while (a
 ///   busy machine, a long pause) lets at most a burst go when it resumes, not every request whose
 ///   reserved time passed during the stall.
-/// - ``allow(_:)`` guards: each key (a device token: APNS.md's `429 TooManyRequests`) has its own
+/// - ``allow(_:)`` guards: each key (a device token: docs/APNS.md's `429 TooManyRequests`) has its own
 ///   theoretical arrival time; a request over its key's rate is refused at once, never queued.
 final class RateLimiter<C: Clock>: Sendable where C.Duration == Duration {
     private enum Turn {

@@ -1,3 +1,4 @@
+import ReloadGateCore
 import ReloadGateHostileInput
 
 /// One step of a cluster simulation: something that happens to one gateway, to the shared store or to

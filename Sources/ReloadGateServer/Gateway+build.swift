@@ -103,15 +103,7 @@ public func buildGateway(
     // responder is set once the routes are complete.
     let responders = RouterResponderBox()
     do {
-        server = try .frameLevelHTTP2(
-            tlsConfiguration: tls.configuration,
-            http1: http1,
-            maxConcurrentStreams: 100,
-            timeouts: ConnectionTimeouts(configuration.listen, keepsIdle: true),
-            gracePeriod: .seconds(Int64(configuration.listen.shutdownGracePeriod)),
-            responders: responders,
-            logger: logger
-        )
+        server = try .frameLevelHTTP2(tls: tls, http1: http1, listen: configuration.listen, responders: responders, logger: logger)
     } catch {
         throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
     }
@@ -250,15 +242,7 @@ private func assembleServices(
         // The same frame-level HTTP/2 connection as the API listener's, in front of the admin router.
         let adminResponders = RouterResponderBox()
         do {
-            adminServer = try .frameLevelHTTP2(
-                tlsConfiguration: tls.configuration,
-                http1: http1,
-                maxConcurrentStreams: 100,
-                timeouts: ConnectionTimeouts(configuration.listen, keepsIdle: true),
-                gracePeriod: .seconds(Int64(configuration.listen.shutdownGracePeriod)),
-                responders: adminResponders,
-                logger: logger
-            )
+            adminServer = try .frameLevelHTTP2(tls: tls, http1: http1, listen: configuration.listen, responders: adminResponders, logger: logger)
         } catch {
             try? store.close()
             throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")

@@ -80,6 +80,26 @@ struct APIChannel: ServerChildChannel {
 }
 
 extension HTTPServerBuilder {
+    /// The server of the API listener and of the admin API's TLS listener: their TLS, 100 streams a connection,
+    /// `listen`'s deadlines (the idle one kept by the HTTP/2 handler) and drain grace period.
+    static func frameLevelHTTP2(
+        tls: ListenerTLS,
+        http1: HTTP1Channel.Configuration,
+        listen: GatewayConfiguration.Listen,
+        responders: RouterResponderBox,
+        logger: Logger
+    ) throws -> HTTPServerBuilder {
+        try frameLevelHTTP2(
+            tlsConfiguration: tls.configuration,
+            http1: http1,
+            maxConcurrentStreams: 100,
+            timeouts: ConnectionTimeouts(listen, keepsIdle: true),
+            gracePeriod: .seconds(Int64(listen.shutdownGracePeriod)),
+            responders: responders,
+            logger: logger
+        )
+    }
+
     /// The API listener's server: ``APIChannel`` (HTTP/2 frame by frame, HTTP/1.1 by Hummingbird), with the
     /// gateway's deadlines on every connection and request. `responders` is set once the routes are built.
     static func frameLevelHTTP2(

@@ -96,10 +96,7 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
         guard !started else { return }
         started = true
         logger[metadataKey: "connection"] = "\(context.channel.remoteAddress?.description ?? "-")"
-        context.triggerUserOutboundEvent(HandshakeTimeoutHandler.ProtocolChosen(), promise: nil)
-        openConnectionWindow(context: context)
-        connectionState.lastActivity = .now()
-        schedule(at: connectionState.lastActivity + (timeouts.idle ?? .seconds(300)), context: context)
+        startConnection(idle: timeouts.idle, context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -31,10 +31,14 @@ struct FrameLevelHTTP2State {
 }
 
 extension FrameLevelHTTP2Connection {
-    /// Opens the connection's receive window wide (the stream windows are the handlers' settings).
-    func openConnectionWindow(context: ChannelHandlerContext) {
+    /// The connection starts being served: the handshake deadline ends, the receive window opens wide (the
+    /// stream windows are the handlers' settings), and the idle deadline (`idle`, else 300 s) starts.
+    func startConnection(idle: TimeAmount?, context: ChannelHandlerContext) {
+        context.triggerUserOutboundEvent(HandshakeTimeoutHandler.ProtocolChosen(), promise: nil)
         let increment = FrameLevelHTTP2State.connectionWindow - 65_535
         context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+        connectionState.lastActivity = .now()
+        schedule(at: connectionState.lastActivity + (idle ?? .seconds(300)), context: context)
     }
 
     /// Tops the connection's window up when it is half used (NIO leaves it to a handler without a

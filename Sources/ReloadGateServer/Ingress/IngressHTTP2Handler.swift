@@ -65,11 +65,7 @@ final class IngressHTTP2Handler: FrameLevelHTTP2Connection {
         guard !started else { return }
         started = true
         connection[metadataKey: "connection"] = "\(context.channel.remoteAddress?.description ?? "-")"
-        context.triggerUserOutboundEvent(HandshakeTimeoutHandler.ProtocolChosen(), promise: nil)
-        // Open the connection window wide: many small pushes in flight at once.
-        openConnectionWindow(context: context)
-        connectionState.lastActivity = .now()
-        schedule(at: connectionState.lastActivity + (timeouts.idle ?? .seconds(300)), context: context)
+        startConnection(idle: timeouts.idle, context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

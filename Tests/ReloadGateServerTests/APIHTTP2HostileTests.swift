@@ -77,6 +77,19 @@ struct APIHTTP2HostileTests {
         }
     }
 
+    /// A HEAD request gets the head of the route's answer and no body (RFC 9110 9.3.2), and the stream ends.
+    @Test func aHeadRequestIsAnsweredWithoutABody() async throws {
+        try await Self.withGateway { gateway, _ in
+            let client = try await RawHTTP2Client.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration())
+            defer { Task { await client.close() } }
+            let get = try await client.send(Self.request("GET", "/health"))
+            #expect(!get.body.isEmpty)
+            let head = try await client.send(Self.request("HEAD", "/health"))
+            #expect(head.reset == nil, "\(head)")
+            #expect(head.body.isEmpty, "a HEAD answer carried a body: \(head.body)")
+        }
+    }
+
     /// Many streams at once on one connection: every one answered (the registry's group commit gathers them).
     @Test func twoHundredStreamsAtOnceAreAllAnswered() async throws {
         try await Self.withGateway { gateway, credentials in

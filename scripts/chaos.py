@@ -494,11 +494,32 @@ def kill_and_pause(args, work, key, cluster):
     return tallies
 
 
+def usage(directory):
+    """Bytes the files under `directory` take."""
+    total = 0
+    for parent, _, names in os.walk(directory):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def wal_kib(directory):
+    try:
+        return os.path.getsize(os.path.join(directory, "data/reloadgate.sqlite-wal")) // 1024
+    except OSError:
+        return 0
+
+
 def disk(args, work, key):
     tally = Tally("disk full, then freed (SQLite)")
     mount = os.path.join(work, "disk")
     os.makedirs(mount)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", mount], capture_output=True).returncode != 0:
+    # Room for the WAL's bound (64 MiB: SQLiteStore.writerCheckpointPages) and the rest: under this load the WAL
+    # grows 3-4 MiB a second here before the filler comes, and a faster machine filled a 24 MiB disk by itself.
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", mount], capture_output=True).returncode != 0:
         log("disk: cannot mount a tmpfs (not root?): left out")
         return None
     gateway = None
@@ -514,16 +535,24 @@ def disk(args, work, key):
         async def faults():
             await asyncio.sleep(2)
             filler = os.path.join(mount, "filler")
-            with open(filler, "wb") as f:
-                try:
-                    while True:
-                        f.write(b"\0" * (1 << 16))
-                        f.flush()
-                except OSError:
-                    pass
+            free = os.statvfs(mount)
+            log(f"disk: filling it; {free.f_bavail * free.f_frsize // 1024} KiB and {free.f_favail} inodes free, "
+                f"the gateway's files {usage(directory) // 1024} KiB (WAL {wal_kib(directory)} KiB)")
+            try:
+                # Opening can already fail with ENOSPC (no inode or no byte left): the disk is full either way.
+                with open(filler, "wb") as f:
+                    try:
+                        while True:
+                            f.write(b"\0" * (1 << 16))
+                            f.flush()
+                    except OSError:
+                        pass
+            except OSError as error:
+                log(f"disk: it was full before the filler: {error}")
             marks["full"] = time.monotonic()
             await asyncio.sleep(args.full)
-            os.unlink(filler)
+            if os.path.exists(filler):
+                os.unlink(filler)
             marks["end"] = time.monotonic()
             await wait_for_good_answer(load, marks["end"])
             await asyncio.sleep(2)

@@ -202,6 +202,8 @@ let package = Package(
                 "ReloadGateMockAPNs",
                 "ReloadGateCertificates",
                 "ReloadGateAPNs",
+                // The bodies' JSON (`Nullable`, `JSONValue`, `BodyJSON`) the admin commands read.
+                "ReloadGateAPI",
                 "ReloadGateCore",
                 "ReloadGateStore",
                 "ReloadGateSimulation",

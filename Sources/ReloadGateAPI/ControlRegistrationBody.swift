@@ -4,7 +4,7 @@ public import ReloadGateCore
 /// The body of `PUT /v1/apps/<bundle>/controls/<token>`: one control, as the widget extension's
 /// `ControlPushHandler` hands it over in `pushTokensDidChange(controls:)` (a `ControlInfo` per control: its
 /// kind and its own push token, the path's).
-public struct ControlRegistrationBody: Sendable {
+public struct ControlRegistrationBody: Decodable, Sendable {
     /// `sandbox` or `production` when sent; the route checks it against the app's.
     public var environment: String?
     public var control: ControlRegistration
@@ -16,22 +16,19 @@ public struct ControlRegistrationBody: Sendable {
 
     /// Parses and checks the body against `limits`.
     public init(json data: Data, limits: RegistryLimits) throws(APIError) {
-        let object = try JSONFields.object(data)
-        if let unknown = object.keys.sorted().first(where: { !Self.fieldNames.contains($0) }) {
-            throw .invalidField("unknown field '\(unknown)'; the fields are \(Self.fieldNames.sorted().joined(separator: ", "))")
-        }
-        environment = try JSONFields.optionalString(object["environment"], "environment")
+        self = try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits])
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
+        let fields = try decoder.container(keyedBy: AnyKey.self)
+        try fields.refuseUnknown(Self.fieldNames)
+        environment = try fields.optionalString(AnyKey("environment"))
         control = ControlRegistration(
-            kind: try JSONFields.string(object["kind"], "kind"),
-            configuration: try JSONFields.configuration(object["configuration"], "configuration")
+            kind: try fields.string(AnyKey("kind")),
+            configuration: try fields.configuration(AnyKey("configuration"))
         )
-        if let problem = limits.problem(with: control) { throw .invalidField(problem) }
-        if let text = try JSONFields.optionalString(object["previousToken"], "previousToken") {
-            do {
-                previousToken = try DeviceToken(text)
-            } catch {
-                throw .invalidField("previousToken: \(error)")
-            }
-        }
+        if let problem = limits.problem(with: control) { throw APIError.invalidField(problem) }
+        previousToken = try fields.optionalDeviceToken(AnyKey("previousToken"))
     }
 }

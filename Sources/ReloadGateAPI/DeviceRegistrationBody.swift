@@ -3,7 +3,7 @@ public import ReloadGateCore
 
 /// The body of `PUT /v1/apps/<bundle>/devices/<token>` (docs/DESIGN.md, Interfaces 2): the device's whole
 /// widget set, as WidgetKit hands it over in `pushTokenDidChange(_:widgets:)`.
-public struct DeviceRegistrationBody: Sendable {
+public struct DeviceRegistrationBody: Decodable, Sendable {
     /// `sandbox` or `production` when sent; the route checks it against the app's.
     public var environment: String?
     public var widgets: [WidgetRegistration]
@@ -12,37 +12,41 @@ public struct DeviceRegistrationBody: Sendable {
 
     /// Parses and checks the body against `limits`.
     public init(json data: Data, limits: RegistryLimits) throws(APIError) {
-        let object = try JSONFields.object(data)
-        environment = try JSONFields.optionalString(object["environment"], "environment")
-        let list = try JSONFields.array(object["widgets"], "widgets")
-        guard list.count <= limits.widgetsPerDevice else {
-            throw .invalidField("a device has at most \(limits.widgetsPerDevice) widgets, not \(list.count)")
+        self = try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits])
+    }
+
+    private enum Field: String, CodingKey { case environment, widgets, previousToken }
+    private enum WidgetField: String, CodingKey { case id, kind, family, configuration, pushEnabled }
+
+    public init(from decoder: any Decoder) throws {
+        let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
+        let fields = try decoder.container(keyedBy: Field.self)
+        environment = try fields.optionalString(.environment)
+        var list = try fields.array(.widgets)
+        let count = list.count ?? 0
+        guard count <= limits.widgetsPerDevice else {
+            throw APIError.invalidField("a device has at most \(limits.widgetsPerDevice) widgets, not \(count)")
         }
         widgets = []
-        for (index, item) in list.enumerated() {
-            let path = "widgets[\(index)]"
-            let fields = try JSONFields.object(item, path)
-            let familyText = try JSONFields.string(fields["family"], "\(path).family")
+        widgets.reserveCapacity(count)
+        while !list.isAtEnd {
+            let path = "widgets[\(list.currentIndex)]"
+            guard let item = try? list.nestedContainer(keyedBy: WidgetField.self) else { throw APIError.invalidField("\(path) must be an object") }
+            let familyText = try item.string(.family)
             guard let family = WidgetFamily(rawValue: familyText) else {
-                throw .invalidField("\(path).family must be one of \(WidgetFamily.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw APIError.invalidField("\(path).family must be one of \(WidgetFamily.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             widgets.append(
                 WidgetRegistration(
-                    id: try JSONFields.string(fields["id"], "\(path).id"),
-                    kind: try JSONFields.string(fields["kind"], "\(path).kind"),
+                    id: try item.string(.id),
+                    kind: try item.string(.kind),
                     family: family,
-                    configuration: try JSONFields.configuration(fields["configuration"], "\(path).configuration"),
-                    pushEnabled: try JSONFields.bool(fields["pushEnabled"], "\(path).pushEnabled", default: true)
+                    configuration: try item.configuration(.configuration),
+                    pushEnabled: try item.bool(.pushEnabled, default: true)
                 )
             )
         }
-        if let problem = limits.problem(with: widgets) { throw .invalidField(problem) }
-        if let text = try JSONFields.optionalString(object["previousToken"], "previousToken") {
-            do {
-                previousToken = try DeviceToken(text)
-            } catch {
-                throw .invalidField("previousToken: \(error)")
-            }
-        }
+        if let problem = limits.problem(with: widgets) { throw APIError.invalidField(problem) }
+        previousToken = try fields.optionalDeviceToken(.previousToken)
     }
 }

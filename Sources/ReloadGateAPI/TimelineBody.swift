@@ -4,28 +4,44 @@ public import ReloadGateCore
 /// The body of `PUT /v1/apps/<bundle>/devices/<token>/widgets/<id>/timeline`: the entry dates and the
 /// reload policy the widget's timeline provider returned (`{"entries": [{"date", "relevance"?}],
 /// "policy": "atEnd" | "never" | {"after": date}}`).
-public enum TimelineBody {
+public struct TimelineBody: Decodable, Sendable {
+    public var timeline: Timeline
+
     /// Parses and checks the body: at most `limits.timelineEntries` entries, every date from 1970 to 9999.
     public static func timeline(json data: Data, limits: RegistryLimits) throws(APIError) -> Timeline {
-        let object = try JSONFields.object(data)
-        let entries = try JSONFields.array(object["entries"], "entries")
-        guard entries.count <= limits.timelineEntries else {
-            throw .invalidField("a timeline has at most \(limits.timelineEntries) entries, not \(entries.count)")
+        try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits]).timeline
+    }
+
+    private enum Field: String, CodingKey { case entries, policy }
+    private enum EntryField: String, CodingKey { case date }
+
+    public init(from decoder: any Decoder) throws {
+        let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
+        let fields = try decoder.container(keyedBy: Field.self)
+        var entries = try fields.array(.entries)
+        let count = entries.count ?? 0
+        guard count <= limits.timelineEntries else {
+            throw APIError.invalidField("a timeline has at most \(limits.timelineEntries) entries, not \(count)")
         }
         var dates: [Timestamp] = []
-        dates.reserveCapacity(entries.count)
-        for (index, entry) in entries.enumerated() {
-            dates.append(try JSONFields.date(JSONFields.object(entry, "entries[\(index)]")["date"], "entries[\(index)].date"))
+        dates.reserveCapacity(count)
+        while !entries.isAtEnd {
+            let path = "entries[\(entries.currentIndex)]"
+            guard let entry = try? entries.nestedContainer(keyedBy: EntryField.self) else { throw APIError.invalidField("\(path) must be an object") }
+            dates.append(try entry.date(.date))
         }
         let policy: Timeline.Policy
-        switch object["policy"] {
-        case let text as String where text == "atEnd": policy = .atEnd
-        case let text as String where text == "never": policy = .never
-        case let after as [String: Any] where after.count == 1 && after["after"] != nil:
-            policy = .after(try JSONFields.date(after["after"], "policy.after"))
+        switch try? fields.decode(String.self, forKey: .policy) {
+        case "atEnd": policy = .atEnd
+        case "never": policy = .never
         default:
-            throw .invalidField(#"policy must be "atEnd", "never" or {"after": date}"#)
+            guard let after = try? fields.nestedContainer(keyedBy: AnyKey.self, forKey: .policy), after.allKeys.count == 1,
+                after.contains(AnyKey("after"))
+            else {
+                throw APIError.invalidField(#"policy must be "atEnd", "never" or {"after": date}"#)
+            }
+            policy = .after(try after.date(AnyKey("after")))
         }
-        return Timeline(entries: dates, policy: policy)
+        timeline = Timeline(entries: dates, policy: policy)
     }
 }

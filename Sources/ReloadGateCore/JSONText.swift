@@ -1,8 +1,16 @@
 /// Small JSON text helpers for the places that write JSON by hand (canonical configurations, log
 /// lines), where the output must be byte-for-byte stable.
 public enum JSONText {
-    /// `text` as a JSON string literal, with quotes, backslashes and control characters escaped.
-    public static func quoted(_ text: String) -> String {
+    /// `text` as a JSON string literal, with quotes, backslashes and control characters escaped
+    /// (backspace and form feed as `\u0008` and `\u000c`, as canonical configurations have always been
+    /// stored).
+    public static func quoted(_ text: String) -> String { quoted(text, shortEscapes: false) }
+
+    /// `text` as `JSONEncoder` writes a string (backspace and form feed as `\b` and `\f`), for answers
+    /// that must be the encoder's bytes.
+    public static func encoderQuoted(_ text: String) -> String { quoted(text, shortEscapes: true) }
+
+    private static func quoted(_ text: String, shortEscapes: Bool) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -11,6 +19,8 @@ public enum JSONText {
             case "\n": result += "\\n"
             case "\r": result += "\\r"
             case "\t": result += "\\t"
+            case "\u{8}" where shortEscapes: result += "\\b"
+            case "\u{c}" where shortEscapes: result += "\\f"
             case _ where scalar.value < 0x20:
                 let hex = String(scalar.value, radix: 16)
                 result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex

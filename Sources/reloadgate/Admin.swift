@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import ReloadGateAPI
 import ReloadGateServer
 
 /// The options of commands that talk to a running gateway over its admin socket.
@@ -36,23 +37,34 @@ struct AdminOptions: ParsableArguments {
         }
     }
 
-    /// Sends one request to the admin API and returns its JSON object; exits 1 with the server's message
-    /// on an error answer, and with a hint when no gateway listens.
-    func call(_ method: HTTPMethod, _ path: String, body: [String: Any]? = nil) async throws -> [String: Any] {
+    /// Sends one request to the admin API and returns its answer as `Answer` (the type the server
+    /// encodes, ``AdminAPI``); exits 1 with the server's message on an error answer, and with a hint when
+    /// no gateway listens.
+    func call<Answer: Decodable>(_ method: HTTPMethod, _ path: String, body: (any Encodable)? = nil, as answer: Answer.Type) async throws -> Answer {
         do {
-            return try await send(method, path, body: body)
+            return try Self.decode(answer, try await send(method, path, body: body), path: path)
         } catch let error as NoGateway {
             throw CommandFailure.exit(error.description, status: 1)
         }
     }
 
-    /// Like ``call(_:_:body:)``, for commands that also work without a gateway: `nil` when no gateway
+    /// Like ``call(_:_:body:as:)``, for commands that also work without a gateway: `nil` when no gateway
     /// answers on the socket (the command then changes the data directory itself).
-    func callIfRunning(_ method: HTTPMethod, _ path: String, body: [String: Any]? = nil) async throws -> [String: Any]? {
+    func callIfRunning<Answer: Decodable>(_ method: HTTPMethod, _ path: String, body: (any Encodable)? = nil, as answer: Answer.Type) async throws -> Answer? {
+        let data: Data
         do {
-            return try await send(method, path, body: body)
+            data = try await send(method, path, body: body)
         } catch is NoGateway where url == nil {
             return nil
+        }
+        return try Self.decode(answer, data, path: path)
+    }
+
+    private static func decode<Answer: Decodable>(_ answer: Answer.Type, _ data: Data, path: String) throws -> Answer {
+        do {
+            return try JSONDecoder().decode(answer, from: data)
+        } catch {
+            throw CommandFailure.exit("the gateway's answer to \(path) is not what this reloadgate reads (another version?): \(error)", status: 1)
         }
     }
 
@@ -61,7 +73,7 @@ struct AdminOptions: ParsableArguments {
         var description: String
     }
 
-    private func send(_ method: HTTPMethod, _ path: String, body: [String: Any]?) async throws -> [String: Any] {
+    private func send(_ method: HTTPMethod, _ path: String, body: (any Encodable)?) async throws -> Data {
         if let url { return try await callTLS(url, method, path, body: body) }
         let socket = try socketPath()
         guard FileManager.default.fileExists(atPath: socket) else {
@@ -71,7 +83,7 @@ struct AdminOptions: ParsableArguments {
             throw CommandFailure.exit("\(socket) cannot be used as a socket path", status: 2)
         }
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        let result: Result<[String: Any], any Error>
+        let result: Result<Data, any Error>
         do {
             result = .success(try await call(client, socket: socket, url: url, method, body: body))
         } catch {
@@ -82,7 +94,7 @@ struct AdminOptions: ParsableArguments {
     }
 
     /// The same over the admin TLS listener, with the bearer token.
-    private func callTLS(_ base: String, _ method: HTTPMethod, _ path: String, body: [String: Any]?) async throws -> [String: Any] {
+    private func callTLS(_ base: String, _ method: HTTPMethod, _ path: String, body: (any Encodable)?) async throws -> Data {
         guard let parsed = URL(string: base), parsed.scheme == "https", parsed.host != nil else {
             throw CommandFailure.exit("--url must be https://host:port, not \(base)", status: 2)
         }
@@ -109,7 +121,7 @@ struct AdminOptions: ParsableArguments {
             }
         }
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
-        let result: Result<[String: Any], any Error>
+        let result: Result<Data, any Error>
         do {
             let target = base.hasSuffix("/") ? String(base.dropLast()) : base
             guard let full = URL(string: target + path) else { throw CommandFailure.exit("bad URL \(target + path)", status: 2) }
@@ -126,15 +138,15 @@ struct AdminOptions: ParsableArguments {
         socket: String,
         url: URL,
         _ method: HTTPMethod,
-        body: [String: Any]?,
+        body: (any Encodable)?,
         token: String? = nil
-    ) async throws -> [String: Any] {
+    ) async throws -> Data {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = method
         if let token { request.headers.add(name: "authorization", value: "bearer \(token)") }
         if let body {
             request.headers.add(name: "content-type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
+            request.body = .bytes(ByteBuffer(bytes: try BodyJSON.encode(body)))
         }
         let response: HTTPClientResponse
         let data: ByteBuffer
@@ -144,12 +156,12 @@ struct AdminOptions: ParsableArguments {
         } catch {
             throw NoGateway(description: "no gateway answers on \(socket) (\(error)); is `reloadgate serve` running?")
         }
-        let object = (try? JSONSerialization.jsonObject(with: Data(data.readableBytesView))) as? [String: Any]
-        guard response.status == .ok, let object else {
-            let message = object?["message"] as? String ?? String(decoding: data.readableBytesView, as: UTF8.self)
+        guard response.status == .ok else {
+            let refusal = try? JSONDecoder().decode(APIError.Body.self, from: Data(data.readableBytesView))
+            let message = refusal?.message ?? String(decoding: data.readableBytesView, as: UTF8.self)
             throw CommandFailure.exit(message, status: response.status.code == 422 ? 2 : 1)
         }
-        return object
+        return Data(data.readableBytesView)
     }
 }
 
@@ -197,21 +209,32 @@ enum AdminText {
     }
 
     /// A short device token: its first 8 digits.
-    static func short(_ token: Any?) -> String {
-        guard let token = token as? String else { return "-" }
+    static func short(_ token: String?) -> String {
+        guard let token else { return "-" }
         return String(token.prefix(8)) + "…"
     }
 
-    static func text(_ value: Any?) -> String {
+    /// A cell: the text, or `-` for none.
+    static func text(_ value: String?) -> String { value ?? "-" }
+
+    /// A JSON value from the sender (a configuration, a request's target): a string as itself, anything
+    /// else as one line of JSON with sorted keys.
+    static func text(_ value: JSONValue) -> String {
         switch value {
-        case nil, is NSNull: "-"
-        case let string as String: string
-        case let number as NSNumber: number.stringValue
-        case let other?:
-            (try? JSONSerialization.data(withJSONObject: other, options: [.sortedKeys, .fragmentsAllowed]))
-                .map { String(decoding: $0, as: UTF8.self) } ?? "\(other)"
+        case .null: "-"
+        case .string(let text): text
+        default: (try? cellEncoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
         }
     }
+
+    private static let cellEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+
+    /// A list of ids as JSON, `[3,4]`.
+    static func text(_ values: [Int64]) -> String { "[" + values.map(String.init).joined(separator: ",") + "]" }
 }
 
 /// `reloadgate pending`.
@@ -245,23 +268,22 @@ struct Pending: AsyncParsableCommand {
         add("device", device)
         add("dueBefore", try dueBefore.map(Self.time))
         add("limit", String(limit))
-        let answer = try await admin.call(.GET, "/v1/pending" + (query.isEmpty ? "" : "?" + query.joined(separator: "&")))
+        let answer = try await admin.call(.GET, "/v1/pending" + (query.isEmpty ? "" : "?" + query.joined(separator: "&")), as: AdminAPI.PendingList.self)
         if admin.json { return try printJSON(answer) }
-        let pending = answer["pending"] as? [[String: Any]] ?? []
-        guard !pending.isEmpty else { return printLine("no pending reloads") }
+        guard !answer.pending.isEmpty else { return printLine("no pending reloads") }
         printLine(AdminText.table(
             ["DEVICE", "WIDGET", "KIND", "CONFIGURATION", "DUE", "", "PRIORITY", "REQUESTS", "WAITS FOR"],
-            pending.map { row in
+            answer.pending.map { row in
                 [
-                    AdminText.short(row["device"]),
-                    AdminText.text(row["widget"]),
-                    AdminText.text(row["kind"]),
-                    AdminText.text(row["configuration"]),
-                    AdminText.relative((row["dueInSeconds"] as? Double) ?? 0),
-                    AdminText.text(row["due"]),
-                    AdminText.text(row["priority"]),
-                    AdminText.text(row["requestCount"]),
-                    AdminText.text(row["waitsFor"]) + ((row["exempt"] as? Bool) == true ? " (exempt)" : ""),
+                    AdminText.short(row.device),
+                    row.widget,
+                    row.kind,
+                    AdminText.text(row.configuration),
+                    AdminText.relative(row.dueInSeconds),
+                    row.due,
+                    String(row.priority),
+                    String(row.requestCount),
+                    row.waitsFor + (row.exempt ? " (exempt)" : ""),
                 ]
             }
         ))
@@ -297,44 +319,44 @@ struct Explain: AsyncParsableCommand {
     @OptionGroup var admin: AdminOptions
 
     func run() async throws {
-        let answer = try await admin.call(.GET, "/v1/explain/\(id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id)")
+        let answer = try await admin.call(
+            .GET, "/v1/explain/\(id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id)", as: AdminAPI.Explanation.self
+        )
         if admin.json { return try printJSON(answer) }
         var lines: [String] = []
-        func describe(_ request: [String: Any]) {
+        func describe(_ request: AdminAPI.Request) {
             lines.append(
-                "request \(AdminText.text(request["id"])) from \(AdminText.text(request["source"])) for \(AdminText.text(request["bundle"])), "
-                    + "received \(AdminText.text(request["receivedAt"])), priority \(AdminText.text(request["priority"])), "
-                    + "expiration \(AdminText.text(request["expiration"])), target \(AdminText.text(request["target"]))"
+                "request \(request.id) from \(request.source) for \(request.bundle), "
+                    + "received \(request.receivedAt), priority \(request.priority), "
+                    + "expiration \(AdminText.text(request.expiration)), target \(AdminText.text(request.target))"
             )
-            let decisions = request["decisions"] as? [[String: Any]] ?? []
             lines.append(AdminText.table(
                 ["  DEVICE", "WIDGET", "KIND", "DECISION", "DUE", "REASON"],
-                decisions.map {
-                    ["  " + AdminText.short($0["device"]), AdminText.text($0["widget"]), AdminText.text($0["kind"]), AdminText.text($0["decision"]),
-                     AdminText.text($0["due"]), AdminText.text($0["reason"])]
+                request.decisions.map {
+                    ["  " + AdminText.short($0.device), AdminText.text($0.widget), AdminText.text($0.kind), $0.decision, AdminText.text($0.due), $0.reason]
                 }
             ))
         }
-        func describe(delivery: [String: Any]) {
+        func describe(delivery: AdminAPI.Delivery) {
             lines.append(
-                "delivery \(AdminText.text(delivery["apnsId"])) to \(AdminText.short(delivery["device"])) released \(AdminText.text(delivery["releasedAt"])): "
-                    + "\(AdminText.text(delivery["state"])) after \(AdminText.text(delivery["attempts"])) attempt(s)"
-                    + ((delivery["lastError"] as? String).map { ", Apple's answer / last error: \($0)" } ?? "")
-                    + ((delivery["unknownOutcomes"] as? Int ?? 0) > 0 ? ", \(AdminText.text(delivery["unknownOutcomes"])) without an answer" : "")
-                    + "; serves \(AdminText.text(delivery["requestCount"])) request(s)"
+                "delivery \(delivery.apnsId) to \(AdminText.short(delivery.device)) released \(delivery.releasedAt): "
+                    + "\(delivery.state) after \(delivery.attempts) attempt(s)"
+                    + (delivery.lastError.map { ", Apple's answer / last error: \($0)" } ?? "")
+                    + (delivery.unknownOutcomes > 0 ? ", \(delivery.unknownOutcomes) without an answer" : "")
+                    + "; serves \(delivery.requestCount) request(s)"
             )
         }
-        if let request = answer["request"] as? [String: Any] {
-            describe(request)
-            for pending in answer["pending"] as? [[String: Any]] ?? [] {
-                lines.append("pending: \(AdminText.text(pending["widget"])) on \(AdminText.short(pending["device"])) due \(AdminText.text(pending["due"]))")
+        switch answer {
+        case .request(let explanation):
+            describe(explanation.request)
+            for pending in explanation.pending {
+                lines.append("pending: \(pending.widget) on \(AdminText.short(pending.device)) due \(pending.due)")
             }
-            let deliveries = answer["deliveries"] as? [[String: Any]] ?? []
-            for delivery in deliveries { describe(delivery: delivery) }
-            if deliveries.isEmpty, (answer["pending"] as? [Any])?.isEmpty != false { lines.append("no delivery and nothing pending for it") }
-        } else if let delivery = answer["delivery"] as? [String: Any] {
-            describe(delivery: delivery)
-            for request in answer["requests"] as? [[String: Any]] ?? [] { describe(request) }
+            for delivery in explanation.deliveries { describe(delivery: delivery) }
+            if explanation.deliveries.isEmpty, explanation.pending.isEmpty { lines.append("no delivery and nothing pending for it") }
+        case .delivery(let explanation):
+            describe(delivery: explanation.delivery)
+            for request in explanation.requests { describe(request) }
         }
         printLine(lines.joined(separator: "\n"))
     }
@@ -355,38 +377,37 @@ struct Budget: AsyncParsableCommand {
         var query: [String] = []
         if let widget { query.append("widget=\(widget.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? widget)") }
         if let bundle { query.append("bundle=\(bundle)") }
-        let answer = try await admin.call(.GET, "/v1/budget/\(token)" + (query.isEmpty ? "" : "?" + query.joined(separator: "&")))
+        let answer = try await admin.call(
+            .GET, "/v1/budget/\(token)" + (query.isEmpty ? "" : "?" + query.joined(separator: "&")), as: AdminAPI.DeviceBudget.self
+        )
         if admin.json { return try printJSON(answer) }
-        let now = answer["now"] as? String
-        let instances = answer["instances"] as? [[String: Any]] ?? []
+        let now = answer.now
         var output = AdminText.table(
             ["WIDGET", "KIND", "TOKENS", "NEXT TOKEN", "LAST RELOAD", "PLANNED RELOAD", "TIMELINE", "PENDING"],
-            instances.map { row in
-                let pending = row["pending"] as? [String: Any]
-                return [
-                    AdminText.text(row["widget"]),
-                    AdminText.text(row["kind"]),
-                    "\(AdminText.text(row["tokens"]))/\(AdminText.text(row["burst"])) (daily \(AdminText.text(row["dailyBudget"])))",
-                    Self.when(row["nextToken"], now: now),
-                    Self.when(row["lastReload"], now: now),
-                    Self.when(row["plannedReload"], now: now),
-                    AdminText.text(row["timelinePolicy"]),
-                    pending.map { "due \(Self.when($0["due"], now: now)), \(AdminText.text($0["requestCount"])) request(s)" } ?? "-",
+            answer.instances.map { row in
+                [
+                    row.widget,
+                    row.kind,
+                    "\(row.tokens)/\(row.burst) (daily \(row.dailyBudget))",
+                    Self.when(row.nextToken, now: now),
+                    Self.when(row.lastReload, now: now),
+                    Self.when(row.plannedReload, now: now),
+                    AdminText.text(row.timelinePolicy),
+                    row.pending.map { "due \(Self.when($0.due, now: now)), \($0.requestCount) request(s)" } ?? "-",
                 ]
             }
         )
-        let recent = answer["recentDeliveries"] as? [[String: Any]] ?? []
-        if !recent.isEmpty {
+        if !answer.recentDeliveries.isEmpty {
             output += "\nrecent deliveries:\n" + AdminText.table(
                 ["  APNS-ID", "RELEASED", "STATE", "LAST ERROR"],
-                recent.map { ["  " + AdminText.text($0["apnsId"]), AdminText.text($0["releasedAt"]), AdminText.text($0["state"]), AdminText.text($0["lastError"])] }
+                answer.recentDeliveries.map { ["  " + $0.apnsId, $0.releasedAt, $0.state, AdminText.text($0.lastError)] }
             )
         }
         printLine(output)
     }
 
-    static func when(_ value: Any?, now: String?) -> String {
-        guard let time = value as? String else { return "-" }
+    static func when(_ value: String?, now: String?) -> String {
+        guard let time = value else { return "-" }
         guard let seconds = AdminText.seconds(from: now, to: time) else { return time }
         return "\(time) (\(AdminText.relative(seconds)))"
     }
@@ -406,11 +427,12 @@ struct Cancel: AsyncParsableCommand {
     @OptionGroup var admin: AdminOptions
 
     func run() async throws {
-        let answer = try await admin.call(.POST, "/v1/cancel/\(id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id)")
+        let answer = try await admin.call(
+            .POST, "/v1/cancel/\(id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id)", as: AdminAPI.Cancelled.self
+        )
         if admin.json { return try printJSON(answer) }
-        let cancelled = answer["cancelled"] as? [[String: Any]] ?? []
-        printLine("cancelled \(cancelled.count) pending reload(s): " + cancelled.map {
-            "instance \(AdminText.text($0["instance"])) (requests \(AdminText.text($0["requests"])))"
+        printLine("cancelled \(answer.cancelled.count) pending reload(s): " + answer.cancelled.map {
+            "instance \($0.instance) (requests \(AdminText.text($0.requests)))"
         }.joined(separator: ", "))
     }
 }
@@ -436,12 +458,10 @@ struct Flush: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var body: [String: Any] = ["ignoreBudget": ignoreBudget]
-        if let device { body["device"] = device }
-        if let bundle { body["bundle"] = bundle }
-        let answer = try await admin.call(.POST, "/v1/flush", body: body)
+        let body = AdminAPI.FlushRequest(device: device, bundle: bundle, ignoreBudget: ignoreBudget)
+        let answer = try await admin.call(.POST, "/v1/flush", body: body, as: AdminAPI.Flushed.self)
         if admin.json { return try printJSON(answer) }
-        printLine("flushed \(AdminText.text(answer["flushed"])) pending reload(s)" + (ignoreBudget ? " (ignoring the budget)" : ""))
+        printLine("flushed \(answer.flushed) pending reload(s)" + (ignoreBudget ? " (ignoring the budget)" : ""))
     }
 }
 
@@ -454,19 +474,19 @@ struct Stats: AsyncParsableCommand {
     @OptionGroup var admin: AdminOptions
 
     func run() async throws {
-        let answer = try await admin.call(.GET, "/v1/stats")
+        let answer = try await admin.call(.GET, "/v1/stats", as: AdminAPI.Stats.self)
         if admin.json { return try printJSON(answer) }
-        func pairs(_ value: Any?) -> String {
-            guard let object = value as? [String: Any], !object.isEmpty else { return "-" }
-            return object.keys.sorted().map { "\($0) \(AdminText.text(object[$0]))" }.joined(separator: ", ")
+        func pairs(_ counts: [String: Int]) -> String {
+            guard !counts.isEmpty else { return "-" }
+            return counts.keys.sorted().map { "\($0) \(counts[$0]!)" }.joined(separator: ", ")
         }
         printLine([
-            "decisions:        \(pairs(answer["decisions"]))",
-            "deliveries:       \(pairs(answer["deliveries"]))",
-            "failures:         \(pairs(answer["failures"]))",
-            "pending reloads:  \(AdminText.text(answer["pendingReloads"])) (oldest due \(AdminText.text(answer["oldestPendingDue"])))",
-            "delivery queue:   \(AdminText.text(answer["deliveryQueue"])) (oldest released \(AdminText.text(answer["oldestOpenDelivery"])))",
-            "unknown outcomes: \(AdminText.text(answer["unknownOutcomes"]))",
+            "decisions:        \(pairs(answer.decisions))",
+            "deliveries:       \(pairs(answer.deliveries))",
+            "failures:         \(pairs(answer.failures))",
+            "pending reloads:  \(answer.pendingReloads) (oldest due \(AdminText.text(answer.oldestPendingDue)))",
+            "delivery queue:   \(answer.deliveryQueue) (oldest released \(AdminText.text(answer.oldestOpenDelivery)))",
+            "unknown outcomes: \(answer.unknownOutcomes)",
         ].joined(separator: "\n"))
     }
 }
@@ -480,29 +500,29 @@ struct Cluster: AsyncParsableCommand {
     @OptionGroup var admin: AdminOptions
 
     func run() async throws {
-        let answer = try await admin.call(.GET, "/v1/cluster")
+        let answer = try await admin.call(.GET, "/v1/cluster", as: AdminAPI.Cluster.self)
         if admin.json { return try printJSON(answer) }
-        guard answer["store"] as? String == "postgres" else {
+        guard answer.store == "postgres" else {
             return printLine("one gateway (store.kind: sqlite): it schedules every device")
         }
-        let this = answer["this"] as? String ?? ""
         var lines = ["gateways:"]
-        for gateway in answer["gateways"] as? [[String: Any]] ?? [] {
-            let id = AdminText.text(gateway["id"])
+        for gateway in answer.gateways {
             lines.append(
-                "  \(id)\(id == this ? " (this one)" : "")  \(AdminText.text(gateway["address"]))  partitions \(AdminText.text(gateway["partitions"]))"
-                    + "  heartbeat \(AdminText.text(gateway["heartbeatAgeMilliseconds"])) ms ago  started \(AdminText.text(gateway["startedAt"]))"
+                "  \(gateway.id)\(gateway.id == answer.this ? " (this one)" : "")  \(AdminText.text(gateway.address))  partitions \(gateway.partitions)"
+                    + "  heartbeat \(gateway.heartbeatAgeMilliseconds) ms ago  started \(gateway.startedAt)"
             )
         }
         lines.append("partitions:")
-        for range in answer["partitions"] as? [[String: Any]] ?? [] {
-            let owner = range["owner"] as? String
-            let span = "\(AdminText.text(range["first"]))-\(AdminText.text(range["last"]))"
-            lines.append(
-                owner == nil
-                    ? "  \(span)  no owner (taken by the next heartbeat)"
-                    : "  \(span)  \(owner!)  lease held \(AdminText.text(range["leaseAgeSeconds"])) s, expires in \(AdminText.text(range["expiresInMilliseconds"])) ms"
-            )
+        for range in answer.partitions {
+            let span = "\(range.first)-\(range.last)"
+            if let owner = range.owner {
+                lines.append(
+                    "  \(span)  \(owner)  lease held \(AdminText.text(range.leaseAgeSeconds.map(String.init))) s, "
+                        + "expires in \(AdminText.text(range.expiresInMilliseconds.map(String.init))) ms"
+                )
+            } else {
+                lines.append("  \(span)  no owner (taken by the next heartbeat)")
+            }
         }
         printLine(lines.joined(separator: "\n"))
     }
@@ -526,21 +546,20 @@ struct Devices: AsyncParsableCommand {
         func run() async throws {
             var path = "/v1/devices?limit=\(limit)"
             if let bundle { path += "&bundle=\(bundle)" }
-            let answer = try await admin.call(.GET, path)
+            let answer = try await admin.call(.GET, path, as: AdminAPI.DeviceList.self)
             if admin.json { return try printJSON(answer) }
-            let devices = answer["devices"] as? [[String: Any]] ?? []
-            guard !devices.isEmpty else { return printLine("no devices registered") }
+            guard !answer.devices.isEmpty else { return printLine("no devices registered") }
             printLine(AdminText.table(
                 ["BUNDLE", "DEVICE", "TYPE", "STATUS", "REGISTERED", "WIDGETS", "PENDING"],
-                devices.map { device in
+                answer.devices.map { device in
                     [
-                        AdminText.text(device["bundle"]),
-                        AdminText.text(device["device"]),
-                        (device["pushType"] as? String) == "controls" ? "control" : "widgets",
-                        (device["active"] as? Bool) == true ? "active" : "unregistered \(AdminText.text(device["unregisteredAt"]))",
-                        AdminText.text(device["registeredAt"]),
-                        AdminText.text(device["widgets"]),
-                        AdminText.text(device["pendingReloads"]),
+                        device.bundle,
+                        device.device,
+                        device.pushType == "controls" ? "control" : "widgets",
+                        device.active ? "active" : "unregistered \(AdminText.text(device.unregisteredAt))",
+                        device.registeredAt,
+                        String(device.widgets),
+                        String(device.pendingReloads),
                     ]
                 }
             ))
@@ -556,22 +575,18 @@ struct Devices: AsyncParsableCommand {
         @OptionGroup var admin: AdminOptions
 
         func run() async throws {
-            let answer = try await admin.call(.GET, "/v1/devices/\(token)" + (bundle.map { "?bundle=\($0)" } ?? ""))
+            let answer = try await admin.call(.GET, "/v1/devices/\(token)" + (bundle.map { "?bundle=\($0)" } ?? ""), as: AdminAPI.DeviceDetails.self)
             if admin.json { return try printJSON(answer) }
             var lines: [String] = []
-            for device in answer["devices"] as? [[String: Any]] ?? [] {
+            for device in answer.devices {
                 lines.append(
-                    "\(AdminText.text(device["bundle"])) \(AdminText.text(device["device"])): "
-                        + ((device["active"] as? Bool) == true ? "active" : "unregistered \(AdminText.text(device["unregisteredAt"]))")
-                        + ", registered \(AdminText.text(device["registeredAt"])), \(AdminText.text(device["pendingReloads"])) pending reload(s)"
+                    "\(device.bundle) \(device.device): "
+                        + (device.active ? "active" : "unregistered \(AdminText.text(device.unregisteredAt))")
+                        + ", registered \(device.registeredAt), \(device.pendingReloads) pending reload(s)"
                 )
-                let widgets = device["widgets"] as? [[String: Any]] ?? []
                 lines.append(AdminText.table(
                     ["  WIDGET", "KIND", "FAMILY", "CONFIGURATION", "TIMELINE"],
-                    widgets.map {
-                        ["  " + AdminText.text($0["id"]), AdminText.text($0["kind"]), AdminText.text($0["family"]),
-                         AdminText.text($0["configuration"]), AdminText.text($0["timelinePolicy"])]
-                    }
+                    device.widgets.map { ["  " + $0.id, $0.kind, $0.family, AdminText.text($0.configuration), AdminText.text($0.timelinePolicy)] }
                 ))
             }
             printLine(lines.joined(separator: "\n"))
@@ -589,10 +604,9 @@ struct Devices: AsyncParsableCommand {
         @OptionGroup var admin: AdminOptions
 
         func run() async throws {
-            let answer = try await admin.call(.DELETE, "/v1/devices/\(token)" + (bundle.map { "?bundle=\($0)" } ?? ""))
+            let answer = try await admin.call(.DELETE, "/v1/devices/\(token)" + (bundle.map { "?bundle=\($0)" } ?? ""), as: AdminAPI.DeviceRemoved.self)
             if admin.json { return try printJSON(answer) }
-            let removed = answer["removed"] as? [String: Any] ?? [:]
-            printLine("removed \(AdminText.text(removed["device"])) of \(AdminText.text(removed["bundle"])) with \(AdminText.text(removed["widgets"])) widget(s)")
+            printLine("removed \(answer.removed.device) of \(answer.removed.bundle) with \(answer.removed.widgets) widget(s)")
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import NIOHTTP1
+import ReloadGateAPI
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateServer
@@ -120,6 +121,15 @@ struct Apps: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the registered apps.")
 
+        /// An app in `--json`'s array.
+        struct Listing: Encodable {
+            var bundle: String
+            var environment: String
+            @Nullable var team: String?
+            var allowsExemptions: Bool
+            var createdAt: String
+        }
+
         @Flag(name: .long, help: "Print a JSON array.")
         var json = false
 
@@ -130,15 +140,12 @@ struct Apps: AsyncParsableCommand {
             defer { try? store.close() }
             let apps = try await store.apps()
             if json {
-                let objects: [[String: Any]] = apps.map {
-                    [
-                        "bundle": $0.bundle.rawValue, "environment": $0.environment.rawValue,
-                        "team": $0.teamID ?? NSNull(),
-                        "allowsExemptions": $0.allowsExemptions,
-                        "createdAt": ISO8601DateFormatter().string(from: $0.createdAt),
-                    ]
-                }
-                try printJSON(objects)
+                try printJSON(apps.map {
+                    Listing(
+                        bundle: $0.bundle.rawValue, environment: $0.environment.rawValue, team: $0.teamID,
+                        allowsExemptions: $0.allowsExemptions, createdAt: ISO8601DateFormatter().string(from: $0.createdAt)
+                    )
+                })
                 return
             }
             guard !apps.isEmpty else {
@@ -197,7 +204,7 @@ struct Apps: AsyncParsableCommand {
         func run() async throws {
             let bundleID = try Apps.bundleID(bundle)
             try Apps.checkTeam(team)
-            if try await admin.callIfRunning(.POST, "/v1/apps/\(bundle)/team", body: ["team": team]) == nil {
+            if try await admin.callIfRunning(.POST, "/v1/apps/\(bundle)/team", body: AdminAPI.TeamRequest(team: team), as: AdminAPI.TeamBound.self) == nil {
                 let store = try await StoreOptions.openStore(config: admin.config)
                 defer { try? store.close() }
                 guard try await OfflineDoor(store: store).execute(ReloadGateServer.SetTeam(bundle: bundleID, team: team)) != nil else {
@@ -229,23 +236,23 @@ struct Apps: AsyncParsableCommand {
 
         func run() async throws {
             let bundleID = try Apps.bundleID(bundle)
-            let answer: [String: Any]
+            let answer: AdminAPI.Credentials
             if FileManager.default.fileExists(atPath: try admin.socketPath()) {
-                answer = try await admin.call(.POST, "/v1/apps/\(bundle)/rotate-key", body: ["webhookSecret": webhookSecret])
+                answer = try await admin.call(
+                    .POST, "/v1/apps/\(bundle)/rotate-key", body: AdminAPI.RotateKeyRequest(webhookSecret: webhookSecret), as: AdminAPI.Credentials.self
+                )
             } else {
                 let store = try await StoreOptions.openStore(config: admin.config)
                 defer { try? store.close() }
                 guard let credentials = try await OfflineDoor(store: store).execute(ReloadGateServer.RotateCredentials(bundle: bundleID, webhookSecret: webhookSecret)) else {
                     throw CommandFailure.exit("no app \(bundle)", status: 1)
                 }
-                var object: [String: Any] = ["bundle": bundle, "apiKey": credentials.apiKey]
-                if webhookSecret { object["webhookSecret"] = credentials.webhookSecret }
-                answer = object
+                answer = AdminAPI.Credentials(bundle: bundle, apiKey: credentials.apiKey, webhookSecret: webhookSecret ? credentials.webhookSecret : nil)
             }
             if admin.json { return try printJSON(answer) }
             printLine("app \(bundle): new credentials (shown only now; the old ones no longer work)")
-            printLine("API key:        \(answer["apiKey"] as? String ?? "?")")
-            if let secret = answer["webhookSecret"] as? String { printLine("webhook secret: \(secret)") }
+            printLine("API key:        \(answer.apiKey)")
+            if let secret = answer.webhookSecret { printLine("webhook secret: \(secret)") }
         }
     }
 }

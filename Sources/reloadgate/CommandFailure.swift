@@ -16,8 +16,15 @@ func printLine(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-/// Prints `value` (arrays and dictionaries of JSON values) as one line of JSON with sorted keys.
-func printJSON(_ value: Any) throws {
-    let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])
-    printLine(String(decoding: data, as: UTF8.self))
+/// The `--json` outputs' encoder: one line, sorted keys, `/` escaped (as they were before they were types).
+private let outputEncoder: JSONEncoder = {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return encoder
+}()
+
+/// Prints `value` (a body of ``AdminAPI`` or another of the commands' answers) as one line of JSON with
+/// sorted keys.
+func printJSON(_ value: some Encodable) throws {
+    printLine(String(decoding: try outputEncoder.encode(value), as: UTF8.self))
 }

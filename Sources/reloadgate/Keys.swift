@@ -2,6 +2,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 import NIOHTTP1
+import ReloadGateAPI
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateServer
@@ -80,11 +81,10 @@ struct Keys: AsyncParsableCommand {
                 throw CommandFailure.exit("--public-key: \(publicKey) is not a P-256 public key in PEM", status: 2)
             }
             let scope = bundles.isEmpty ? "any bundle of team \(team)" : bundles.map(\.rawValue).joined(separator: ", ")
-            let body: [String: Any] = [
-                "kid": kid, "team": team, "publicKey": parsed.pemRepresentation, "topics": bundles.map(\.rawValue),
-                "environment": environment,
-            ]
-            if try await admin.callIfRunning(.POST, "/v1/keys", body: body) != nil {
+            let body = AdminAPI.KeyRequest(
+                kid: kid, team: team, publicKey: parsed.pemRepresentation, environment: environment, topics: bundles.map(\.rawValue)
+            )
+            if try await admin.callIfRunning(.POST, "/v1/keys", body: body, as: AdminAPI.KeyAdded.self) != nil {
                 printLine("key \(kid) of team \(team) registered for \(scope) (\(environment)); the running gateway uses it now")
                 return
             }
@@ -112,6 +112,15 @@ struct Keys: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the registered provider keys.")
 
+        /// A key in `--json`'s array.
+        struct Listing: Encodable {
+            var kid: String
+            var team: String
+            var topics: [String]
+            var environment: String
+            var createdAt: String
+        }
+
         @Flag(name: .long, help: "Print a JSON array.")
         var json = false
 
@@ -122,13 +131,12 @@ struct Keys: AsyncParsableCommand {
             defer { try? store.close() }
             let keys = try await store.providerKeys()
             if json {
-                let objects: [[String: Any]] = keys.map {
-                    [
-                        "kid": $0.keyID, "team": $0.teamID, "topics": $0.topics.map(\.rawValue),
-                        "environment": $0.environments, "createdAt": ISO8601DateFormatter().string(from: $0.createdAt),
-                    ]
-                }
-                try printJSON(objects)
+                try printJSON(keys.map {
+                    Listing(
+                        kid: $0.keyID, team: $0.teamID, topics: $0.topics.map(\.rawValue), environment: $0.environments,
+                        createdAt: ISO8601DateFormatter().string(from: $0.createdAt)
+                    )
+                })
                 return
             }
             guard !keys.isEmpty else {
@@ -163,7 +171,8 @@ struct Keys: AsyncParsableCommand {
         @OptionGroup var admin: AdminOptions
 
         func run() async throws {
-            if try await admin.callIfRunning(.DELETE, "/v1/keys/\(kid.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? kid)") != nil {
+            let path = "/v1/keys/\(kid.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? kid)"
+            if try await admin.callIfRunning(.DELETE, path, as: AdminAPI.KeyRemoved.self) != nil {
                 printLine("key \(kid) removed; the running gateway refuses it now")
                 return
             }

@@ -46,21 +46,21 @@ struct AdminRoutes {
     /// `reloadgate keys add` with a gateway running: stored, then in the key directory before the answer,
     /// so that the next push verifies with it (and no refusal remembered before counts).
     private func addKey(_ request: Request) async throws -> Response {
-        let body = try await JSONBody.object(request, limit: 16 * 1024)
-        let kid = try JSONFields.string(body["kid"], "kid")
-        let team = try JSONFields.string(body["team"], "team")
+        let body = try await JSONBody.decode(AdminAPI.KeyRequest.self, request, limit: 16 * 1024)
+        let kid = body.kid
+        let team = body.team
         guard ProviderKey.isValidIdentifier(kid) else { throw APIError.invalidField("kid must be 1 to 64 letters or digits") }
         guard ProviderKey.isValidIdentifier(team) else { throw APIError.invalidField("team must be 1 to 64 letters or digits") }
-        let pem = try JSONFields.string(body["publicKey"], "publicKey")
+        let pem = body.publicKey
         guard !pem.contains("PRIVATE KEY"), let publicKey = try? P256.Signing.PublicKey(pemRepresentation: pem) else {
             throw APIError.invalidField("publicKey must be a P-256 public key in PEM (never a private key)")
         }
-        let environment = try JSONFields.optionalString(body["environment"], "environment") ?? "both"
+        let environment = body.environment ?? "both"
         guard ProviderKey.Environments(rawValue: environment) != nil else {
             throw APIError.invalidField("environment must be sandbox, production or both")
         }
-        let topics = try JSONFields.array(body["topics"] ?? [Any](), "topics").enumerated().map { index, item in
-            guard let bundle = try? BundleID(try JSONFields.string(item, "topics[\(index)]")) else {
+        let topics = try body.topics.enumerated().map { index, item in
+            guard let bundle = try? BundleID(item) else {
                 throw APIError.invalidField("topics[\(index)] is not a bundle id")
             }
             return bundle
@@ -74,25 +74,24 @@ struct AdminRoutes {
             throw APIError(status: .conflict, code: "key-exists", message: error.description)
         }
         logger.notice("provider key added by the operator", metadata: ["kid": "\(kid)", "team": "\(team)"])
-        return try Self.json(["kid": kid, "team": team, "topics": topics.map(\.rawValue), "environment": environment])
+        return try Self.json(AdminAPI.KeyAdded(kid: kid, team: team, topics: topics.map(\.rawValue), environment: environment))
     }
 
     /// `reloadgate keys remove` with a gateway running: the next push signed with the key is refused.
     private func removeKey(_ kid: String) async throws -> Response {
         guard try await door.execute(RemoveProviderKey(keyID: kid)) else { throw APIError.notFound("no provider key \(kid) is registered") }
         logger.notice("provider key removed by the operator", metadata: ["kid": "\(kid)"])
-        return try Self.json(["removed": kid])
+        return try Self.json(AdminAPI.KeyRemoved(removed: kid))
     }
 
     /// `reloadgate apps set-team`: the app's provider-token pushes from then on only from that team's keys.
     private func setTeam(_ bundle: String, _ request: Request) async throws -> Response {
         guard let bundleID = try? BundleID(bundle) else { throw APIError.invalidField("\(bundle) is not a bundle id") }
-        let body = try await JSONBody.object(request, limit: 4096)
-        let team = try JSONFields.string(body["team"], "team")
+        let team = try await JSONBody.decode(AdminAPI.TeamRequest.self, request, limit: 4096).team
         guard ProviderKey.isValidIdentifier(team) else { throw APIError.invalidField("team must be 1 to 64 letters or digits") }
         guard let app = try await door.execute(SetTeam(bundle: bundleID, team: team)) else { throw APIError.notFound("no app \(bundle)") }
         logger.notice("app bound to a team by the operator", metadata: ["bundle": "\(bundle)", "team": "\(team)"])
-        return try Self.json(["bundle": app.bundle.rawValue, "team": team])
+        return try Self.json(AdminAPI.TeamBound(bundle: app.bundle.rawValue, team: team))
     }
 
     // MARK: Devices and apps
@@ -105,7 +104,7 @@ struct AdminRoutes {
             limit = value
         }
         let devices = try await store.devices(bundle: query["bundle"].map(String.init), token: nil, limit: limit)
-        return try Self.json(["devices": devices.map(Self.device)])
+        return try Self.json(AdminAPI.DeviceList(devices: devices.map { Self.device($0, widgets: $0.widgets) }))
     }
 
     private func device(_ token: String, _ request: Request) async throws -> Response {
@@ -114,21 +113,19 @@ struct AdminRoutes {
         let devices = try await store.devices(bundle: bundle, token: token, limit: 100)
         guard !devices.isEmpty else { throw APIError.notFound("no device \(token)") }
         let instances = try await store.instances(ofDevice: token, bundle: bundle)
-        return try Self.json([
-            "devices": devices.map { device -> [String: Any] in
-                var object = Self.device(device)
-                object["widgets"] = instances.filter { $0.bundle == device.bundle }.map { entry -> [String: Any] in
-                    [
-                        "id": entry.instance.widgetID,
-                        "kind": entry.instance.kind,
-                        "family": entry.instance.family,
-                        "configuration": Self.object(entry.instance.configuration),
-                        "timelinePolicy": Self.nullable(entry.instance.timelinePolicy),
-                    ]
-                }
-                return object
-            },
-        ])
+        return try Self.json(AdminAPI.DeviceDetails(
+            devices: devices.map { device in
+                Self.device(device, widgets: instances.filter { $0.bundle == device.bundle }.map { entry in
+                    AdminAPI.Widget(
+                        id: entry.instance.widgetID,
+                        kind: entry.instance.kind,
+                        family: entry.instance.family,
+                        configuration: .parsedOrText(entry.instance.configuration),
+                        timelinePolicy: entry.instance.timelinePolicy
+                    )
+                })
+            }
+        ))
     }
 
     private func removeDevice(_ token: String, _ request: Request) async throws -> Response {
@@ -144,34 +141,32 @@ struct AdminRoutes {
         }
         let removed = try await door.execute(DeleteDevice(app: app, token: try DeviceToken(token)))
         logger.notice("device removed by the operator", metadata: ["bundle": "\(device.bundle)", "device": "\(token.prefix(8))…"])
-        return try Self.json(["removed": ["bundle": device.bundle, "device": token, "widgets": removed.instances.count]])
+        return try Self.json(AdminAPI.DeviceRemoved(removed: .init(bundle: device.bundle, device: token, widgets: removed.instances.count)))
     }
 
     private func rotateKey(_ bundle: String, _ request: Request) async throws -> Response {
         guard let bundleID = try? BundleID(bundle) else { throw APIError.invalidField("\(bundle) is not a bundle id") }
         let body = request.head.headerFields[.contentLength] == nil && request.head.headerFields[.transferEncoding] == nil
-            ? nil : try await JSONBody.object(request, limit: 4096)
-        let rotateSecret = try JSONFields.bool(body?["webhookSecret"], "webhookSecret", default: false)
+            ? nil : try await JSONBody.decode(AdminAPI.RotateKeyRequest.self, request, limit: 4096)
+        let rotateSecret = body?.webhookSecret ?? false
         guard let credentials = try await door.execute(RotateCredentials(bundle: bundleID, webhookSecret: rotateSecret)) else {
             throw APIError.notFound("no app \(bundle)")
         }
         logger.notice("app credentials rotated by the operator", metadata: ["bundle": "\(bundle)", "webhook-secret": "\(rotateSecret)"])
-        var answer: [String: Any] = ["bundle": bundle, "apiKey": credentials.apiKey]
-        if rotateSecret { answer["webhookSecret"] = credentials.webhookSecret }
-        return try Self.json(answer)
+        return try Self.json(AdminAPI.Credentials(bundle: bundle, apiKey: credentials.apiKey, webhookSecret: rotateSecret ? credentials.webhookSecret : nil))
     }
 
-    static func device(_ device: DeviceRecord) -> [String: Any] {
-        [
-            "bundle": device.bundle,
-            "device": device.token,
-            "pushType": device.pushType.rawValue,
-            "active": device.active,
-            "registeredAt": Timestamp(device.registeredAt).rfc3339,
-            "unregisteredAt": nullable(device.unregisteredAt.map { Timestamp($0).rfc3339 }),
-            "widgets": device.widgets,
-            "pendingReloads": device.pendingReloads,
-        ]
+    static func device<Widgets>(_ device: DeviceRecord, widgets: Widgets) -> AdminAPI.Device<Widgets> {
+        AdminAPI.Device(
+            bundle: device.bundle,
+            device: device.token,
+            pushType: device.pushType.rawValue,
+            active: device.active,
+            registeredAt: Timestamp(device.registeredAt).rfc3339,
+            unregisteredAt: device.unregisteredAt.map { Timestamp($0).rfc3339 },
+            widgets: widgets,
+            pendingReloads: device.pendingReloads
+        )
     }
 
     // MARK: Pending
@@ -195,29 +190,29 @@ struct AdminRoutes {
         let rows = try await store.pendingReloads(filter)
         let waits = await door.pendingWaits(rows.map(\.instance))
         let time = Timestamp(now())
-        return try Self.json([
-            "now": time.rfc3339,
-            "pending": rows.map { row in
-                [
-                    "instance": row.instance,
-                    "bundle": row.bundle,
-                    "device": row.deviceToken,
-                    "widget": row.widgetID,
-                    "kind": row.kind,
-                    "family": row.family,
-                    "configuration": Self.object(row.configuration),
-                    "due": row.due.rfc3339,
-                    "dueInSeconds": Double(row.due.milliseconds - time.milliseconds) / 1000,
-                    "priority": row.priority,
-                    "expiration": Self.nullable(row.expiration.map(\.rfc3339)),
-                    "requestCount": row.requestCount,
-                    "requests": row.requests,
-                    "exempt": row.exempt,
+        return try Self.json(AdminAPI.PendingList(
+            now: time.rfc3339,
+            pending: rows.map { row in
+                AdminAPI.PendingReload(
+                    instance: row.instance,
+                    bundle: row.bundle,
+                    device: row.deviceToken,
+                    widget: row.widgetID,
+                    kind: row.kind,
+                    family: row.family,
+                    configuration: .parsedOrText(row.configuration),
+                    due: row.due.rfc3339,
+                    dueInSeconds: Double(row.due.milliseconds - time.milliseconds) / 1000,
+                    priority: row.priority,
+                    expiration: row.expiration.map(\.rfc3339),
+                    requestCount: row.requestCount,
+                    requests: row.requests,
+                    exempt: row.exempt,
                     // Committed but not yet in the scheduler's view (a moment after a commit): due.
-                    "waitsFor": (waits[row.instance] ?? .due).rawValue,
-                ] as [String: Any]
-            },
-        ])
+                    waitsFor: (waits[row.instance] ?? .due).rawValue
+                )
+            }
+        ))
     }
 
     // MARK: Explain
@@ -230,11 +225,11 @@ struct AdminRoutes {
         if let requestID = Int64(id) {
             guard let record = try await store.requestRecord(requestID) else { throw APIError.notFound("no request \(requestID)") }
             let pending = try await store.pendingReloads(PendingFilter(limit: 10_000)).filter { $0.requests.contains(requestID) }
-            return try Self.json([
-                "request": Self.request(record),
-                "pending": pending.map { ["instance": $0.instance, "widget": $0.widgetID, "device": $0.deviceToken, "due": $0.due.rfc3339] },
-                "deliveries": try await store.deliveries(serving: requestID).map(Self.delivery),
-            ])
+            return try Self.json(AdminAPI.RequestExplanation(
+                request: Self.request(record),
+                pending: pending.map { AdminAPI.ExplainedPending(instance: $0.instance, widget: $0.widgetID, device: $0.deviceToken, due: $0.due.rfc3339) },
+                deliveries: try await store.deliveries(serving: requestID).map(Self.delivery)
+            ))
         }
         guard let delivery = try await store.delivery(apnsID: id) else {
             throw APIError.notFound("no request, push or delivery \(id) (a request id is a number, an apns-id a UUID)")
@@ -243,10 +238,7 @@ struct AdminRoutes {
         for request in delivery.delivery.requests {
             if let record = try await store.requestRecord(Int64(bitPattern: request)) { requests.append(record) }
         }
-        return try Self.json([
-            "delivery": Self.delivery(delivery),
-            "requests": requests.map(Self.request),
-        ])
+        return try Self.json(AdminAPI.DeliveryExplanation(delivery: Self.delivery(delivery), requests: requests.map(Self.request)))
     }
 
     // MARK: Budget
@@ -264,31 +256,31 @@ struct AdminRoutes {
         let bundles = Set(instances.map(\.bundle)).sorted()
         var recent: [DeliveryRecord] = []
         for bundle in bundles { recent += try await store.recentDeliveries(bundle: bundle, deviceToken: token, limit: 5) }
-        return try Self.json([
-            "device": token,
-            "now": Timestamp(now()).rfc3339,
-            "instances": instances.map { entry -> [String: Any] in
+        return try Self.json(AdminAPI.DeviceBudget(
+            device: token,
+            now: Timestamp(now()).rfc3339,
+            instances: instances.map { entry in
                 let budget = budgets[entry.instance.instance]
-                return [
-                    "bundle": entry.bundle,
-                    "widget": entry.instance.widgetID,
-                    "kind": entry.instance.kind,
-                    "family": entry.instance.family,
-                    "timelinePolicy": Self.nullable(entry.instance.timelinePolicy),
-                    "tokens": budget?.tokens ?? 0,
-                    "burst": budget?.burst ?? 0,
-                    "dailyBudget": budget?.dailyBudget ?? 0,
-                    "nextToken": Self.nullable(budget?.nextToken.map(\.rfc3339)),
-                    "lastReload": Self.nullable(budget?.lastReload.map(\.rfc3339)),
-                    "plannedReload": Self.nullable(budget?.plannedReload.map(\.rfc3339)),
-                    "earliestReload": Self.nullable(budget.map(\.earliestReload.rfc3339)),
-                    "pending": Self.nullable(budget?.pending.map { pending -> [String: Any] in
-                        ["due": pending.due.rfc3339, "priority": pending.priority.rawValue, "requestCount": pending.requestCount]
-                    }),
-                ]
+                return AdminAPI.InstanceBudget(
+                    bundle: entry.bundle,
+                    widget: entry.instance.widgetID,
+                    kind: entry.instance.kind,
+                    family: entry.instance.family,
+                    timelinePolicy: entry.instance.timelinePolicy,
+                    tokens: budget?.tokens ?? 0,
+                    burst: budget?.burst ?? 0,
+                    dailyBudget: budget?.dailyBudget ?? 0,
+                    nextToken: budget?.nextToken.map(\.rfc3339),
+                    lastReload: budget?.lastReload.map(\.rfc3339),
+                    plannedReload: budget?.plannedReload.map(\.rfc3339),
+                    earliestReload: budget.map(\.earliestReload.rfc3339),
+                    pending: budget?.pending.map { pending in
+                        AdminAPI.PendingInBudget(due: pending.due.rfc3339, priority: pending.priority.rawValue, requestCount: pending.requestCount)
+                    }
+                )
             },
-            "recentDeliveries": recent.map(Self.delivery),
-        ])
+            recentDeliveries: recent.map(Self.delivery)
+        ))
     }
 
     // MARK: Cancel and flush
@@ -310,23 +302,23 @@ struct AdminRoutes {
             throw APIError(status: .conflict, code: "not-pending", message: "request \(requestID) has no pending reload (explain it to see what happened)")
         }
         logger.notice("pending reloads cancelled by the operator", metadata: ["request": "\(requestID)", "instances": "\(dropped.keys.sorted())"])
-        return try Self.json([
-            "cancelled": dropped.keys.sorted().map { ["instance": $0, "requests": dropped[$0]!.map { Int64(bitPattern: $0) }] },
-        ])
+        return try Self.json(AdminAPI.Cancelled(
+            cancelled: dropped.keys.sorted().map { AdminAPI.CancelledReload(instance: $0, requests: dropped[$0]!.map { Int64(bitPattern: $0) }) }
+        ))
     }
 
     private func flush(_ request: Request) async throws -> Response {
-        let body = try await JSONBody.object(request, limit: 4096)
-        let device = try JSONFields.optionalString(body["device"], "device").map(Self.deviceToken)
-        let bundle = try JSONFields.optionalString(body["bundle"], "bundle")
-        let ignoreBudget = try JSONFields.bool(body["ignoreBudget"], "ignoreBudget", default: false)
+        let body = try await JSONBody.decode(AdminAPI.FlushRequest.self, request, limit: 4096)
+        let device = try body.device.map(Self.deviceToken)
+        let bundle = body.bundle
+        let ignoreBudget = body.ignoreBudget
         if device != nil, bundle != nil { throw APIError.invalidField("give device or bundle, not both") }
         let flushed = try await door.execute(FlushPending(deviceToken: device, bundle: bundle, ignoringBudget: ignoreBudget))
         logger.notice(
             "pending reloads flushed by the operator",
             metadata: ["count": "\(flushed.count)", "ignore-budget": "\(ignoreBudget)", "device": "\(device ?? "-")", "bundle": "\(bundle ?? "-")"]
         )
-        return try Self.json(["flushed": flushed.count, "instances": flushed, "ignoreBudget": ignoreBudget])
+        return try Self.json(AdminAPI.Flushed(flushed: flushed.count, instances: flushed, ignoreBudget: ignoreBudget))
     }
 
     // MARK: Stats
@@ -337,29 +329,29 @@ struct AdminRoutes {
         for kind in DecisionKind.allCases { decisions[kind.rawValue] = statistics.decisionsByKind[kind.rawValue] ?? 0 }
         var deliveries: [String: Int] = [:]
         for state in ["pending", "sending", "sent", "failed"] { deliveries[state] = statistics.deliveriesByState[state] ?? 0 }
-        return try Self.json([
-            "decisions": decisions,
-            "deliveries": deliveries,
-            "failures": statistics.failuresByReason,
-            "pendingReloads": statistics.pendingReloads,
-            "oldestPendingDue": Self.nullable(statistics.oldestPendingDue.map(\.rfc3339)),
-            "deliveryQueue": deliveries["pending", default: 0] + deliveries["sending", default: 0],
-            "oldestOpenDelivery": Self.nullable(statistics.oldestOpenDelivery.map(\.rfc3339)),
-            "unknownOutcomes": statistics.unknownOutcomes,
-        ])
+        return try Self.json(AdminAPI.Stats(
+            decisions: decisions,
+            deliveries: deliveries,
+            failures: statistics.failuresByReason,
+            pendingReloads: statistics.pendingReloads,
+            oldestPendingDue: statistics.oldestPendingDue.map(\.rfc3339),
+            deliveryQueue: deliveries["pending", default: 0] + deliveries["sending", default: 0],
+            oldestOpenDelivery: statistics.oldestOpenDelivery.map(\.rfc3339),
+            unknownOutcomes: statistics.unknownOutcomes
+        ))
     }
 
     /// The gateways sharing the database and who holds which partition (one gateway on SQLite: it
     /// schedules every device).
     private func cluster() async throws -> Response {
         guard let partitioning = door.partitioning else {
-            return try Self.json(["store": "sqlite", "this": "", "gateways": [Any](), "partitions": [Any]()])
+            return try Self.json(AdminAPI.Cluster(store: "sqlite", this: "", gateways: [], partitions: []))
         }
         let now = Int64(now().timeIntervalSince1970 * 1000)
         let gateways = try await partitioning.store.clusterGateways(within: 5000)
         let leases = try await partitioning.store.partitionLeases()
         // Consecutive partitions of one owner as one range.
-        var ranges: [[String: Any]] = []
+        var ranges: [AdminAPI.PartitionRange] = []
         var start = 0
         for index in leases.indices {
             let lease = leases[index]
@@ -368,82 +360,73 @@ struct AdminRoutes {
             let nextLive = next.flatMap { $0.expiresAt > now ? $0.owner : nil }
             if next == nil || nextLive != live {
                 let acquired = leases[start...index].compactMap(\.acquiredAt).min()
-                ranges.append([
-                    "first": leases[start].partition, "last": lease.partition, "owner": Self.nullable(live),
-                    "leaseAgeSeconds": Self.nullable(live == nil ? nil : acquired.map { max(0, now - $0) / 1000 }),
-                    "expiresInMilliseconds": Self.nullable(live == nil ? nil : leases[start...index].map(\.expiresAt).min().map { $0 - now }),
-                ])
+                ranges.append(AdminAPI.PartitionRange(
+                    first: leases[start].partition, last: lease.partition, owner: live,
+                    leaseAgeSeconds: live == nil ? nil : acquired.map { max(0, now - $0) / 1000 },
+                    expiresInMilliseconds: live == nil ? nil : leases[start...index].map(\.expiresAt).min().map { $0 - now }
+                ))
                 start = index + 1
             }
         }
-        return try Self.json([
-            "store": "postgres",
-            "this": partitioning.gateway,
-            "gateways": gateways.map { gateway -> [String: Any] in
-                [
-                    "id": gateway.id, "address": Self.nullable(gateway.address), "partitions": gateway.partitions,
-                    "startedAt": Timestamp(milliseconds: gateway.startedAt).rfc3339,
-                    "heartbeatAgeMilliseconds": max(0, now - gateway.heartbeatAt),
-                ]
+        return try Self.json(AdminAPI.Cluster(
+            store: "postgres",
+            this: partitioning.gateway,
+            gateways: gateways.map { gateway in
+                AdminAPI.ClusterGateway(
+                    id: gateway.id, address: gateway.address, partitions: gateway.partitions,
+                    startedAt: Timestamp(milliseconds: gateway.startedAt).rfc3339,
+                    heartbeatAgeMilliseconds: max(0, now - gateway.heartbeatAt)
+                )
             },
-            "partitions": ranges,
-        ])
+            partitions: ranges
+        ))
     }
 
     // MARK: Encoding
 
-    static func request(_ record: RequestRecord) -> [String: Any] {
-        [
-            "id": record.id,
-            "bundle": record.bundle,
-            "source": record.source,
-            "receivedAt": record.receivedAt.rfc3339,
-            "priority": record.priority,
-            "expiration": Self.nullable(record.expiration.map(\.rfc3339)),
-            "collapseId": Self.nullable(record.collapseID),
-            "exempt": record.exempt,
-            "target": object(record.summary),
-            "apnsId": nullable(record.apnsID),
-            "decisions": record.decisions.map { decision -> [String: Any] in
-                [
-                    "instance": Self.nullable(decision.instance),
-                    "widget": Self.nullable(decision.widgetID),
-                    "kind": Self.nullable(decision.kind),
-                    "device": Self.nullable(decision.deviceToken),
-                    "decision": decision.decision,
-                    "due": Self.nullable(decision.due.map(\.rfc3339)),
-                    "reason": decision.reason,
-                ]
-            },
-        ]
+    static func request(_ record: RequestRecord) -> AdminAPI.Request {
+        AdminAPI.Request(
+            id: record.id,
+            bundle: record.bundle,
+            source: record.source,
+            receivedAt: record.receivedAt.rfc3339,
+            priority: record.priority,
+            expiration: record.expiration.map(\.rfc3339),
+            collapseId: record.collapseID,
+            exempt: record.exempt,
+            target: .parsedOrText(record.summary),
+            apnsId: record.apnsID,
+            decisions: record.decisions.map { decision in
+                AdminAPI.Decision(
+                    instance: decision.instance,
+                    widget: decision.widgetID,
+                    kind: decision.kind,
+                    device: decision.deviceToken,
+                    decision: decision.decision,
+                    due: decision.due.map(\.rfc3339),
+                    reason: decision.reason
+                )
+            }
+        )
     }
 
-    static func delivery(_ record: DeliveryRecord) -> [String: Any] {
+    static func delivery(_ record: DeliveryRecord) -> AdminAPI.Delivery {
         let delivery = record.delivery
-        return [
-            "apnsId": delivery.apnsID,
-            "bundle": Self.nullable(record.bundle),
-            "device": Self.nullable(record.deviceToken),
-            "releasedAt": delivery.released.rfc3339,
-            "instances": delivery.instances,
-            "requests": delivery.requests.map { Int64(bitPattern: $0) },
-            "requestCount": delivery.requestCount,
-            "priority": delivery.priority.rawValue,
-            "state": delivery.state.rawValue,
-            "attempts": delivery.history.attempts,
-            "unknownOutcomes": delivery.history.unknownOutcomes,
-            // Apple's reason (or the error) of the last failed or retried attempt.
-            "lastError": Self.nullable(delivery.history.lastError),
-            "updatedAt": Self.nullable(record.updatedAt.map(\.rfc3339)),
-        ]
-    }
-
-    /// `value`, or JSON null.
-    static func nullable(_ value: Any?) -> Any { value ?? NSNull() }
-
-    /// Parsed JSON text (configurations, request targets), or the text itself when it is not JSON.
-    static func object(_ text: String) -> Any {
-        (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) ?? text
+        return AdminAPI.Delivery(
+            apnsId: delivery.apnsID,
+            bundle: record.bundle,
+            device: record.deviceToken,
+            releasedAt: delivery.released.rfc3339,
+            instances: delivery.instances,
+            requests: delivery.requests.map { Int64(bitPattern: $0) },
+            requestCount: delivery.requestCount,
+            priority: delivery.priority.rawValue,
+            state: delivery.state.rawValue,
+            attempts: delivery.history.attempts,
+            unknownOutcomes: delivery.history.unknownOutcomes,
+            lastError: delivery.history.lastError,
+            updatedAt: record.updatedAt.map(\.rfc3339)
+        )
     }
 
     /// An RFC 3339 time, with or without fractional seconds.
@@ -460,8 +443,8 @@ struct AdminRoutes {
         return token.hex
     }
 
-    static func json(_ object: [String: Any]) throws -> Response {
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+    static func json(_ body: some Encodable) throws -> Response {
+        let data = try BodyJSON.encode(body)
         return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 }

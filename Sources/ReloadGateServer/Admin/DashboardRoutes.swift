@@ -55,58 +55,57 @@ struct DashboardRoutes {
         for kind in DecisionKind.allCases { decisions[kind.rawValue] = figures.decisionsByKind[kind.rawValue] ?? 0 }
         var deliveries: [String: Int] = [:]
         for state in ["pending", "sending", "sent", "failed"] { deliveries[state] = figures.deliveriesByState[state] ?? 0 }
-        return try AdminRoutes.json([
-            "now": time.rfc3339,
-            "bundle": AdminRoutes.nullable(bundle),
-            "bundles": figures.bundles,
-            "decisions": decisions,
-            "decisionsByHour": figures.decisionsByHour.enumerated().map { index, counts -> [String: Any] in
-                ["hour": Timestamp(milliseconds: currentHour - Int64(23 - index) * hour).rfc3339, "decisions": counts]
+        typealias Figures = AdminAPI.DashboardFigures
+        return try AdminRoutes.json(Figures(
+            now: time.rfc3339,
+            bundle: bundle,
+            bundles: figures.bundles,
+            decisions: decisions,
+            decisionsByHour: figures.decisionsByHour.enumerated().map { index, counts in
+                Figures.HourDecisions(hour: Timestamp(milliseconds: currentHour - Int64(23 - index) * hour).rfc3339, decisions: counts)
             },
-            "deliveries": deliveries,
-            "failures": figures.failuresByReason,
-            "deliveryQueue": deliveries["pending", default: 0] + deliveries["sending", default: 0],
-            "oldestOpenDelivery": AdminRoutes.nullable(figures.oldestOpenDelivery?.rfc3339),
-            "retries": figures.retries,
-            "unknownOutcomes": figures.unknownOutcomes,
-            "pendingReloads": figures.pendingReloads,
-            "pendingDueNow": figures.pendingDueNow,
-            "pendingByHour": figures.pendingByHour.enumerated().map { index, count -> [String: Any] in
-                ["from": Timestamp(milliseconds: time.milliseconds + Int64(index) * hour).rfc3339, "count": count]
+            deliveries: deliveries,
+            failures: figures.failuresByReason,
+            deliveryQueue: deliveries["pending", default: 0] + deliveries["sending", default: 0],
+            oldestOpenDelivery: figures.oldestOpenDelivery?.rfc3339,
+            retries: figures.retries,
+            unknownOutcomes: figures.unknownOutcomes,
+            pendingReloads: figures.pendingReloads,
+            pendingDueNow: figures.pendingDueNow,
+            pendingByHour: figures.pendingByHour.enumerated().map { index, count in
+                Figures.HourCount(from: Timestamp(milliseconds: time.milliseconds + Int64(index) * hour).rfc3339, count: count)
             },
-            "pendingLater": figures.pendingLater,
-            "pending": pending.map { row -> [String: Any] in
-                [
-                    "instance": row.instance, "bundle": row.bundle, "device": row.deviceToken, "widget": row.widgetID, "kind": row.kind,
-                    "pushType": row.family == ControlRegistration.family ? PushType.controls.rawValue : PushType.widgets.rawValue,
-                    "due": row.due.rfc3339, "priority": row.priority, "requestCount": row.requestCount,
-                ]
+            pendingLater: figures.pendingLater,
+            pending: pending.map { row in
+                Figures.DashboardPending(
+                    instance: row.instance, bundle: row.bundle, device: row.deviceToken, widget: row.widgetID, kind: row.kind,
+                    pushType: row.family == ControlRegistration.family ? PushType.controls.rawValue : PushType.widgets.rawValue,
+                    due: row.due.rfc3339, priority: row.priority, requestCount: row.requestCount
+                )
             },
-            "budgets": [
+            budgets: Figures.Budgets(
                 // On a shared store, the instances of this gateway's partitions (budgets live in its scheduler).
-                "scope": door.partitioning == nil ? "all" : "this gateway's partitions",
-                "policies": budgets.policies.map { policy -> [String: Any] in
-                    [
-                        "pushType": policy.pushType.rawValue,
-                        "kind": AdminRoutes.nullable(policy.kind), "burst": policy.burst, "dailyBudget": policy.dailyBudget,
-                        "instances": policy.instances, "tokens": policy.tokens, "empty": policy.empty,
-                    ]
+                scope: door.partitioning == nil ? "all" : "this gateway's partitions",
+                policies: budgets.policies.map { policy in
+                    Figures.Policy(
+                        pushType: policy.pushType.rawValue, kind: policy.kind, burst: policy.burst, dailyBudget: policy.dailyBudget,
+                        instances: policy.instances, tokens: policy.tokens, empty: policy.empty
+                    )
                 },
-                "lowest": budgets.lowest.map { entry -> [String: Any] in
+                lowest: budgets.lowest.map { entry in
                     let name = names[Int64(entry.instance.rawValue)]
-                    return [
-                        "instance": Int64(entry.instance.rawValue), "bundle": AdminRoutes.nullable(name?.bundle),
-                        "device": AdminRoutes.nullable(name?.token), "widget": AdminRoutes.nullable(name?.widgetID),
-                        "kind": AdminRoutes.nullable(name?.kind), "pushType": entry.pushType.rawValue, "tokens": entry.tokens, "burst": entry.burst,
-                        "nextToken": AdminRoutes.nullable(entry.nextToken?.rfc3339),
-                    ]
-                },
-            ] as [String: Any],
-            "unregistered": [
-                "count": figures.unregisteredDevices,
-                "recent": figures.recentlyUnregistered.map { ["bundle": $0.bundle, "device": $0.token, "since": $0.since.rfc3339] },
-            ] as [String: Any],
-        ])
+                    return Figures.Lowest(
+                        instance: Int64(entry.instance.rawValue), bundle: name?.bundle, device: name?.token, widget: name?.widgetID,
+                        kind: name?.kind, pushType: entry.pushType.rawValue, tokens: entry.tokens, burst: entry.burst,
+                        nextToken: entry.nextToken?.rfc3339
+                    )
+                }
+            ),
+            unregistered: Figures.Unregistered(
+                count: figures.unregisteredDevices,
+                recent: figures.recentlyUnregistered.map { .init(bundle: $0.bundle, device: $0.token, since: $0.since.rfc3339) }
+            )
+        ))
     }
 }
 

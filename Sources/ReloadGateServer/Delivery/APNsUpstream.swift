@@ -153,12 +153,12 @@ final class APNsUpstream: DeliveryUpstream {
             return .failure(error)
         }
         if answer.status == 200 { return .success(.sent) }
-        let object = (try? JSONSerialization.jsonObject(with: Data(answer.body.readableBytesView))) as? [String: Any]
-        let reason = object?["reason"] as? String ?? "HTTP \(answer.status)"
+        let body = try? JSONDecoder().decode(AppleAnswer.self, from: Data(answer.body.readableBytesView))
+        let reason = body?.reason ?? "HTTP \(answer.status)"
         switch answer.status {
         case 410:
             // Apple's milliseconds; anything that is no time from 1970 to 9999 is taken as "now".
-            let timestamp = (object?["timestamp"] as? NSNumber).flatMap { Timestamp(unixSeconds: $0.doubleValue / 1000) }
+            let timestamp = body?.timestamp.flatMap { Timestamp(unixSeconds: $0 / 1000) }
             return .success(.deviceInvalid(reason: reason, since: timestamp))
         case 400 where reason == "BadDeviceToken":
             return .success(.deviceInvalid(reason: reason, since: nil))
@@ -169,5 +169,20 @@ final class APNsUpstream: DeliveryUpstream {
         default:
             return .success(.failed(reason: reason))
         }
+    }
+}
+
+/// The body of Apple's refusal, `{"reason": "...", "timestamp": <ms>}` (the timestamp with a 410); a field
+/// of another type is taken as missing, never as a refusal of the whole answer.
+struct AppleAnswer: Decodable {
+    var reason: String?
+    var timestamp: Double?
+
+    private enum CodingKeys: String, CodingKey { case reason, timestamp }
+
+    init(from decoder: any Decoder) throws {
+        let fields = try decoder.container(keyedBy: CodingKeys.self)
+        reason = try? fields.decode(String.self, forKey: .reason)
+        timestamp = try? fields.decode(Double.self, forKey: .timestamp)
     }
 }

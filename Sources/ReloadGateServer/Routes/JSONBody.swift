@@ -14,8 +14,8 @@ enum JSONBody {
         }
     }
 
-    /// The body as a JSON object (at most `limit` bytes).
-    static func object(_ request: Request, limit: Int) async throws -> [String: Any] {
-        try JSONFields.object(try await bytes(request, limit: limit))
+    /// The body as `Body` (at most `limit` bytes), refused as ``BodyJSON/decode(_:from:)`` says.
+    static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request, limit: Int) async throws -> Body {
+        try BodyJSON.decode(type, from: try await bytes(request, limit: limit))
     }
 }

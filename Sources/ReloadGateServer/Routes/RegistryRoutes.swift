@@ -98,11 +98,12 @@ struct RegistryRoutes {
         let registration = try await door.execute(
             PutDevice(app: app, token: token, widgets: body.widgets, previousToken: body.previousToken)
         )
-        // Written by hand (keys sorted, as `json` writes them): JSONSerialization took a tenth of a
-        // registration's CPU (docs/DECISIONS.md, "Registry writes have a group commit of their own").
-        let widgets = registration.instances.map { #"{"id":\#(JSONText.quoted($0.widget.id)),"instance":\#($0.id)}"# }
-        let text = #"{"device":"\#(token.hex)","removedWidgets":\#(registration.removedInstances.count),"#
-            + #""retiredPreviousToken":\#(registration.retired != nil),"widgets":[\#(widgets.joined(separator: ","))]}"#
+        let text = RegistryAPI.DeviceRegistered(
+            device: token.hex,
+            widgets: registration.instances.map { RegistryAPI.RegisteredWidget(id: $0.widget.id, instance: $0.id) },
+            removedWidgets: registration.removedInstances.count,
+            retiredPreviousToken: registration.retired != nil
+        ).jsonText
         return Response(
             status: .ok,
             headers: [.contentType: "application/json"],
@@ -127,8 +128,9 @@ struct RegistryRoutes {
             PutControl(app: app, token: token, control: body.control, previousToken: body.previousToken)
         )
         let instance = registration.instances.first?.id ?? 0
-        let text = #"{"control":"\#(token.hex)","instance":\#(instance),"kind":\#(JSONText.quoted(body.control.kind)),"#
-            + #""retiredPreviousToken":\#(registration.retired != nil)}"#
+        let text = RegistryAPI.ControlRegistered(
+            control: token.hex, instance: instance, kind: body.control.kind, retiredPreviousToken: registration.retired != nil
+        ).jsonText
         return Response(
             status: .ok,
             headers: [.contentType: "application/json"],
@@ -151,30 +153,29 @@ struct RegistryRoutes {
         let timeline = try TimelineBody.timeline(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
         // Answered once the planned reload is written through to the scheduler's state.
         _ = try await door.execute(SetTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline))
-        let planned: Any =
-            timeline.plannedReload.map { $0.date.formatted(.iso8601) } ?? NSNull()
-        return try json(.ok, ["plannedReload": planned])
+        return try json(RegistryAPI.TimelineRecorded(plannedReload: timeline.plannedReload.map { $0.date.formatted(.iso8601) }))
     }
 
     private func configurations(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let app = try await authenticate(request, context)
         let kind = request.uri.queryParameters.get("kind")
         let usages = try await door.reader.configurations(app: app, kind: kind)
-        let list: [[String: Any]] = try usages.map { usage in
-            [
-                "kind": usage.kind,
-                "family": usage.family,
-                "configuration": try JSONSerialization.jsonObject(with: Data(usage.configuration.utf8)),
-                "count": usage.count,
-            ]
-        }
-        return try json(.ok, ["configurations": list])
+        return try json(RegistryAPI.ConfigurationList(
+            configurations: usages.map { usage in
+                RegistryAPI.ConfigurationUse(
+                    kind: usage.kind,
+                    family: usage.family,
+                    configuration: .parsedOrText(usage.configuration),
+                    count: usage.count
+                )
+            }
+        ))
     }
 
-    private func json(_ status: HTTPResponse.Status, _ object: [String: Any]) throws -> Response {
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+    private func json(_ body: some Encodable) throws -> Response {
+        let data = try BodyJSON.encode(body)
         return Response(
-            status: status,
+            status: .ok,
             headers: [.contentType: "application/json"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data))
         )

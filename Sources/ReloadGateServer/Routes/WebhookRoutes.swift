@@ -132,8 +132,7 @@ struct WebhookRoutes {
         var counts = Dictionary(uniqueKeysWithValues: DecisionKind.onArrival.map { ($0.rawValue, 0) })
         for decision in decisions { counts[decision.kind.rawValue, default: 0] += 1 }
         let targets = decisions.filter { $0.instance != nil }.count
-        let countsText = counts.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
-        return (202, #"{"decisions":{\#(countsText)},"requestId":\#(id),"targets":\#(targets)}"#)
+        return (202, RegistryAPI.ReloadAccepted(requestId: id, targets: targets, decisions: counts).jsonText)
     }
 
     static func response(status: Int, body: String, replayed: Bool) -> Response {

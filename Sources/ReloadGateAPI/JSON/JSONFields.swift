@@ -1,7 +1,8 @@
 public import Foundation
 public import ReloadGateCore
 
-/// Typed access to a parsed JSON body, with errors that name the field (`widgets[2].family must be one
+/// Typed access to a JSON object parsed by `JSONSerialization` (the simulator's trace lines), with errors
+/// that name the field (`widgets[2].family must be one
 /// of ...`). Every number is checked before it is used: a time outside 1970 to 9999, a fraction where a
 /// whole number is expected, `1e300` or a 20-digit integer is a ``APIError/invalidField(_:)``, never a
 /// trap in a conversion.
@@ -87,14 +88,20 @@ public enum JSONFields {
     /// A time: RFC 3339 text (`2026-11-22T14:00:00Z`, fractions allowed) or UNIX seconds (a fraction is
     /// floored to the millisecond), from 1970-01-01 to 9999-12-31 (``Timestamp/acceptedRange``).
     public static func date(_ value: Any?, _ path: String) throws(APIError) -> Timestamp {
+        try date(seconds: number(value), text: value as? String, path)
+    }
+
+    /// A time given as a number of UNIX seconds or as text (whichever the field was), checked as
+    /// ``date(_:_:)`` says.
+    public static func date(seconds: Double?, text: String?, _ path: String) throws(APIError) -> Timestamp {
         let outOfRange = APIError.invalidField(
             "\(path) must be a time from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z (RFC 3339 or UNIX seconds)"
         )
-        if let seconds = number(value) {
+        if let seconds {
             guard let time = Timestamp(unixSeconds: seconds) else { throw outOfRange }
             return time
         }
-        if let text = value as? String {
+        if let text {
             // The spelling the gateway writes, without a formatter (trace files hold millions).
             if let time = Timestamp(canonicalRFC3339: text) { return time }
             let parsed =

@@ -1,0 +1,89 @@
+public import Foundation
+public import ReloadGateCore
+
+/// A key for any field name: a body's decoder lists the fields it was sent (`allKeys`), so that an
+/// unknown one is refused by name.
+public struct AnyKey: CodingKey, Hashable, Sendable {
+    public var stringValue: String
+    public var intValue: Int? { nil }
+
+    public init(_ name: String) { stringValue = name }
+    public init?(stringValue: String) { self.stringValue = stringValue }
+    public init?(intValue: Int) { nil }
+}
+
+/// The checks of a body's fields inside its `init(from:)`, each refusal an ``APIError/invalidField(_:)``
+/// that names the field by its path (`widgets[2].family`) with the same words as ``JSONFields``. Every
+/// number is checked before it is used: a time outside 1970 to 9999, a fraction where a whole number
+/// is expected, `1e300` or a 20-digit integer is refused, never a trap in a conversion.
+extension KeyedDecodingContainer {
+    /// No such field, or `null`.
+    public func isAbsent(_ key: Key) -> Bool {
+        !contains(key) || (try? decodeNil(forKey: key)) != false
+    }
+
+    /// An array field that must be there, to be read item by item.
+    public func array(_ key: Key) throws(APIError) -> any UnkeyedDecodingContainer {
+        guard let list = try? nestedUnkeyedContainer(forKey: key) else { throw .invalidField("\(name(key)) must be an array") }
+        return list
+    }
+
+    /// An object field that must be there, with whatever fields it has.
+    public func object(_ key: Key) throws(APIError) -> KeyedDecodingContainer<AnyKey> {
+        guard let object = try? nestedContainer(keyedBy: AnyKey.self, forKey: key) else { throw .invalidField("\(name(key)) must be an object") }
+        return object
+    }
+
+    /// A JSON number that is not a boolean (the decoder keeps them apart), if the field is one.
+    public func number(_ key: Key) -> Double? {
+        (try? decode(Double.self, forKey: key)).flatMap { $0.isFinite ? $0 : nil }
+    }
+
+    /// A string, a number or a boolean: a value of a flat configuration.
+    public func configurationValue(_ key: Key) throws(APIError) -> WidgetConfiguration.Value {
+        if let text = try? decode(String.self, forKey: key) { return .string(text) }
+        if let flag = try? decode(Bool.self, forKey: key) { return .bool(flag) }
+        if let number = number(key) { return .number(number) }
+        throw .invalidField("\(name(key)) must be a string, a number or a boolean (configurations are flat)")
+    }
+
+    /// A flat object of strings, numbers and booleans; empty when missing or `null`.
+    public func configuration(_ key: Key) throws(APIError) -> WidgetConfiguration {
+        guard !isAbsent(key) else { return WidgetConfiguration() }
+        let object = try object(key)
+        var values: [String: WidgetConfiguration.Value] = [:]
+        for field in object.allKeys { values[field.stringValue] = try object.configurationValue(field) }
+        return WidgetConfiguration(values)
+    }
+
+    /// A time: RFC 3339 text or UNIX seconds, from 1970 to 9999 (``JSONFields/date(seconds:text:_:)``).
+    public func date(_ key: Key) throws(APIError) -> Timestamp {
+        try JSONFields.date(seconds: number(key), text: try? decode(String.self, forKey: key), name(key))
+    }
+
+    /// A device token (64 hex digits) that may be missing or `null`.
+    public func optionalDeviceToken(_ key: Key) throws(APIError) -> DeviceToken? {
+        guard let text = try optionalString(key) else { return nil }
+        do {
+            return try DeviceToken(text)
+        } catch {
+            throw .invalidField("\(name(key)): \(error)")
+        }
+    }
+}
+
+extension KeyedDecodingContainer<AnyKey> {
+    /// Refuses a field not in `names`, naming it and the fields there are.
+    public func refuseUnknown(_ names: Set<String>) throws(APIError) {
+        if let unknown = allKeys.map(\.stringValue).sorted().first(where: { !names.contains($0) }) {
+            throw .invalidField("unknown field '\(unknown)'; the fields are \(names.sorted().joined(separator: ", "))")
+        }
+    }
+}
+
+extension CodingUserInfoKey {
+    /// The ``RegistryLimits`` a registration body is checked against.
+    static let registryLimits = CodingUserInfoKey(rawValue: "reloadgate.registryLimits")!
+    /// The ``Timestamp`` a webhook call was received at (`expiration: 0` is then).
+    static let received = CodingUserInfoKey(rawValue: "reloadgate.received")!
+}

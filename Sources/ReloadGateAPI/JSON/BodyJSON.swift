@@ -1,0 +1,115 @@
+public import Foundation
+
+/// How every body of the gateway's APIs is written and read: one encoder (sorted keys, slashes as they
+/// are) and a decoder whose failures are the API's refusals, with the same messages as the fields'
+/// own checks (``JSONFields``).
+public enum BodyJSON {
+    /// Sorted keys, `/` unescaped: the admin API's answers byte for byte as they were written with
+    /// `JSONSerialization` before they were types.
+    public static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// `value` as JSON bytes.
+    public static func encode(_ value: some Encodable) throws -> Data {
+        try encoder.encode(value)
+    }
+
+    /// A request body as `Body`: an empty body, text that is not JSON or JSON that is not an object is
+    /// `400 invalid-json`; a field of the wrong type is `422 invalid-field` naming it (a type's own
+    /// ``APIError`` from its `init(from:)` passes through as it is).
+    public static func decode<Body: Decodable>(
+        _ type: Body.Type,
+        from data: Data,
+        userInfo: [CodingUserInfoKey: any Sendable] = [:]
+    ) throws(APIError) -> Body {
+        guard !data.isEmpty else { throw .invalidJSON("the body is empty; a JSON object is expected") }
+        do {
+            let decoder = JSONDecoder()
+            decoder.userInfo = userInfo
+            return try decoder.decode(type, from: data)
+        } catch let error as APIError {
+            throw error
+        } catch let error as DecodingError {
+            throw refusal(error)
+        } catch {
+            throw .invalidJSON("the body is not JSON")
+        }
+    }
+
+    /// A ``DecodingError`` as the refusal the API gives.
+    static func refusal(_ error: DecodingError) -> APIError {
+        switch error {
+        case .dataCorrupted(let context) where context.codingPath.isEmpty:
+            return .invalidJSON("the body is not JSON")
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty:
+            return .invalidJSON("the body must be a JSON object")
+        case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+            return .invalidField("\(path(context.codingPath)) must be \(article(type))")
+        case .keyNotFound(let key, let context):
+            return .invalidField("\(path(context.codingPath + [key])) must be given")
+        case .dataCorrupted(let context):
+            return .invalidField("\(path(context.codingPath)): \(context.debugDescription)")
+        @unknown default:
+            return .invalidJSON("the body is not JSON")
+        }
+    }
+
+    /// `widgets[2].family` from a decoder's coding path.
+    static func path(_ keys: [any CodingKey]) -> String {
+        var text = ""
+        for key in keys {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : "." + key.stringValue
+            }
+        }
+        return text
+    }
+
+    static func article(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "true or false"
+        case is Double.Type, is Int.Type, is Int64.Type: "a number"
+        default: "an \(type == [String: JSONValue].self ? "object" : String(describing: type))"
+        }
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// The field's name in a refusal: its path from the body's top.
+    func name(_ key: Key) -> String { BodyJSON.path(codingPath + [key]) }
+
+    /// A string field that must be there.
+    public func string(_ key: Key) throws(APIError) -> String {
+        guard let value = (try? decodeIfPresent(String.self, forKey: key)) ?? nil else { throw .invalidField("\(name(key)) must be a string") }
+        return value
+    }
+
+    /// A string field that may be missing or `null`.
+    public func optionalString(_ key: Key) throws(APIError) -> String? {
+        guard contains(key), (try? decodeNil(forKey: key)) == false else { return nil }
+        return try string(key)
+    }
+
+    /// `true` or `false`, `defaultValue` when missing or `null`.
+    public func bool(_ key: Key, default defaultValue: Bool) throws(APIError) -> Bool {
+        guard contains(key), (try? decodeNil(forKey: key)) == false else { return defaultValue }
+        guard let value = try? decode(Bool.self, forKey: key) else { throw .invalidField("\(name(key)) must be true or false") }
+        return value
+    }
+
+    /// An array of strings, empty when missing or `null`.
+    public func strings(_ key: Key) throws(APIError) -> [String] {
+        guard contains(key), (try? decodeNil(forKey: key)) == false else { return [] }
+        guard let value = try? decode([JSONValue].self, forKey: key) else { throw .invalidField("\(name(key)) must be an array") }
+        return try value.enumerated().map { index, item throws(APIError) in
+            guard case .string(let text) = item else { throw .invalidField("\(name(key))[\(index)] must be a string") }
+            return text
+        }
+    }
+}

@@ -1,0 +1,49 @@
+public import Foundation
+
+/// Any JSON value, for the parts of a body whose shape is the sender's: a widget's configuration, a
+/// request's target as it was sent. Everything else in a body is a field of a type.
+public enum JSONValue: Codable, Sendable, Hashable {
+    case null
+    case bool(Bool)
+    /// Every number: JSON has one kind, and the gateway stores configurations' numbers as doubles.
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        // The decoder keeps booleans and numbers apart (`1` is not `true`).
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    /// `text` parsed as JSON (any value, not only an object), or the text itself when it is not JSON: how
+    /// the admin API shows stored JSON text (a configuration, a request's target).
+    public static func parsedOrText(_ text: String) -> JSONValue {
+        (try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))) ?? .string(text)
+    }
+}

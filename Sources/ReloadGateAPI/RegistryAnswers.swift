@@ -1,0 +1,137 @@
+public import ReloadGateCore
+
+/// The answers of the registry API and the webhook, one type each (the requests are
+/// ``DeviceRegistrationBody``, ``ControlRegistrationBody``, ``TimelineBody`` and ``WebhookBody``).
+///
+/// The three answers of the busiest routes (a registration, a control's registration, the webhook's
+/// `202`) are written by hand as well (``DeviceRegistered/jsonText`` ...): `JSONSerialization` took a
+/// tenth of a registration's CPU (docs/DECISIONS.md, "Registry writes have a group commit of their
+/// own"). `BodySchemaTests` checks that the hand-written text is the encoder's, byte for byte.
+public enum RegistryAPI {
+    /// `PUT /v1/apps/<bundle>/devices/<token>`: the device's widgets now, each with its instance id.
+    public struct DeviceRegistered: DocumentedBody {
+        public static let schema = "DeviceRegistered"
+        public var device: String
+        public var widgets: [RegisteredWidget]
+        /// Widgets the new set no longer has.
+        public var removedWidgets: Int
+        public var retiredPreviousToken: Bool
+
+        public init(device: String, widgets: [RegisteredWidget], removedWidgets: Int, retiredPreviousToken: Bool) {
+            self.device = device
+            self.widgets = widgets
+            self.removedWidgets = removedWidgets
+            self.retiredPreviousToken = retiredPreviousToken
+        }
+
+        /// ``BodyJSON/encode(_:)``'s bytes, written without the encoder.
+        public var jsonText: String {
+            let widgets = widgets.map { #"{"id":\#(JSONText.encoderQuoted($0.id)),"instance":\#($0.instance)}"# }
+            return #"{"device":\#(JSONText.encoderQuoted(device)),"removedWidgets":\#(removedWidgets),"#
+                + #""retiredPreviousToken":\#(retiredPreviousToken),"widgets":[\#(widgets.joined(separator: ","))]}"#
+        }
+    }
+
+    public struct RegisteredWidget: Codable, Sendable, Hashable {
+        public var id: String
+        public var instance: Int64
+
+        public init(id: String, instance: Int64) {
+            self.id = id
+            self.instance = instance
+        }
+    }
+
+    /// `PUT /v1/apps/<bundle>/controls/<token>`: the control's instance.
+    public struct ControlRegistered: DocumentedBody {
+        public static let schema = "ControlRegistered"
+        public var control: String
+        public var instance: Int64
+        public var kind: String
+        public var retiredPreviousToken: Bool
+
+        public init(control: String, instance: Int64, kind: String, retiredPreviousToken: Bool) {
+            self.control = control
+            self.instance = instance
+            self.kind = kind
+            self.retiredPreviousToken = retiredPreviousToken
+        }
+
+        /// ``BodyJSON/encode(_:)``'s bytes, written without the encoder.
+        public var jsonText: String {
+            #"{"control":\#(JSONText.encoderQuoted(control)),"instance":\#(instance),"kind":\#(JSONText.encoderQuoted(kind)),"#
+                + #""retiredPreviousToken":\#(retiredPreviousToken)}"#
+        }
+    }
+    /// `PUT .../widgets/<id>/timeline`: when WidgetKit will reload the widget without a push (`null` for
+    /// `never`).
+    public struct TimelineRecorded: DocumentedBody {
+        public static let schema = "TimelineRecorded"
+        @Nullable public var plannedReload: String?
+
+        public init(plannedReload: String?) {
+            self.plannedReload = plannedReload
+        }
+    }
+
+    /// `GET /v1/apps/<bundle>/configurations`: the distinct configurations in use.
+    public struct ConfigurationList: DocumentedBody {
+        public static let schema = "ConfigurationList"
+        public var configurations: [ConfigurationUse]
+
+        public init(configurations: [ConfigurationUse]) {
+            self.configurations = configurations
+        }
+    }
+
+    /// A configuration of a kind and family, and how many widget instances (or controls) use it.
+    public struct ConfigurationUse: DocumentedBody {
+        public static let schema = "ConfigurationUse"
+        public var kind: String
+        public var family: String
+        public var configuration: JSONValue
+        public var count: Int
+
+        public init(kind: String, family: String, configuration: JSONValue, count: Int) {
+            self.kind = kind
+            self.family = family
+            self.configuration = configuration
+            self.count = count
+        }
+    }
+
+    /// The webhook's `202`: the request's id, how many widget instances it decided, and the count of each
+    /// decision (every kind, zeros included). Stored as text for an idempotent replay.
+    public struct ReloadAccepted: DocumentedBody {
+        public static let schema = "ReloadAccepted"
+        public var requestId: RequestID
+        public var targets: Int
+        public var decisions: [String: Int]
+
+        public init(requestId: RequestID, targets: Int, decisions: [String: Int]) {
+            self.requestId = requestId
+            self.targets = targets
+            self.decisions = decisions
+        }
+
+        /// ``BodyJSON/encode(_:)``'s bytes, written without the encoder.
+        public var jsonText: String {
+            let counts = decisions.sorted { $0.key < $1.key }.map { "\(JSONText.encoderQuoted($0.key)):\($0.value)" }
+            return #"{"decisions":{\#(counts.joined(separator: ","))},"requestId":\#(requestId),"targets":\#(targets)}"#
+        }
+    }
+}
+
+extension APIError {
+    /// Every refusal's body, `{"code": ..., "message": ...}`.
+    public struct Body: DocumentedBody {
+        public static let schema = "Error"
+        public var code: String
+        public var message: String
+
+        public init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+}

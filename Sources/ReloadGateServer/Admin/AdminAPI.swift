@@ -1,0 +1,425 @@
+public import ReloadGateAPI
+
+/// The admin API's bodies, one type each, named as their schema in the OpenAPI document
+/// (`components/schemas`): the server (``AdminRoutes``, ``DashboardRoutes``) encodes them, the operator's
+/// CLI decodes them, and `AdminBodySchemaTests` checks examples of every one against the document.
+/// Times are RFC 3339 text in UTC; a field the schema types as `[..., "null"]` is ``Nullable`` (always
+/// written, `null` when empty).
+public enum AdminAPI {}
+
+// MARK: Pending, explain, budget
+
+extension AdminAPI {
+    /// `GET /v1/pending`.
+    public struct PendingList: DocumentedBody {
+        public static let schema = "PendingList"
+        public var now: String
+        public var pending: [PendingReload]
+    }
+
+    /// A widget instance's pending reload and what it waits for.
+    public struct PendingReload: DocumentedBody {
+        public static let schema = "PendingReload"
+        public var instance: Int64
+        public var bundle: String
+        public var device: String
+        public var widget: String
+        public var kind: String
+        public var family: String
+        public var configuration: JSONValue
+        public var due: String
+        public var dueInSeconds: Double
+        public var priority: Int
+        @Nullable public var expiration: String?
+        public var requestCount: Int
+        public var requests: [Int64]
+        public var exempt: Bool
+        /// `budget`, `interval`, `low-priority`, `background`, `coalescing` or `due`.
+        public var waitsFor: String
+    }
+
+    /// A request as the ledger holds it, with its decisions.
+    public struct Request: DocumentedBody {
+        public static let schema = "Request"
+        public var id: Int64
+        public var bundle: String
+        /// `webhook` or `apns`.
+        public var source: String
+        public var receivedAt: String
+        public var priority: Int
+        @Nullable public var expiration: String?
+        @Nullable public var collapseId: String?
+        public var exempt: Bool
+        /// What the request targeted, as it was sent (JSON), or its summary text.
+        public var target: JSONValue
+        @Nullable public var apnsId: String?
+        public var decisions: [Decision]
+    }
+
+    /// One decision on a request (about one widget instance, or about the request as a whole).
+    public struct Decision: DocumentedBody {
+        public static let schema = "Decision"
+        @Nullable public var instance: Int64?
+        @Nullable public var widget: String?
+        @Nullable public var kind: String?
+        @Nullable public var device: String?
+        public var decision: String
+        @Nullable public var due: String?
+        public var reason: String
+    }
+
+    /// A push released to Apple (or the outbox) and what became of it.
+    public struct Delivery: DocumentedBody {
+        public static let schema = "Delivery"
+        public var apnsId: String
+        @Nullable public var bundle: String?
+        @Nullable public var device: String?
+        public var releasedAt: String
+        public var instances: [Int64]
+        public var requests: [Int64]
+        public var requestCount: Int
+        public var priority: Int
+        public var state: String
+        public var attempts: Int
+        public var unknownOutcomes: Int
+        /// Apple's reason (or the error) of the last failed or retried attempt.
+        @Nullable public var lastError: String?
+        @Nullable public var updatedAt: String?
+    }
+
+    /// `GET /v1/explain/<request id or a push's apns-id>`.
+    public struct RequestExplanation: DocumentedBody {
+        public static let schema = "RequestExplanation"
+        public var request: Request
+        public var pending: [ExplainedPending]
+        public var deliveries: [Delivery]
+    }
+
+    /// A pending reload that serves the explained request.
+    public struct ExplainedPending: DocumentedBody {
+        public static let schema = "ExplainedPending"
+        public var instance: Int64
+        public var widget: String
+        public var device: String
+        public var due: String
+    }
+
+    /// `GET /v1/explain/<a delivery's apns-id>`.
+    public struct DeliveryExplanation: DocumentedBody {
+        public static let schema = "DeliveryExplanation"
+        public var delivery: Delivery
+        public var requests: [Request]
+    }
+
+    /// What `GET /v1/explain/{id}` answers: one of the two.
+    public enum Explanation: Codable, Sendable, Hashable {
+        case request(RequestExplanation)
+        case delivery(DeliveryExplanation)
+
+        private enum Keys: String, CodingKey { case request }
+
+        public init(from decoder: any Decoder) throws {
+            let keys = try decoder.container(keyedBy: Keys.self)
+            self = keys.contains(.request) ? .request(try RequestExplanation(from: decoder)) : .delivery(try DeliveryExplanation(from: decoder))
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            switch self {
+            case .request(let explanation): try explanation.encode(to: encoder)
+            case .delivery(let explanation): try explanation.encode(to: encoder)
+            }
+        }
+    }
+
+    /// `GET /v1/budget/<token>`.
+    public struct DeviceBudget: DocumentedBody {
+        public static let schema = "DeviceBudget"
+        public var device: String
+        public var now: String
+        public var instances: [InstanceBudget]
+        public var recentDeliveries: [Delivery]
+    }
+
+    /// One widget instance's budget as the scheduler holds it.
+    public struct InstanceBudget: DocumentedBody {
+        public static let schema = "InstanceBudget"
+        public var bundle: String
+        public var widget: String
+        public var kind: String
+        public var family: String
+        @Nullable public var timelinePolicy: String?
+        public var tokens: Int
+        public var burst: Int
+        public var dailyBudget: Int
+        @Nullable public var nextToken: String?
+        @Nullable public var lastReload: String?
+        @Nullable public var plannedReload: String?
+        @Nullable public var earliestReload: String?
+        @Nullable public var pending: PendingInBudget?
+    }
+
+    /// The pending reload in an instance's budget.
+    public struct PendingInBudget: DocumentedBody {
+        public static let schema = "PendingInBudget"
+        public var due: String
+        public var priority: Int
+        public var requestCount: Int
+    }
+}
+
+// MARK: Cancel, flush, stats, cluster
+
+extension AdminAPI {
+    /// `POST /v1/cancel/<request id>`.
+    public struct Cancelled: DocumentedBody {
+        public static let schema = "Cancelled"
+        public var cancelled: [CancelledReload]
+    }
+
+    /// A pending reload dropped, with the requests that were merged into it.
+    public struct CancelledReload: DocumentedBody {
+        public static let schema = "CancelledReload"
+        public var instance: Int64
+        public var requests: [Int64]
+    }
+
+    /// `POST /v1/flush`'s body: a device or an app (or neither: all).
+    public struct FlushRequest: DocumentedBody {
+        public static let schema = "FlushRequest"
+        public var device: String?
+        public var bundle: String?
+        public var ignoreBudget: Bool
+
+        public init(device: String? = nil, bundle: String? = nil, ignoreBudget: Bool = false) {
+            self.device = device
+            self.bundle = bundle
+            self.ignoreBudget = ignoreBudget
+        }
+
+        private enum CodingKeys: String, CodingKey { case device, bundle, ignoreBudget }
+
+        public init(from decoder: any Decoder) throws {
+            let fields = try decoder.container(keyedBy: CodingKeys.self)
+            device = try fields.optionalString(.device)
+            bundle = try fields.optionalString(.bundle)
+            ignoreBudget = try fields.bool(.ignoreBudget, default: false)
+        }
+    }
+
+    /// `POST /v1/flush`'s answer.
+    public struct Flushed: DocumentedBody {
+        public static let schema = "Flushed"
+        public var flushed: Int
+        public var instances: [Int64]
+        public var ignoreBudget: Bool
+    }
+
+    /// `GET /v1/stats`.
+    public struct Stats: DocumentedBody {
+        public static let schema = "Stats"
+        /// Every decision kind, zeros included.
+        public var decisions: [String: Int]
+        /// `pending`, `sending`, `sent`, `failed`.
+        public var deliveries: [String: Int]
+        /// By Apple's reason (or the error).
+        public var failures: [String: Int]
+        public var pendingReloads: Int
+        @Nullable public var oldestPendingDue: String?
+        public var deliveryQueue: Int
+        @Nullable public var oldestOpenDelivery: String?
+        public var unknownOutcomes: Int
+    }
+
+    /// `GET /v1/cluster`.
+    public struct Cluster: DocumentedBody {
+        public static let schema = "Cluster"
+        /// `sqlite` (one gateway) or `postgres`.
+        public var store: String
+        /// This gateway's id (empty on SQLite).
+        public var this: String
+        public var gateways: [ClusterGateway]
+        public var partitions: [PartitionRange]
+    }
+
+    /// A gateway with a live heartbeat.
+    public struct ClusterGateway: DocumentedBody {
+        public static let schema = "ClusterGateway"
+        public var id: String
+        @Nullable public var address: String?
+        public var partitions: Int
+        public var startedAt: String
+        public var heartbeatAgeMilliseconds: Int64
+    }
+
+    /// Consecutive partitions of one owner (or of none).
+    public struct PartitionRange: DocumentedBody {
+        public static let schema = "PartitionRange"
+        public var first: Int
+        public var last: Int
+        @Nullable public var owner: String?
+        @Nullable public var leaseAgeSeconds: Int64?
+        @Nullable public var expiresInMilliseconds: Int64?
+    }
+}
+
+// MARK: Devices
+
+extension AdminAPI {
+    /// `GET /v1/devices`.
+    public struct DeviceList: DocumentedBody {
+        public static let schema = "DeviceList"
+        public var devices: [Device<Int>]
+    }
+
+    /// `GET /v1/devices/<token>`: the token's device of each app that registered it, with its widgets.
+    public struct DeviceDetails: DocumentedBody {
+        public static let schema = "DeviceDetails"
+        public var devices: [Device<[Widget]>]
+    }
+
+    /// A registered device (or control); `Widgets` is how many widgets it has in a list, the widgets
+    /// themselves when it is shown.
+    public struct Device<Widgets: Codable & Sendable & Hashable>: Codable, Sendable, Hashable {
+        public var bundle: String
+        public var device: String
+        /// `widgets` (a device's token) or `controls` (a control's).
+        public var pushType: String
+        public var active: Bool
+        public var registeredAt: String
+        @Nullable public var unregisteredAt: String?
+        public var widgets: Widgets
+        public var pendingReloads: Int
+    }
+
+    /// A widget of a shown device.
+    public struct Widget: DocumentedBody {
+        public static let schema = "DeviceWidget"
+        public var id: String
+        public var kind: String
+        public var family: String
+        public var configuration: JSONValue
+        @Nullable public var timelinePolicy: String?
+    }
+
+    /// `DELETE /v1/devices/<token>`.
+    public struct DeviceRemoved: DocumentedBody {
+        public static let schema = "DeviceRemoved"
+        public var removed: Removed
+
+        public struct Removed: Codable, Sendable, Hashable {
+            public var bundle: String
+            public var device: String
+            /// How many widgets went with it.
+            public var widgets: Int
+        }
+    }
+}
+
+extension AdminAPI.Device: DocumentedBody {
+    public static var schema: String { Widgets.self == Int.self ? "Device" : "DeviceWithWidgets" }
+}
+
+// MARK: Apps and keys
+
+extension AdminAPI {
+    /// `POST /v1/apps/<bundle>/rotate-key`'s body (optional).
+    public struct RotateKeyRequest: DocumentedBody {
+        public static let schema = "RotateKeyRequest"
+        /// Replace the webhook secret too.
+        public var webhookSecret: Bool
+
+        public init(webhookSecret: Bool) {
+            self.webhookSecret = webhookSecret
+        }
+
+        private enum CodingKeys: String, CodingKey { case webhookSecret }
+
+        public init(from decoder: any Decoder) throws {
+            webhookSecret = try decoder.container(keyedBy: CodingKeys.self).bool(.webhookSecret, default: false)
+        }
+    }
+
+    /// New credentials, shown once: the API key, and the webhook secret when it was replaced.
+    public struct Credentials: DocumentedBody {
+        public static let schema = "Credentials"
+        public var bundle: String
+        public var apiKey: String
+        public var webhookSecret: String?
+
+        public init(bundle: String, apiKey: String, webhookSecret: String?) {
+            self.bundle = bundle
+            self.apiKey = apiKey
+            self.webhookSecret = webhookSecret
+        }
+    }
+
+    /// `POST /v1/apps/<bundle>/team`'s body.
+    public struct TeamRequest: DocumentedBody {
+        public static let schema = "TeamRequest"
+        public var team: String
+
+        public init(team: String) {
+            self.team = team
+        }
+
+        private enum CodingKeys: String, CodingKey { case team }
+
+        public init(from decoder: any Decoder) throws {
+            team = try decoder.container(keyedBy: CodingKeys.self).string(.team)
+        }
+    }
+
+    /// `POST /v1/apps/<bundle>/team`'s answer.
+    public struct TeamBound: DocumentedBody {
+        public static let schema = "TeamBound"
+        public var bundle: String
+        public var team: String
+    }
+
+    /// `POST /v1/keys`'s body: a push sender's public key.
+    public struct KeyRequest: DocumentedBody {
+        public static let schema = "KeyRequest"
+        public var kid: String
+        public var team: String
+        /// PEM.
+        public var publicKey: String
+        /// `sandbox`, `production` or `both` (the default).
+        public var environment: String?
+        /// The bundles it may push to; none: any bundle of its team.
+        public var topics: [String]
+
+        public init(kid: String, team: String, publicKey: String, environment: String?, topics: [String]) {
+            self.kid = kid
+            self.team = team
+            self.publicKey = publicKey
+            self.environment = environment
+            self.topics = topics
+        }
+
+        private enum CodingKeys: String, CodingKey { case kid, team, publicKey, environment, topics }
+
+        public init(from decoder: any Decoder) throws {
+            let fields = try decoder.container(keyedBy: CodingKeys.self)
+            kid = try fields.string(.kid)
+            team = try fields.string(.team)
+            publicKey = try fields.string(.publicKey)
+            environment = try fields.optionalString(.environment)
+            topics = try fields.strings(.topics)
+        }
+    }
+
+    /// `POST /v1/keys`'s answer.
+    public struct KeyAdded: DocumentedBody {
+        public static let schema = "KeyAdded"
+        public var kid: String
+        public var team: String
+        public var topics: [String]
+        public var environment: String
+    }
+
+    /// `DELETE /v1/keys/<kid>`'s answer.
+    public struct KeyRemoved: DocumentedBody {
+        public static let schema = "KeyRemoved"
+        public var removed: String
+    }
+}

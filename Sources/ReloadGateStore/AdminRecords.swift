@@ -116,3 +116,13 @@ public struct DeviceRecord: Sendable, Hashable {
     /// A device's token (for its widgets), or a control's.
     public var pushType: PushType = .widgets
 }
+
+/// How many rows the ledger holds: for operators' statistics and for tests that check a refused
+/// request changed nothing.
+public struct LedgerCounts: Hashable, Sendable {
+    public var requests: Int
+    public var decisions: Int
+    public var pendingReloads: Int
+    public var deliveries: Int
+    public var idempotencyKeys: Int
+}

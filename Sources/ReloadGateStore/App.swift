@@ -1,4 +1,5 @@
 public import Foundation
+import Crypto
 public import ReloadGateCore
 
 /// A registered app: a bundle id in one environment, with its API key (stored as a hash) and webhook
@@ -34,4 +35,43 @@ public struct AppCredentials: Sendable {
     public var apiKey: String
     /// The HMAC-SHA256 key of the app's reload webhook.
     public var webhookSecret: String
+}
+
+/// A push sender's provider key as stored: only the public key (PEM), never the private one.
+public struct StoredProviderKey: Hashable, Sendable {
+    public var keyID: String
+    public var teamID: String
+    /// The P-256 public key, PEM.
+    public var publicKeyPEM: String
+    /// Bundles the key may push to; empty: any.
+    public var topics: [BundleID]
+    /// `sandbox`, `production` or `both`.
+    public var environments: String
+    public var createdAt: Date
+
+    public init(keyID: String, teamID: String, publicKeyPEM: String, topics: [BundleID], environments: String, createdAt: Date) {
+        self.keyID = keyID
+        self.teamID = teamID
+        self.publicKeyPEM = publicKeyPEM
+        self.topics = topics
+        self.environments = environments
+        self.createdAt = createdAt
+    }
+}
+
+extension AppCredentials {
+    /// What the stores keep of an API key: its SHA-256 (the key itself is shown once).
+    static func hash(_ apiKey: String) -> Data {
+        Data(SHA256.hash(data: Data(apiKey.utf8)))
+    }
+
+    /// 256 random bits, base64url without padding.
+    static func randomToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
 }

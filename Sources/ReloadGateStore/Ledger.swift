@@ -163,3 +163,57 @@ public struct LedgerBatch: Sendable {
             && forwards.isEmpty && consumedInbox.isEmpty
     }
 }
+
+/// One step of a delivery's way through the store.
+public struct DeliveryStateChange: Sendable, Hashable {
+    public var apnsID: String
+    public var state: RecordedDelivery.State
+    /// The reason of a failure or of the next retry.
+    public var error: String?
+    /// The attempt ended without an answer: the request may have reached the push service.
+    public var unknownOutcome: Bool
+
+    public init(apnsID: String, state: RecordedDelivery.State, error: String? = nil, unknownOutcome: Bool = false) {
+        self.apnsID = apnsID
+        self.state = state
+        self.error = error
+        self.unknownOutcome = unknownOutcome
+    }
+}
+
+extension DeliveryStateChange {
+    /// The changes of one delivery in one batch: its last state and error, every attempt and unknown
+    /// outcome counted.
+    public struct Merged: Sendable {
+        public var state: RecordedDelivery.State = .pending
+        public var error: String?
+        public var attempts = 0
+        public var unknownOutcomes = 0
+
+        public init() {}
+
+        public mutating func add(_ change: DeliveryStateChange) {
+            state = change.state
+            error = change.error
+            if change.state == .sending { attempts += 1 }
+            if change.unknownOutcome { unknownOutcomes += 1 }
+        }
+    }
+
+    /// `changes` merged by delivery, in the order each delivery first appears: a delivery that went
+    /// `sending` -> `sent` within one batch costs one update (both stores apply the result).
+    public static func merged(_ changes: [DeliveryStateChange]) -> [(apnsID: String, change: Merged)] {
+        var merged: [String: Merged] = [:]
+        var order: [String] = []
+        for change in changes {
+            if merged[change.apnsID] == nil { order.append(change.apnsID) }
+            merged[change.apnsID, default: Merged()].add(change)
+        }
+        return order.map { ($0, merged[$0]!) }
+    }
+}
+
+extension IdempotentAnswer {
+    /// How long an idempotency key is remembered: 24 hours, in milliseconds.
+    public static let window: Int64 = 86_400_000
+}

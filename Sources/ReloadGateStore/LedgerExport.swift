@@ -41,3 +41,60 @@ public struct LedgerExport: Sendable {
     public var timelines: [Timeline]
     public var requests: [Request]
 }
+
+extension LedgerExport {
+    /// Puts an export together from rows in the order both stores read them (devices, widgets,
+    /// timelines, requests, then their later decisions): what belongs to no exported device or request is
+    /// left out, and only decisions on arrival are kept (a later `cancelled` is not the scheduler's
+    /// answer to the request). Each store only reads its rows.
+    struct Builder {
+        private var devices: [Device] = []
+        private var deviceIndex: [Int64: Int] = [:]
+        private var widgetIDs = Set<Int64>()
+        private var timelines: [Timeline] = []
+        private var requests: [Request] = []
+        private var requestIndex: [Int64: Int] = [:]
+        private let onArrival = Set(DecisionKind.onArrival.map(\.rawValue))
+
+        /// An active device (of the exported app).
+        mutating func add(device id: Int64, bundle: String, token: String, pushType: String) {
+            deviceIndex[id] = devices.count
+            devices.append(Device(id: id, bundle: bundle, token: token, pushType: PushType(rawValue: pushType) ?? .widgets, widgets: []))
+        }
+
+        /// A widget instance, kept when its device is exported.
+        mutating func add(widget id: Int64, device: Int64, widgetID: String, kind: String) {
+            guard let index = deviceIndex[device] else { return }
+            devices[index].widgets.append(Widget(id: id, widgetID: widgetID, kind: kind))
+            widgetIDs.insert(id)
+        }
+
+        /// A timeline, kept when its widget is exported.
+        mutating func add(timeline widget: Int64, plannedReload: Int64?, reportedAt: Int64) {
+            guard widgetIDs.contains(widget) else { return }
+            timelines.append(
+                Timeline(widget: widget, plannedReload: plannedReload.map(Timestamp.init(milliseconds:)), reportedAt: Timestamp(milliseconds: reportedAt))
+            )
+        }
+
+        /// A request with the first decision its row holds (if any).
+        mutating func add(request: Request, firstDecision: (instance: Int64?, kind: String?)) {
+            var request = request
+            request.decisions = []
+            if let kind = firstDecision.kind, onArrival.contains(kind) { request.decisions.append((firstDecision.instance, kind)) }
+            requestIndex[request.id] = requests.count
+            requests.append(request)
+        }
+
+        /// The first exported request's id: later decisions are read from there on.
+        var firstRequest: Int64? { requests.first?.id }
+
+        /// A later decision of a request (`instance` nil: `no-match`), in the order they were made.
+        mutating func add(decision kind: String, request: Int64, instance: Int64?) {
+            guard let index = requestIndex[request], onArrival.contains(kind) else { return }
+            requests[index].decisions.append((instance, kind))
+        }
+
+        var export: LedgerExport { LedgerExport(devices: devices, timelines: timelines, requests: requests) }
+    }
+}

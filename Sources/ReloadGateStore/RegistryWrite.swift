@@ -17,3 +17,44 @@ public enum RegistryWritten: Sendable {
     /// The instance whose timeline was recorded.
     case timeline(instance: Int64)
 }
+
+extension RegistryWrite {
+    /// What a store does for a write: a token's instances (a device's widgets, or a control's one
+    /// instance) or a timeline. Both stores switch over this, so that a new kind of write is one case here.
+    public enum Step: Sendable {
+        case instances(app: App, token: DeviceToken, pushType: PushType, instances: [InstanceRegistration], previousToken: DeviceToken?)
+        case timeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline)
+    }
+
+    public var step: Step {
+        switch self {
+        case .putDevice(let app, let token, let widgets, let previousToken):
+            .instances(app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init), previousToken: previousToken)
+        case .putControl(let app, let token, let control, let previousToken):
+            .instances(app: app, token: token, pushType: .controls, instances: [InstanceRegistration(control)], previousToken: previousToken)
+        case .putTimeline(let app, let token, let widgetID, let timeline):
+            .timeline(app: app, token: token, widgetID: widgetID, timeline: timeline)
+        }
+    }
+}
+
+extension Result where Success == RegistryWritten, Failure == RegistryError {
+    /// What one write of a group wrote, or its refusal: a ``RegistryError`` refuses that write alone (it
+    /// comes from a check before the write's first change); any other error ends the transaction.
+    static func of(_ write: () throws -> RegistryWritten) rethrows -> Self {
+        do {
+            return .success(try write())
+        } catch let error as RegistryError {
+            return .failure(error)
+        }
+    }
+
+    /// ``of(_:)`` for a store that writes asynchronously.
+    static func of(_ write: () async throws -> RegistryWritten) async rethrows -> Self {
+        do {
+            return .success(try await write())
+        } catch let error as RegistryError {
+            return .failure(error)
+        }
+    }
+}

@@ -54,6 +54,7 @@ public protocol SharedSchedulingStore: SchedulingStore {
     func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry]
     /// The scheduler's state of the devices of `partitions`.
     func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance]
+    /// The stored scheduling state of the instances of `partitions`' devices.
     func instanceSnapshots(partitions: [Int]) async throws -> [(instance: Int64, snapshot: InstanceSnapshot)]
     /// Deliveries of the devices of `partitions` in `states` (a new owner sends what the last one left).
     func deliveries(in states: [RecordedDelivery.State], partitions: [Int]) async throws -> [RecordedDelivery]

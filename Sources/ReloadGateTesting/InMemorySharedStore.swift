@@ -253,11 +253,11 @@ public final class InMemorySharedStore: SharedSchedulingStore {
                 state.devices[device] = Device(id: device, app: app.id, token: token.hex, active: true, pushType: pushType)
                 state.deviceByToken[name] = device
             }
-            let implicit = SQLiteStore.implicitInstance(pushType).widgetID
+            let implicit = ImplicitInstance.of(pushType).widgetID
             if let instance = state.instances.values.first(where: { $0.device == device && $0.widgetID == implicit }) {
                 return (device, instance.id)
             }
-            return (device, Self.insertInstance(&state, device: device, widgetID: implicit, kind: SQLiteStore.implicitWidget))
+            return (device, Self.insertInstance(&state, device: device, widgetID: implicit, kind: ImplicitInstance.kind))
         }
     }
 

@@ -59,7 +59,7 @@ extension SchedulerEngine {
                     )
                     if isLocal(device: adopted.device) {
                         if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
-                            scheduler.register(handle, device: device, kind: SQLiteStore.implicitWidget, pushType: adoption.pushType)
+                            scheduler.register(handle, device: device, kind: ImplicitInstance.kind, pushType: adoption.pushType)
                         }
                     } else {
                         // Another gateway schedules the new device: it learns of it from its inbox, ahead of

@@ -15,6 +15,9 @@ enum JSONBody {
     }
 
     /// The body as `Body` (at most `limit` bytes), refused as ``BodyJSON/decode(_:from:)`` says.
+    // Not inlined: Swift 6.3.1's optimizer crashed (signal 11, splitting the coroutine of the admin API's
+    // flush route) with this inlined into the routes, in release builds.
+    @inline(never)
     static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request, limit: Int) async throws -> Body {
         try BodyJSON.decode(type, from: try await bytes(request, limit: limit))
     }

@@ -11,8 +11,7 @@ extension PostgresStore {
         let logger = logger
         return try await transaction(deadline: Self.readDeadline) { connection in
             _ = try await connection.rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
-            var devices: [LedgerExport.Device] = []
-            var deviceIndex: [Int64: Int] = [:]
+            var export = LedgerExport.Builder()
             for row in try await connection.rows(
                 """
                 SELECT d.id, a.bundle, d.token, d.pushType FROM device d JOIN app a ON a.id = d.appId
@@ -20,34 +19,28 @@ extension PostgresStore {
                 """,
                 logger: logger
             ) {
-                let (id, bundle, token, pushType) = try row.decode((Int64, String, String, String).self)
-                deviceIndex[id] = devices.count
-                devices.append(LedgerExport.Device(
-                    id: id, bundle: bundle, token: token, pushType: PushType(rawValue: pushType) ?? .widgets, widgets: []
-                ))
+                let columns = row.makeRandomAccess()
+                export.add(
+                    device: try columns["id"].decode(Int64.self), bundle: try columns["bundle"].decode(String.self),
+                    token: try columns["token"].decode(String.self), pushType: try columns["pushtype"].decode(String.self)
+                )
             }
-            var widgetIDs = Set<Int64>()
             for row in try await connection.rows("SELECT id, deviceId, widgetID, kind FROM widget ORDER BY id", logger: logger) {
-                let (id, device, widgetID, kind) = try row.decode((Int64, Int64, String, String).self)
-                guard let index = deviceIndex[device] else { continue }
-                devices[index].widgets.append(LedgerExport.Widget(id: id, widgetID: widgetID, kind: kind))
-                widgetIDs.insert(id)
+                let columns = row.makeRandomAccess()
+                export.add(
+                    widget: try columns["id"].decode(Int64.self), device: try columns["deviceid"].decode(Int64.self),
+                    widgetID: try columns["widgetid"].decode(String.self), kind: try columns["kind"].decode(String.self)
+                )
             }
-            var timelines: [LedgerExport.Timeline] = []
             for row in try await connection.rows(
                 "SELECT widgetId, plannedReload, reportedAt FROM timeline ORDER BY reportedAt, widgetId", logger: logger
             ) {
-                let (widget, planned, reported) = try row.decode((Int64, Int64?, Int64).self)
-                guard widgetIDs.contains(widget) else { continue }
-                timelines.append(
-                    LedgerExport.Timeline(
-                        widget: widget, plannedReload: planned.map(Timestamp.init(milliseconds:)), reportedAt: Timestamp(milliseconds: reported)
-                    )
+                let columns = row.makeRandomAccess()
+                export.add(
+                    timeline: try columns["widgetid"].decode(Int64.self), plannedReload: try columns["plannedreload"].decode(Int64?.self),
+                    reportedAt: try columns["reportedat"].decode(Int64.self)
                 )
             }
-            let onArrival = Set(DecisionKind.onArrival.map(\.rawValue))
-            var requests: [LedgerExport.Request] = []
-            var requestIndex: [Int64: Int] = [:]
             for row in try await connection.rows(
                 """
                 SELECT r.id, r.appId, r.source, r.receivedAt, r.priority, r.expiration, r.collapseId, r.exempt,
@@ -59,38 +52,36 @@ extension PostgresStore {
                 """,
                 logger: logger
             ) {
+                // PostgreSQL folds unquoted column names to lower case.
                 let columns = row.makeRandomAccess()
-                let id = try columns[0].decode(Int64.self)
-                var decisions: [(instance: Int64?, kind: String)] = []
-                if let kind = try columns[9].decode(String?.self), onArrival.contains(kind) {
-                    decisions.append((try columns[8].decode(Int64?.self), kind))
-                }
-                requestIndex[id] = requests.count
-                requests.append(
-                    LedgerExport.Request(
-                        id: id,
-                        app: try columns[1].decode(Int64.self),
-                        source: try columns[2].decode(String.self),
-                        received: Timestamp(milliseconds: try columns[3].decode(Int64.self)),
-                        priority: Int(try columns[4].decode(Int64.self)),
-                        expiration: try columns[5].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
-                        collapseID: try columns[6].decode(String?.self),
-                        exempt: try columns[7].decode(Bool.self),
-                        decisions: decisions
-                    )
+                export.add(
+                    request: LedgerExport.Request(
+                        id: try columns["id"].decode(Int64.self),
+                        app: try columns["appid"].decode(Int64.self),
+                        source: try columns["source"].decode(String.self),
+                        received: Timestamp(milliseconds: try columns["receivedat"].decode(Int64.self)),
+                        priority: Int(try columns["priority"].decode(Int64.self)),
+                        expiration: try columns["expiration"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+                        collapseID: try columns["collapseid"].decode(String?.self),
+                        exempt: try columns["exempt"].decode(Bool.self),
+                        decisions: []
+                    ),
+                    firstDecision: (try columns["decisioninstanceid"].decode(Int64?.self), try columns["decisionkind"].decode(String?.self))
                 )
             }
             // A request's other decisions, in the order they were made (`seq`).
-            if let first = requests.first?.id {
+            if let first = export.firstRequest {
                 for row in try await connection.rows(
                     "SELECT requestId, instanceId, kind FROM decision WHERE requestId >= \(first) ORDER BY seq", logger: logger
                 ) {
-                    let (request, instance, kind) = try row.decode((Int64, Int64?, String).self)
-                    guard let index = requestIndex[request], onArrival.contains(kind) else { continue }
-                    requests[index].decisions.append((instance, kind))
+                    let columns = row.makeRandomAccess()
+                    export.add(
+                        decision: try columns["kind"].decode(String.self), request: try columns["requestid"].decode(Int64.self),
+                        instance: try columns["instanceid"].decode(Int64?.self)
+                    )
                 }
             }
-            return LedgerExport(devices: devices, timelines: timelines, requests: requests)
+            return export.export
         }
     }
 }

@@ -59,7 +59,7 @@ extension PostgresStore {
             _ = try await connection.rows(
                 """
                 DELETE FROM idempotency WHERE appId = \(answer.app) AND key = \(answer.key)
-                    AND createdAt < \(answer.createdAt.milliseconds - SQLiteStore.idempotencyWindow)
+                    AND createdAt < \(answer.createdAt.milliseconds - IdempotentAnswer.window)
                 """,
                 logger: logger
             )
@@ -277,13 +277,7 @@ extension PostgresStore {
     /// Applies state changes of many deliveries in one statement (merged per delivery as SQLite does).
     public func setDeliveryStates(_ changes: [DeliveryStateChange], at now: Date) async throws {
         guard !changes.isEmpty else { return }
-        var merged: [String: SQLiteStore.MergedChange] = [:]
-        var order: [String] = []
-        for change in changes {
-            if merged[change.apnsID] == nil { order.append(change.apnsID) }
-            merged[change.apnsID, default: SQLiteStore.MergedChange()].add(change)
-        }
-        let rows = order.map { (apnsID: $0, change: merged[$0]!) }
+        let rows = DeliveryStateChange.merged(changes)
         let time = Timestamp(now).milliseconds
         let states = rows.map(\.change.state.rawValue)
         let errors = PostgresNullableArray(rows.map(\.change.error))
@@ -307,7 +301,7 @@ extension PostgresStore {
             "SELECT bodyHash, status, response, createdAt FROM idempotency WHERE appId = \(app) AND key = \(key)"
         ).first else { return .new }
         let (hash, status, response, created) = try row.decode((ByteBuffer, Int64, String, Int64).self)
-        guard created >= now.milliseconds - SQLiteStore.idempotencyWindow else { return .new }
+        guard created >= now.milliseconds - IdempotentAnswer.window else { return .new }
         guard Array(buffer: hash) == bodyHash else { return .conflict }
         return .replay(status: Int(status), response: response)
     }
@@ -376,28 +370,29 @@ extension PostgresStore {
         dl.state, dl.attempts, dl.lastError, dl.unknownOutcomes, dl.updatedAt
         """
 
-    /// A row of ``deliveryColumns`` as a value; `nil` for an unknown priority or state.
+    /// A row of ``deliveryColumns`` as a value, read by column name (PostgreSQL folds the names to lower
+    /// case); `nil` for an unknown priority or state.
     static func recordedDelivery(_ row: PostgresRow) throws -> RecordedDelivery? {
         let columns = row.makeRandomAccess()
-        let priorityValue = try columns[6].decode(Int64.self)
+        let priorityValue = try columns["priority"].decode(Int64.self)
         guard let priority = Priority(rawValue: Int(priorityValue)),
-            let state = RecordedDelivery.State(rawValue: try columns[8].decode(String.self))
+            let state = RecordedDelivery.State(rawValue: try columns["state"].decode(String.self))
         else { return nil }
-        let requests = IntegerList.parse(try columns[4].decode(String.self))
+        let requests = IntegerList.parse(try columns["requests"].decode(String.self))
         return RecordedDelivery(
-            apnsID: try columns[0].decode(String.self),
-            device: try columns[1].decode(Int64.self),
-            released: Timestamp(milliseconds: try columns[2].decode(Int64.self)),
-            instances: IntegerList.parse(try columns[3].decode(String.self)),
+            apnsID: try columns["apnsid"].decode(String.self),
+            device: try columns["deviceid"].decode(Int64.self),
+            released: Timestamp(milliseconds: try columns["releasedat"].decode(Int64.self)),
+            instances: IntegerList.parse(try columns["instances"].decode(String.self)),
             requests: requests.map { RequestID(bitPattern: $0) },
-            requestCount: try columns[5].decode(Int64?.self).map(Int.init),
+            requestCount: try columns["requestcount"].decode(Int64?.self).map(Int.init),
             priority: priority,
-            expiration: try columns[7].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+            expiration: try columns["expiration"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
             state: state,
             history: .init(
-                attempts: Int(try columns[9].decode(Int64.self)),
-                lastError: try columns[10].decode(String?.self),
-                unknownOutcomes: Int(try columns[11].decode(Int64.self))
+                attempts: Int(try columns["attempts"].decode(Int64.self)),
+                lastError: try columns["lasterror"].decode(String?.self),
+                unknownOutcomes: Int(try columns["unknownoutcomes"].decode(Int64.self))
             )
         )
     }

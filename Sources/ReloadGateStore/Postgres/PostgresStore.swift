@@ -541,3 +541,4 @@ extension PostgresConnection {
     }
 }
 
+extension PostgresStore: GatewayStore {}

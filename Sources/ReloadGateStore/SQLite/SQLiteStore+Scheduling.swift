@@ -2,37 +2,6 @@ import Foundation
 import GRDB
 public import ReloadGateCore
 
-/// A widget instance as the scheduler is loaded with it on start.
-public struct RegisteredInstance: Hashable, Sendable {
-    /// The instance id (the scheduler's instance handle).
-    public var instance: Int64
-    /// The device id (the scheduler's device handle).
-    public var device: Int64
-    public var kind: String
-    /// Whether it is a widget or a control (whose policies are apart).
-    public var pushType: PushType
-    /// The planned reload of the instance's last reported timeline, if any.
-    public var plannedReload: Timestamp?
-
-    public init(instance: Int64, device: Int64, kind: String, pushType: PushType = .widgets, plannedReload: Timestamp?) {
-        self.instance = instance
-        self.device = device
-        self.kind = kind
-        self.pushType = pushType
-        self.plannedReload = plannedReload
-    }
-}
-
-/// Where a delivery goes: the app and device token, and the widget ids it reloads.
-public struct PushAddress: Hashable, Sendable {
-    public var bundle: BundleID
-    public var token: DeviceToken
-    /// A device's widgets, or a control (`apns-push-type: controls`).
-    public var pushType: PushType = .widgets
-    /// Widget ids of the delivery's instances that are still registered, in instance order.
-    public var widgetIDs: [String]
-}
-
 extension SQLiteStore {
     /// Every widget instance of an active device, with its device, kind and planned timeline reload,
     /// ordered by instance id: what the scheduler registers on start.
@@ -110,39 +79,4 @@ extension SQLiteStore {
         }
     }
 
-    /// ``commit(_:)`` without blocking the caller's thread: the transaction runs on the store's writer
-    /// queue, so requests keep arriving (and gather into the next batch) while it commits.
-    public func commit(_ batch: LedgerBatch) async throws {
-        guard !batch.isEmpty else { return }
-        let deleted = try await writeOrUnavailable { try await writer.write { db in try self.write(batch, in: db) } }
-        storedPending.remove(deleted)
-    }
-}
-
-/// How many rows the ledger holds: for operators' statistics and for tests that check a refused
-/// request changed nothing.
-public struct LedgerCounts: Hashable, Sendable {
-    public var requests: Int
-    public var decisions: Int
-    public var pendingReloads: Int
-    public var deliveries: Int
-    public var idempotencyKeys: Int
-}
-
-extension SQLiteStore {
-    /// Counts the ledger's rows.
-    public func ledgerCounts() throws -> LedgerCounts {
-        try writer.read { db in
-            func count(_ table: String) throws -> Int { try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0 }
-            return LedgerCounts(
-                requests: try count("request"),
-                decisions: try count("decision")
-                    + (Int.fetchOne(db, sql: "SELECT count(*) FROM request WHERE decisionKind IS NOT NULL") ?? 0)
-                    + (Int.fetchOne(db, sql: "SELECT coalesce(sum(count), 0) FROM decision_run") ?? 0),
-                pendingReloads: try count("pending_reload"),
-                deliveries: try count("delivery"),
-                idempotencyKeys: try count("idempotency")
-            )
-        }
-    }
 }

@@ -13,8 +13,8 @@ extension SQLiteStore {
     ///   token may push to it until one is set.
     /// - Throws: ``StoreError/appExists(_:)`` when the bundle is registered already, in any case.
     public func createApp(bundle: BundleID, teamID: String?, allowsExemptions: Bool, now: Date) throws -> AppCredentials {
-        let apiKey = "rgk_" + Self.randomToken()
-        let webhookSecret = "rgs_" + Self.randomToken()
+        let apiKey = "rgk_" + AppCredentials.randomToken()
+        let webhookSecret = "rgs_" + AppCredentials.randomToken()
         let sealedSecret = try sealer.seal(webhookSecret)
         let id: Int64 = try writer.write { db in
             if let existing = try String.fetchOne(db, sql: "SELECT bundle FROM app WHERE bundle = ? COLLATE NOCASE", arguments: [bundle.rawValue]) {
@@ -26,7 +26,7 @@ extension SQLiteStore {
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    bundle.rawValue, environment.rawValue, teamID, Self.hash(apiKey), sealedSecret, allowsExemptions,
+                    bundle.rawValue, environment.rawValue, teamID, AppCredentials.hash(apiKey), sealedSecret, allowsExemptions,
                     now.storedMilliseconds,
                 ]
             )
@@ -40,7 +40,7 @@ extension SQLiteStore {
     /// another process (`reloadgate apps add` while the server runs) is seen at once.
     public func app(forAPIKey apiKey: String) throws -> App? {
         try writer.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM app WHERE apiKeyHash = ?", arguments: [Self.hash(apiKey)])
+            try Row.fetchOne(db, sql: "SELECT * FROM app WHERE apiKeyHash = ?", arguments: [AppCredentials.hash(apiKey)])
                 .flatMap(Self.app)
         }
     }
@@ -81,19 +81,6 @@ extension SQLiteStore {
         )
     }
 
-    static func hash(_ apiKey: String) -> Data {
-        Data(SHA256.hash(data: Data(apiKey.utf8)))
-    }
-
-    /// 256 random bits, base64url without padding.
-    static func randomToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
 }
 
 extension SQLiteStore {
@@ -113,13 +100,13 @@ extension SQLiteStore {
     /// the app (the admin API does so).
     /// - Returns: the credentials; `webhookSecret` is empty when it was kept.
     public func rotateCredentials(bundle: BundleID, webhookSecret rotateSecret: Bool) throws -> AppCredentials? {
-        let apiKey = "rgk_" + Self.randomToken()
-        let secret = rotateSecret ? "rgs_" + Self.randomToken() : ""
+        let apiKey = "rgk_" + AppCredentials.randomToken()
+        let secret = rotateSecret ? "rgs_" + AppCredentials.randomToken() : ""
         let sealed = rotateSecret ? try sealer.seal(secret) : nil
         return try writer.write { db -> AppCredentials? in
             guard let app = try Row.fetchOne(db, sql: "SELECT * FROM app WHERE bundle = ?", arguments: [bundle.rawValue]).flatMap(Self.app)
             else { return nil }
-            try db.execute(sql: "UPDATE app SET apiKeyHash = ? WHERE id = ?", arguments: [Self.hash(apiKey), app.id])
+            try db.execute(sql: "UPDATE app SET apiKeyHash = ? WHERE id = ?", arguments: [AppCredentials.hash(apiKey), app.id])
             if let sealed {
                 try db.execute(sql: "UPDATE app SET webhookSecret = ? WHERE id = ?", arguments: [sealed, app.id])
             }

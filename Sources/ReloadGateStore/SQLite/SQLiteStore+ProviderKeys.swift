@@ -2,28 +2,6 @@ public import Foundation
 import GRDB
 public import ReloadGateCore
 
-/// A push sender's provider key as stored: only the public key (PEM), never the private one.
-public struct StoredProviderKey: Hashable, Sendable {
-    public var keyID: String
-    public var teamID: String
-    /// The P-256 public key, PEM.
-    public var publicKeyPEM: String
-    /// Bundles the key may push to; empty: any.
-    public var topics: [BundleID]
-    /// `sandbox`, `production` or `both`.
-    public var environments: String
-    public var createdAt: Date
-
-    public init(keyID: String, teamID: String, publicKeyPEM: String, topics: [BundleID], environments: String, createdAt: Date) {
-        self.keyID = keyID
-        self.teamID = teamID
-        self.publicKeyPEM = publicKeyPEM
-        self.topics = topics
-        self.environments = environments
-        self.createdAt = createdAt
-    }
-}
-
 extension SQLiteStore {
     /// Registers a provider key. Works while the server runs; the server sees it within a second.
     /// - Throws: ``StoreError/keyExists(_:)`` when the key id is registered already.

@@ -2,15 +2,15 @@ public import Foundation
 import PostgresNIO
 public import ReloadGateCore
 
-// Apps and provider keys.
+// Apps, their teams and credentials.
 
 extension PostgresStore {
     static let appColumns = "id, bundle, environment, teamId, allowsExemptions, createdAt"
 
     /// Registers an app (the rules of ``SQLiteStore/createApp(bundle:teamID:allowsExemptions:now:)``).
     public func createApp(bundle: BundleID, teamID: String?, allowsExemptions: Bool, now: Date) async throws -> AppCredentials {
-        let apiKey = "rgk_" + SQLiteStore.randomToken()
-        let webhookSecret = "rgs_" + SQLiteStore.randomToken()
+        let apiKey = "rgk_" + AppCredentials.randomToken()
+        let webhookSecret = "rgs_" + AppCredentials.randomToken()
         let sealed = try sealer.seal(webhookSecret)
         let environment = environment.rawValue
         let id: Int64 = try await transaction { connection in
@@ -22,7 +22,7 @@ extension PostgresStore {
             return try await connection.rows(
                 """
                 INSERT INTO app (bundle, environment, teamId, apiKeyHash, webhookSecret, allowsExemptions, createdAt)
-                VALUES (\(bundle.rawValue), \(environment), \(teamID), \(ByteBuffer(bytes: Array(SQLiteStore.hash(apiKey)))),
+                VALUES (\(bundle.rawValue), \(environment), \(teamID), \(ByteBuffer(bytes: Array(AppCredentials.hash(apiKey)))),
                     \(ByteBuffer(bytes: Array(sealed))), \(allowsExemptions), \(now.storedMilliseconds))
                 RETURNING id
                 """,
@@ -35,7 +35,7 @@ extension PostgresStore {
 
     public func app(forAPIKey apiKey: String) async throws -> App? {
         try await rows(
-            "SELECT \(unescaped: Self.appColumns) FROM app WHERE apiKeyHash = \(ByteBuffer(bytes: Array(SQLiteStore.hash(apiKey))))"
+            "SELECT \(unescaped: Self.appColumns) FROM app WHERE apiKeyHash = \(ByteBuffer(bytes: Array(AppCredentials.hash(apiKey))))"
         ).first.flatMap(Self.app)
     }
 
@@ -74,10 +74,10 @@ extension PostgresStore {
     }
 
     public func rotateCredentials(bundle: BundleID, webhookSecret rotateSecret: Bool) async throws -> AppCredentials? {
-        let apiKey = "rgk_" + SQLiteStore.randomToken()
-        let secret = rotateSecret ? "rgs_" + SQLiteStore.randomToken() : ""
+        let apiKey = "rgk_" + AppCredentials.randomToken()
+        let secret = rotateSecret ? "rgs_" + AppCredentials.randomToken() : ""
         let sealed = rotateSecret ? try sealer.seal(secret) : nil
-        let hash = ByteBuffer(bytes: Array(SQLiteStore.hash(apiKey)))
+        let hash = ByteBuffer(bytes: Array(AppCredentials.hash(apiKey)))
         let updated: PostgresQuery =
             if let sealed {
                 """
@@ -91,37 +91,5 @@ extension PostgresStore {
         return AppCredentials(app: app, apiKey: apiKey, webhookSecret: secret)
     }
 
-    // MARK: Provider keys
 
-    public func addProviderKey(_ key: StoredProviderKey) async throws {
-        let inserted = try await rows(
-            """
-            INSERT INTO provider_key (keyId, teamId, publicKey, topics, environments, createdAt)
-            VALUES (\(key.keyID), \(key.teamID), \(key.publicKeyPEM), \(key.topics.map(\.rawValue).joined(separator: " ")),
-                \(key.environments), \(key.createdAt.storedMilliseconds))
-            ON CONFLICT (keyId) DO NOTHING RETURNING keyId
-            """
-        )
-        if inserted.isEmpty { throw StoreError.keyExists(key.keyID) }
-    }
-
-    public func providerKeys() async throws -> [StoredProviderKey] {
-        try await rows(
-            "SELECT keyId, teamId, publicKey, topics, environments, createdAt FROM provider_key ORDER BY keyId COLLATE \"C\""
-        ).map { row in
-            let (keyID, teamID, publicKey, topics, environments, created) = try row.decode(
-                (String, String, String, String, String, Int64).self
-            )
-            return StoredProviderKey(
-                keyID: keyID, teamID: teamID, publicKeyPEM: publicKey,
-                topics: topics.split(separator: " ").compactMap { try? BundleID(String($0)) },
-                environments: environments, createdAt: Date(storedMilliseconds: created)
-            )
-        }
-    }
-
-    @discardableResult
-    public func removeProviderKey(keyID: String) async throws -> Bool {
-        try await !rows("DELETE FROM provider_key WHERE keyId = \(keyID) RETURNING keyId").isEmpty
-    }
 }

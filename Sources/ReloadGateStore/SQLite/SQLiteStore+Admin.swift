@@ -330,3 +330,21 @@ extension SQLiteStore {
         }
     }
 }
+
+extension SQLiteStore {
+    /// Counts the ledger's rows.
+    public func ledgerCounts() throws -> LedgerCounts {
+        try writer.read { db in
+            func count(_ table: String) throws -> Int { try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0 }
+            return LedgerCounts(
+                requests: try count("request"),
+                decisions: try count("decision")
+                    + (Int.fetchOne(db, sql: "SELECT count(*) FROM request WHERE decisionKind IS NOT NULL") ?? 0)
+                    + (Int.fetchOne(db, sql: "SELECT coalesce(sum(count), 0) FROM decision_run") ?? 0),
+                pendingReloads: try count("pending_reload"),
+                deliveries: try count("delivery"),
+                idempotencyKeys: try count("idempotency")
+            )
+        }
+    }
+}

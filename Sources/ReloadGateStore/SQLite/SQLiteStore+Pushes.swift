@@ -2,18 +2,6 @@ public import Foundation
 import GRDB
 public import ReloadGateCore
 
-/// What a push's device token is for the app it is addressed to.
-public enum PushDeviceStatus: Hashable, Sendable {
-    /// Registered and active: its device id, and whether the token is a device's (widgets) or a control's.
-    case active(device: Int64, pushType: PushType)
-    /// Registered once and retired (a newer token replaced it, or Apple said it is invalid), since then.
-    case unregistered(since: Date)
-    /// Registered only for other apps.
-    case otherApp
-    /// Never registered.
-    case unknown
-}
-
 extension SQLiteStore {
     /// The status of `token` for `app` (one indexed read).
     public func pushDeviceStatus(app: App, token: DeviceToken) throws -> PushDeviceStatus {
@@ -35,7 +23,7 @@ extension SQLiteStore {
     /// device, which stands for widgets not registered yet.
     public func pushTargets(device: Int64, kind: String?, match: [String: WidgetConfiguration.Value]) throws -> [Int64] {
         var sql = "SELECT widget.id FROM widget WHERE widget.deviceId = ? AND widget.pushEnabled AND (widget.kind = ? OR (1"
-        var arguments: StatementArguments = [device, Self.implicitWidget]
+        var arguments: StatementArguments = [device, ImplicitInstance.kind]
         if let kind {
             sql += " AND widget.kind = ?"
             arguments += [kind]
@@ -46,25 +34,12 @@ extension SQLiteStore {
         return try writer.read { db in try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) }
     }
 
-    /// The kind of the implicit widget instance of an adopted device (docs/APNS.md: `unknown-devices = adopt`).
-    public static let implicitWidget = "*"
-
-    /// The widget id and family of the implicit instance of a token adopted for `pushType`: a device's
-    /// (`*`, `*`, standing for widgets not registered yet), or a control's (its one instance, of kind `*`
-    /// until the app registers the control).
-    public static func implicitInstance(_ pushType: PushType) -> (widgetID: String, family: String) {
-        switch pushType {
-        case .widgets: (implicitWidget, implicitWidget)
-        case .controls: (ControlRegistration.instanceID, ControlRegistration.family)
-        }
-    }
-
     /// Adopts a token never registered: records the device (or control) with one implicit instance of
     /// kind `*` (until its widgets or control are registered), so budgets and coalescing apply from its
     /// first push.
     /// - Returns: the device id and the instance id (an existing device's, if another push adopted it first).
     public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) throws -> (device: Int64, instance: Int64) {
-        let implicit = Self.implicitInstance(pushType)
+        let implicit = ImplicitInstance.of(pushType)
         return try Self.orUnavailable { try writer.write { db in
             if let row = try Row.fetchOne(
                 db,
@@ -95,7 +70,7 @@ extension SQLiteStore {
                     INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
                     VALUES (?, ?, ?, ?, '{}', 1)
                     """,
-                arguments: [device, implicit.widgetID, Self.implicitWidget, implicit.family]
+                arguments: [device, implicit.widgetID, ImplicitInstance.kind, implicit.family]
             )
             return (device, db.lastInsertedRowID)
         } }

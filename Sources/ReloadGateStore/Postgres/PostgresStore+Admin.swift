@@ -22,21 +22,21 @@ extension PostgresStore {
             """
         ).map { row in
             let columns = row.makeRandomAccess()
-            let requests = IntegerList.parse(try columns[4].decode(String?.self) ?? "[]")
+            let requests = IntegerList.parse(try columns["requests"].decode(String?.self) ?? "[]")
             return PendingReloadRow(
-                instance: try columns[0].decode(Int64.self),
-                bundle: try columns[12].decode(String.self),
-                deviceToken: try columns[11].decode(String.self),
-                widgetID: try columns[7].decode(String.self),
-                kind: try columns[8].decode(String.self),
-                family: try columns[9].decode(String.self),
-                configuration: try columns[10].decode(String.self),
-                due: Timestamp(milliseconds: try columns[1].decode(Int64.self)),
-                priority: Int(try columns[2].decode(Int64.self)),
-                expiration: try columns[3].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
-                requestCount: try columns[5].decode(Int64?.self).map(Int.init) ?? requests.count,
+                instance: try columns["instanceid"].decode(Int64.self),
+                bundle: try columns["bundle"].decode(String.self),
+                deviceToken: try columns["token"].decode(String.self),
+                widgetID: try columns["widgetid"].decode(String.self),
+                kind: try columns["kind"].decode(String.self),
+                family: try columns["family"].decode(String.self),
+                configuration: try columns["configuration"].decode(String.self),
+                due: Timestamp(milliseconds: try columns["due"].decode(Int64.self)),
+                priority: Int(try columns["priority"].decode(Int64.self)),
+                expiration: try columns["expiration"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+                requestCount: try columns["requestcount"].decode(Int64?.self).map(Int.init) ?? requests.count,
                 requests: requests,
-                exempt: try columns[6].decode(Bool.self)
+                exempt: try columns["exempt"].decode(Bool.self)
             )
         }
     }
@@ -80,7 +80,7 @@ extension PostgresStore {
         guard let row = try await rows(
             """
             SELECT r.id, a.bundle, r.source, r.receivedAt, r.priority, r.expiration, r.collapseId, r.exempt, r.summary, r.apnsId,
-                   r.decisionInstanceId, r.decisionKind, r.decisionDue, r.decisionReason, w.widgetID, w.kind, d.token
+                   r.decisionInstanceId, r.decisionKind, r.decisionDue, r.decisionReason, w.widgetID, w.kind AS widgetKind, d.token
             FROM request r JOIN app a ON a.id = r.appId
             LEFT JOIN widget w ON w.id = r.decisionInstanceId LEFT JOIN device d ON d.id = w.deviceId
             WHERE r.id = \(id)
@@ -88,16 +88,16 @@ extension PostgresStore {
         ).first else { return nil }
         let columns = row.makeRandomAccess()
         var decisions: [RequestRecord.DecisionRow] = []
-        if let kind = try columns[11].decode(String?.self) {
+        if let kind = try columns["decisionkind"].decode(String?.self) {
             decisions.append(
                 RequestRecord.DecisionRow(
-                    instance: try columns[10].decode(Int64?.self),
-                    widgetID: try columns[14].decode(String?.self),
-                    kind: try columns[15].decode(String?.self),
-                    deviceToken: try columns[16].decode(String?.self),
+                    instance: try columns["decisioninstanceid"].decode(Int64?.self),
+                    widgetID: try columns["widgetid"].decode(String?.self),
+                    kind: try columns["widgetkind"].decode(String?.self),
+                    deviceToken: try columns["token"].decode(String?.self),
                     decision: kind,
-                    due: try columns[12].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
-                    reason: try columns[13].decode(String?.self) ?? ""
+                    due: try columns["decisiondue"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+                    reason: try columns["decisionreason"].decode(String?.self) ?? ""
                 )
             )
         }
@@ -119,16 +119,16 @@ extension PostgresStore {
             )
         }
         return RequestRecord(
-            id: try columns[0].decode(Int64.self),
-            bundle: try columns[1].decode(String.self),
-            source: try columns[2].decode(String.self),
-            receivedAt: Timestamp(milliseconds: try columns[3].decode(Int64.self)),
-            priority: Int(try columns[4].decode(Int64.self)),
-            expiration: try columns[5].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
-            collapseID: try columns[6].decode(String?.self),
-            exempt: try columns[7].decode(Bool.self),
-            summary: try columns[8].decode(String.self),
-            apnsID: try columns[9].decode(String?.self),
+            id: try columns["id"].decode(Int64.self),
+            bundle: try columns["bundle"].decode(String.self),
+            source: try columns["source"].decode(String.self),
+            receivedAt: Timestamp(milliseconds: try columns["receivedat"].decode(Int64.self)),
+            priority: Int(try columns["priority"].decode(Int64.self)),
+            expiration: try columns["expiration"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+            collapseID: try columns["collapseid"].decode(String?.self),
+            exempt: try columns["exempt"].decode(Bool.self),
+            summary: try columns["summary"].decode(String.self),
+            apnsID: try columns["apnsid"].decode(String?.self),
             decisions: decisions
         )
     }
@@ -165,9 +165,9 @@ extension PostgresStore {
             let columns = row.makeRandomAccess()
             return DeliveryRecord(
                 delivery: delivery,
-                bundle: try columns[14].decode(String?.self),
-                deviceToken: try columns[13].decode(String?.self),
-                updatedAt: try columns[12].decode(Int64?.self).map(Timestamp.init(milliseconds:))
+                bundle: try columns["bundle"].decode(String?.self),
+                deviceToken: try columns["token"].decode(String?.self),
+                updatedAt: try columns["updatedat"].decode(Int64?.self).map(Timestamp.init(milliseconds:))
             )
         }
     }
@@ -268,4 +268,3 @@ extension PostgresStore {
     }
 }
 
-extension PostgresStore: GatewayStore {}

@@ -23,7 +23,7 @@ extension SQLiteStore {
             // A key older than the window is replaced; a live one makes the whole batch fail.
             try db.executeCached(
                 sql: "DELETE FROM idempotency WHERE appId = ? AND key = ? AND createdAt < ?",
-                arguments: [answer.app, answer.key, answer.createdAt.milliseconds - Self.idempotencyWindow]
+                arguments: [answer.app, answer.key, answer.createdAt.milliseconds - IdempotentAnswer.window]
             )
             try db.executeCached(
                 sql: """
@@ -273,14 +273,11 @@ extension SQLiteStore {
     /// Moves a delivery to a new state (pending -> sending -> sent | failed) at `now`, counting attempts.
     public func setDeliveryState(apnsID: String, to state: RecordedDelivery.State, error: String? = nil, at now: Date) throws {
         try writer.write { db in
-            var change = MergedChange()
+            var change = DeliveryStateChange.Merged()
             change.add(DeliveryStateChange(apnsID: apnsID, state: state, error: error))
             try Self.apply(change, apnsID: apnsID, at: Self.timestamp(now), in: db)
         }
     }
-
-    /// How long an idempotency key is remembered: 24 hours, in milliseconds.
-    static let idempotencyWindow: Int64 = 86_400_000
 
     /// What `key` finds for `app`: nothing (or older than 24 hours), the first answer for the same body,
     /// or a conflict for another body.
@@ -289,13 +286,12 @@ extension SQLiteStore {
             guard let row = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT bodyHash, status, response, createdAt FROM idempotency WHERE appId = ? AND key = ?"),
                 arguments: [app, key]
-            ), (row["createdAt"] as Int64) >= now.milliseconds - Self.idempotencyWindow
+            ), (row["createdAt"] as Int64) >= now.milliseconds - IdempotentAnswer.window
             else { return .new }
             guard (row["bodyHash"] as Data) == Data(bodyHash) else { return .conflict }
             return .replay(status: row["status"], response: row["response"])
         }
     }
-
 
 }
 
@@ -314,14 +310,8 @@ extension SQLiteStore {
     /// costs one update.
     public func setDeliveryStates(_ changes: [DeliveryStateChange], at now: Date) async throws {
         guard !changes.isEmpty else { return }
-        var merged: [String: MergedChange] = [:]
-        var order: [String] = []
-        for change in changes {
-            if merged[change.apnsID] == nil { order.append(change.apnsID) }
-            merged[change.apnsID, default: MergedChange()].add(change)
-        }
         let time = Self.timestamp(now)
-        let updates = order.map { ($0, merged[$0]!) }
+        let updates = DeliveryStateChange.merged(changes)
         try await writer.write { db in
             for (apnsID, change) in updates {
                 try Self.apply(change, apnsID: apnsID, at: time, in: db)
@@ -333,22 +323,7 @@ extension SQLiteStore {
         Timestamp(date)
     }
 
-    /// The changes of one delivery in one batch.
-    struct MergedChange {
-        var state: RecordedDelivery.State = .pending
-        var error: String?
-        var attempts = 0
-        var unknownOutcomes = 0
-
-        mutating func add(_ change: DeliveryStateChange) {
-            state = change.state
-            error = change.error
-            if change.state == .sending { attempts += 1 }
-            if change.unknownOutcome { unknownOutcomes += 1 }
-        }
-    }
-
-    static func apply(_ change: MergedChange, apnsID: String, at time: Timestamp, in db: Database) throws {
+    static func apply(_ change: DeliveryStateChange.Merged, apnsID: String, at time: Timestamp, in db: Database) throws {
         try db.executeCached(
             sql: """
                 UPDATE delivery SET state = ?, lastError = ?, updatedAt = ?, attempts = attempts + ?,
@@ -360,23 +335,6 @@ extension SQLiteStore {
     }
 }
 
-/// One step of a delivery's way through the store.
-public struct DeliveryStateChange: Sendable, Hashable {
-    public var apnsID: String
-    public var state: RecordedDelivery.State
-    /// The reason of a failure or of the next retry.
-    public var error: String?
-    /// The attempt ended without an answer: the request may have reached the push service.
-    public var unknownOutcome: Bool
-
-    public init(apnsID: String, state: RecordedDelivery.State, error: String? = nil, unknownOutcome: Bool = false) {
-        self.apnsID = apnsID
-        self.state = state
-        self.error = error
-        self.unknownOutcome = unknownOutcome
-    }
-}
-
 extension BoundStatement {
     /// Binds a decision's instance, kind, due time and reason (the columns of `decision`, and of a
     /// request's first decision in its row), in that order.
@@ -385,5 +343,15 @@ extension BoundStatement {
         bind(decision.kind.rawValue)
         bind(decision.due?.milliseconds)
         bind(decision.reason.description)
+    }
+}
+
+extension SQLiteStore {
+    /// ``commit(_:)`` without blocking the caller's thread: the transaction runs on the store's writer
+    /// queue, so requests keep arriving (and gather into the next batch) while it commits.
+    public func commit(_ batch: LedgerBatch) async throws {
+        guard !batch.isEmpty else { return }
+        let deleted = try await writeOrUnavailable { try await writer.write { db in try self.write(batch, in: db) } }
+        storedPending.remove(deleted)
     }
 }

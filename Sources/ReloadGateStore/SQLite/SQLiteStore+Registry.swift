@@ -2,99 +2,14 @@ public import Foundation
 import GRDB
 public import ReloadGateCore
 
-/// The result of registering a device's widgets (`PUT .../devices/<token>`).
-public struct DeviceRegistration: Sendable {
-    /// The device's id: the scheduler's device handle.
-    public var device: Int64
-    /// Whether the token is a device's (for its widgets) or a control's.
-    public var pushType: PushType = .widgets
-    /// The device's widget instances now (a control's: its one instance), by instance id (the scheduler's
-    /// instance handle).
-    public var instances: [(id: Int64, widget: InstanceRegistration)]
-    /// Instances that the new set no longer has.
-    public var removedInstances: [Int64]
-    /// The device retired by `previousToken`, and its removed instances.
-    public var retired: (device: Int64, instances: [Int64])?
-}
-
-/// One instance as the registry writes it: a widget, or a control's one instance (widget id `control`,
-/// family `control`).
-public struct InstanceRegistration: Hashable, Sendable {
-    /// The widget id (the app's id of the widget instance, or ``ControlRegistration/instanceID``).
-    public var id: String
-    public var kind: String
-    /// A ``WidgetFamily`` name, or ``ControlRegistration/family``.
-    public var family: String
-    public var configuration: WidgetConfiguration
-    public var pushEnabled: Bool
-
-    public init(_ widget: WidgetRegistration) {
-        self.id = widget.id
-        self.kind = widget.kind
-        self.family = widget.family.rawValue
-        self.configuration = widget.configuration
-        self.pushEnabled = widget.pushEnabled
-    }
-
-    public init(_ control: ControlRegistration) {
-        self.id = ControlRegistration.instanceID
-        self.kind = control.kind
-        self.family = ControlRegistration.family
-        self.configuration = control.configuration
-        self.pushEnabled = true
-    }
-}
-
-/// One distinct (kind, family, configuration) in use and how many instances show it.
-public struct ConfigurationUsage: Hashable, Sendable {
-    public var kind: String
-    public var family: String
-    /// Canonical JSON.
-    public var configuration: String
-    public var count: Int
-
-    public init(kind: String, family: String, configuration: String, count: Int) {
-        self.kind = kind
-        self.family = family
-        self.configuration = configuration
-        self.count = count
-    }
-}
-
-/// Why a registry change was refused.
-public enum RegistryError: Error, Equatable, CustomStringConvertible {
-    case deviceNotFound(DeviceToken)
-    case widgetNotFound(DeviceToken, String)
-    case deviceUnregistered(DeviceToken)
-    /// The token is registered with the other push type (a widgets device's token named as a control's, or
-    /// the other way round).
-    case otherPushType(DeviceToken, registered: PushType)
-
-    public var description: String {
-        switch self {
-        case .deviceNotFound(let token): "no device \(token.shortened) is registered for this app"
-        case .widgetNotFound(let token, let id): "device \(token.shortened) has no widget '\(id)'"
-        case .deviceUnregistered(let token): "device \(token.shortened) is unregistered; register its new token"
-        case .otherPushType(let token, let registered):
-            registered == .controls
-                ? "token \(token.shortened) is a control's (PUT .../controls/<token>), not a device's"
-                : "token \(token.shortened) is a device's for widgets (PUT .../devices/<token>), not a control's"
-        }
-    }
-}
-
 extension SQLiteStore {
     /// Registers a device with its full widget set (WidgetKit hands over the whole list), replacing the
     /// previous set in one transaction: kept widgets keep their instance ids (and so their budgets),
     /// missing ones are removed, new ones added. `previousToken` retires the old token: from then on it
     /// is `Unregistered` (410) and its widgets are gone.
-    public func putDevice(
-        app: App,
-        token: DeviceToken,
-        widgets: [WidgetRegistration],
-        previousToken: DeviceToken?,
-        now: Date
-    ) throws -> DeviceRegistration {
+    public func putDevice(app: App, token: DeviceToken, widgets: [WidgetRegistration], previousToken: DeviceToken?, now: Date) throws
+        -> DeviceRegistration
+    {
         try writer.write { db in
             try Self.putDevice(db, app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init), previousToken: previousToken, now: now)
         }
@@ -117,29 +32,16 @@ extension SQLiteStore {
     public func writeRegistry(_ writes: [RegistryWrite], now: Date) throws -> [Result<RegistryWritten, RegistryError>] {
         guard !writes.isEmpty else { return [] }
         return try Self.orUnavailable { try writer.write { db in
-            var results: [Result<RegistryWritten, RegistryError>] = []
-            results.reserveCapacity(writes.count)
-            for write in writes {
-                do {
-                    switch write {
-                    case .putDevice(let app, let token, let widgets, let previousToken):
-                        results.append(.success(.device(try Self.putDevice(
-                            db, app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init),
-                            previousToken: previousToken, now: now
-                        ))))
-                    case .putControl(let app, let token, let control, let previousToken):
-                        results.append(.success(.device(try Self.putDevice(
-                            db, app: app, token: token, pushType: .controls, instances: [InstanceRegistration(control)],
-                            previousToken: previousToken, now: now
-                        ))))
-                    case .putTimeline(let app, let token, let widgetID, let timeline):
-                        results.append(.success(.timeline(instance: try Self.putTimeline(db, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now))))
+            try writes.map { write in
+                try Result.of {
+                    switch write.step {
+                    case .instances(let app, let token, let pushType, let instances, let previousToken):
+                        .device(try Self.putDevice(db, app: app, token: token, pushType: pushType, instances: instances, previousToken: previousToken, now: now))
+                    case .timeline(let app, let token, let widgetID, let timeline):
+                        .timeline(instance: try Self.putTimeline(db, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now))
                     }
-                } catch let error as RegistryError {
-                    results.append(.failure(error))
                 }
             }
-            return results
         } }
     }
 

@@ -1,0 +1,17 @@
+/// The widget instance a device (or a control) gets when a push adopts its token before the app
+/// registered it (docs/APNS.md: `unknown-devices = adopt`): one instance of kind `*`, which every push
+/// to the device reaches until the app registers its real widgets. Both stores and the scheduler use it.
+public enum ImplicitInstance {
+    /// The kind (and, for a device, the widget id and family) of the implicit instance.
+    public static let kind = "*"
+
+    /// The widget id and family of the implicit instance of a token adopted for `pushType`: a device's
+    /// (`*`, `*`, standing for widgets not registered yet), or a control's (its one instance, of kind `*`
+    /// until the app registers the control).
+    public static func of(_ pushType: PushType) -> (widgetID: String, family: String) {
+        switch pushType {
+        case .widgets: (kind, kind)
+        case .controls: (ControlRegistration.instanceID, ControlRegistration.family)
+        }
+    }
+}

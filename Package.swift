@@ -219,6 +219,13 @@ let package = Package(
         // Benchmarks: print figures, never run by the tests (docs/BENCHMARKS.md).
         // What Hummingbird's router costs called directly (issue 30's measurement before replacing the
         // API listener's HTTP/2 serving).
+        // What parsing a request body costs (issue 31: the bodies became Decodable types), beside
+        // JSONSerialization parsing the same bytes (what the bodies were read from before).
+        .executableTarget(
+            name: "reloadgate-bench-bodies",
+            dependencies: ["ReloadGateAPI", "ReloadGateCore"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "reloadgate-bench-router",
             dependencies: [

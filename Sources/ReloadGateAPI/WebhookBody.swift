@@ -24,11 +24,14 @@ public struct WebhookBody: Decodable, Sendable {
 
     /// Parses and checks the body of a call received at `received`.
     public init(json data: Data, received: Timestamp) throws(APIError) {
-        self = try BodyJSON.decode(Self.self, from: data, userInfo: [.received: received])
+        self = try BodyJSON.decode(Self.self, from: data)
+        if expiresNowOrNever { expiration = received }
     }
 
+    /// `expiration: 0` was sent: the call's received time, set by ``init(json:received:)``.
+    private var expiresNowOrNever = false
+
     public init(from decoder: any Decoder) throws {
-        let received = decoder.userInfo[.received] as? Timestamp ?? Timestamp(milliseconds: 0)
         let fields = try decoder.container(keyedBy: AnyKey.self)
         try fields.refuseUnknown(Self.fieldNames)
         target = ReloadTarget()
@@ -45,10 +48,7 @@ public struct WebhookBody: Decodable, Sendable {
             guard !kind.isEmpty, kind.count <= limit else { throw APIError.invalidField("kind must be 1 to \(limit) characters") }
             target.kind = kind
         }
-        if !fields.isAbsent(AnyKey("match")) {
-            let match = try fields.object(AnyKey("match"))
-            for key in match.allKeys { target.match[key.stringValue] = try match.configurationValue(key) }
-        }
+        if !fields.isAbsent(AnyKey("match")) { target.match = try fields.flatObject(AnyKey("match")) }
         if !fields.isAbsent(AnyKey("devices")) {
             var list = try fields.array(AnyKey("devices"))
             let count = list.count ?? 0
@@ -78,7 +78,7 @@ public struct WebhookBody: Decodable, Sendable {
 
         if !fields.isAbsent(AnyKey("expiration")) {
             if fields.number(AnyKey("expiration")) == 0 {
-                expiration = received  // 0: only if it can go now (rule 7)
+                expiresNowOrNever = true  // 0: only if it can go now (rule 7)
             } else {
                 expiration = try fields.date(AnyKey("expiration"))
             }

@@ -223,15 +223,9 @@ enum AdminText {
         switch value {
         case .null: "-"
         case .string(let text): text
-        default: (try? cellEncoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
+        default: FoundationOrderJSON.text(value)
         }
     }
-
-    private static let cellEncoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
 
     /// A list of ids as JSON, `[3,4]`.
     static func text(_ values: [Int64]) -> String { "[" + values.map(String.init).joined(separator: ",") + "]" }

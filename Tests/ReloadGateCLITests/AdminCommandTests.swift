@@ -256,6 +256,29 @@ struct AdminCommandTests {
         #expect(released.status == 1 && released.stderr.contains("cannot be cancelled"))
     }
 
+    /// The CLI's outputs are what they were when it walked `JSONSerialization`'s dictionaries: keys in
+    /// Foundation's order (case-insensitive, digit runs by value; `JSONEncoder` sorts by code point) and
+    /// `/` escaped in `--json`, as the table shows a configuration.
+    @Test func theOutputsKeepTheirKeyOrderAndEscapes() async throws {
+        let directory = try TemporaryDirectory("admin-cli-order")
+        defer { directory.remove() }
+        let added = try await ReloadGateProcess.run(["apps", "add", Self.bundle, "--json"], in: directory.url)
+        try #require(added.status == 0, "\(added.stderr)")
+        let credentials = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: String])
+        let (server, port) = try await CrashRecoveryTests.serve(in: directory, environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"])
+        defer { server.send(SIGKILL) }
+        try await CrashRecoveryTests.withClient(directory, port: port) { api in
+            let configuration: [String: Any] = ["Team": "42", "a": 1.5, "10": 2, "9": 1]
+            let widgets: [[String: Any]] = [["id": "w/1", "kind": "news", "family": "systemSmall", "configuration": configuration]]
+            let answer = try await api.putDevice(bundle: Self.bundle, token: Self.token, apiKey: try #require(credentials["apiKey"]), widgets: widgets)
+            try #require(answer.status == 200, "\(answer.body)")
+        }
+        let table = try await ReloadGateProcess.run(["devices", "show", Self.token], in: directory.url)
+        #expect(table.stdout.contains(#"w/1  "#) && table.stdout.contains(#"{"9":1,"10":2,"a":1.5,"Team":"42"}"#), "\(table.stdout)")
+        let json = try await ReloadGateProcess.run(["devices", "show", Self.token, "--json"], in: directory.url)
+        #expect(json.stdout.contains(#""configuration":{"9":1,"10":2,"a":1.5,"Team":"42"}"#) && json.stdout.contains(#""id":"w\/1""#), "\(json.stdout)")
+    }
+
     @Test func devicesAndRotateKeyWorkThroughTheRunningGateway() async throws {
         let directory = try TemporaryDirectory("admin-cli")
         defer { directory.remove() }

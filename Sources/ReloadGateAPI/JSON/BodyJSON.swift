@@ -17,6 +17,9 @@ public enum BodyJSON {
         try encoder.encode(value)
     }
 
+    /// The decoder of bodies that need no `userInfo` (JSONDecoder is safe to share between threads).
+    private static let shared = JSONDecoder()
+
     /// A request body as `Body`: an empty body, text that is not JSON or JSON that is not an object is
     /// `400 invalid-json`; a field of the wrong type is `422 invalid-field` naming it (a type's own
     /// ``APIError`` from its `init(from:)` passes through as it is).
@@ -27,6 +30,7 @@ public enum BodyJSON {
     ) throws(APIError) -> Body {
         guard !data.isEmpty else { throw .invalidJSON("the body is empty; a JSON object is expected") }
         do {
+            if userInfo.isEmpty { return try shared.decode(type, from: data) }
             let decoder = JSONDecoder()
             decoder.userInfo = userInfo
             return try decoder.decode(type, from: data)
@@ -90,17 +94,21 @@ extension KeyedDecodingContainer {
         return value
     }
 
-    /// A string field that may be missing or `null`.
+    /// A string field that may be missing or `null`. (The value is tried first and `null` only when it is
+    /// not a string: each look-up in the decoder costs, and a webhook call is mostly present strings.)
     public func optionalString(_ key: Key) throws(APIError) -> String? {
-        guard contains(key), (try? decodeNil(forKey: key)) == false else { return nil }
-        return try string(key)
+        guard contains(key) else { return nil }
+        if let value = try? decode(String.self, forKey: key) { return value }
+        if (try? decodeNil(forKey: key)) == true { return nil }
+        throw .invalidField("\(name(key)) must be a string")
     }
 
     /// `true` or `false`, `defaultValue` when missing or `null`.
     public func bool(_ key: Key, default defaultValue: Bool) throws(APIError) -> Bool {
-        guard contains(key), (try? decodeNil(forKey: key)) == false else { return defaultValue }
-        guard let value = try? decode(Bool.self, forKey: key) else { throw .invalidField("\(name(key)) must be true or false") }
-        return value
+        guard contains(key) else { return defaultValue }
+        if let value = try? decode(Bool.self, forKey: key) { return value }
+        if (try? decodeNil(forKey: key)) == true { return defaultValue }
+        throw .invalidField("\(name(key)) must be true or false")
     }
 
     /// An array of strings, empty when missing or `null`.

@@ -94,6 +94,4 @@ extension KeyedDecodingContainer<AnyKey> {
 extension CodingUserInfoKey {
     /// The ``RegistryLimits`` a registration body is checked against.
     static let registryLimits = CodingUserInfoKey(rawValue: "reloadgate.registryLimits")!
-    /// The ``Timestamp`` a webhook call was received at (`expiration: 0` is then).
-    static let received = CodingUserInfoKey(rawValue: "reloadgate.received")!
 }

@@ -223,7 +223,7 @@ let package = Package(
         // JSONSerialization parsing the same bytes (what the bodies were read from before).
         .executableTarget(
             name: "reloadgate-bench-bodies",
-            dependencies: ["ReloadGateAPI", "ReloadGateCore"],
+            dependencies: ["ReloadGateAPI", "ReloadGateCore", "ReloadGateSimulation"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

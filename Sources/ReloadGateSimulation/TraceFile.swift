@@ -47,7 +47,7 @@ public enum TraceFile {
                 offset = end + 1
                 if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { continue }
                 do throws(APIError) {
-                    events.append(try event(JSONFields.object(Data(line)), names: &names))
+                    events.append(try event(TraceFields.object(Data(line)), names: &names))
                 } catch {
                     return .failure(TraceError(line: number, message: error.message))
                 }
@@ -69,55 +69,55 @@ public enum TraceFile {
 
     /// One event from its parsed line.
     static func event(_ object: [String: Any], names: inout TraceNames) throws(APIError) -> TraceEvent {
-        let at = try JSONFields.date(object["at"], "at")
-        let kind = try JSONFields.string(object["event"], "event")
+        let at = try TraceFields.date(object["at"], "at")
+        let kind = try TraceFields.string(object["event"], "event")
         switch kind {
         case "registration":
-            let device = names.device(try JSONFields.string(object["device"], "device"))
+            let device = names.device(try TraceFields.string(object["device"], "device"))
             // `"pushType":"controls"`: the device is a control's token (its widget: the control).
             var pushType = PushType.widgets
-            if let text = try JSONFields.optionalString(object["pushType"], "pushType") {
+            if let text = try TraceFields.optionalString(object["pushType"], "pushType") {
                 guard let named = PushType(rawValue: text) else { throw .invalidField("pushType must be widgets or controls") }
                 pushType = named
             }
             var widgets: [TraceWidget] = []
-            for (index, item) in try JSONFields.array(object["widgets"] ?? [Any](), "widgets").enumerated() {
-                let widget = try JSONFields.object(item, "widgets[\(index)]")
-                let id = try JSONFields.string(widget["widget"], "widgets[\(index)].widget")
-                let kind = try JSONFields.string(widget["kind"], "widgets[\(index)].kind")
+            for (index, item) in try TraceFields.array(object["widgets"] ?? [Any](), "widgets").enumerated() {
+                let widget = try TraceFields.object(item, "widgets[\(index)]")
+                let id = try TraceFields.string(widget["widget"], "widgets[\(index)].widget")
+                let kind = try TraceFields.string(widget["kind"], "widgets[\(index)].kind")
                 widgets.append(TraceWidget(instance: names.instance(device: device, widget: id), kind: kind, pushType: pushType))
             }
             return .registration(at: at, device: device, widgets: widgets)
         case "timeline":
-            let device = names.device(try JSONFields.string(object["device"], "device"))
-            let instance = names.instance(device: device, widget: try JSONFields.string(object["widget"], "widget"))
+            let device = names.device(try TraceFields.string(object["device"], "device"))
+            let instance = names.instance(device: device, widget: try TraceFields.string(object["widget"], "widget"))
             let planned = object["plannedReload"].flatMap { $0 is NSNull ? nil : $0 }
-            return .timeline(at: at, instance: instance, plannedReload: try planned.map { value throws(APIError) in try JSONFields.date(value, "plannedReload") })
+            return .timeline(at: at, instance: instance, plannedReload: try planned.map { value throws(APIError) in try TraceFields.date(value, "plannedReload") })
         case "push", "webhook":
             let source = TraceSource(rawValue: kind)!
             let targets: TraceTargets
             if let listed = object["targets"] {
                 var instances: [InstanceHandle] = []
-                for (index, item) in try JSONFields.array(listed, "targets").enumerated() {
-                    let pair = try JSONFields.array(item, "targets[\(index)]")
+                for (index, item) in try TraceFields.array(listed, "targets").enumerated() {
+                    let pair = try TraceFields.array(item, "targets[\(index)]")
                     guard pair.count == 2 else { throw .invalidField("targets[\(index)] must be [device, widget]") }
-                    let device = names.device(try JSONFields.string(pair[0], "targets[\(index)][0]"))
-                    instances.append(names.instance(device: device, widget: try JSONFields.string(pair[1], "targets[\(index)][1]")))
+                    let device = names.device(try TraceFields.string(pair[0], "targets[\(index)][0]"))
+                    instances.append(names.instance(device: device, widget: try TraceFields.string(pair[1], "targets[\(index)][1]")))
                 }
                 targets = .instances(instances)
             } else if let device = object["device"] {
-                let handle = names.device(try JSONFields.string(device, "device"))
+                let handle = names.device(try TraceFields.string(device, "device"))
                 if let widgets = object["widgets"] {
                     var instances: [InstanceHandle] = []
-                    for (index, item) in try JSONFields.array(widgets, "widgets").enumerated() {
-                        instances.append(names.instance(device: handle, widget: try JSONFields.string(item, "widgets[\(index)]")))
+                    for (index, item) in try TraceFields.array(widgets, "widgets").enumerated() {
+                        instances.append(names.instance(device: handle, widget: try TraceFields.string(item, "widgets[\(index)]")))
                     }
                     targets = .instances(instances)
                 } else {
-                    targets = .device(handle, kind: try JSONFields.optionalString(object["kind"], "kind"))
+                    targets = .device(handle, kind: try TraceFields.optionalString(object["kind"], "kind"))
                 }
             } else if let kind = object["kind"] {
-                targets = .kind(try JSONFields.string(kind, "kind"))
+                targets = .kind(try TraceFields.string(kind, "kind"))
             } else {
                 throw .invalidField("a \(kind) needs targets, a device or a kind")
             }
@@ -126,8 +126,8 @@ public enum TraceFile {
             var recorded: [DecisionKind]?
             if let decided = object["decided"] {
                 recorded = []
-                for (index, item) in try JSONFields.array(decided, "decided").enumerated() {
-                    let text = try JSONFields.string(item, "decided[\(index)]")
+                for (index, item) in try TraceFields.array(decided, "decided").enumerated() {
+                    let text = try TraceFields.string(item, "decided[\(index)]")
                     guard let decision = DecisionKind(rawValue: text) else {
                         throw .invalidField("decided[\(index)] must be one of \(DecisionKind.allCases.map(\.rawValue).joined(separator: ", "))")
                     }
@@ -140,10 +140,10 @@ public enum TraceFile {
                     source: source,
                     targets: targets,
                     priority: try priority.map { value throws(APIError) in try Self.priority(value) } ?? .high,
-                    expiration: try expiration.map { value throws(APIError) in try JSONFields.date(value, "expiration") },
-                    collapseID: try JSONFields.optionalString(object["collapseId"], "collapseId"),
-                    team: try JSONFields.optionalString(object["team"], "team"),
-                    exempt: try JSONFields.bool(object["exempt"], "exempt", default: false),
+                    expiration: try expiration.map { value throws(APIError) in try TraceFields.date(value, "expiration") },
+                    collapseID: try TraceFields.optionalString(object["collapseId"], "collapseId"),
+                    team: try TraceFields.optionalString(object["team"], "team"),
+                    exempt: try TraceFields.bool(object["exempt"], "exempt", default: false),
                     recorded: recorded
                 )
             )
@@ -158,7 +158,7 @@ public enum TraceFile {
         if let text = value as? String, let parsed = Int(text) {
             number = parsed
         } else {
-            number = try JSONFields.integer(value, "priority", in: 0...10)
+            number = try TraceFields.integer(value, "priority", in: 0...10)
         }
         guard let priority = Priority(rawValue: number) else { throw .invalidField("priority must be 10, 5 or 1") }
         return priority

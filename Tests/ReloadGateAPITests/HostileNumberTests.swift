@@ -21,8 +21,10 @@ struct HostileNumberTests {
 
     /// The JSON number `spelling` is, if it is one (JSON allows surrounding spaces; `true` is no number).
     static func jsonNumber(_ spelling: String) -> Double? {
-        guard let value = try? JSONSerialization.jsonObject(with: Data(spelling.utf8), options: .fragmentsAllowed) else { return nil }
-        return JSONFields.number(value)
+        guard let number = try? JSONSerialization.jsonObject(with: Data(spelling.utf8), options: .fragmentsAllowed) as? NSNumber,
+            String(cString: number.objCType) != "c"
+        else { return nil }
+        return number.doubleValue
     }
 
     /// Parses `parse`'s body and returns the outcome; a refusal must be a 4xx.

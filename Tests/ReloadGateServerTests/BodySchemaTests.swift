@@ -177,7 +177,6 @@ import Testing
         try add([AdminAPI.DeliveryExplanation(delivery: deliveries[0], requests: requests)])
         try add([AdminAPI.DeviceBudget(device: token, now: time, instances: budgets, recentDeliveries: deliveries)])
         try add(budgets)
-        try add([AdminAPI.PendingInBudget(due: time, priority: 1, requestCount: 1)])
         try add([AdminAPI.Cancelled(cancelled: [AdminAPI.CancelledReload(instance: 3, requests: [7, 8])]), AdminAPI.Cancelled(cancelled: [])])
         try add([AdminAPI.CancelledReload(instance: 3, requests: [7])])
         try add([AdminAPI.FlushRequest(), AdminAPI.FlushRequest(device: token, bundle: nil, ignoreBudget: true)])
@@ -238,7 +237,7 @@ import Testing
     @Test func everyBodyTypeConformsToItsSchemaAndDecodesToItself() throws {
         let (names, problems) = try Self.checkedSchemas()
         #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
-        #expect(names.count >= 40, "\(names.sorted())")
+        #expect(names.count >= 39, "\(names.sorted())")
     }
 
     /// The busiest routes' answers are written by hand: byte for byte what the encoder writes.

@@ -64,7 +64,10 @@ extension KeyedDecodingContainer {
 
     /// A time: RFC 3339 text or UNIX seconds, from 1970 to 9999 (``JSONFields/date(seconds:text:_:)``).
     public func date(_ key: Key) throws(APIError) -> Timestamp {
-        try JSONFields.date(seconds: number(key), text: try? decode(String.self, forKey: key), name(key))
+        // Text first: most times are written as text, and a failed decode (an error made and dropped)
+        // costs more than the decode.
+        if let text = try? decode(String.self, forKey: key) { return try JSONFields.date(seconds: nil, text: text, name(key)) }
+        return try JSONFields.date(seconds: number(key), text: nil, name(key))
     }
 
     /// A device token (64 hex digits) that may be missing or `null`.

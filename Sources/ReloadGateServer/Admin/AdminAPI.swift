@@ -158,9 +158,9 @@ extension AdminAPI {
         @Nullable public var pending: PendingInBudget?
     }
 
-    /// The pending reload in an instance's budget.
-    public struct PendingInBudget: DocumentedBody {
-        public static let schema = "PendingInBudget"
+    /// The pending reload in an instance's budget (its schema is inline in `InstanceBudget`'s: the
+    /// client generator does not take a `oneOf` with `null`).
+    public struct PendingInBudget: Codable, Sendable, Hashable {
         public var due: String
         public var priority: Int
         public var requestCount: Int

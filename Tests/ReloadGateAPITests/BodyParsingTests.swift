@@ -20,6 +20,25 @@ struct BodyParsingTests {
         }
     }
 
+    /// JSON that is not an object, and text that is not JSON, are refused as before the bodies were
+    /// `Decodable` (400 invalid-json), whichever body.
+    @Test func aBodyThatIsNotAnObjectIsInvalidJSON() {
+        for body in ["null", "[1]", #""x""#, "1", "true"] {
+            #expect(throws: APIError.invalidJSON("the body must be a JSON object"), "\(body)") {
+                try WebhookBody(json: Data(body.utf8), received: Timestamp(seconds: 0))
+            }
+            #expect(throws: APIError.invalidJSON("the body must be a JSON object"), "\(body)") {
+                try DeviceRegistrationBody(json: Data(body.utf8), limits: RegistryLimits())
+            }
+        }
+        for body in ["{", "nope", #"{"kind":}"#] {
+            #expect(throws: APIError.invalidJSON("the body is not JSON"), "\(body)") { try TimelineBody.timeline(json: Data(body.utf8), limits: RegistryLimits()) }
+        }
+        #expect(throws: APIError.invalidJSON("the body is empty; a JSON object is expected")) {
+            try ControlRegistrationBody(json: Data(), limits: RegistryLimits())
+        }
+    }
+
     @Test func aWebhookBodyWithEveryFieldParses() throws {
         let token = String(repeating: "ab", count: 32)
         let body = #"{"kind":"scores","match":{"team":"42","live":true,"n":3},"devices":["\#(token)"],"priority":5,"expiration":"2026-11-22T14:00:00Z","collapseId":"c","exempt":"appIntent"}"#

@@ -48,7 +48,8 @@ public enum BodyJSON {
         switch error {
         case .dataCorrupted(let context) where context.codingPath.isEmpty:
             return .invalidJSON("the body is not JSON")
-        case .typeMismatch(_, let context) where context.codingPath.isEmpty:
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty, .valueNotFound(_, let context) where context.codingPath.isEmpty:
+            // `null`, an array, a string or a number where the body's object should be.
             return .invalidJSON("the body must be a JSON object")
         case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
             return .invalidField("\(path(context.codingPath)) must be \(article(type))")
@@ -75,11 +76,15 @@ public enum BodyJSON {
     }
 
     static func article(_ type: Any.Type) -> String {
+        let name = String(describing: type)
         switch type {
-        case is String.Type: "a string"
-        case is Bool.Type: "true or false"
-        case is Double.Type, is Int.Type, is Int64.Type: "a number"
-        default: "an \(type == [String: JSONValue].self ? "object" : String(describing: type))"
+        case is String.Type: return "a string"
+        case is Bool.Type: return "true or false"
+        case is Double.Type, is Int.Type, is Int64.Type: return "a number"
+        default:
+            if name.hasPrefix("Dictionary") { return "an object" }
+            if name.hasPrefix("Array") { return "an array" }
+            return "a value of the field's type"
         }
     }
 }

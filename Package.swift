@@ -78,7 +78,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The HTTP APIs' request bodies (registry, webhook) and the webhook signature, parsed and checked.
+        // The HTTP APIs' request bodies (registry, webhook) parsed and checked, their answers, the bodies'
+        // JSON (BodyJSON, the field checks, Nullable, JSONValue) and the webhook signature.
         // No HTTP server here: the fuzz targets build it with the sanitizers in minutes.
         .target(
             name: "ReloadGateAPI",

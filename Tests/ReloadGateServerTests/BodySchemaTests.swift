@@ -46,7 +46,7 @@ import Testing
     static let requests = [
         AdminAPI.Request(
             id: 7, bundle: "com.example.app", source: "webhook", receivedAt: time, priority: 10, expiration: nil, collapseId: nil,
-            exempt: false, target: .object(["kind": .string("scores"), "match": .object(["team": .number(42)])]), apnsId: nil,
+            exempt: false, target: .object(["kind": .string("scores"), "match": .object(["team": .integer(42), "ratio": .number(0.5), "big": .integer(Int64.max)])]), apnsId: nil,
             decisions: decisions
         ),
         AdminAPI.Request(
@@ -308,6 +308,19 @@ import Testing
         null["apnsId"] = NSNull()
         #expect(Self.check.problems(null, against: schema) == ["$.apnsId: null is not string"])
         #expect(!Self.check.problems(["x": 1], against: ["type": "object", "unknownKeyword": true]).isEmpty)
+    }
+
+    /// A sender's JSON (a request's target, a configuration) comes back with its numbers as they were:
+    /// integers past 2^53 keep every digit, fractions stay fractions.
+    @Test func aSendersNumbersKeepTheirDigits() throws {
+        let text = #"{"big":9007199254740993,"max":9223372036854775807,"min":-9223372036854775808,"ratio":0.5,"huge":1e300}"#
+        let value = JSONValue.parsedOrText(text)
+        #expect(value == .object([
+            "big": .integer(9_007_199_254_740_993), "max": .integer(.max), "min": .integer(.min), "ratio": .number(0.5), "huge": .number(1e300),
+        ]))
+        let written = String(decoding: try BodyJSON.encode(value), as: UTF8.self)
+        #expect(written.contains(#""big":9007199254740993"#) && written.contains(#""max":9223372036854775807"#), "\(written)")
+        #expect(JSONValue.parsedOrText("not json") == .string("not json"))
     }
 
     /// Optional fields of a type are written as `null`, never left out (the schemas require them).

@@ -13,10 +13,47 @@ public struct AnyKey: CodingKey, Hashable, Sendable {
 }
 
 /// The checks of a body's fields inside its `init(from:)`, each refusal an ``APIError/invalidField(_:)``
-/// that names the field by its path (`widgets[2].family`) with the same words as ``JSONFields``. Every
-/// number is checked before it is used: a time outside 1970 to 9999, a fraction where a whole number
-/// is expected, `1e300` or a 20-digit integer is refused, never a trap in a conversion.
+/// that names the field by its path (`widgets[2].family`), with the words the bodies used before they were
+/// types (`... must be a string`, `... must be true or false`). Every number is checked before it is used:
+/// a time outside 1970 to 9999, a fraction where a whole number is expected, `1e300` or a 20-digit integer
+/// is refused, never a trap in a conversion.
 extension KeyedDecodingContainer {
+    /// The field's name in a refusal: its path from the body's top.
+    func name(_ key: Key) -> String { BodyJSON.path(codingPath + [key]) }
+
+    /// A string field that must be there.
+    public func string(_ key: Key) throws(APIError) -> String {
+        guard let value = (try? decodeIfPresent(String.self, forKey: key)) ?? nil else { throw .invalidField("\(name(key)) must be a string") }
+        return value
+    }
+
+    /// A string field that may be missing or `null`. (The value is tried first and `null` only when it is
+    /// not a string: each look-up in the decoder costs, and a webhook call is mostly present strings.)
+    public func optionalString(_ key: Key) throws(APIError) -> String? {
+        guard contains(key) else { return nil }
+        if let value = try? decode(String.self, forKey: key) { return value }
+        if (try? decodeNil(forKey: key)) == true { return nil }
+        throw .invalidField("\(name(key)) must be a string")
+    }
+
+    /// `true` or `false`, `defaultValue` when missing or `null`.
+    public func bool(_ key: Key, default defaultValue: Bool) throws(APIError) -> Bool {
+        guard contains(key) else { return defaultValue }
+        if let value = try? decode(Bool.self, forKey: key) { return value }
+        if (try? decodeNil(forKey: key)) == true { return defaultValue }
+        throw .invalidField("\(name(key)) must be true or false")
+    }
+
+    /// An array of strings, empty when missing or `null`.
+    public func strings(_ key: Key) throws(APIError) -> [String] {
+        guard contains(key), (try? decodeNil(forKey: key)) == false else { return [] }
+        guard let value = try? decode([JSONValue].self, forKey: key) else { throw .invalidField("\(name(key)) must be an array") }
+        return try value.enumerated().map { index, item throws(APIError) in
+            guard case .string(let text) = item else { throw .invalidField("\(name(key))[\(index)] must be a string") }
+            return text
+        }
+    }
+
     /// No such field, or `null`.
     public func isAbsent(_ key: Key) -> Bool {
         !contains(key) || (try? decodeNil(forKey: key)) != false

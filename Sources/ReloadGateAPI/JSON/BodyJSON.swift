@@ -2,7 +2,7 @@ public import Foundation
 
 /// How every body of the gateway's APIs is written and read: one encoder (sorted keys, slashes as they
 /// are) and a decoder whose failures are the API's refusals, with the same messages as the fields'
-/// own checks (``JSONFields``).
+/// own checks (BodyFields.swift).
 public enum BodyJSON {
     /// Sorted keys, `/` unescaped: the admin API's answers byte for byte as they were written with
     /// `JSONSerialization` before they were types.
@@ -85,44 +85,6 @@ public enum BodyJSON {
             if name.hasPrefix("Dictionary") { return "an object" }
             if name.hasPrefix("Array") { return "an array" }
             return "a value of the field's type"
-        }
-    }
-}
-
-extension KeyedDecodingContainer {
-    /// The field's name in a refusal: its path from the body's top.
-    func name(_ key: Key) -> String { BodyJSON.path(codingPath + [key]) }
-
-    /// A string field that must be there.
-    public func string(_ key: Key) throws(APIError) -> String {
-        guard let value = (try? decodeIfPresent(String.self, forKey: key)) ?? nil else { throw .invalidField("\(name(key)) must be a string") }
-        return value
-    }
-
-    /// A string field that may be missing or `null`. (The value is tried first and `null` only when it is
-    /// not a string: each look-up in the decoder costs, and a webhook call is mostly present strings.)
-    public func optionalString(_ key: Key) throws(APIError) -> String? {
-        guard contains(key) else { return nil }
-        if let value = try? decode(String.self, forKey: key) { return value }
-        if (try? decodeNil(forKey: key)) == true { return nil }
-        throw .invalidField("\(name(key)) must be a string")
-    }
-
-    /// `true` or `false`, `defaultValue` when missing or `null`.
-    public func bool(_ key: Key, default defaultValue: Bool) throws(APIError) -> Bool {
-        guard contains(key) else { return defaultValue }
-        if let value = try? decode(Bool.self, forKey: key) { return value }
-        if (try? decodeNil(forKey: key)) == true { return defaultValue }
-        throw .invalidField("\(name(key)) must be true or false")
-    }
-
-    /// An array of strings, empty when missing or `null`.
-    public func strings(_ key: Key) throws(APIError) -> [String] {
-        guard contains(key), (try? decodeNil(forKey: key)) == false else { return [] }
-        guard let value = try? decode([JSONValue].self, forKey: key) else { throw .invalidField("\(name(key)) must be an array") }
-        return try value.enumerated().map { index, item throws(APIError) in
-            guard case .string(let text) = item else { throw .invalidField("\(name(key))[\(index)] must be a string") }
-            return text
         }
     }
 }

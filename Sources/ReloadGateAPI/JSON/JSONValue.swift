@@ -5,7 +5,9 @@ public import Foundation
 public enum JSONValue: Codable, Sendable, Hashable {
     case null
     case bool(Bool)
-    /// Every number: JSON has one kind, and the gateway stores configurations' numbers as doubles.
+    /// A whole number that fits 64 bits, kept exact (a double holds integers exactly only to 2^53).
+    case integer(Int64)
+    /// Any other number.
     case number(Double)
     case string(String)
     case array([JSONValue])
@@ -18,6 +20,8 @@ public enum JSONValue: Codable, Sendable, Hashable {
             self = .null
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .integer(value)
         } else if let value = try? container.decode(Double.self) {
             self = .number(value)
         } else if let value = try? container.decode(String.self) {
@@ -34,6 +38,7 @@ public enum JSONValue: Codable, Sendable, Hashable {
         switch self {
         case .null: try container.encodeNil()
         case .bool(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
         case .number(let value): try container.encode(value)
         case .string(let value): try container.encode(value)
         case .array(let value): try container.encode(value)

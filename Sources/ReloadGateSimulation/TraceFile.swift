@@ -30,8 +30,9 @@ public struct TraceError: Error, Sendable, CustomStringConvertible {
 /// naming the line and field, never a trap).
 public enum TraceFile {
     /// The events of a trace file's bytes, in time order (a stable sort: events of one millisecond keep
-    /// the order of the file), with the names they use.
-    public static func read(_ data: Data, names: inout TraceNames) throws(TraceError) -> [TraceEvent] {
+    /// the order of the file), with the names they use. `progress` is told the bytes read so far after
+    /// each line (a command's progress line).
+    public static func read(_ data: Data, names: inout TraceNames, progress: ((Int) -> Void)? = nil) throws(TraceError) -> [TraceEvent] {
         var events: [TraceEvent] = []
         // Lines found with memchr over the raw bytes (walking `Data` as a collection costs more than
         // parsing the JSON).
@@ -45,6 +46,7 @@ public enum TraceFile {
                 let end = found.map { base.distance(to: UnsafeRawPointer($0)) } ?? raw.count
                 let line = UnsafeRawBufferPointer(start: base + offset, count: end - offset)
                 offset = end + 1
+                progress?(min(offset, raw.count))
                 if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { continue }
                 do throws(APIError) {
                     events.append(try event(TraceFields.object(Data(line)), names: &names))

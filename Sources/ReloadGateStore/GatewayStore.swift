@@ -84,8 +84,16 @@ public protocol GatewayStoreReading: Sendable {
     func instanceDescriptions(_ instances: [Int64]) async throws -> [InstanceDescription]
     /// What `reloadgate export` writes as a trace: the registry's active devices (of `bundle`, or all),
     /// their timelines, and the requests received at or after `since` with their decisions on arrival,
-    /// read in one transaction.
-    func exportLedger(since: Timestamp, bundle: String?) async throws -> LedgerExport
+    /// read in one transaction. `progress` (a command's progress line) is told the rows read so far after
+    /// each row.
+    func exportLedger(since: Timestamp, bundle: String?, progress: (@Sendable (Int) -> Void)?) async throws -> LedgerExport
+}
+
+extension GatewayStoreReading {
+    /// ``exportLedger(since:bundle:progress:)`` without progress.
+    public func exportLedger(since: Timestamp, bundle: String?) async throws -> LedgerExport {
+        try await exportLedger(since: since, bundle: bundle, progress: nil)
+    }
 }
 
 /// The gateway's durable state, read and written: ``GatewayStoreReading`` plus the writes the door makes.

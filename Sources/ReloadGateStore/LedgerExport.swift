@@ -48,6 +48,9 @@ extension LedgerExport {
     /// left out, and only decisions on arrival are kept (a later `cancelled` is not the scheduler's
     /// answer to the request). Each store only reads its rows.
     struct Builder {
+        /// Told the rows read so far after each row (`reloadgate export`'s progress line).
+        private let progress: (@Sendable (Int) -> Void)?
+        private var rows = 0
         private var devices: [Device] = []
         private var deviceIndex: [Int64: Int] = [:]
         private var widgetIDs = Set<Int64>()
@@ -56,14 +59,25 @@ extension LedgerExport {
         private var requestIndex: [Int64: Int] = [:]
         private let onArrival = Set(DecisionKind.onArrival.map(\.rawValue))
 
+        init(progress: (@Sendable (Int) -> Void)? = nil) {
+            self.progress = progress
+        }
+
+        private mutating func read() {
+            rows += 1
+            progress?(rows)
+        }
+
         /// An active device (of the exported app).
         mutating func add(device id: Int64, bundle: String, token: String, pushType: String) {
+            read()
             deviceIndex[id] = devices.count
             devices.append(Device(id: id, bundle: bundle, token: token, pushType: PushType(rawValue: pushType) ?? .widgets, widgets: []))
         }
 
         /// A widget instance, kept when its device is exported.
         mutating func add(widget id: Int64, device: Int64, widgetID: String, kind: String) {
+            read()
             guard let index = deviceIndex[device] else { return }
             devices[index].widgets.append(Widget(id: id, widgetID: widgetID, kind: kind))
             widgetIDs.insert(id)
@@ -71,6 +85,7 @@ extension LedgerExport {
 
         /// A timeline, kept when its widget is exported.
         mutating func add(timeline widget: Int64, plannedReload: Int64?, reportedAt: Int64) {
+            read()
             guard widgetIDs.contains(widget) else { return }
             timelines.append(
                 Timeline(widget: widget, plannedReload: plannedReload.map(Timestamp.init(milliseconds:)), reportedAt: Timestamp(milliseconds: reportedAt))
@@ -79,6 +94,7 @@ extension LedgerExport {
 
         /// A request with the first decision its row holds (if any).
         mutating func add(request: Request, firstDecision: (instance: Int64?, kind: String?)) {
+            read()
             var request = request
             request.decisions = []
             if let kind = firstDecision.kind, onArrival.contains(kind) { request.decisions.append((firstDecision.instance, kind)) }
@@ -91,6 +107,7 @@ extension LedgerExport {
 
         /// A later decision of a request (`instance` nil: `no-match`), in the order they were made.
         mutating func add(decision kind: String, request: Int64, instance: Int64?) {
+            read()
             guard let index = requestIndex[request], onArrival.contains(kind) else { return }
             requests[index].decisions.append((instance, kind))
         }

@@ -68,13 +68,20 @@ struct Export: AsyncParsableCommand {
                 throw CommandFailure.exit("no app \(bundle) (`reloadgate apps list` shows the apps)", status: 1)
             }
         }
+        // On a terminal (standard error), what it is doing while it works; nothing on a pipe.
+        let progress = ProgressLine.onTerminal("export")
         let ledger: LedgerExport
+        progress?.begin("reading the ledger", unit: "rows")
+        var rowsRead: (@Sendable (Int) -> Void)?
+        if let progress { rowsRead = { rows in progress.advance(to: rows) } }
         do {
-            ledger = try await opened.exportLedger(since: start, bundle: bundle)
+            ledger = try await opened.exportLedger(since: start, bundle: bundle, progress: rowsRead)
         } catch {
+            progress?.end()
             throw CommandFailure.exit("cannot read the ledger: \(error)", status: 1)
         }
-        let (lines, leftOut) = Self.trace(ledger, start: start, keepTokens: keepTokens)
+        progress?.end()
+        let (lines, leftOut) = Self.trace(ledger, start: start, keepTokens: keepTokens, progress: progress)
         let text = lines.joined(separator: "\n") + (lines.isEmpty ? "" : "\n")
         if let output {
             do {
@@ -91,7 +98,7 @@ struct Export: AsyncParsableCommand {
     }
 
     /// The trace's lines, and how many requests were left out (every target's widget removed since).
-    static func trace(_ ledger: LedgerExport, start: Timestamp, keepTokens: Bool) -> (lines: [String], leftOut: Int) {
+    static func trace(_ ledger: LedgerExport, start: Timestamp, keepTokens: Bool, progress: ProgressLine? = nil) -> (lines: [String], leftOut: Int) {
         var names = TraceNames()
         var instances: [Int64: InstanceHandle] = [:]
         var events: [TraceEvent] = []
@@ -144,7 +151,15 @@ struct Export: AsyncParsableCommand {
                 )
             )
         }
-        return (events.map { TraceFile.line($0, names: names) }, leftOut)
+        progress?.begin("writing the trace", total: events.count, unit: "lines")
+        defer { progress?.end() }
+        var lines: [String] = []
+        lines.reserveCapacity(events.count)
+        for event in events {
+            lines.append(TraceFile.line(event, names: names))
+            progress?.advance(to: lines.count)
+        }
+        return (lines, leftOut)
     }
 
     /// A device's stable pseudonym: the first 16 hex digits of SHA-256 over the app and the token.

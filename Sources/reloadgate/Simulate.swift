@@ -154,6 +154,8 @@ struct Simulate: ParsableCommand {
         }
 
         let started = ContinuousClock.now
+        // On a terminal (standard error), what it is doing while it works; nothing on a pipe or with --json.
+        let progress = ProgressLine.onTerminal("simulate", quiet: json)
         let runs: [SimulationPage.Run]
         if let trace {
             let data: Data
@@ -164,13 +166,20 @@ struct Simulate: ParsableCommand {
             }
             var names = TraceNames()
             let events: [TraceEvent]
+            progress?.begin("reading \(trace)", totalBytes: data.count)
             do {
-                events = try TraceFile.read(data, names: &names)
+                events = try TraceFile.read(data, names: &names, progress: progress.map { line in { line.advance(to: $0) } })
             } catch {
+                progress?.end()
                 throw CommandFailure.exit("\(trace): \(error.description)", status: 2)
             }
+            progress?.end()
+            let requests = events.reduce(0) { count, event in
+                if case .request = event { count + 1 } else { count }
+            }
             runs = [first, second].compactMap { $0 }.enumerated().map { index, scheduling in
-                Self.replay(events, scheduling.resolved, name: comparing ? ["A", "B"][index] : "A", end: end)
+                let name = comparing ? ["A", "B"][index] : "A"
+                return Self.replay(events, requests: requests, scheduling.resolved, name: name, end: end, progress: progress, phase: comparing ? "replaying \(name)" : "replaying")
             }
         } else {
             var options = TraceGenerator.Options()
@@ -181,21 +190,36 @@ struct Simulate: ParsableCommand {
             options.newsPerDevice = news
             options.strategy = try strategy()
             options.seed = seed
+            progress?.begin("generating a sports evening for \(ProgressLine.grouped(devices)) devices", unit: "")
             let generator = TraceGenerator(options)
-            if let writeTrace { try Self.write(generator, to: writeTrace) }
+            progress?.end()
+            if let writeTrace { try Self.write(generator, to: writeTrace, progress: progress) }
             let dayEnd = end ?? options.day.adding(seconds: 86_400)
             if let comparePushEvery {
                 // The same day and policy pushed two ways (a second policy too, if given).
                 var other = options
                 other.strategy = try Self.strategy(comparePushEvery, option: "--compare-push-every")
+                progress?.begin("generating the day pushed the other way", unit: "")
                 let otherGenerator = TraceGenerator(other)
+                progress?.end()
+                let names = [Self.describe(options.strategy), Self.describe(other.strategy)]
                 runs = [
-                    Self.replay(generator.events, first.resolved, name: Self.describe(options.strategy), end: dayEnd),
-                    Self.replay(otherGenerator.events, (second ?? first).resolved, name: Self.describe(other.strategy), end: dayEnd),
+                    Self.replay(
+                        generator.events, requests: generator.requestCount, first.resolved, name: names[0], end: dayEnd,
+                        progress: progress, phase: "replaying (\(names[0]))"
+                    ),
+                    Self.replay(
+                        otherGenerator.events, requests: otherGenerator.requestCount, (second ?? first).resolved, name: names[1], end: dayEnd,
+                        progress: progress, phase: "replaying (\(names[1]))"
+                    ),
                 ]
             } else {
                 runs = [first, second].compactMap { $0 }.enumerated().map { index, scheduling in
-                    Self.replay(generator.events, scheduling.resolved, name: comparing ? ["A", "B"][index] : "A", end: dayEnd)
+                    let name = comparing ? ["A", "B"][index] : "A"
+                    return Self.replay(
+                        generator.events, requests: generator.requestCount, scheduling.resolved, name: name, end: dayEnd,
+                        progress: progress, phase: comparing ? "replaying \(name)" : "replaying"
+                    )
                 }
             }
         }
@@ -232,21 +256,51 @@ struct Simulate: ParsableCommand {
         }
     }
 
-    static func replay<Events: Sequence<TraceEvent>>(_ events: Events, _ configuration: SchedulerConfiguration, name: String, end: Timestamp?) -> SimulationPage.Run {
+    /// One run: the events through the scheduling rules, then the clock to `end`. `requests`: how many of
+    /// the events are requests (the progress line's total).
+    static func replay<Events: Sequence<TraceEvent>>(
+        _ events: Events,
+        requests: Int,
+        _ configuration: SchedulerConfiguration,
+        name: String,
+        end: Timestamp?,
+        progress: ProgressLine? = nil,
+        phase: String = "replaying"
+    ) -> SimulationPage.Run {
         var simulation = Simulation(configuration: configuration)
-        simulation.replay(events)
+        if let progress {
+            progress.begin(phase, total: requests, unit: "requests")
+            var replayed = 0
+            for event in events {
+                simulation.apply(event)
+                if case .request = event {
+                    replayed += 1
+                    progress.advance(to: replayed)
+                }
+            }
+            progress.end()
+        } else {
+            simulation.replay(events)
+        }
         simulation.finish(at: end)
         return SimulationPage.Run(name: name, report: simulation.report())
     }
 
-    static func write(_ generator: TraceGenerator, to path: String) throws {
+    static func write(_ generator: TraceGenerator, to path: String, progress: ProgressLine? = nil) throws {
         guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
             throw CommandFailure.exit("cannot write \(path)", status: 1)
         }
         defer { try? handle.close() }
         let names = generator.names()
         var buffer = ""
+        var written = 0
+        progress?.begin("writing \(path)", total: generator.requestCount, unit: "requests")
+        defer { progress?.end() }
         for event in generator.events {
+            if case .request = event {
+                written += 1
+                progress?.advance(to: written)
+            }
             buffer += TraceFile.line(event, names: names)
             buffer += "\n"
             if buffer.utf8.count > 1 << 20 {

@@ -94,7 +94,7 @@ struct FirstDecisionTests {
             #expect(record.decisions[4].reason == DecisionReason.lowPriority(until: later, delay: 300).description)
             #expect(try await store.ledgerCounts().decisions == 7)
             #expect(try await store.statistics().decisionsByKind == ["scheduled": 4, "deferred": 1, "cancelled": 2])
-            let exported = try store.exportLedger(since: Timestamp(milliseconds: 0), bundle: nil)
+            let exported = try await store.exportLedger(since: Timestamp(milliseconds: 0), bundle: nil)
             // On arrival only (not `cancelled`), in order, with their instances.
             #expect(exported.requests.first?.decisions.map(\.kind) == ["scheduled", "scheduled", "scheduled", "scheduled", "deferred"])
             #expect(exported.requests.first?.decisions.map(\.instance) == [w1, w2, w1, w2, w1].map { Int64($0.rawValue) })

@@ -6,12 +6,12 @@ extension PostgresStore {
     /// active devices (of `bundle`, or all), their timelines, and the requests received at or after `since`
     /// with their decisions on arrival, in request order. The whole cluster's ledger, whichever gateway
     /// took the requests; one read-only transaction at repeatable read, so that the picture is consistent
-    /// while gateways write.
-    public func exportLedger(since: Timestamp, bundle: String?) async throws -> LedgerExport {
+    /// while gateways write. `progress` is told the rows read so far after each row.
+    public func exportLedger(since: Timestamp, bundle: String?, progress: (@Sendable (Int) -> Void)? = nil) async throws -> LedgerExport {
         let logger = logger
         return try await transaction(deadline: Self.readDeadline) { connection in
             _ = try await connection.rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
-            var export = LedgerExport.Builder()
+            var export = LedgerExport.Builder(progress: progress)
             for row in try await connection.rows(
                 """
                 SELECT d.id, a.bundle, d.token, d.pushType FROM device d JOIN app a ON a.id = d.appId

@@ -5,10 +5,11 @@ public import ReloadGateCore
 extension SQLiteStore {
     /// The registry's active devices (of `bundle`, or all), their timelines, and the requests received
     /// at or after `since` with their decisions on arrival (later ones, `cancelled`, are left out), in
-    /// request order. One read transaction: a consistent picture while the gateway runs.
-    public func exportLedger(since: Timestamp, bundle: String?) throws -> LedgerExport {
+    /// request order. One read transaction: a consistent picture while the gateway runs. `progress` is
+    /// told the rows read so far after each row.
+    public func exportLedger(since: Timestamp, bundle: String?, progress: (@Sendable (Int) -> Void)? = nil) throws -> LedgerExport {
         try writer.read { db in
-            var export = LedgerExport.Builder()
+            var export = LedgerExport.Builder(progress: progress)
             let devices = try Row.fetchCursor(
                 db,
                 sql: """

@@ -171,7 +171,7 @@ final class APNsConnectionPool: Sendable {
         let negotiated = eventLoop.makePromise(of: String?.self)
         let connected = ClientBootstrap(group: eventLoop)
             .connectTimeout(.seconds(10))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try NIOSSLClientHandler(context: context, serverHostname: host.first?.isNumber == true ? nil : host)

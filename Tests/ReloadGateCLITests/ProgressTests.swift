@@ -38,7 +38,10 @@ struct ProgressTests {
         try #require(written.status == 0, "\(written.stderr)")
 
         let runs: [(name: String, arguments: [String], phases: [String])] = [
-            ("trace", ["simulate", "trace.jsonl"], ["simulate: reading trace.jsonl: ", "simulate: replaying: 0 of "]),
+            (
+                "trace", ["simulate", "trace.jsonl"],
+                ["simulate: reading trace.jsonl: ", "simulate: replaying: registrations and timelines: 0 events", "simulate: replaying: 0 of "]
+            ),
             ("generated", generate, ["simulate: generating a sports evening for 4,000 devices", "simulate: replaying: 0 of "]),
             ("compared", ["simulate", "trace.jsonl", "--compare-set", "scores.daily=10"], ["simulate: replaying A: 0 of ", "simulate: replaying B: 0 of "]),
         ]

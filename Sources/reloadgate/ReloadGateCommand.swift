@@ -13,7 +13,7 @@ struct ReloadGateCommand: AsyncParsableCommand {
             """,
         subcommands: [
             Serve.self, Pending.self, Explain.self, Budget.self, Cancel.self, Flush.self, Stats.self, Cluster.self, Devices.self, Apps.self, Keys.self,
-            Dashboard.self, Export.self, Simulate.self, OpenAPI.self, Certs.self, MockAPNs.self,
+            Dashboard.self, Export.self, Simulate.self, OpenAPI.self, Health.self, Certs.self, MockAPNs.self,
         ]
     )
 

@@ -9,11 +9,14 @@ import Synchronization
 /// command's own output.
 ///
 /// Cheap to call in a loop: ``advance(to:)`` looks at the clock once every 1,024 calls and redraws at
-/// most five times a second.
-final class ProgressLine: Sendable {
+/// most five times a second. Here (not in the executable) so that its text is tested with a clock the test
+/// moves (`ProgressLineTests`).
+public final class ProgressLine: Sendable {
     /// The command's name, first on every line (`simulate: replaying ...`).
     private let command: String
-    private let state = Mutex(State())
+    private let state: Mutex<State>
+    private let clock: @Sendable () -> ContinuousClock.Instant
+    private let output: @Sendable (String) -> Void
 
     private struct State {
         var phase = ""
@@ -22,62 +25,73 @@ final class ProgressLine: Sendable {
         var total: Int?
         var done = 0
         var calls = 0
-        var started = ContinuousClock.now
-        var drawn = ContinuousClock.now
+        var started: ContinuousClock.Instant
+        var drawn: ContinuousClock.Instant
         var visible = false
     }
 
     /// A progress line for `command`, or `nil` when there is nobody to see it: standard error is not a
     /// terminal, or `quiet` (the command prints JSON).
-    static func onTerminal(_ command: String, quiet: Bool = false) -> ProgressLine? {
+    public static func onTerminal(_ command: String, quiet: Bool = false) -> ProgressLine? {
         guard !quiet, isatty(STDERR_FILENO) == 1 else { return nil }
         return ProgressLine(command: command)
     }
 
-    init(command: String) {
+    /// A progress line written to `output` (standard error) with the time of `clock`.
+    public init(
+        command: String,
+        clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+        output: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) }
+    ) {
         self.command = command
+        self.clock = clock
+        self.output = output
+        let now = clock()
+        self.state = Mutex(State(started: now, drawn: now))
     }
 
     /// Starts a phase (`replaying A`, `reading the ledger`): `total` items of `unit` when known (`unit`
     /// empty: a phase that is not counted). Drawn at once, so even a short phase shows its line.
-    func begin(_ phase: String, total: Int? = nil, unit: String) {
-        start(State(phase: phase, unit: unit, total: total, visible: true))
+    public func begin(_ phase: String, total: Int? = nil, unit: String) {
+        let now = clock()
+        start(State(phase: phase, unit: unit, total: total, started: now, drawn: now, visible: true), now: now)
     }
 
     /// Starts a phase counted in bytes (`reading trace.jsonl: 12.5 of 80.0 MB`).
-    func begin(_ phase: String, totalBytes: Int) {
-        start(State(phase: phase, unit: "MB", bytes: true, total: totalBytes, visible: true))
+    public func begin(_ phase: String, totalBytes: Int) {
+        let now = clock()
+        start(State(phase: phase, unit: "MB", bytes: true, total: totalBytes, started: now, drawn: now, visible: true), now: now)
     }
 
-    private func start(_ phase: State) {
+    private func start(_ phase: State, now: ContinuousClock.Instant) {
         let line = state.withLock { state -> String in
             state = phase
-            return Self.line(command, state, now: .now)
+            return Self.line(command, state, now: now)
         }
-        Self.write("\r" + line + "\u{1B}[K")
+        output("\r" + line + "\u{1B}[K")
     }
 
     /// `done` items of the phase so far.
-    func advance(to done: Int) {
+    public func advance(to done: Int) {
         let line = state.withLock { state -> String? in
             state.done = done
             state.calls &+= 1
             guard state.calls & 1023 == 0 else { return nil }
-            let now = ContinuousClock.now
+            let now = clock()
             guard now - state.drawn >= .milliseconds(200) else { return nil }
             state.drawn = now
             return Self.line(command, state, now: now)
         }
-        if let line { Self.write("\r" + line + "\u{1B}[K") }
+        if let line { output("\r" + line + "\u{1B}[K") }
     }
 
     /// Ends the phase: its line is cleared.
-    func end() {
+    public func end() {
         let visible = state.withLock { state -> Bool in
             defer { state.visible = false }
             return state.visible
         }
-        if visible { Self.write("\r\u{1B}[K") }
+        if visible { output("\r\u{1B}[K") }
     }
 
     /// `simulate: replaying A: 1,234,567 of 5,000,000 requests (24%), 310,102 requests/s, 13 s left`.
@@ -104,7 +118,7 @@ final class ProgressLine: Sendable {
     }
 
     /// 1234567 as `1,234,567`.
-    static func grouped(_ value: Int) -> String {
+    public static func grouped(_ value: Int) -> String {
         let digits = String(value.magnitude)
         var out = ""
         for (index, digit) in digits.enumerated() {
@@ -128,9 +142,5 @@ final class ProgressLine: Sendable {
         case ..<3600: return "\(whole / 60) min \(whole % 60) s"
         default: return "\(whole / 3600) h \(whole / 60 % 60) min"
         }
-    }
-
-    private static func write(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
     }
 }

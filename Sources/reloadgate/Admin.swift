@@ -82,15 +82,9 @@ struct AdminOptions: ParsableArguments {
         guard let url = URL(httpURLWithSocketPath: socket, uri: path) else {
             throw CommandFailure.exit("\(socket) cannot be used as a socket path", status: 2)
         }
-        let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        let result: Result<Data, any Error>
-        do {
-            result = .success(try await call(client, socket: socket, url: url, method, body: body))
-        } catch {
-            result = .failure(error)
+        return try await CommandHTTPClient.with { client in
+            try await call(client, socket: socket, url: url, method, body: body)
         }
-        try? await client.shutdown()
-        return try result.get()
     }
 
     /// The same over the admin TLS listener, with the bearer token.
@@ -111,26 +105,12 @@ struct AdminOptions: ParsableArguments {
         else {
             throw CommandFailure.exit("cannot read the admin token from \(tokenPath) (give --token-file)", status: 2)
         }
-        var tls = TLSConfiguration.makeClientConfiguration()
         let ca = cacert ?? (FileManager.default.fileExists(atPath: "certs/ca.pem") ? "certs/ca.pem" : nil)
-        if let ca {
-            do {
-                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(ca))
-            } catch {
-                throw CommandFailure.exit("cannot read CA certificates from \(ca)", status: 2)
-            }
+        let target = base.hasSuffix("/") ? String(base.dropLast()) : base
+        guard let full = URL(string: target + path) else { throw CommandFailure.exit("bad URL \(target + path)", status: 2) }
+        return try await CommandHTTPClient.with(tls: try CommandHTTPClient.tls(trusting: ca)) { client in
+            try await call(client, socket: base, url: full, method, body: body, token: token)
         }
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
-        let result: Result<Data, any Error>
-        do {
-            let target = base.hasSuffix("/") ? String(base.dropLast()) : base
-            guard let full = URL(string: target + path) else { throw CommandFailure.exit("bad URL \(target + path)", status: 2) }
-            result = .success(try await call(client, socket: base, url: full, method, body: body, token: token))
-        } catch {
-            result = .failure(error)
-        }
-        try? await client.shutdown()
-        return try result.get()
     }
 
     private func call(

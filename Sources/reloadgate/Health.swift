@@ -43,20 +43,14 @@ struct Health: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var tls = TLSConfiguration.makeClientConfiguration()
+        var tls: TLSConfiguration
         let base: String
         if let url {
             guard let parsed = URL(string: url), parsed.scheme == "https", parsed.host != nil else {
                 throw CommandFailure.exit("--url must be https://host:port, not \(url)", status: 2)
             }
             base = url.hasSuffix("/") ? String(url.dropLast()) : url
-            if let cacert {
-                do {
-                    tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(cacert))
-                } catch {
-                    throw CommandFailure.exit("cannot read CA certificates from \(cacert)", status: 2)
-                }
-            }
+            tls = try CommandHTTPClient.tls(trusting: cacert)
         } else {
             let configuration: GatewayConfiguration
             do {
@@ -68,27 +62,23 @@ struct Health: AsyncParsableCommand {
                 throw CommandFailure.exit("listen.port is 0 (any free port): give --url with the port the gateway printed", status: 2)
             }
             base = "https://\(Self.loopbackHost(configuration.listen.host)):\(configuration.listen.port)"
+            tls = TLSConfiguration.makeClientConfiguration()
             tls.certificateVerification = .none
         }
         let path = ready ? "/ready" : "/health"
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
-        let result: Result<(HTTPResponseStatus, String), any Error>
+        let status: HTTPResponseStatus
+        let body: String
         do {
-            let response = try await client.execute(HTTPClientRequest(url: base + path), timeout: .seconds(Int64(timeout)))
-            let body = try await response.body.collect(upTo: 1 << 16)
-            result = .success((response.status, String(decoding: body.readableBytesView, as: UTF8.self)))
+            (status, body) = try await CommandHTTPClient.with(tls: tls) { client in
+                let response = try await client.execute(HTTPClientRequest(url: base + path), timeout: .seconds(Int64(timeout)))
+                let body = try await response.body.collect(upTo: 1 << 16)
+                return (response.status, String(decoding: body.readableBytesView, as: UTF8.self))
+            }
         } catch {
-            result = .failure(error)
-        }
-        try? await client.shutdown()
-        switch result {
-        case .success((let status, let body)) where status == .ok:
-            printLine(body)
-        case .success((let status, let body)):
-            throw CommandFailure.exit("\(base)\(path) answered \(status.code): \(body)", status: 1)
-        case .failure(let error):
             throw CommandFailure.exit("no answer from \(base)\(path) within \(timeout) s: \(error)", status: 1)
         }
+        guard status == .ok else { throw CommandFailure.exit("\(base)\(path) answered \(status.code): \(body)", status: 1) }
+        printLine(body)
     }
 
     /// The address to ask a listener bound to `host` on: loopback for a wildcard, IPv6 in brackets.

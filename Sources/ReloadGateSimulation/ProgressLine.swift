@@ -108,7 +108,8 @@ public final class ProgressLine: Sendable {
         }
         guard state.done > 0 else { return text }
         let rate = Double(state.done) / elapsed
-        text += ", \(amount(Int(rate.rounded()))) \(state.unit)/s"
+        // Bounded before the conversion (a clock that barely moved must not trap it).
+        text += ", \(amount(Int(min(rate, 1e15).rounded()))) \(state.unit)/s"
         if let total = state.total, rate > 0 {
             text += ", \(duration(Double(max(0, total - state.done)) / rate)) left"
         } else {

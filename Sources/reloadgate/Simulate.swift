@@ -268,27 +268,23 @@ struct Simulate: ParsableCommand {
         phase: String = "replaying"
     ) -> SimulationPage.Run {
         var simulation = Simulation(configuration: configuration)
-        if let progress {
-            // The registrations and timelines before the first request have a phase of their own: counted
-            // in the requests' phase, they made its first rate and time left wrong by minutes.
-            progress.begin("\(phase): registrations and timelines", unit: "events")
-            var replayed = 0
-            var before = 0
-            for event in events {
-                simulation.apply(event)
-                if case .request = event {
-                    if replayed == 0 { progress.begin(phase, total: requests, unit: "requests") }
-                    replayed += 1
-                    progress.advance(to: replayed)
-                } else if replayed == 0 {
-                    before += 1
-                    progress.advance(to: before)
-                }
+        // The registrations and timelines before the first request have a phase of their own: counted in
+        // the requests' phase, they made its first rate and time left wrong by minutes.
+        progress?.begin("\(phase): registrations and timelines", unit: "events")
+        var replayed = 0
+        var before = 0
+        for event in events {
+            simulation.apply(event)
+            if case .request = event {
+                if replayed == 0 { progress?.begin(phase, total: requests, unit: "requests") }
+                replayed += 1
+                progress?.advance(to: replayed)
+            } else if replayed == 0 {
+                before += 1
+                progress?.advance(to: before)
             }
-            progress.end()
-        } else {
-            simulation.replay(events)
         }
+        progress?.end()
         simulation.finish(at: end)
         return SimulationPage.Run(name: name, report: simulation.report())
     }

@@ -2,6 +2,7 @@ import Foundation
 import ReloadGateCore
 import ReloadGateStore
 import ReloadGateTesting
+import Synchronization
 import Testing
 
 /// What `reloadgate export` reads (``GatewayStoreReading/exportLedger(since:bundle:)``), the same on both
@@ -63,7 +64,14 @@ struct ExportLedgerTests {
             #expect(one.requests.last?.decisions.map(\.kind) == ["no-match"])
             #expect(one.requests.last?.decisions.first?.instance == nil)
 
-            let all = try await store.exportLedger(since: since, bundle: nil)
+            // `reloadgate export`'s progress is told every row read, one after the other: at least the rows
+            // exported (devices, widgets, timelines, requests and their later decisions).
+            let counts = Mutex<[Int]>([])
+            let all = try await store.exportLedger(since: since, bundle: nil, progress: { rows in counts.withLock { $0.append(rows) } })
+            let told = counts.withLock { $0 }
+            #expect(told == Array(1...max(1, told.count)))
+            let exported = all.devices.count + all.devices.map(\.widgets.count).reduce(0, +) + all.timelines.count + all.requests.count
+            #expect(told.count >= exported && exported > 0, "\(told.count) rows told, \(exported) exported")
             #expect(all.devices.map(\.bundle) == ["com.example.scores", "com.example.other"])
             #expect(all.requests.map(\.id) == [2, 3, 4])
             #expect(all.requests.map(\.app) == [fixture.app.id, other.id, fixture.app.id])

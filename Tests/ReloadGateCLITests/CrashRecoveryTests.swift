@@ -114,7 +114,7 @@ struct CrashRecoveryTests {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
             let app = try store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
-            let registration = try store.putDevice(
+            let registration = try await store.putDevice(
                 app: app,
                 token: token,
                 widgets: [WidgetRegistration(id: "w1", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())],

@@ -101,7 +101,7 @@ struct DashboardBrowserTests {
                 WidgetRegistration(id: "w2", kind: "news", family: .systemMedium, configuration: WidgetConfiguration()),
             ]
             for token in [Self.deviceA, Self.deviceB] {
-                _ = try store.putDevice(app: credentials.app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: Date())
+                _ = try await store.putDevice(app: credentials.app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: Date())
             }
             _ = try store.putControl(
                 app: credentials.app, token: try DeviceToken(Self.control), control: ControlRegistration(kind: "garage"), previousToken: nil, now: Date()

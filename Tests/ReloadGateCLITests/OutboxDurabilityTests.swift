@@ -41,7 +41,7 @@ struct OutboxDurabilityTests {
             let writes = try (0..<devices).map { index in
                 RegistryWrite.putDevice(app: credentials.app, token: try DeviceToken(String(format: "%08x", index) + String(repeating: "d", count: 56)), widgets: widget, previousToken: nil)
             }
-            _ = try store.writeRegistry(writes, now: Date())
+            _ = try await store.writeRegistry(writes, now: Date())
         }
         let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_LOG_LEVEL": "warning"]
         let (first, port) = try await CrashRecoveryTests.serve(in: directory, environment: environment)

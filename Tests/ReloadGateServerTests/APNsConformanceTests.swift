@@ -75,7 +75,7 @@ struct APNsConformanceTests {
                 (sender, [String](), "both"), (otherTeam, [], "sandbox"), (restricted, ["com.example.other"], "both"),
                 (productionOnly, [], "production"),
             ] {
-                try store.addProviderKey(
+                try await store.addProviderKey(
                     StoredProviderKey(
                         keyID: factory.keyID,
                         teamID: factory.teamID,
@@ -90,9 +90,9 @@ struct APNsConformanceTests {
                 WidgetRegistration(id: "w-scores", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration(["team": .string("42")])),
                 WidgetRegistration(id: "w-news", kind: "news", family: .systemMedium, configuration: WidgetConfiguration()),
             ]
-            _ = try store.putDevice(app: app, token: try DeviceToken(retired), widgets: widgets, previousToken: nil, now: unregisteredAt)
-            _ = try store.putDevice(app: app, token: try DeviceToken(token), widgets: widgets, previousToken: try DeviceToken(retired), now: unregisteredAt)
-            _ = try store.putDevice(app: other, token: try DeviceToken(otherAppsToken), widgets: widgets, previousToken: nil, now: Date())
+            _ = try await store.putDevice(app: app, token: try DeviceToken(retired), widgets: widgets, previousToken: nil, now: unregisteredAt)
+            _ = try await store.putDevice(app: app, token: try DeviceToken(token), widgets: widgets, previousToken: try DeviceToken(retired), now: unregisteredAt)
+            _ = try await store.putDevice(app: other, token: try DeviceToken(otherAppsToken), widgets: widgets, previousToken: nil, now: Date())
         }
         try await TestGateway.withRunning(in: directory, pki: pki, configure: configure) { gateway in
             try await body(

@@ -78,10 +78,10 @@ struct APNsUpstreamTests {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
             let app = try await store.createApp(bundle: try BundleID(bundle), teamID: sender.teamID, now: Date()).app
-            try store.addProviderKey(
+            try await store.addProviderKey(
                 StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
             )
-            _ = try store.putDevice(
+            _ = try await store.putDevice(
                 app: app,
                 token: try DeviceToken(token),
                 widgets: widgets,

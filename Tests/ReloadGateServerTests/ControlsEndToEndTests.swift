@@ -83,7 +83,7 @@ struct ControlsEndToEndTests {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
             credentials = try await store.createApp(bundle: try BundleID(bundle), teamID: sender.teamID, now: Date())
-            try store.addProviderKey(
+            try await store.addProviderKey(
                 StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
             )
         }

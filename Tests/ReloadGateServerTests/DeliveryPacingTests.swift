@@ -28,7 +28,7 @@ struct DeliveryPacingTests {
             defer { try? store.close() }
             credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
             for index in 0..<Self.devices {
-                _ = try store.putDevice(
+                _ = try await store.putDevice(
                     app: credentials.app,
                     token: try DeviceToken(String(format: "%08x", index) + String(repeating: "e", count: 56)),
                     widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],

@@ -42,7 +42,7 @@ struct DeliveryWorkerTests {
         var tokens: [String] = []
         for index in 0..<40 {
             let token = String(format: "%08x", index) + String(repeating: "a", count: 56)
-            let registered = try store.putDevice(
+            let registered = try await store.putDevice(
                 app: app,
                 token: try DeviceToken(token),
                 widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
@@ -151,7 +151,7 @@ struct DeliveryWorkerTests {
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
         let app = try store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
-        let registered = try store.putDevice(
+        let registered = try await store.putDevice(
             app: app,
             token: try DeviceToken(String(repeating: "ab", count: 32)),
             widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],

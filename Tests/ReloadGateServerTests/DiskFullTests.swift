@@ -29,12 +29,12 @@ struct DiskFullTests {
         let sender = ProviderTokenFactory(keyID: "DISKFULL01", teamID: "DISKTEAM01")
         do {
             let store = try SQLiteStore(directory: data, environment: .sandbox, now: Date())
-            let credentials = try store.createApp(bundle: try BundleID(Self.bundle), teamID: sender.teamID, allowsExemptions: false, now: Date())
-            try store.addProviderKey(
+            let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: sender.teamID, allowsExemptions: false, now: Date())
+            try await store.addProviderKey(
                 StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
             )
             let widgets = [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())]
-            _ = try store.putDevice(app: credentials.app, token: try DeviceToken(Self.token), widgets: widgets, previousToken: nil, now: Date())
+            _ = try await store.putDevice(app: credentials.app, token: try DeviceToken(Self.token), widgets: widgets, previousToken: nil, now: Date())
             try store.close()
         }
 

@@ -71,7 +71,9 @@ extension SQLiteStore {
     /// more than a group commit of a few requests takes: a tiny write can fit into the WAL's pages that a
     /// failed commit left free while the next commit still fails. The value is shortened again at once.
     public func commitProbe(within timeout: Duration) async -> String? {
-        _ = try? checkpointWAL(truncating: true)
+        // A truncating checkpoint waits for the write lock (its busy timeout): on the store's write
+        // queue, not the caller's thread (SQLiteStore+OffThread.swift).
+        _ = try? await offThread { try self.checkpointWAL(truncating: true) }
         do {
             try await writer.write { db in
                 try db.execute(sql: "INSERT OR REPLACE INTO store_info (key, value) VALUES ('probe', printf('%.*c', 262144, 'x'))")

@@ -23,6 +23,9 @@ public final class SQLiteStore: Sendable {
     let checkpointer = Mutex<DatabaseQueue?>(nil)
     /// The instances whose pending-reload rows a commit may have to delete.
     let storedPending = StoredPendingRows()
+    /// Where the server's synchronous writes wait for the write lock, instead of a task's thread
+    /// (SQLiteStore+OffThread.swift).
+    let writeQueue = DispatchQueue(label: "reloadgate.sqlite.writes")
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
     /// - Parameters:

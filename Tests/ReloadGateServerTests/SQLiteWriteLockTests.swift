@@ -1,0 +1,98 @@
+import Foundation
+import GRDB
+import NIOHTTP1
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Synchronization
+import Testing
+
+/// Another process holds the SQLite file's write lock (an operator's `sqlite3` shell, a backup): the
+/// writes that need it wait, up to the store's deadline, and nothing else does. Registrations (the
+/// registry's group commit) and pushes to new devices (adopted by the scheduler's commit loop) waited on
+/// the Swift concurrency pool's threads, two on a 2-core machine: the gateway answered nothing else, not
+/// even `/health`, until the lock was gone or the deadline passed (found by ConnectionTimeoutTests).
+struct SQLiteWriteLockTests {
+    static let bundle = "com.example.scores"
+
+    @Test func writesWaitingForTheLockHoldNoOtherAnswer() async throws {
+        let directory = try TemporaryDirectory("write-lock")
+        defer { directory.remove() }
+        let credentials: AppCredentials
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+        }
+        try await TestGateway.withRunning(in: directory, configure: { configuration in
+            // Longer than the lock is held: the writes wait for it, whatever the machine's load.
+            configuration.store.deadline = 60_000
+        }) { gateway in
+            var lock = Configuration()
+            lock.busyMode = .timeout(10)
+            let database = try DatabaseQueue(path: gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: lock)
+            defer { try? database.close() }
+            let locked = AsyncStream<Void>.makeStream()
+            let release = Mutex(false)
+            let holder = Task.detached {
+                try await database.writeWithoutTransaction { db in
+                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    locked.continuation.yield()
+                    let until = ContinuousClock.now + .seconds(25)
+                    while !release.withLock({ $0 }), ContinuousClock.now < until { Thread.sleep(forTimeInterval: 0.05) }
+                    try db.execute(sql: "COMMIT")
+                }
+            }
+            for await _ in locked.stream { break }
+
+            try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                let tls = try gateway.pki.clientTLSConfiguration(clientCertificateFor: [try BundleID(Self.bundle)])
+                let body = Array(#"{"aps":{"content-changed":true}}"#.utf8)
+                // Writes that wait for the lock: registrations, and pushes to devices nobody has seen.
+                let registrations = (0..<3).map { index in
+                    Task {
+                        try await api.putDevice(
+                            bundle: Self.bundle, token: String(format: "%064x", 0xA0 + index), apiKey: credentials.apiKey,
+                            widgets: [["id": "w1", "kind": "scores", "family": "systemSmall", "configuration": [String: Any]()]]
+                        ).status
+                    }
+                }
+                let pushes = (0..<2).map { index in
+                    Task {
+                        let connection = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: tls)
+                        defer { Task { await connection.close() } }
+                        let fields = RawHTTP2Client.push(token: String(format: "%064x", 0xB0 + index), [("apns-push-type", "widgets")])
+                        return try await connection.send(fields, body: body).status
+                    }
+                }
+                try await Task.sleep(for: .seconds(1))
+
+                // Meanwhile the gateway answers what needs no write, while the lock is held. (Blocked, it
+                // answered only once the lock was gone: here at 25 s. A whole suite's load on two cores can
+                // delay an answer by seconds, hence the margin.)
+                let started = ContinuousClock.now
+                for _ in 0..<3 {
+                    let health = try await api.send(.GET, "/health")
+                    #expect(health.status == 200)
+                }
+                let took = ContinuousClock.now - started
+                #expect(took < .seconds(15), "three /health calls took \(took) while writes waited for the lock")
+
+                release.withLock { $0 = true }
+                try await holder.value
+                // Every write that waited is answered: committed once the lock is gone (or refused at the
+                // store's deadline, on a machine slow enough).
+                for registration in registrations {
+                    let status = try await registration.value
+                    #expect(status == 200 || status == 503, "a registration answered \(status)")
+                }
+                for push in pushes {
+                    let status = try await push.value
+                    #expect(status == 200 || status == 503, "a push answered \(status)")
+                }
+            }
+        }
+    }
+}

@@ -21,4 +21,28 @@ struct GroupCommitQueueTests {
         for await _ in queue.signals { signals += 1 }
         #expect(signals <= 1)
     }
+
+    /// While the loop's commit is in flight, items are queued without waking it; the commit's end wakes
+    /// it once for all of them.
+    @Test func heldWakeUpsQueueItemsSilentlyUntilResumed() async {
+        let held = GroupCommitQueue<Int>()
+        held.holdWakeUps()
+        #expect([1, 2, 3].map { held.append($0) == nil } == [true, true, true])
+        held.close()
+        var signals = 0
+        for await _ in held.signals { signals += 1 }
+        #expect(signals == 0)
+        #expect(held.takeAll() == [1, 2, 3])
+
+        let resumed = GroupCommitQueue<Int>()
+        resumed.holdWakeUps()
+        #expect(resumed.append(1) == nil)
+        resumed.resumeWakeUps()
+        #expect(resumed.append(2) == nil)
+        resumed.close()
+        signals = 0
+        for await _ in resumed.signals { signals += 1 }
+        #expect(signals == 1)
+        #expect(resumed.takeAll() == [1, 2])
+    }
 }

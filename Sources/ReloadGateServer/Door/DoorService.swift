@@ -84,8 +84,8 @@ struct DoorService: Service {
                 if let commit = turn.commit { commits.addTask { await engine.perform(commit) } }
                 turn.answer()
                 // Not ready while the state cannot be reloaded from the store (a database down).
-                if await !engine.isStopping {
-                    if await engine.isDegraded { readiness.markNotReady(.scheduler) } else { readiness.markReady(.scheduler) }
+                if !turn.isStopping {
+                    if turn.isDegraded { readiness.markNotReady(.scheduler) } else { readiness.markReady(.scheduler) }
                 }
             }
             while true {

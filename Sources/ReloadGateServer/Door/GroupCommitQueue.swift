@@ -5,7 +5,10 @@ import Synchronization
 /// transaction (one fsync) serves them all. The door's scheduler engine queues requests here and the
 /// delivery state log queues state changes; each loop decides what a commit of its items is.
 ///
-/// The loop waits on ``signals``: at most one wake-up is buffered, however many items arrived.
+/// The loop waits on ``signals``: at most one wake-up is buffered, however many items arrived. While
+/// the loop has a commit in flight it may hold the wake-ups of new items (``holdWakeUps()``): they
+/// could not commit before that commit ends anyway, and the end wakes the loop (``resumeWakeUps()``),
+/// which then takes everything that gathered in one turn instead of one turn per item.
 final class GroupCommitQueue<Item: Sendable>: Sendable {
     /// Why an item was not taken.
     enum Refusal: Error {
@@ -18,6 +21,8 @@ final class GroupCommitQueue<Item: Sendable>: Sendable {
     private struct State {
         var items: [Item] = []
         var isOpen = true
+        /// Whether a new item wakes the loop (not while a commit it waits for is in flight).
+        var appendWakes = true
     }
 
     private let state = Mutex(State())
@@ -34,14 +39,26 @@ final class GroupCommitQueue<Item: Sendable>: Sendable {
 
     /// Queues `item` and wakes the loop; `nil` when taken, else why not.
     func append(_ item: Item) -> Refusal? {
-        let refusal = state.withLock { state -> Refusal? in
-            guard state.isOpen else { return .closed }
-            guard state.items.count < limit else { return .full }
+        let (refusal, wakes) = state.withLock { state -> (Refusal?, Bool) in
+            guard state.isOpen else { return (.closed, false) }
+            guard state.items.count < limit else { return (.full, false) }
             state.items.append(item)
-            return nil
+            return (nil, state.appendWakes)
         }
-        if refusal == nil { signal.yield() }
+        if wakes { signal.yield() }
         return refusal
+    }
+
+    /// New items stop waking the loop until ``resumeWakeUps()``: the loop has started a commit, and its
+    /// end will wake it.
+    func holdWakeUps() {
+        state.withLock { $0.appendWakes = false }
+    }
+
+    /// New items wake the loop again, and the loop is woken now (for what gathered meanwhile).
+    func resumeWakeUps() {
+        state.withLock { $0.appendWakes = true }
+        signal.yield()
     }
 
     /// Everything queued so far, in arrival order; the queue is empty afterwards.
@@ -60,7 +77,10 @@ final class GroupCommitQueue<Item: Sendable>: Sendable {
     /// Refuses new items and ends ``signals`` once the loop has seen the last wake-up; items queued
     /// before are still there for the loop's last ``takeAll()``.
     func close() {
-        state.withLock { $0.isOpen = false }
+        state.withLock { state in
+            state.isOpen = false
+            state.appendWakes = true
+        }
         signal.finish()
     }
 }

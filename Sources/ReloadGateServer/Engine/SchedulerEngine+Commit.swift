@@ -53,6 +53,9 @@ extension SchedulerEngine {
     struct Turn: Sendable {
         var commit: PendingCommit?
         var committed: [Waiter] = []
+        /// The engine's state after the turn (the loop's readiness), read in the same hop.
+        var isStopping = false
+        var isDegraded = false
 
         /// Tells the callers of the commit that ended that it succeeded.
         func answer() {
@@ -85,7 +88,8 @@ extension SchedulerEngine {
     /// the cluster simulation, which decides when a commit ends and how, calls it itself).
     nonisolated func commitEnded(_ number: Int, _ result: Result<Void, any Error>, took: Duration) {
         commitOutcome.withLock { $0 = CommitOutcome(number: number, result: result, took: took) }
-        inbox.wake()
+        // Requests queued while it ran did not wake the loop (``seal()``); this wakes it for all of them.
+        inbox.resumeWakeUps()
     }
 
     /// The commit loop's turn: answers the commit that ended (if one did), decides what is queued and what
@@ -96,6 +100,13 @@ extension SchedulerEngine {
     /// (the commits are pipelined). When a commit fails, the batch decided meanwhile (made on the failed
     /// one's state) is refused with it.
     func commitTurn() async -> Turn {
+        var turn = await takeTurn()
+        turn.isStopping = isStopping
+        turn.isDegraded = isDegraded
+        return turn
+    }
+
+    private func takeTurn() async -> Turn {
         if pipeline.hasEnded {
             refuseQueued(SchedulerUnavailable())
             return Turn()
@@ -138,6 +149,10 @@ extension SchedulerEngine {
     /// The open batch as the next commit, when nothing is in flight and it holds something or someone waits.
     func seal() -> PendingCommit? {
         guard let number = pipeline.turn(batchIsEmpty: batch.isEmpty).startCommit else { return nil }
+        // What arrives while this commits goes into the next batch, which cannot leave before this one
+        // ends: new requests do not wake the loop one by one; the commit's end wakes it for all of them
+        // (``commitEnded(_:_:took:)``).
+        inbox.holdWakeUps()
         if partitioning != nil { batch.fence = fence(of: batch) }
         sealed = Sealed(number: number, batch: batch, keys: batchKeys, deliveries: batchDeliveries)
         let commit = PendingCommit(number: number, batch: batch)

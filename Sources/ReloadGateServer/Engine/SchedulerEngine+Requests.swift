@@ -124,9 +124,9 @@ extension SchedulerEngine {
             )
         )
         recordAnswer(answer, of: submission)
+        // The commit loop seals the batch after its drain (``commitTurn()``): no wake-up is needed here.
         perform(pipeline.wait { result in
             reply(result.map { .decided(request: id, decisions: decisions, status: answer.status, body: answer.body) })
         })
-        inbox.wake()
     }
 }

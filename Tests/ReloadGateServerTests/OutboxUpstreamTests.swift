@@ -56,6 +56,32 @@ struct OutboxUpstreamTests {
         #expect(mode?.intValue == 0o600)
     }
 
+    /// A slow disk holds the outbox's own thread, not the concurrency pool's: with more outboxes waiting
+    /// in `write(2)` than the machine has cores, a task still runs at once (on the pool they stopped every
+    /// task of the process until the disk answered).
+    @Test func aSlowDiskHoldsNoThreadOfTheConcurrencyPool() async throws {
+        let directory = try TemporaryDirectory("outbox-slow")
+        defer { directory.remove() }
+        let slow: @Sendable (Int32, UnsafeRawPointer, Int) -> Int = { descriptor, bytes, count in
+            Thread.sleep(forTimeInterval: 5)
+            return Glibc.write(descriptor, bytes, count)
+        }
+        let outboxes = try (0...ProcessInfo.processInfo.activeProcessorCount).map { index in
+            let path = directory.path("outbox-\(index)")
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            return try OutboxUpstream(dataDirectory: path, logger: Logger(label: "test"), write: slow)
+        }
+        let sends = try outboxes.enumerated().map { index, outbox in
+            let push = try push(index)
+            return Task { try await outbox.send(push) }
+        }
+        let started = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(200))
+        let took = ContinuousClock.now - started
+        #expect(took < .seconds(3), "a task waited \(took) while the outboxes waited for the disk")
+        for send in sends { #expect(try await send.value == .sent) }
+    }
+
     /// After a crash: a torn last line (a write cut short, never synced) is cut off when the outbox opens,
     /// so the next line starts on its own; the lines written are found by apns-id (the deliveries left
     /// `sending` whose line is there are `sent`), a torn one is not.

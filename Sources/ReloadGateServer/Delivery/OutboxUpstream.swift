@@ -16,9 +16,15 @@ import ReloadGateStore
 /// After a crash, a delivery left `sending` whose line is in the outbox (written and synced, the crash
 /// came before its `sent` mark) is found by ``alreadySent(_:)`` and marked `sent` instead of being
 /// written again: every delivery has exactly one line.
+///
+/// The actor runs on a queue of its own (``DispatchQueueExecutor``): its writes and syncs wait for the disk
+/// there, not on the concurrency pool's threads.
 public actor OutboxUpstream: DeliveryUpstream {
     /// The file name inside the data directory.
     public static let fileName = "outbox.jsonl"
+
+    private let executor = DispatchQueueExecutor(label: "reloadgate.outbox")
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     private let path: String
     private let descriptor: Int32

@@ -95,4 +95,74 @@ struct SQLiteWriteLockTests {
             }
         }
     }
+
+    /// A lock held past the store's deadline: the commit that waited for it is refused (`503`, nothing
+    /// accepted), `/ready` says `503` as soon as it is (it used to say `200` until the rebuild's probe had
+    /// waited out the store's deadline too), and once the lock is gone the gateway is ready and commits
+    /// again by itself.
+    @Test func readyTurnsUnavailableWhenACommitMeetsTheLockAndRecovers() async throws {
+        let directory = try TemporaryDirectory("write-lock-ready")
+        defer { directory.remove() }
+        let credentials: AppCredentials
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+        }
+        try await TestGateway.withRunning(in: directory, configure: { configuration in
+            configuration.store.deadline = 4_000
+        }) { gateway in
+            try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                let token = String(repeating: "c1", count: 32)
+                let registered = try await api.putDevice(
+                    bundle: Self.bundle, token: token, apiKey: credentials.apiKey,
+                    widgets: [["id": "w1", "kind": "scores", "family": "systemSmall", "configuration": [String: Any]()]]
+                )
+                try #require(registered.status == 200, "\(registered.body)")
+                let tls = try gateway.pki.clientTLSConfiguration(clientCertificateFor: [try BundleID(Self.bundle)])
+                let connection = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: tls)
+                defer { Task { await connection.close() } }
+                let fields = RawHTTP2Client.push(token: token, [("apns-push-type", "widgets")])
+                let body = Array(#"{"aps":{"content-changed":true}}"#.utf8)
+
+                var lock = Configuration()
+                lock.busyMode = .timeout(10)
+                let database = try DatabaseQueue(path: gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: lock)
+                defer { try? database.close() }
+                let locked = AsyncStream<Void>.makeStream()
+                let release = Mutex(false)
+                let holder = Task.detached {
+                    try await database.writeWithoutTransaction { db in
+                        try db.execute(sql: "BEGIN IMMEDIATE")
+                        locked.continuation.yield()
+                        let until = ContinuousClock.now + .seconds(30)
+                        while !release.withLock({ $0 }), ContinuousClock.now < until { Thread.sleep(forTimeInterval: 0.05) }
+                        try db.execute(sql: "COMMIT")
+                    }
+                }
+                for await _ in locked.stream { break }
+
+                let refused = try await connection.send(fields, body: body)
+                #expect(refused.status == 503, "\(refused)")
+                let answered = ContinuousClock.now
+                var notReadyAfter: Duration?
+                while ContinuousClock.now - answered < .seconds(10) {
+                    if try await api.send(.GET, "/ready").status == 503 {
+                        notReadyAfter = ContinuousClock.now - answered
+                        break
+                    }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let after = try #require(notReadyAfter, "/ready said 200 for 10 s after a commit failed on the lock")
+                #expect(after < .seconds(2), "/ready said 503 only \(after) after the commit failed")
+
+                release.withLock { $0 = true }
+                try await holder.value
+                #expect(try await api.waitForReadiness(200, within: .seconds(10)), "not ready again after the lock went")
+                let accepted = try await connection.send(fields, body: body)
+                #expect(accepted.status == 200, "\(accepted)")
+            }
+        }
+    }
 }

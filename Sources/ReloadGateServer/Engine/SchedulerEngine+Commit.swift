@@ -231,7 +231,9 @@ extension SchedulerEngine {
                 metadata: ["partitions": "\(lost)", "generation": "\(fenceGeneration)"]
             )
         }
-        if actions.rebuild { await rebuild() }
+        // The rebuild is the next turn's (now, since the loop is woken): this turn ends degraded, so the
+        // loop marks the gateway not ready at once, not after a rebuild that waits for the store.
+        if actions.rebuild { inbox.wake() }
     }
 
     /// Reloads the scheduler from the store; while that fails the engine is degraded (every request is

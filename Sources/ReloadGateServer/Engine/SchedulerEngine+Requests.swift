@@ -47,11 +47,19 @@ extension SchedulerEngine {
     /// earlier batch committed, and no other request with the key is accepted meanwhile.
     func drainInbox() async {
         let queued = inbox.takeAll()
+        // An adoption refused because the store cannot write now (a lock held past the deadline, a full
+        // disk): the others of this drain would wait for the same, one deadline each, with the commit
+        // loop; they are refused with it at once.
+        var storeAway: StoreError?
         for item in queued {
             switch item {
             case .request(let submission, let render, let reply):
                 await accept(submission, render: render, reply: reply)
             case .adoption(let adoption):
+                if let storeAway {
+                    adoption.then(.failure(storeAway))
+                    continue
+                }
                 // Rare (once per new token): written here, on the commit loop, in its own transaction.
                 do {
                     let adopted = try await store.adoptDevice(
@@ -68,6 +76,7 @@ extension SchedulerEngine {
                     }
                     adoption.then(.success(adopted.device))
                 } catch {
+                    if let error = error as? StoreError, error.code == "store.unavailable" { storeAway = error }
                     adoption.then(.failure(error))
                 }
             }

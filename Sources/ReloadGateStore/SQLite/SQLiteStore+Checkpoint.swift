@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import GRDBSQLite
+import ReloadGateCore
 import Synchronization
 
 extension SQLiteStore {
@@ -19,19 +21,28 @@ extension SQLiteStore {
     /// - Returns: the WAL's frames and how many of them are in the database file now.
     /// - Parameter truncating: also truncate the WAL file to nothing once it is all copied (after a full
     ///   disk: the file keeps its size, and so the disk's space, until then).
+    ///   - waiting: how long a truncating checkpoint waits for another writer (`nil`: 10 s).
     @discardableResult
-    public func checkpointWAL(truncating: Bool = false) throws -> (walFrames: Int, checkpointed: Int) {
+    public func checkpointWAL(truncating: Bool = false, waiting: Duration? = nil) throws -> (walFrames: Int, checkpointed: Int) {
         try checkpointer.withLock { connection in
             if connection == nil {
                 var configuration = Configuration()
                 configuration.label = "reloadgate-checkpoint"
-                configuration.busyMode = .timeout(10)
+                configuration.busyMode = .timeout(Self.checkpointWait.seconds)
                 connection = try DatabaseQueue(path: path, configuration: configuration)
             }
-            let result = try connection!.writeWithoutTransaction { db in try db.checkpoint(truncating ? .truncate : .passive) }
+            let result = try connection!.writeWithoutTransaction { db in
+                guard let waiting else { return try db.checkpoint(truncating ? .truncate : .passive) }
+                sqlite3_busy_timeout(db.sqliteConnection, Int32(clamping: waiting.milliseconds))
+                defer { sqlite3_busy_timeout(db.sqliteConnection, Int32(clamping: Self.checkpointWait.milliseconds)) }
+                return try db.checkpoint(truncating ? .truncate : .passive)
+            }
             return (result.walFrameCount, result.checkpointedFrameCount)
         }
     }
+
+    /// How long the checkpoint connection waits for another writer by default.
+    static let checkpointWait: Duration = .seconds(10)
 }
 
 extension SQLiteStore {
@@ -71,15 +82,26 @@ extension SQLiteStore {
     /// more than a group commit of a few requests takes: a tiny write can fit into the WAL's pages that a
     /// failed commit left free while the next commit still fails. The value is shortened again at once.
     public func commitProbe(within timeout: Duration) async -> String? {
-        // A truncating checkpoint waits for the write lock (its busy timeout): on the store's write
-        // queue, not the caller's thread (SQLiteStore+OffThread.swift).
-        _ = try? await offThread { try self.checkpointWAL(truncating: true) }
+        // The checkpoint and the probe wait for another writer's lock `timeout` at most, not the store's
+        // deadline (nor the checkpoint's 10 s): a degraded engine probes once a second, and its commit loop
+        // (with the requests it refuses meanwhile) waits for the probe. The checkpoint runs on the store's
+        // write queue, not the caller's thread (SQLiteStore+OffThread.swift).
+        _ = try? await offThread { try self.checkpointWAL(truncating: true, waiting: timeout) }
+        let waitMilliseconds = Int32(clamping: timeout.milliseconds)
+        let deadlineMilliseconds = Int32(clamping: deadline.milliseconds)
         do {
-            try await writer.write { db in
-                try db.execute(sql: "INSERT OR REPLACE INTO store_info (key, value) VALUES ('probe', printf('%.*c', 262144, 'x'))")
-            }
-            try await writer.write { db in
-                try db.execute(sql: "UPDATE store_info SET value = ? WHERE key = 'probe'", arguments: [String(Date().storedMilliseconds)])
+            for statement in [
+                "INSERT OR REPLACE INTO store_info (key, value) VALUES ('probe', printf('%.*c', 262144, 'x'))",
+                "UPDATE store_info SET value = '\(Date().storedMilliseconds)' WHERE key = 'probe'",
+            ] {
+                try await writer.writeWithoutTransaction { db in
+                    sqlite3_busy_timeout(db.sqliteConnection, waitMilliseconds)
+                    defer { sqlite3_busy_timeout(db.sqliteConnection, deadlineMilliseconds) }
+                    try db.inTransaction(.immediate) {
+                        try db.execute(sql: statement)
+                        return .commit
+                    }
+                }
             }
             return nil
         } catch {

@@ -26,6 +26,8 @@ public final class SQLiteStore: Sendable {
     /// Where the server's synchronous writes wait for the write lock, instead of a task's thread
     /// (SQLiteStore+OffThread.swift).
     let writeQueue = DispatchQueue(label: "reloadgate.sqlite.writes")
+    /// How long a write waits for another writer's lock (`store.deadline`).
+    let deadline: Duration
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
     /// - Parameters:
@@ -98,6 +100,7 @@ public final class SQLiteStore: Sendable {
         self.environment = environment
         self.writer = pool
         self.sealer = sealer
+        self.deadline = deadline
     }
 
     /// The store's metadata.

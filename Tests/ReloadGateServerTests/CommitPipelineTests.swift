@@ -107,6 +107,21 @@ struct CommitPipelineTests {
         if state == "degraded" { #expect(pipeline.isAccepting == succeeded) } else { #expect(pipeline.isAccepting == accepting) }
     }
 
+    /// A write of the engine's own found the store away: with nothing in flight the open batch's waiters
+    /// are refused and the engine degrades; in every other state nothing changes (a commit in flight decides
+    /// by its own end).
+    @Test(arguments: states) func aStoreFailureOutsideACommitDegradesOnlyAnIdleAcceptingPipeline(state: String) {
+        var pipeline = Self.pipeline(in: state)
+        let actions = pipeline.storeFailed()
+        if state == "accepting, idle" {
+            #expect(actions.refused == [2] && actions.refusal == .commitFailed && actions.discardOpenBatch && actions.rebuild)
+            #expect(pipeline.isDegraded && pipeline.openWaiters.isEmpty)
+        } else {
+            #expect(actions.refused.isEmpty && !actions.rebuild)
+            #expect(pipeline.isDegraded == (state == "degraded"))
+        }
+    }
+
     @Test(arguments: states) func stopKeepsTheOpenBatchAndTheCommitInFlight(state: String) {
         var pipeline = Self.pipeline(in: state)
         let inFlight = pipeline.inFlight

@@ -165,4 +165,75 @@ struct SQLiteWriteLockTests {
             }
         }
     }
+
+    /// Pushes to devices nobody has seen, while a lock outlasts the deadline: each is adopted by the
+    /// commit loop in a write of its own, and each used to wait its own deadline there, one after the
+    /// other, with every other request behind them. The first refusal stands for the store: the others
+    /// are refused with it, the gateway says `503` on `/ready`, and it comes back by itself.
+    @Test func newDevicesDuringALockAreRefusedOnceNotOneDeadlineEach() async throws {
+        let directory = try TemporaryDirectory("write-lock-adopt")
+        defer { directory.remove() }
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            _ = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+        }
+        try await TestGateway.withRunning(in: directory, configure: { configuration in
+            configuration.store.deadline = 3_000
+        }) { gateway in
+            try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                let tls = try gateway.pki.clientTLSConfiguration(clientCertificateFor: [try BundleID(Self.bundle)])
+                let body = Array(#"{"aps":{"content-changed":true}}"#.utf8)
+                var lock = Configuration()
+                lock.busyMode = .timeout(10)
+                let database = try DatabaseQueue(path: gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: lock)
+                defer { try? database.close() }
+                let locked = AsyncStream<Void>.makeStream()
+                let release = Mutex(false)
+                let holder = Task.detached {
+                    try await database.writeWithoutTransaction { db in
+                        try db.execute(sql: "BEGIN IMMEDIATE")
+                        locked.continuation.yield()
+                        let until = ContinuousClock.now + .seconds(40)
+                        while !release.withLock({ $0 }), ContinuousClock.now < until { Thread.sleep(forTimeInterval: 0.05) }
+                        try db.execute(sql: "COMMIT")
+                    }
+                }
+                for await _ in locked.stream { break }
+
+                // Eight pushes to new devices at once, over connections made before: the adoptions queue on
+                // the commit loop.
+                var connections: [RawHTTP2Client] = []
+                for _ in 0..<8 { connections.append(try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: tls)) }
+                defer { for connection in connections { Task { await connection.close() } } }
+                let pushes = connections.enumerated().map { index, connection in
+                    Task { () -> (Int, Duration) in
+                        let fields = RawHTTP2Client.push(token: String(format: "%064x", 0xD0 + index), [("apns-push-type", "widgets")])
+                        let sent = ContinuousClock.now
+                        let status = try await connection.send(fields, body: body).status
+                        return (status, ContinuousClock.now - sent)
+                    }
+                }
+                var slowest = Duration.zero
+                for push in pushes {
+                    let (status, took) = try await push.value
+                    #expect(status == 503, "a push to a new device answered \(status) while the store was locked")
+                    slowest = max(slowest, took)
+                }
+                // One deadline (3 s), and a whole suite's load on two cores (10 s seen); one deadline each
+                // was 24 s.
+                #expect(slowest < .seconds(16), "the last push to a new device was answered after \(slowest)")
+                #expect(try await api.send(.GET, "/ready").status == 503)
+
+                release.withLock { $0 = true }
+                try await holder.value
+                #expect(try await api.waitForReadiness(200, within: .seconds(10)), "not ready again after the lock went")
+                let connection = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: tls)
+                defer { Task { await connection.close() } }
+                let fields = RawHTTP2Client.push(token: String(format: "%064x", 0xD0), [("apns-push-type", "widgets")])
+                #expect(try await connection.send(fields, body: body).status == 200)
+            }
+        }
+    }
 }

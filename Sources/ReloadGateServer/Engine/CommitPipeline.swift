@@ -148,6 +148,18 @@ struct CommitPipeline<Waiter> {
         }
     }
 
+    /// A write of its own (a device adopted by its first push) found that the store cannot commit now (a
+    /// lock held past the deadline, a full disk). With no commit in flight the open batch would meet the
+    /// same: its waiters are refused, its contents dropped, and the engine degrades until its state is
+    /// rebuilt (a probe passes). With a commit in flight, that commit's end decides.
+    mutating func storeFailed() -> Actions {
+        guard case .accepting(nil) = state else { return .none }
+        let refused = openWaiters
+        openWaiters = []
+        state = .degraded
+        return Actions(refused: refused, refusal: .commitFailed, discardOpenBatch: true, rebuild: true)
+    }
+
     /// A rebuild of the state from the store ended: a degraded engine accepts again when it succeeded.
     mutating func rebuilt(succeeded: Bool) {
         if succeeded, case .degraded = state { state = .accepting(inFlight: nil) }

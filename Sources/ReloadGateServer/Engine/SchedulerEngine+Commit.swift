@@ -132,6 +132,12 @@ extension SchedulerEngine {
             await readForwardedWork()
         }
         await drainInbox()
+        if pipeline.isDegraded {
+            // An adoption found the store away (``storeFailed(_:)``): nothing is decided or sealed; the
+            // rebuild is the next turn's.
+            inbox.wake()
+            return Turn(committed: committed)
+        }
         collectTick()
         // The next batch leaves before the last one's callers are answered.
         return Turn(commit: seal(), committed: committed)

@@ -49,9 +49,17 @@ extension SchedulerEngine {
         let queued = inbox.takeAll()
         // An adoption refused because the store cannot write now (a lock held past the deadline, a full
         // disk): the others of this drain would wait for the same, one deadline each, with the commit
-        // loop; they are refused with it at once.
+        // loop; they are refused with it at once, and with no commit in flight the engine degrades
+        // (``CommitPipeline/storeFailed()``) and refuses the rest too.
         var storeAway: StoreError?
         for item in queued {
+            if pipeline.isDegraded, let storeAway {
+                switch item {
+                case .request(_, _, let reply): reply(.failure(storeAway))
+                case .adoption(let adoption): adoption.then(.failure(storeAway))
+                }
+                continue
+            }
             switch item {
             case .request(let submission, let render, let reply):
                 await accept(submission, render: render, reply: reply)
@@ -76,8 +84,11 @@ extension SchedulerEngine {
                     }
                     adoption.then(.success(adopted.device))
                 } catch {
-                    if let error = error as? StoreError, error.code == "store.unavailable" { storeAway = error }
                     adoption.then(.failure(error))
+                    if let error = error as? StoreError, error.code == "store.unavailable" {
+                        storeAway = error
+                        storeFailed(error)
+                    }
                 }
             }
         }
@@ -137,5 +148,19 @@ extension SchedulerEngine {
         perform(pipeline.wait { result in
             reply(result.map { .decided(request: id, decisions: decisions, status: answer.status, body: answer.body) })
         })
+    }
+
+    /// A write of the commit loop's own found the store away: degrade as a failed commit does, when no
+    /// commit is in flight (its end decides otherwise); the rebuild is a later turn's.
+    func storeFailed(_ error: StoreError) {
+        let actions = pipeline.storeFailed()
+        guard actions.rebuild else { return }
+        logger.error("the store cannot write; requests are refused until it can", metadata: ["error": "\(error)"])
+        perform(actions, error: error)
+        refuseKeys(batchKeys, error)
+        batchKeys = []
+        batch = LedgerBatch()
+        openBatchGeneration = nil
+        batchDeliveries = []
     }
 }

@@ -1,12 +1,10 @@
 import Foundation
-import GRDB
 import NIOHTTP2
 import NIOSSL
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
 import ReloadGateTesting
-import Synchronization
 import Testing
 
 /// Every state of a connection has a deadline (listen.headerTimeout, bodyTimeout, idleTimeout), on the
@@ -162,26 +160,11 @@ struct ConnectionTimeoutTests {
     func theIdleDeadlineHoldsAfterTheTimerFiredWhileEveryStreamWaitedForItsCommit(_ listener: Listener) async throws {
         try await Self.withGateway { gateway, credentials in
             let tls = try gateway.pki.clientTLSConfiguration(clientCertificateFor: [try BundleID(Self.bundle)])
-            var lock = Configuration()
-            lock.busyMode = .timeout(10)
-            let database = try DatabaseQueue(path: gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: lock)
-            defer { try? database.close() }
-            let locked = AsyncStream<Void>.makeStream()
-            let release = Mutex(false)
             // Holds the write lock until the first stream's 2 s body deadline has reset it (at most 15 s),
             // so that the second stream's commit waits past the connection's timer however slow the machine.
             // (It held it 3.5 s from before the connection was made: a CI run took longer than that to get
             // the lock, past the connection's 8 s idle deadline, and the test's own write was reset.)
-            let holder = Task.detached {
-                try await database.writeWithoutTransaction { db in
-                    try db.execute(sql: "BEGIN IMMEDIATE")
-                    locked.continuation.yield()
-                    let until = ContinuousClock.now + .seconds(15)
-                    while !release.withLock({ $0 }), ContinuousClock.now < until { Thread.sleep(forTimeInterval: 0.05) }
-                    try db.execute(sql: "COMMIT")
-                }
-            }
-            for await _ in locked.stream { break }
+            let lock = try await SQLiteWriteLockHolder.hold(gateway.configuration.dataDirectory + "/reloadgate.sqlite", atMost: .seconds(15))
             // The connection's own start is not what this test is about: under a whole suite's load on two
             // cores its TLS handshake once outlasted the 5 s header deadline (CI: `noSettings`); a second
             // attempt is made then.
@@ -213,8 +196,7 @@ struct ConnectionTimeoutTests {
                 RawHTTP2Peer.data(stream: 3, body),
             ])
             _ = await peer.wait(timeout: .seconds(15)) { _ in peer.resets[1] != nil }
-            release.withLock { $0 = true }
-            try await holder.value
+            try await lock.release()
             // Both come: stream 3's answer (once the lock is gone, or the store's deadline refusal) and stream
             // 1's reset at its body deadline, in either order (the refusal can come first on a loaded machine).
             let answered = await peer.wait(timeout: .seconds(20)) { _ in peer.statuses[3] != nil && peer.resets[1] != nil }

@@ -1,11 +1,9 @@
 import Foundation
-import GRDB
 import NIOHTTP1
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
 import ReloadGateTesting
-import Synchronization
 import Testing
 
 /// Another process holds the SQLite file's write lock (an operator's `sqlite3` shell, a backup): the
@@ -29,22 +27,7 @@ struct SQLiteWriteLockTests {
             // Longer than the lock is held: the writes wait for it, whatever the machine's load.
             configuration.store.deadline = 60_000
         }) { gateway in
-            var lock = Configuration()
-            lock.busyMode = .timeout(10)
-            let database = try DatabaseQueue(path: gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: lock)
-            defer { try? database.close() }
-            let locked = AsyncStream<Void>.makeStream()
-            let release = Mutex(false)
-            let holder = Task.detached {
-                try await database.writeWithoutTransaction { db in
-                    try db.execute(sql: "BEGIN IMMEDIATE")
-                    locked.continuation.yield()
-                    let until = ContinuousClock.now + .seconds(25)
-                    while !release.withLock({ $0 }), ContinuousClock.now < until { Thread.sleep(forTimeInterval: 0.05) }
-                    try db.execute(sql: "COMMIT")
-                }
-            }
-            for await _ in locked.stream { break }
+            let lock = try await SQLiteWriteLockHolder.hold(gateway.configuration.dataDirectory + "/reloadgate.sqlite", atMost: .seconds(25))
 
             try await gateway.withHTTPClient { client in
                 let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
@@ -80,8 +63,7 @@ struct SQLiteWriteLockTests {
                 let took = ContinuousClock.now - started
                 #expect(took < .seconds(15), "three /health calls took \(took) while writes waited for the lock")
 
-                release.withLock { $0 = true }
-                try await holder.value
+                try await lock.release()
                 // Every write that waited is answered: committed once the lock is gone (or refused at the
                 // store's deadline, on a machine slow enough).
                 for registration in registrations {
@@ -126,22 +108,7 @@ struct SQLiteWriteLockTests {
                 let fields = RawHTTP2Client.push(token: token, [("apns-push-type", "widgets")])
                 let body = Array(#"{"aps":{"content-changed":true}}"#.utf8)
 
-                var lock = Configuration()
-                lock.busyMode = .timeout(10)
-                let database = try DatabaseQueue(path: gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: lock)
-                defer { try? database.close() }
-                let locked = AsyncStream<Void>.makeStream()
-                let release = Mutex(false)
-                let holder = Task.detached {
-                    try await database.writeWithoutTransaction { db in
-                        try db.execute(sql: "BEGIN IMMEDIATE")
-                        locked.continuation.yield()
-                        let until = ContinuousClock.now + .seconds(30)
-                        while !release.withLock({ $0 }), ContinuousClock.now < until { Thread.sleep(forTimeInterval: 0.05) }
-                        try db.execute(sql: "COMMIT")
-                    }
-                }
-                for await _ in locked.stream { break }
+                let lock = try await SQLiteWriteLockHolder.hold(gateway.configuration.dataDirectory + "/reloadgate.sqlite", atMost: .seconds(30))
 
                 let refused = try await connection.send(fields, body: body)
                 #expect(refused.status == 503, "\(refused)")
@@ -157,8 +124,7 @@ struct SQLiteWriteLockTests {
                 let after = try #require(notReadyAfter, "/ready said 200 for 10 s after a commit failed on the lock")
                 #expect(after < .seconds(2), "/ready said 503 only \(after) after the commit failed")
 
-                release.withLock { $0 = true }
-                try await holder.value
+                try await lock.release()
                 #expect(try await api.waitForReadiness(200, within: .seconds(10)), "not ready again after the lock went")
                 let accepted = try await connection.send(fields, body: body)
                 #expect(accepted.status == 200, "\(accepted)")
@@ -185,22 +151,7 @@ struct SQLiteWriteLockTests {
                 let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
                 let tls = try gateway.pki.clientTLSConfiguration(clientCertificateFor: [try BundleID(Self.bundle)])
                 let body = Array(#"{"aps":{"content-changed":true}}"#.utf8)
-                var lock = Configuration()
-                lock.busyMode = .timeout(10)
-                let database = try DatabaseQueue(path: gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: lock)
-                defer { try? database.close() }
-                let locked = AsyncStream<Void>.makeStream()
-                let release = Mutex(false)
-                let holder = Task.detached {
-                    try await database.writeWithoutTransaction { db in
-                        try db.execute(sql: "BEGIN IMMEDIATE")
-                        locked.continuation.yield()
-                        let until = ContinuousClock.now + .seconds(40)
-                        while !release.withLock({ $0 }), ContinuousClock.now < until { Thread.sleep(forTimeInterval: 0.05) }
-                        try db.execute(sql: "COMMIT")
-                    }
-                }
-                for await _ in locked.stream { break }
+                let lock = try await SQLiteWriteLockHolder.hold(gateway.configuration.dataDirectory + "/reloadgate.sqlite", atMost: .seconds(40))
 
                 // Eight pushes to new devices at once, over connections made before: the adoptions queue on
                 // the commit loop.
@@ -226,8 +177,7 @@ struct SQLiteWriteLockTests {
                 #expect(slowest < .seconds(16), "the last push to a new device was answered after \(slowest)")
                 #expect(try await api.send(.GET, "/ready").status == 503)
 
-                release.withLock { $0 = true }
-                try await holder.value
+                try await lock.release()
                 #expect(try await api.waitForReadiness(200, within: .seconds(10)), "not ready again after the lock went")
                 let connection = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: tls)
                 defer { Task { await connection.close() } }

@@ -203,11 +203,11 @@ struct ConnectionTimeoutTests {
             #expect(peer.statuses[3] != nil, "\(listener): the committed request was not answered")
             #expect(answered && peer.resets[1] == RawHTTP2Peer.ErrorCode.cancel.rawValue, "\(listener): \(peer.resets)")
             // Idle from the answer: 8 s, and the test's wait is longer. (The test sees the answer later than the
-            // gateway sent it, by over a second once on a loaded machine: the lower bound only tells the idle
-            // deadline from the 2 s body deadline.)
+            // gateway sent it: by over a second once, by 4.1 s in a whole suite's run on two cores. The lower
+            // bound only tells the idle deadline from a close at the answer or at the 2 s body deadline.)
             let idleFrom = ContinuousClock.now
             #expect(await peer.waitForClose(timeout: .seconds(20)), "\(listener): the connection stays open past its idle deadline")
-            #expect(ContinuousClock.now - idleFrom >= .milliseconds(4000), "\(listener): closed before the idle deadline")
+            #expect(ContinuousClock.now - idleFrom >= .milliseconds(3000), "\(listener): closed before the idle deadline")
         }
     }
 

@@ -157,7 +157,7 @@ private func assembleServices(
     }
     let door = GatewayDoor(
         store: store, scheduling: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics,
-        partitioning: partitioning
+        partitioning: partitioning, onDegraded: { readiness.markNotReady(.scheduler) }
     )
     let membership = partitioning.map {
         ClusterMembership(

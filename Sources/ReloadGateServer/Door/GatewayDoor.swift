@@ -43,7 +43,8 @@ final class GatewayDoor: Sendable {
         now: @escaping @Sendable () -> Date,
         logger: Logger,
         metrics: GatewayMetrics = GatewayMetrics(),
-        partitioning: GatewayCluster? = nil
+        partitioning: GatewayCluster? = nil,
+        onDegraded: @escaping @Sendable () -> Void = {}
     ) {
         self.partitioning = partitioning
         self.store = store
@@ -55,7 +56,8 @@ final class GatewayDoor: Sendable {
         self.pushDevices = PushDeviceCache()
         self.engine = SchedulerEngine(
             store: store, configuration: scheduling, now: now, logger: logger, metrics: metrics,
-            partitioning: partitioning.map { SchedulerEngine.Partitioning(gateway: $0.gateway, store: $0.store) }
+            partitioning: partitioning.map { SchedulerEngine.Partitioning(gateway: $0.gateway, store: $0.store) },
+            onDegraded: onDegraded
         )
         self.deliveryStates = DeliveryStateLog(store: store, now: now, logger: logger)
         let pushDevices = self.pushDevices

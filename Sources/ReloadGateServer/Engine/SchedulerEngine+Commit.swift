@@ -216,6 +216,7 @@ extension SchedulerEngine {
     /// so every waiting caller gets the error and the scheduler is rebuilt from what the store holds.
     func fail(_ failed: Sealed, _ actions: CommitPipeline<Waiter>.Actions, error: any Error) async {
         logger.error("commit failed; the requests of the batch are refused", metadata: ["error": "\(error)"])
+        if pipeline.isDegraded { onDegraded() }
         perform(actions, error: error)
         refuseKeys(failed.keys + batchKeys, error)
         batchKeys = []

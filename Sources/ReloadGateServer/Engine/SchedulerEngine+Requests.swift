@@ -84,11 +84,12 @@ extension SchedulerEngine {
                     }
                     adoption.then(.success(adopted.device))
                 } catch {
-                    adoption.then(.failure(error))
+                    // Degraded first (``storeFailed(_:)`` says so on `/ready`), then refused.
                     if let error = error as? StoreError, error.code == "store.unavailable" {
                         storeAway = error
                         storeFailed(error)
                     }
+                    adoption.then(.failure(error))
                 }
             }
         }
@@ -156,6 +157,7 @@ extension SchedulerEngine {
         let actions = pipeline.storeFailed()
         guard actions.rebuild else { return }
         logger.error("the store cannot write; requests are refused until it can", metadata: ["error": "\(error)"])
+        onDegraded()
         perform(actions, error: error)
         refuseKeys(batchKeys, error)
         batchKeys = []

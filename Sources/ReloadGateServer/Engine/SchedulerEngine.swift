@@ -115,6 +115,9 @@ actor SchedulerEngine {
 
     /// Counts released deliveries (the delivery queue's depth).
     nonisolated let metrics: GatewayMetrics
+    /// Called when the engine turns degraded, before it refuses anyone for the store: the gateway says
+    /// `503` on `/ready` before a sender has seen a refusal (the commit loop marks it ready again).
+    nonisolated let onDegraded: @Sendable () -> Void
 
     /// The gateway's place among several on one database.
     struct Partitioning: Sendable {
@@ -130,8 +133,10 @@ actor SchedulerEngine {
         metrics: GatewayMetrics = GatewayMetrics(),
         partitioning: Partitioning? = nil,
         monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
-        outlet: DeliveryOutlet? = nil
+        outlet: DeliveryOutlet? = nil,
+        onDegraded: @escaping @Sendable () -> Void = {}
     ) {
+        self.onDegraded = onDegraded
         self.monotonic = monotonic
         self.partitioning = partitioning
         self.metrics = metrics

@@ -8,6 +8,7 @@ extension MockAPNsServer {
     /// Starts the mock with the test server certificate, checking tokens of a new operator key whose
     /// `.p8` is written to `keyFile` (what a gateway's `upstream.keyFile` names).
     public static func start(pki: TestPKI, operatorKeyFile keyFile: String, keyID: String, teamID: String) async throws -> MockAPNsServer {
+        HeavyTest.expectTurn("the mock of Apple (MockAPNsServer.start)")
         let key = P256.Signing.PrivateKey()
         try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
         return try await start(tls: try pki.serverTLSConfiguration(), key: .init(publicKey: key.publicKey, keyID: keyID, teamID: teamID))

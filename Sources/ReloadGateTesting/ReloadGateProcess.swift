@@ -24,6 +24,7 @@ public final class ReloadGateProcess: Sendable {
     /// Starts `reloadgate ARGUMENTS` in `directory` with `environment` added to a clean environment
     /// (no `RELOADGATE_*` variable of the test process leaks into the child).
     public init(_ arguments: [String], in directory: URL, environment: [String: String] = [:]) throws {
+        HeavyTest.expectTurn("the reloadgate binary (ReloadGateProcess)")
         var childEnvironment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RELOADGATE_") }
         childEnvironment.merge(environment) { _, new in new }
         child = try ChildProcess(try Self.binaryURL, arguments, in: directory, environment: childEnvironment)

@@ -53,6 +53,7 @@ public struct TestGateway: Sendable {
         logLevel: Logger.Level? = nil,
         _ body: @Sendable (TestGateway) async throws -> Result
     ) async throws -> Result {
+        HeavyTest.expectTurn("a gateway (TestGateway.withRunning)")
         let owned = directory == nil
         let directory = try directory ?? TemporaryDirectory("gateway")
         defer { if owned { directory.remove() } }

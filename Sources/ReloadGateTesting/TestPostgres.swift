@@ -99,6 +99,7 @@ public final class PrivatePostgresCluster: Sendable {
 
     /// Starts a cluster in a new temporary directory.
     public init(repositoryRoot: URL) async throws {
+        HeavyTest.expectTurn("a PostgreSQL cluster (PrivatePostgresCluster)")
         script = repositoryRoot.appendingPathComponent("scripts/test-postgres")
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("reloadgate-pg-\(UUID().uuidString.prefix(8))").path
         url = try await Self.run(script, "start", directory).trimmingCharacters(in: .whitespacesAndNewlines)

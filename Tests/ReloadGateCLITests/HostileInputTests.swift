@@ -14,7 +14,7 @@ import Testing
 /// provider token's `iat`; the admin API's `limit` and `dueBefore`. Each answer is a 2xx or a 4xx, and
 /// the process is alive and serving at the end. A trap anywhere would end the process (for every tenant),
 /// which is what these tests watch for.
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(10)), .heavy)
 struct HostileInputTests {
     static let bundle = "com.example.scores"
     static let device = String(repeating: "9f", count: 32)

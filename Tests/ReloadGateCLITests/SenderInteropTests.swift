@@ -7,7 +7,7 @@ import Testing
 /// Real push senders that no one here wrote, against the real binary: aioapns (from PyPI), curl with
 /// Apple's own command-line recipe, and curl with a client certificate from `reloadgate certs client`.
 /// The provider key is registered with `reloadgate keys add` while the server runs.
-@Suite(.serialized, .timeLimit(.minutes(15)))
+@Suite(.serialized, .timeLimit(.minutes(15)), .heavy)
 struct SenderInteropTests {
     static let bundle = "com.example.scores"
     static let device = String(repeating: "9f", count: 32)

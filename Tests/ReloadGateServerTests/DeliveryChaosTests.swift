@@ -16,7 +16,7 @@ import Testing
 /// Found by this test: NIO's HTTP/2 handler closed the connection to the push service after 200 reset
 /// streams in 30 s (a defence against abusive peers), which turned every request in flight into an
 /// unknown outcome and sent answered ones again; the client now allows the push service's resets.
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct DeliveryChaosTests {
     static let bundle = "com.example.chaos"
     static let deviceCount = 10_000

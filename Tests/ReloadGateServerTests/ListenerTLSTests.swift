@@ -7,7 +7,7 @@ import ReloadGateTesting
 import Testing
 
 /// TLS material errors: each names the key and the file, and nothing starts.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(5)), .heavy)
 struct ListenerTLSTests {
     let logger = Logger(label: "test")
 

@@ -11,6 +11,7 @@ import Testing
 /// registry's group commit) and pushes to new devices (adopted by the scheduler's commit loop) waited on
 /// the Swift concurrency pool's threads, two on a 2-core machine: the gateway answered nothing else, not
 /// even `/health`, until the lock was gone or the deadline passed (found by ConnectionTimeoutTests).
+@Suite(.heavy)
 struct SQLiteWriteLockTests {
     static let bundle = "com.example.scores"
 

@@ -57,30 +57,58 @@ struct OutboxUpstreamTests {
     }
 
     /// A slow disk holds the outbox's own thread, not the concurrency pool's: with more outboxes waiting
-    /// in a 15 s `write(2)` than the machine has cores, a task still runs at once (on the pool they stopped
-    /// every task of the process until the disk answered).
+    /// in a `write(2)` than the machine has cores, a task still runs. The writes wait until the test lets
+    /// them go (or 60 s at most), and the test's own task must see every one of them waiting: on the pool
+    /// they held every thread it could run on until they ended, and it saw them only after.
     @Test func aSlowDiskHoldsNoThreadOfTheConcurrencyPool() async throws {
         let directory = try TemporaryDirectory("outbox-slow")
         defer { directory.remove() }
-        let slow: @Sendable (Int32, UnsafeRawPointer, Int) -> Int = { descriptor, bytes, count in
-            Thread.sleep(forTimeInterval: 15)
-            return Glibc.write(descriptor, bytes, count)
-        }
+        let disk = SlowDisk(limit: .seconds(60))
         let outboxes = try (0...ProcessInfo.processInfo.activeProcessorCount).map { index in
             let path = directory.path("outbox-\(index)")
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            return try OutboxUpstream(dataDirectory: path, logger: Logger(label: "test"), write: slow)
+            return try OutboxUpstream(dataDirectory: path, logger: Logger(label: "test"), write: disk.write)
         }
         let sends = try outboxes.enumerated().map { index, outbox in
             let push = try push(index)
             return Task { try await outbox.send(push) }
         }
-        let started = ContinuousClock.now
-        try await Task.sleep(for: .milliseconds(200))
-        let took = ContinuousClock.now - started
-        // On the pool it waited the whole write; the margin is for a whole suite's load on two cores.
-        #expect(took < .seconds(10), "a task waited \(took) while the outboxes waited for the disk")
+        // This task runs on the pool: it sees the writes waiting only if they hold none of its threads.
+        while disk.waiting < outboxes.count, !disk.isOpen {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(!disk.isOpen, "the test's task ran only after the slow writes ended (\(disk.waiting) of \(outboxes.count) were waiting)")
+        disk.open()
         for send in sends { #expect(try await send.value == .sent) }
+    }
+
+    /// A disk whose writes wait until ``open()`` is called, or `limit` at most.
+    final class SlowDisk: Sendable {
+        private let state = Mutex((waiting: 0, open: false))
+        private let limit: Duration
+
+        init(limit: Duration) { self.limit = limit }
+
+        /// How many writes are waiting now.
+        var waiting: Int { state.withLock { $0.waiting } }
+        /// The writes were let go (by ``open()`` or at the limit).
+        var isOpen: Bool { state.withLock { $0.open } }
+
+        func open() { state.withLock { $0.open = true } }
+
+        /// `write(2)`, after the wait.
+        var write: @Sendable (Int32, UnsafeRawPointer, Int) -> Int {
+            { [self] descriptor, bytes, count in
+                state.withLock { $0.waiting += 1 }
+                let until = ContinuousClock.now + limit
+                while !isOpen {
+                    if ContinuousClock.now >= until { open() }
+                    Thread.sleep(forTimeInterval: 0.01)
+                }
+                state.withLock { $0.waiting -= 1 }
+                return Glibc.write(descriptor, bytes, count)
+            }
+        }
     }
 
     /// After a crash: a torn last line (a write cut short, never synced) is cut off when the outbox opens,

@@ -8,7 +8,12 @@ import Synchronization
 final class SQLiteWriteLockHolder: Sendable {
     private let database: DatabaseQueue
     private let released: Flag
+    private let letGo: Flag
     private let holder: Task<Void, any Error>
+
+    /// The lock is still held: `true` until just before the holder commits (on ``release()`` or at the
+    /// limit), so whatever a test saw while this was `true` happened while the lock was held.
+    var isHeld: Bool { !letGo.value.withLock { $0 } }
 
     /// Returns once the lock is held.
     static func hold(_ path: String, atMost limit: Duration) async throws -> SQLiteWriteLockHolder {
@@ -25,12 +30,15 @@ final class SQLiteWriteLockHolder: Sendable {
         self.database = database
         let released = Flag()
         self.released = released
+        let letGo = Flag()
+        self.letGo = letGo
         holder = Task.detached {
             try await database.writeWithoutTransaction { db in
                 try db.execute(sql: "BEGIN IMMEDIATE")
                 locked.yield()
                 let until = ContinuousClock.now + limit
                 while !released.value.withLock({ $0 }), ContinuousClock.now < until { Thread.sleep(forTimeInterval: 0.05) }
+                letGo.value.withLock { $0 = true }
                 try db.execute(sql: "COMMIT")
             }
         }

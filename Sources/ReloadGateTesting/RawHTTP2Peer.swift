@@ -64,7 +64,7 @@ public final class RawHTTP2Peer: Sendable {
         port: Int,
         tls: TLSConfiguration,
         settings: [(UInt16, UInt32)] = [],
-        timeout: Duration = .seconds(10)
+        timeout: Duration = .seconds(30)
     ) async throws -> RawHTTP2Peer {
         let connection = try await RawConnection.connect(port: port, tls: tls, alpn: ["h2"])
         let peer = RawHTTP2Peer(connection: connection)

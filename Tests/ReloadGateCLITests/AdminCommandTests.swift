@@ -29,7 +29,7 @@ struct AdminCommandTests {
     }
 
     static func waitForOutbox(_ directory: TemporaryDirectory, lines: Int) async throws -> [[String: Any]] {
-        for _ in 0..<400 where outbox(directory).count < lines { try await Task.sleep(for: .milliseconds(25)) }
+        _ = try await eventually { outbox(directory).count >= lines }
         return outbox(directory)
     }
 

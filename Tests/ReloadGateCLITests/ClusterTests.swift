@@ -270,12 +270,10 @@ struct ClusterTests {
         #expect(takenWithin < 5_000 + 3_000, "partitions owned again \(takenWithin) ms after the kill (lease 5 s)")
 
         // Everything due is delivered: no pending reload, no delivery left pending or sending.
-        var settled = false
-        for _ in 0..<600 where !settled {
+        let settled = try await eventually(every: .milliseconds(100)) {
             let counts = try await setup.store.ledgerCounts()
             let unfinished = try await setup.store.deliveries(in: [.pending, .sending])
-            settled = counts.pendingReloads == 0 && unfinished.isEmpty
-            if !settled { try await Task.sleep(for: .milliseconds(100)) }
+            return counts.pendingReloads == 0 && unfinished.isEmpty
         }
         #expect(settled, "reloads or deliveries were still pending 60 s after the last request")
 
@@ -355,9 +353,9 @@ struct ClusterTests {
         let takeover = try await Self.waitForBalance(setup.store, gateways: 1, within: .seconds(30))
         try #require(takeover != nil, "the paused gateway's partitions were not taken over")
         var delivered = 0
-        for _ in 0..<200 where delivered == 0 {
+        _ = try await eventually(every: .milliseconds(50)) {
             delivered = setup.mock.received.filter { $0.deviceToken == Self.token(index) }.count
-            if delivered == 0 { try await Task.sleep(for: .milliseconds(50)) }
+            return delivered != 0
         }
         #expect(delivered == 1)
         // Woken, the paused gateway's timer finds the reload due: its commit is fenced (another gateway

@@ -90,10 +90,10 @@ struct CrashRecoveryTests {
 
         // The restarted gateway finds the pending reloads and delivers them when they fall due.
         let (second, _) = try await Self.serve(in: directory, environment: environment)
-        var delivered = Self.deliveredRequests(directory)
-        for _ in 0..<1200 where !acknowledged.isSubset(of: delivered) {
-            try await Task.sleep(for: .milliseconds(50))
+        var delivered = Set<Int>()
+        _ = try await eventually(every: .milliseconds(50)) {
             delivered = Self.deliveredRequests(directory)
+            return acknowledged.isSubset(of: delivered)
         }
         #expect(acknowledged.isSubset(of: delivered), "missing: \(acknowledged.subtracting(delivered).sorted())")
         #expect(deliveredBeforeKill.count < acknowledged.count, "the kill came after every delivery; the test proved nothing")
@@ -138,9 +138,9 @@ struct CrashRecoveryTests {
         }
         let (process, _) = try await Self.serve(in: directory, environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"])
         var text = ""
-        for _ in 0..<200 where !text.contains("0a0b0c0d-0000-4000-8000-000000000001") {
-            try await Task.sleep(for: .milliseconds(50))
+        _ = try await eventually(every: .milliseconds(50)) {
             text = (try? String(contentsOfFile: directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
+            return text.contains("0a0b0c0d-0000-4000-8000-000000000001")
         }
         #expect(text.contains(#""apnsId":"0a0b0c0d-0000-4000-8000-000000000001""#))
         #expect(text.contains(token.hex))

@@ -146,10 +146,10 @@ struct DashboardBrowserTests {
                 #expect(answer.header("reloadgate-decision") == expected, "\(answer.body)")
             }
             // Settled: every delivery released has its outcome, device B is unregistered.
-            var stats = try await Self.cli(["stats"], socket: socket)
-            for _ in 0..<200 where stats["deliveryQueue"] as? Int != 0 || (stats["deliveries"] as? [String: Int])?["failed"] != 1 {
-                try await Task.sleep(for: .milliseconds(50))
+            var stats: [String: Any] = [:]
+            _ = try await eventually(every: .milliseconds(50)) {
                 stats = try await Self.cli(["stats"], socket: socket)
+                return stats["deliveryQueue"] as? Int == 0 && (stats["deliveries"] as? [String: Int])?["failed"] == 1
             }
             let pending = try await Self.cli(["pending"], socket: socket)
 
@@ -163,7 +163,7 @@ struct DashboardBrowserTests {
             let client = HTTPClient(eventLoopGroupProvider: .singleton)
             defer { Task { try? await client.shutdown() } }
             for request in [HTTPClientRequest(url: base + "/v1/stats"), HTTPClientRequest(url: base + "/dashboard?token=wrong")] {
-                #expect(try await client.execute(request, timeout: .seconds(10)).status == .unauthorized)
+                #expect(try await client.execute(request, timeout: .seconds(30)).status == .unauthorized)
             }
 
             let shots = Self.root.appendingPathComponent(".build/dashboard-screenshots").path

@@ -139,10 +139,10 @@ struct SenderInteropTests {
             }
             // Its delivery's outbox line says it is a control.
             var line: String?
-            for _ in 0..<400 where line == nil {
+            _ = try await eventually {
                 let outbox = (try? String(contentsOfFile: gateway.directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
                 line = outbox.split(separator: "\n").map(String.init).first { $0.contains(Self.control) }
-                if line == nil { try await Task.sleep(for: .milliseconds(25)) }
+                return line != nil
             }
             #expect(line?.contains(#""pushType":"controls""#) == true, "\(line ?? "no line")")
             #expect(line?.contains(#""topic":"\#(Self.bundle).push-type.controls""#) == true, "\(line ?? "no line")")

@@ -64,7 +64,7 @@ struct UnprivilegedUserTests {
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(directory.path("certs/ca.pem")))
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
         do {
-            let health = try await client.execute(HTTPClientRequest(url: "https://localhost:\(api)/health"), timeout: .seconds(10))
+            let health = try await client.execute(HTTPClientRequest(url: "https://localhost:\(api)/health"), timeout: .seconds(30))
             #expect(health.status == .ok)
 
             let token = String(repeating: "ab", count: 32)
@@ -74,7 +74,7 @@ struct UnprivilegedUserTests {
             push.headers.add(name: "apns-topic", value: "\(Self.bundle).push-type.widgets")
             push.headers.add(name: "apns-push-type", value: "widgets")
             push.body = .bytes(ByteBuffer(string: #"{"aps":{"content-changed":true}}"#))
-            let answer = try await client.execute(push, timeout: .seconds(10))
+            let answer = try await client.execute(push, timeout: .seconds(30))
             let body = try await answer.body.collect(upTo: 1 << 16)
             #expect(answer.status == .ok, "\(String(buffer: body)); \(child.standardError)")
         } catch {
@@ -85,9 +85,7 @@ struct UnprivilegedUserTests {
         try await client.shutdown()
 
         // The push's reload reaches Apple (the mock) over the gateway's own upstream connection.
-        for _ in 0..<200 where mock.received.isEmpty {
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        _ = try await eventually(every: .milliseconds(50)) { !mock.received.isEmpty }
         #expect(mock.received.count == 1, "nothing reached the mock; the gateway's log: \(child.standardError)")
         #expect(mock.received.first?.path == "/3/device/" + String(repeating: "ab", count: 32))
 

@@ -126,9 +126,9 @@ struct APNsConformanceTests {
             #expect(try store.ledgerCounts().requests == 1)
             #expect(try store.ledgerCounts().decisions == 2)
             var outbox = ""
-            for _ in 0..<200 where !outbox.contains(Self.token) {
-                try await Task.sleep(for: .milliseconds(25))
+            _ = try await eventually {
                 outbox = (try? String(contentsOfFile: fixture.gateway.configuration.dataDirectory + "/outbox.jsonl", encoding: .utf8)) ?? ""
+                return outbox.contains(Self.token)
             }
             #expect(outbox.contains(#""widgets":["w-scores","w-news"]"#))
         }

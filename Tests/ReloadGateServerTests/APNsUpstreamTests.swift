@@ -37,11 +37,9 @@ struct APNsUpstreamTests {
             )
         }
 
-        /// Waits (at most 15 s) until the mock has received `count` requests.
+        /// Waits until the mock has received `count` requests (``eventually(within:every:_:)``).
         func waitForMock(_ count: Int) async throws -> [MockAPNsServer.Received] {
-            for _ in 0..<600 where mock.received.count < count {
-                try await Task.sleep(for: .milliseconds(25))
-            }
+            _ = try await eventually { mock.received.count >= count }
             return mock.received
         }
 
@@ -51,11 +49,11 @@ struct APNsUpstreamTests {
             return try store.deliveries(in: states)
         }
 
-        /// Waits until no delivery is pending or sending.
+        /// Waits until no delivery is pending or sending, reading one store opened for the wait.
         func waitForDeliveriesToSettle() async throws {
-            for _ in 0..<600 where try !deliveries([.pending, .sending]).isEmpty {
-                try await Task.sleep(for: .milliseconds(25))
-            }
+            let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            _ = try await eventually { try store.deliveries(in: [.pending, .sending]).isEmpty }
         }
     }
 
@@ -195,9 +193,7 @@ struct APNsUpstreamTests {
             _ = try await fixture.waitForMock(2)
             try await fixture.waitForDeliveriesToSettle()
             #expect(try fixture.deliveries([.failed]).count == 1)
-            for _ in 0..<200 where try !store.pendingReloads(PendingFilter()).isEmpty {
-                try await Task.sleep(for: .milliseconds(25))
-            }
+            _ = try await eventually { try store.pendingReloads(PendingFilter()).isEmpty }
             #expect(try store.pendingReloads(PendingFilter()).isEmpty)
             let request = try #require(try store.requests(apnsID: apnsID.lowercased()).last)
             let decisions = try #require(try store.requestRecord(request)).decisions

@@ -48,11 +48,9 @@ struct ControlsEndToEndTests {
             try await push(token, pushType: "widgets", topic: "\(ControlsEndToEndTests.bundle).push-type.widgets")
         }
 
-        /// Waits (at most 15 s) until the mock has received `count` requests.
+        /// Waits until the mock has received `count` requests (``eventually(within:every:_:)``).
         func waitForMock(_ count: Int) async throws -> [MockAPNsServer.Received] {
-            for _ in 0..<600 where mock.received.count < count {
-                try await Task.sleep(for: .milliseconds(25))
-            }
+            _ = try await eventually { mock.received.count >= count }
             return mock.received
         }
 
@@ -212,9 +210,7 @@ struct ControlsEndToEndTests {
             // The mock accepted both (its checks passed): both deliveries are sent.
             let store = try fixture.store()
             defer { try? store.close() }
-            for _ in 0..<400 where try store.deliveries(in: [.sent]).count < 2 {
-                try await Task.sleep(for: .milliseconds(25))
-            }
+            _ = try await eventually { try store.deliveries(in: [.sent]).count >= 2 }
             #expect(try store.deliveries(in: [.sent]).count == 2)
         }
     }
@@ -227,9 +223,10 @@ struct ControlsEndToEndTests {
             #expect(try await fixture.push(Self.back).status == 200)
             _ = try await fixture.waitForMock(1)
             var next = try await fixture.push(Self.back)
-            for _ in 0..<400 where next.status == 200 {
-                try await Task.sleep(for: .milliseconds(25))
+            _ = try await eventually {
+                guard next.status == 200 else { return true }
                 next = try await fixture.push(Self.back)
+                return false
             }
             #expect(next.status == 410)
             #expect(next.reason == "Unregistered")

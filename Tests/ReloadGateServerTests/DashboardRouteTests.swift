@@ -26,10 +26,10 @@ struct DashboardRouteTests {
             }
             try await tier.admin { client in
                 // Compared once the deliveries released have reached the outbox (nothing moves meanwhile).
-                var stats = try await client.call("/v1/stats", .get).json
-                for _ in 0..<100 where stats["deliveryQueue"] as? Int != 0 {
-                    try await Task.sleep(for: .milliseconds(50))
+                var stats: [String: Any] = [:]
+                _ = try await eventually(every: .milliseconds(50)) {
                     stats = try await client.call("/v1/stats", .get).json
+                    return stats["deliveryQueue"] as? Int == 0
                 }
                 let pending = try await client.call("/v1/pending", .get).json
                 let all = try await client.call("/v1/dashboard", .get)

@@ -108,9 +108,9 @@ struct DeliveryChaosTests {
             let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
             defer { try? store.close() }
             var open = -1
-            for _ in 0..<2400 where open != 0 {
-                try await Task.sleep(for: .milliseconds(50))
+            _ = try await eventually(within: .seconds(120), every: .milliseconds(50)) {
                 open = try store.deliveries(in: [.pending, .sending]).count
+                return open == 0
             }
             #expect(open == 0, "deliveries still open after two minutes")
 

@@ -49,9 +49,7 @@ struct DeliveryPacingTests {
             try #require(decided.status == 202, "\(decided.body)")
             #expect((decided.json["decisions"] as? [String: Int])?["scheduled"] == Self.devices)
 
-            for _ in 0..<1200 where mock.received.count < Self.devices {
-                try await Task.sleep(for: .milliseconds(25))
-            }
+            _ = try await eventually { mock.received.count >= Self.devices }
             let received = mock.received
             try #require(received.count == Self.devices, "the mock received \(received.count) of \(Self.devices) requests")
             // 60 requests at 10 a second with a burst of a tenth of a second (2 requests): the last leaves

@@ -81,9 +81,7 @@ struct DeliveryWorkerTests {
         }
         feed.yield(deliveries)
 
-        for _ in 0..<400 where upstream.sent.withLock({ $0.count }) < 36 {
-            try await Task.sleep(for: .milliseconds(25))
-        }
+        _ = try await eventually { upstream.sent.withLock({ $0.count }) >= 36 }
         #expect(upstream.sent.withLock { Set($0) } == Set(tokens).subtracting(slow))
         #expect(upstream.refused.withLock { Set($0) } == slow)
 
@@ -174,16 +172,17 @@ struct DeliveryWorkerTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await door.deliveryStates.run() }
             group.addTask { [worker] in await worker.send(delivery, isStopping: { false }) }
-            /// Moves the clock in 100 ms steps (letting the worker run between them) until `count`
-            /// attempts were made, at most `limit` steps.
+            /// Moves the clock in 100 ms steps until `count` attempts were made, at most `limit` steps. A
+            /// step is taken only once the worker sleeps on the clock (or the attempts are made): however
+            /// slow the machine, the clock never runs ahead of the worker.
             func advance(until count: Int, limit: Int) async throws {
                 for _ in 0..<limit where attempts().count < count {
+                    _ = try await eventually(every: .milliseconds(5)) { clock.sleepers > 0 || attempts().count >= count }
+                    guard attempts().count < count else { return }
                     clock.advance(by: .milliseconds(100))
-                    try await Task.sleep(for: .milliseconds(10))
                 }
             }
-            try await advance(until: 1, limit: 0)
-            for _ in 0..<200 where attempts().isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            _ = try await eventually { !attempts().isEmpty }
             #expect(attempts() == [.zero])
             try await advance(until: 2, limit: 7)
             #expect(attempts().count == 1, "tried again before 0.8 s of the clock: \(attempts())")

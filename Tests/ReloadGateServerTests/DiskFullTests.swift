@@ -49,8 +49,8 @@ struct DiskFullTests {
                 // The first push goes to the outbox at once.
                 let first = try await push(priority: 10)
                 #expect(first.status == 200, "\(first.body)")
-                for _ in 0..<100 where ((try? String(contentsOfFile: data + "/outbox.jsonl", encoding: .utf8)) ?? "").isEmpty {
-                    try await Task.sleep(for: .milliseconds(50))
+                _ = try await eventually(every: .milliseconds(50)) {
+                    !((try? String(contentsOfFile: data + "/outbox.jsonl", encoding: .utf8)) ?? "").isEmpty
                 }
 
                 // The WAL gives its space back first (a truncating checkpoint, as the gateway's own probe makes
@@ -87,7 +87,7 @@ struct DiskFullTests {
                     #expect(answer.status == 503, "\(answer.body)")
                     #expect(answer.body.contains("ServiceUnavailable"), "\(answer.body)")
                 }
-                #expect(try await api.waitForReadiness(503, within: .seconds(10)), "/ready did not turn 503 while the disk was full")
+                #expect(try await api.waitForReadiness(503, within: .seconds(30)), "/ready did not turn 503 while the disk was full")
 
                 // Space comes back: the gateway accepts pushes again by itself.
                 try FileManager.default.removeItem(atPath: filler)

@@ -70,7 +70,7 @@ struct HTTP2HostileFrameTests {
             Issue.record("\(listener): after \(comment), a new connection's request could not be sent: \(error); GOAWAY \(String(describing: peer.goAway))")
             return
         }
-        let answered = await peer.wait(timeout: .seconds(10)) { _ in peer.statuses[1] != nil }
+        let answered = await peer.wait(timeout: .seconds(30)) { _ in peer.statuses[1] != nil }
         #expect(answered, "\(listener): after \(comment), a new connection is not answered")
         #expect(peer.statuses[1] == (listener == .api ? 200 : 403), "\(listener): after \(comment)")
     }
@@ -90,10 +90,10 @@ struct HTTP2HostileFrameTests {
                 }
                 try? await peer.send(frames)
             }
-            let ended = await peer.wait(timeout: .seconds(10)) { _ in peer.goAway != nil }
+            let ended = await peer.wait(timeout: .seconds(30)) { _ in peer.goAway != nil }
             #expect(ended, "\(listener): no GOAWAY after a thousand resets")
             #expect(peer.goAway?.code == RawHTTP2Peer.ErrorCode.enhanceYourCalm.rawValue, "\(listener): \(String(describing: peer.goAway))")
-            #expect(await peer.waitForClose(timeout: .seconds(10)), "\(listener): the connection stays open")
+            #expect(await peer.waitForClose(timeout: .seconds(30)), "\(listener): the connection stays open")
             try await Self.expectAnswered(listener, gateway, "a rapid reset")
         }
     }
@@ -111,10 +111,10 @@ struct HTTP2HostileFrameTests {
                 guard !peer.isClosed else { break }
                 try? await peer.send(Array(repeating: RawHTTP2Peer.Frame(.continuation, stream: 1, payload: chunk), count: 100))
             }
-            let ended = await peer.wait(timeout: .seconds(10)) { _ in peer.goAway != nil }
+            let ended = await peer.wait(timeout: .seconds(30)) { _ in peer.goAway != nil }
             #expect(ended, "\(listener): no GOAWAY for a CONTINUATION flood")
             #expect(peer.statuses[1] == nil, "\(listener): the flooded request was answered")
-            #expect(await peer.waitForClose(timeout: .seconds(10)), "\(listener): the connection stays open")
+            #expect(await peer.waitForClose(timeout: .seconds(30)), "\(listener): the connection stays open")
             try await Self.expectAnswered(listener, gateway, "a CONTINUATION flood")
         }
     }
@@ -133,7 +133,7 @@ struct HTTP2HostileFrameTests {
             let references = Array(repeating: UInt8(0x80 | 62), count: 4000)
             let block = RawHTTP2Peer.block(Self.request(listener)) + insert + references
             try await peer.send([RawHTTP2Peer.headers(stream: 1, block)])
-            let refused = await peer.wait(timeout: .seconds(10)) { _ in peer.goAway != nil || peer.resets[1] != nil || peer.statuses[1] != nil }
+            let refused = await peer.wait(timeout: .seconds(30)) { _ in peer.goAway != nil || peer.resets[1] != nil || peer.statuses[1] != nil }
             #expect(refused, "\(listener): no answer to an HPACK bomb")
             let status = peer.statuses[1]
             #expect(status == nil || status == 431, "\(listener): an HPACK bomb was served (\(String(describing: status)))")
@@ -163,10 +163,10 @@ struct HTTP2HostileFrameTests {
             let over = try await Self.connect(listener, gateway)
             defer { Task { await over.close() } }
             try? await over.send((0...limit).map { RawHTTP2Peer.headers(stream: $0 * 2 + 1, block, endStream: false) })
-            let ended = await over.wait(timeout: .seconds(10)) { _ in over.goAway != nil }
+            let ended = await over.wait(timeout: .seconds(30)) { _ in over.goAway != nil }
             #expect(ended, "\(listener): \(limit + 1) streams at once did not end the connection")
             #expect(over.goAway?.code == RawHTTP2Peer.ErrorCode.protocolError.rawValue, "\(listener): \(String(describing: over.goAway))")
-            #expect(await over.waitForClose(timeout: .seconds(10)), "\(listener): the connection stays open")
+            #expect(await over.waitForClose(timeout: .seconds(30)), "\(listener): the connection stays open")
             try await Self.expectAnswered(listener, gateway, "one stream past the limit")
         }
     }
@@ -182,7 +182,7 @@ struct HTTP2HostileFrameTests {
             let peer = try await Self.connect(listener, gateway, settings: [(0x4, 0)])
             defer { Task { await peer.close() } }
             try await peer.send([RawHTTP2Peer.headers(stream: 1, RawHTTP2Peer.block(Self.request(listener)))])
-            let headers = await peer.wait(timeout: .seconds(10)) { _ in peer.statuses[1] != nil }
+            let headers = await peer.wait(timeout: .seconds(30)) { _ in peer.statuses[1] != nil }
             #expect(headers, "\(listener): no response headers")
             #expect(peer.body(of: 1).isEmpty, "\(listener): DATA past a zero window")
             try await Self.expectAnswered(listener, gateway, "a zero window")
@@ -204,7 +204,7 @@ struct HTTP2HostileFrameTests {
                 RawHTTP2Peer.headers(stream: 1, Array(block.prefix(12_000)), endHeaders: false),
                 RawHTTP2Peer.Frame(.continuation, flags: RawHTTP2Peer.endHeaders, stream: 1, payload: Array(block.dropFirst(12_000))),
             ])
-            let refused = await peer.wait(timeout: .seconds(10)) { _ in peer.goAway != nil || peer.resets[1] != nil || peer.statuses[1] != nil }
+            let refused = await peer.wait(timeout: .seconds(30)) { _ in peer.goAway != nil || peer.resets[1] != nil || peer.statuses[1] != nil }
             #expect(refused, "\(listener): no answer to an oversize header block")
             let status = peer.statuses[1]
             #expect(status == nil || status == 431, "\(listener): a 24 KB header block was served (\(String(describing: status)))")
@@ -224,7 +224,7 @@ struct HTTP2HostileFrameTests {
             let chunk = Array(repeating: UInt8(ascii: " "), count: 16_000)
             let frames = (0..<(window / chunk.count + 2)).map { _ in RawHTTP2Peer.data(stream: 1, chunk, endStream: false) }
             try? await peer.send(frames)
-            let ended = await peer.wait(timeout: .seconds(10)) { _ in peer.goAway != nil || peer.resets[1] != nil }
+            let ended = await peer.wait(timeout: .seconds(30)) { _ in peer.goAway != nil || peer.resets[1] != nil }
             #expect(ended, "\(listener): \(frames.count * chunk.count) bytes past a window of \(window) accepted")
             // Either the window is enforced (FLOW_CONTROL_ERROR), or the stream's answer came first and the
             // stream was reset, reading no more (the API listener answers /health without reading a body, and

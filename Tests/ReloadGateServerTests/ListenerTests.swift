@@ -66,7 +66,7 @@ struct ListenerTests {
             tls.maximumTLSVersion = .tlsv11
             await #expect(throws: (any Error).self) {
                 try await gateway.withHTTPClient(tls: tls, connectTimeout: .seconds(2)) { client in
-                    _ = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/health"), timeout: .seconds(10))
+                    _ = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/health"), timeout: .seconds(30))
                 }
             }
         }
@@ -89,7 +89,7 @@ struct ListenerTests {
             untrusted.trustRoots = try gateway.pki.clientTLSConfiguration().trustRoots
             await #expect(throws: (any Error).self) {
                 try await gateway.withHTTPClient(tls: untrusted, connectTimeout: .seconds(2)) { client in
-                    _ = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/health"), timeout: .seconds(10))
+                    _ = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/health"), timeout: .seconds(30))
                 }
             }
         }

@@ -46,9 +46,9 @@ struct NonOwnerRequestTests {
             try await TestGateway.withRunning(configure: configure(data.path("b"))) { second in
                 // The first gateway held every partition; it hands half to the second within two beats.
                 var shares: [Int] = []
-                for _ in 0..<300 where !(shares.count == 2 && shares.allSatisfy { $0 > 0 } && shares.reduce(0, +) == 1024) {
+                _ = try await eventually(every: .milliseconds(100)) {
                     shares = try await store.clusterGateways(within: 10_000).map(\.partitions)
-                    try await Task.sleep(for: .milliseconds(100))
+                    return shares.count == 2 && shares.allSatisfy { $0 > 0 } && shares.reduce(0, +) == 1024
                 }
                 try #require(shares.count == 2 && shares.allSatisfy { $0 > 0 }, "the partitions were not shared: \(shares)")
                 try await body(Pair(first: first, second: second, store: store, credentials: credentials, sender: sender))
@@ -61,9 +61,10 @@ struct NonOwnerRequestTests {
     /// commit it was making (nothing written, "retry"; CI saw it once). At most about ten seconds.
     static func retryingRefusals<Answer>(_ status: (Answer) -> Int, _ send: () async throws -> Answer) async throws -> Answer {
         var answer = try await send()
-        for _ in 0..<50 where status(answer) == 503 {
-            try await Task.sleep(for: .milliseconds(200))
+        _ = try await eventually(every: .milliseconds(200)) {
+            guard status(answer) == 503 else { return true }
             answer = try await send()
+            return false
         }
         return answer
     }
@@ -208,9 +209,9 @@ struct NonOwnerRequestTests {
                 pushed.append((token, answer.apnsID))
             }
             var pending: [PendingReloadRow] = []
-            for _ in 0..<200 where pending.count < tokens.count {
+            _ = try await eventually(every: .milliseconds(100)) {
                 pending = try await store.pendingReloads(PendingFilter())
-                if pending.count < tokens.count { try await Task.sleep(for: .milliseconds(100)) }
+                return pending.count >= tokens.count
             }
             try #require(pending.count == tokens.count, "\(pending.count) of \(tokens.count) pending reloads")
             // Decided by the owner: deferred for the low priority's 5 minutes (never `no-match`).
@@ -230,18 +231,18 @@ struct NonOwnerRequestTests {
                 #expect(result.status == 0, "\(arguments): \(result.stderr)")
             }
             var left: [PendingReloadRow] = pending
-            for _ in 0..<200 where !left.isEmpty {
+            _ = try await eventually(every: .milliseconds(100)) {
                 left = try await store.pendingReloads(PendingFilter())
-                if !left.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+                return left.isEmpty
             }
             #expect(left.isEmpty, "still pending: \(left.map(\.deviceToken))")
             for push in pushed.prefix(tokens.count / 2) {
                 #expect(try await Self.decisions(push.apnsID, in: store).contains("cancelled"), "\(push.apnsID)")
             }
             var sent: [RecordedDelivery] = []
-            for _ in 0..<200 where sent.count < tokens.count / 2 {
+            _ = try await eventually(every: .milliseconds(100)) {
                 sent = try await store.deliveries(in: [.sent])
-                if sent.count < tokens.count / 2 { try await Task.sleep(for: .milliseconds(100)) }
+                return sent.count >= tokens.count / 2
             }
             #expect(sent.count == tokens.count / 2, "\(sent.count) deliveries sent for \(tokens.count / 2) flushed devices")
         }

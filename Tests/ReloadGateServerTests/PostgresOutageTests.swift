@@ -93,9 +93,9 @@ struct PostgresOutageTests {
                     let accepted = [try await store.requests(apnsID: waiting.apnsID), try await store.requests(apnsID: merged.apnsID)]
                     #expect(accepted.map(\.count) == [1, 1])
                     var pending: [[Int64]] = []
-                    for _ in 0..<100 where pending != [accepted.flatMap { $0 }] {
+                    _ = try await eventually(every: .milliseconds(100)) {
                         pending = try await store.pendingReloads(PendingFilter()).map(\.requests)
-                        if pending != [accepted.flatMap { $0 }] { try await Task.sleep(for: .milliseconds(100)) }
+                        return pending == [accepted.flatMap { $0 }]
                     }
                     #expect(pending == [accepted.flatMap { $0 }])
                     #expect(try await store.requests(apnsID: failed.apnsID).isEmpty)

@@ -116,6 +116,8 @@ final class ManualClock: Clock, Sendable {
     private let state = Mutex(State())
 
     var now: Instant { state.withLock(\.now) }
+    /// How many wait on the clock.
+    var sleepers: Int { state.withLock(\.sleepers.count) }
     var minimumResolution: Duration { .zero }
 
     func advance(by duration: Duration) {

@@ -274,9 +274,9 @@ struct RouterTierTests {
             // "no key" at once and starts a refresh (at most one a second); a moment later it is there.
             #expect(tier.door.keys.key(id: "OTHERPROC1") == nil)
             var found: ProviderKey?
-            for _ in 0..<300 where found == nil {
-                try await Task.sleep(for: .milliseconds(10))
+            _ = try await eventually(every: .milliseconds(10)) {
                 found = tier.door.keys.key(id: "OTHERPROC1")
+                return found != nil
             }
             #expect(found?.teamID == "TEAM000001")
         }

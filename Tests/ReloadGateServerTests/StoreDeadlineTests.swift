@@ -58,7 +58,7 @@ struct StoreDeadlineTests {
                 // Answered while the lock still holds: within the deadline (1 s), its margin, and the probe.
                 let slowest = refused.map(\.seconds).max() ?? 0
                 print("StoreDeadlineTests: refusals answered within \(slowest) s (deadline 1 s)")
-                #expect(try await api.waitForReadiness(503, within: .seconds(10)), "/ready did not turn 503 while every commit missed its deadline")
+                #expect(try await api.waitForReadiness(503, within: .seconds(30)), "/ready did not turn 503 while every commit missed its deadline")
 
                 try await locker.query("ROLLBACK", logger: lockerLogger)
                 try await locker.close()

@@ -106,9 +106,9 @@ struct WebhookEndToEndTests {
 
             // The delivery's way through the store ends in `sent`.
             var sent: [RecordedDelivery] = []
-            for _ in 0..<200 where sent.isEmpty {
+            _ = try await eventually {
                 sent = try fixture.store.deliveries(in: [.sent])
-                if sent.isEmpty { try await Task.sleep(for: .milliseconds(25)) }
+                return !sent.isEmpty
             }
             #expect(sent.map(\.requests) == [[RequestID(requestID)]])
         }
@@ -158,9 +158,7 @@ struct WebhookEndToEndTests {
             #expect(first.status == 202, "\(first.body)")
             _ = try await fixture.waitForOutbox(lines: 1)
             // Let the delivery reach `sent` so that nothing moves while the refusals are checked.
-            for _ in 0..<200 where try fixture.store.deliveries(in: [.pending, .sending]).count > 0 {
-                try await Task.sleep(for: .milliseconds(25))
-            }
+            _ = try await eventually { try fixture.store.deliveries(in: [.pending, .sending]).isEmpty }
             let before = try fixture.store.ledgerCounts()
             let outboxBefore = try fixture.outbox().count
 

@@ -10,7 +10,7 @@ import Testing
 /// The operator's commands against a running `reloadgate serve`, over its admin socket: pending,
 /// explain, budget, cancel, flush and stats, their JSON checked against what the test did and their
 /// tables for the key columns.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct AdminCommandTests {
     static let bundle = "com.example.admin"
     static let token = String(repeating: "ad", count: 32)

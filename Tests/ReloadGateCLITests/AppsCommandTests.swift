@@ -4,7 +4,7 @@ import ReloadGateStore
 import ReloadGateTesting
 import Testing
 
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct AppsCommandTests {
     @Test func appsAddPrintsTheCredentialsOnceAsJSONAndTheStoreKnowsTheApp() async throws {
         let directory = try TemporaryDirectory("apps-cli")

@@ -5,7 +5,7 @@ import SwiftASN1
 import Testing
 import X509
 
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct CertsCommandTests {
     @Test func devThenClientIssuesACertificateWithTopicsSignedByTheDevelopmentCA() async throws {
         let directory = try TemporaryDirectory("certs-cli")

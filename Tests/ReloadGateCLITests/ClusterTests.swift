@@ -16,7 +16,7 @@ import Testing
 /// partitions it lost.
 ///
 /// They run with the other PostgreSQL cases (`RG_TEST_POSTGRES_URL`), one after the other, within 5 minutes each.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled), .serialized, .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .serialized, .heavy)
 struct ClusterTests {
     static let bundle = "com.example.cluster"
     /// Short rules, so that the test sees several reloads per device: one per 2 s at most.

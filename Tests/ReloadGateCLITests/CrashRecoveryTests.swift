@@ -9,7 +9,7 @@ import Testing
 
 /// Crash safety (docs/DESIGN.md, Durability): the real binary accepts webhook calls, is killed with SIGKILL,
 /// and after a restart every acknowledged request's pending reload is found again and delivered.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct CrashRecoveryTests {
     static let bundle = "com.example.crash"
 
@@ -152,7 +152,7 @@ struct CrashRecoveryTests {
 /// A SIGKILL in the middle of deliveries to Apple (the mock, answering slowly) loses none of them: after
 /// the restart every delivery is sent, and only those whose request was in flight at the kill (marked
 /// `sending`, counted as an unknown outcome) can reach Apple twice.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct DeliveryCrashTests {
     static let bundle = "com.example.crashapns"
 

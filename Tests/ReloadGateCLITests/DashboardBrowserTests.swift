@@ -22,7 +22,7 @@ let browserTestsEnabled =
 /// Chromium (selenium from PyPI, in `.build/browser-venv`). The numbers on the page must be those of
 /// `reloadgate stats --json` and `pending --json`, the explain box must find a push by its apns-id, and
 /// a browser without the token is refused. Screenshots go to `.build/dashboard-screenshots/`.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: browserTestsEnabled), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: browserTestsEnabled), .heavy)
 struct DashboardBrowserTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let bundle = "com.example.scores"

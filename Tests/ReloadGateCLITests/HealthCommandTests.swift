@@ -4,7 +4,7 @@ import Testing
 
 /// `reloadgate health [--ready]`, the container image's health check: 0 and the answer's body while a
 /// gateway answers, 1 without one (within --timeout), 2 for bad options.
-@Suite(.timeLimit(.minutes(3)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct HealthCommandTests {
     @Test func asksTheConfigurationsListenerOrAURLAndFailsWithoutAGateway() async throws {
         let directory = try TemporaryDirectory("health")

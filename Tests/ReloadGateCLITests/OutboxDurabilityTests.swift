@@ -9,7 +9,7 @@ import Testing
 /// for a delivery marked `sending` or `sent`, every line is whole, and after a restart every delivery is
 /// `sent` with exactly one line (those `sending` at the kill whose line was written are found in the
 /// outbox and marked `sent`, the others written then).
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct OutboxDurabilityTests {
     static let bundle = "com.example.herd"
 

@@ -5,7 +5,7 @@ import Testing
 /// Progress of the long commands (`simulate`, `simulate --generate`, `export`): lines on standard error
 /// when it is a terminal (a pseudo-terminal made by util-linux's `script`), none when it is not (a file)
 /// or with `--json`, and the command's own output the same either way.
-@Suite(.timeLimit(.minutes(3)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct ProgressTests {
     /// Runs `reloadgate ARGUMENTS` with a pseudo-terminal as its standard error (and input), its standard
     /// output going to `stdout` in `directory`. Returns what reached the terminal and the exit status.

@@ -8,7 +8,7 @@ import Testing
 
 /// The real binary: `reloadgate serve` on the embedded default (port moved to 0), its start-up line,
 /// both protocols, SIGTERM and SIGINT, and configuration errors.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct ServeCommandTests {
     /// The embedded default, except the port: 0, so tests never collide with a running gateway.
     static let testEnvironment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"]

@@ -12,7 +12,7 @@ import Testing
 /// timeline, expired, a webhook call to every widget of three devices, a push that matched
 /// nothing). Changing one recorded decision in the trace makes the check fail: the comparison is real.
 /// On SQLite and on PostgreSQL.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct SimulationExportTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let bundle = "com.example.sim"

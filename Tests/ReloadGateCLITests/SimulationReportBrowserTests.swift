@@ -6,7 +6,7 @@ import Testing
 /// side by side, the HTML opened in headless Chromium (selenium, as the dashboard's test). The tables show
 /// the figures of `--json`, every chart is drawn with both runs, and the page loads nothing from
 /// elsewhere. The screenshot goes to `.build/simulation-screenshots/report.png`.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: browserTestsEnabled), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: browserTestsEnabled), .heavy)
 struct SimulationReportBrowserTests {
     static let root = DashboardBrowserTests.root
 

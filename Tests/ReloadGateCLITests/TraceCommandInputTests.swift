@@ -5,7 +5,7 @@ import Testing
 /// `reloadgate export` and `reloadgate simulate` given hostile options and trace lines: each is refused
 /// with one line naming what is wrong and a usage status (2), or 1 for an app the store does not have;
 /// never a trap (a crash ends with a signal's status, not these) and never a file written.
-@Suite(.timeLimit(.minutes(3)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct TraceCommandInputTests {
     static let registration =
         #"{"at":"2026-11-26T00:00:00.000Z","event":"registration","device":"d","widgets":[{"widget":"w0","kind":"scores"}]}"#

@@ -13,7 +13,7 @@ import Testing
 /// Apple. Here `reloadgate serve` runs as `nobody` (setpriv) when the tests run as root, and as the tests'
 /// own user otherwise; a push through the APNs listener with a provider token is answered 200 and reaches
 /// the mock of Apple through the upstream connection.
-@Suite(.timeLimit(.minutes(3)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct UnprivilegedUserTests {
     static let bundle = "com.example.unprivileged"
 

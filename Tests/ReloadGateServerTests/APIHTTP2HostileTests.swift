@@ -10,7 +10,7 @@ import Testing
 /// malformed header blocks reset with PROTOCOL_ERROR and the connection kept, bodies past the limit
 /// answered and reset, more streams than allowed refused, many streams at once answered, a flood of
 /// requests that the client gives up on leaving the gateway answering. Over real TLS and HTTP/2.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct APIHTTP2HostileTests {
     static let bundle = "com.example.scores"
 

@@ -10,7 +10,7 @@ import Testing
 
 /// The APNs listener against docs/APNS.md over real TLS and HTTP/2, with a bare HTTP/2 client that sends
 /// exactly the fields each case needs: one case per reason of the table and per authentication rule.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct APNsConformanceTests {
     static let bundle = "com.example.scores"
     static let topic = "com.example.scores.push-type.widgets"

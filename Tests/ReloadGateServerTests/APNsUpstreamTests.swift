@@ -11,7 +11,7 @@ import Testing
 /// Delivery to Apple, with the mock APNs server in Apple's place (HTTP/2, TLS, checking the gateway's
 /// provider token): pushes enter through the APNs listener, the scheduler releases them, the `apns`
 /// upstream sends them, and Apple's answers act on the registry.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct APNsUpstreamTests {
     static let bundle = "com.example.scores"
     static let topic = "com.example.scores.push-type.widgets"

@@ -10,7 +10,7 @@ import Testing
 /// Every state of a connection has a deadline (listen.headerTimeout, bodyTimeout, idleTimeout), on the
 /// API listener and the APNs listener, measured on real sockets with short timeouts: a slow or silent
 /// peer is closed, a stream whose body never comes is reset and the connection goes on.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct ConnectionTimeoutTests {
     enum Listener: String, CaseIterable, Sendable {
         case api, apns

@@ -10,7 +10,7 @@ import Testing
 /// pushes through the APNs listener (docs/APNS.md's controls rows), the webhook's `reloadControls(ofKind:)`, and
 /// deliveries to the mock APNs server, which checks a controls push's push type, topic, priority and
 /// expiration as Apple does.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct ControlsEndToEndTests {
     static let bundle = "com.example.garage"
     static let device = String(repeating: "a1", count: 32)

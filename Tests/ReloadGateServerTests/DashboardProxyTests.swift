@@ -11,7 +11,7 @@ import Testing
 /// `reloadgate dashboard`'s proxy keeps no ambient credential: a browser sends a host's cookies to every
 /// port of it, so another page on 127.0.0.1 would carry a cookie along. The token travels only as a bearer
 /// header, and a change whose browser headers say it comes from another origin is refused even with it.
-@Suite(.timeLimit(.minutes(3)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct DashboardProxyTests {
     /// Runs the proxy in front of a running gateway's admin socket for `body` (given the proxy's port).
     func withProxy(_ body: @Sendable @escaping (DashboardProxy, String, HTTPClient) async throws -> Void) async throws {

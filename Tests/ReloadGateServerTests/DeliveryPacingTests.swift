@@ -8,7 +8,7 @@ import Testing
 
 /// `upstream.requestsPerSecond` end to end: deliveries released together reach the push service no
 /// faster than the configured rate (checked as a lower bound on the time they take, never an upper one).
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct DeliveryPacingTests {
     static let bundle = "com.example.paced"
     static let devices = 60

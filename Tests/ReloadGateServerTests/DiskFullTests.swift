@@ -12,7 +12,7 @@ import Testing
 /// pushes are refused with `503` while nothing can be written, `/ready` says `503`, and once space is freed
 /// the gateway comes back by itself (the WAL is truncated; it would otherwise keep the space freed) and the
 /// outbox holds whole lines only.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: Tmpfs.canMount), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: Tmpfs.canMount), .heavy)
 struct DiskFullTests {
     static let bundle = "com.example.scores"
     static let token = String(repeating: "f6", count: 32)

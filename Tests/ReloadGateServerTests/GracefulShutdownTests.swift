@@ -7,7 +7,7 @@ import ReloadGateTesting
 import Testing
 
 /// SIGTERM's path in process: the service group's graceful shutdown.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct GracefulShutdownTests {
     @Test(arguments: [HTTPClient.Configuration.HTTPVersion.automatic, .http1Only])
     func aRequestInFlightWhenShutdownStartsCompletesAndNewOnesAreTurnedAway(

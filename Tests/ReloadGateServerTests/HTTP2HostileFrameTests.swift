@@ -10,7 +10,7 @@ import Testing
 /// bomb, more streams than announced, a zero window, an oversize header block, DATA past the window. Each
 /// case checks the connection's fate and that the gateway then answers a new connection. Slow and silent
 /// peers are ConnectionTimeoutTests' (both listeners too). Over real TLS.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct HTTP2HostileFrameTests {
     enum Listener: String, CaseIterable, Sendable {
         case api, apns

@@ -12,7 +12,7 @@ import Testing
 /// sends nothing for them), then the next heartbeat renews them with the same epoch. Nobody else sends
 /// what the worker held back, so it must come back to the worker, not wait for the next start. (A CI
 /// run lost a delivery this way until the next start.)
-@Suite(.timeLimit(.minutes(2)), .enabled(if: TestPostgres.isEnabled), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .heavy)
 struct LateHeartbeatTests {
     @Test func deliveriesHeldBackWhileALeaseLapsedLocallyAreSentWhenItIsRenewed() async throws {
         let directory = try TemporaryDirectory("late-heartbeat")

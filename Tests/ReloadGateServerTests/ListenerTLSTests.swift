@@ -7,7 +7,7 @@ import ReloadGateTesting
 import Testing
 
 /// TLS material errors: each names the key and the file, and nothing starts.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct ListenerTLSTests {
     let logger = Logger(label: "test")
 

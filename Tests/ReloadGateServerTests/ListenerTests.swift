@@ -9,7 +9,7 @@ import ReloadGateTesting
 import Testing
 
 /// The listener end to end: real TLS, HTTP/2 and HTTP/1.1 negotiated with ALPN, async-http-client.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct ListenerTests {
     @Test(arguments: [
         (HTTPClient.Configuration.HTTPVersion.automatic, HTTPVersion.http2),

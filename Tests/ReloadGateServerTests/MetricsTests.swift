@@ -6,7 +6,7 @@ import ReloadGateTesting
 import Testing
 
 /// `/metrics` after known traffic: the counters say what the test did.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct MetricsTests {
     @Test func metricsCountRequestsDecisionsAnswersAndDeliveries() async throws {
         // One budget token and no minimum interval: the second webhook call waits for budget.

@@ -11,7 +11,7 @@ import Testing
 /// that does not schedule its device comes out as if the owner had taken it. A push for a device nobody
 /// has seen yet is the hard case: the gateway that takes it adopts the device, and the owner must know it
 /// before it decides the forwarded push (it used to decide `no-match` and send nothing).
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .heavy)
 struct NonOwnerRequestTests {
     static let bundle = "com.example.scores"
 

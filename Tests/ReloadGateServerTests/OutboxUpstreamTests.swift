@@ -6,7 +6,7 @@ import ReloadGateTesting
 import Synchronization
 import Testing
 
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct OutboxUpstreamTests {
     func push(_ index: Int, expiration: Timestamp? = nil) throws -> OutgoingPush {
         OutgoingPush(

@@ -10,7 +10,7 @@ import Testing
 /// A gateway on PostgreSQL (`store.kind: postgres`) end to end: real TLS and HTTP/2, a database of its
 /// own on the test cluster, the scheduler and the outbox. The app is created through a second store handle
 /// on the same database, as `reloadgate apps add` does while the server runs.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .heavy)
 struct PostgresGatewayTests {
     static let bundle = "com.example.scores"
     static let token = String(repeating: "c3", count: 32)

@@ -14,7 +14,7 @@ import Testing
 ///
 /// Every push here has a 30 s limit of its own: a push never answered fails the test. It prints its steps,
 /// and the gateway logs at debug level (each service as it stops), so that a run that stops says where.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .heavy)
 struct PostgresOutageTests {
     static let bundle = "com.example.scores"
     static let token = String(repeating: "d4", count: 32)

@@ -10,7 +10,7 @@ import Testing
 
 /// The registry API end to end: real TLS, HTTP/2, the SQLite file, an app created by a second store
 /// handle on the same data directory (as `reloadgate apps add` does while the server runs).
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct RegistryAPITests {
     static let tokenA = String(repeating: "ab", count: 32)
     static let tokenB = String(repeating: "cd", count: 32)

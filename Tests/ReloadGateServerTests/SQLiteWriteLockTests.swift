@@ -11,7 +11,7 @@ import Testing
 /// registry's group commit) and pushes to new devices (adopted by the scheduler's commit loop) once waited
 /// on the Swift concurrency pool's threads, two on a 2-core machine: the gateway answered nothing else, not
 /// even `/health`, until the lock was gone or the deadline passed.
-@Suite(.heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct SQLiteWriteLockTests {
     static let bundle = "com.example.scores"
 

@@ -12,7 +12,7 @@ import Testing
 /// A table locked longer than any sender waits (a migration, `LOCK TABLE ... ACCESS EXCLUSIVE`): every
 /// push is answered within the store deadline and a little more, refused with `503`, and none of the
 /// refused is committed once the lock is gone; `/ready` says `503` meanwhile and `200` again by itself.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .heavy)
 struct StoreDeadlineTests {
     static let bundle = "com.example.scores"
     static let token = String(repeating: "e5", count: 32)

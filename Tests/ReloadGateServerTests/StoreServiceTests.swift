@@ -7,7 +7,7 @@ import Testing
 
 /// The running gateway copies the WAL into the database file in the background (the writer itself only
 /// past 64 MiB of WAL), so commits never wait for a checkpoint.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct StoreServiceTests {
     @Test func theGatewayCheckpointsTheWALInTheBackground() async throws {
         try await TestGateway.withRunning { gateway in

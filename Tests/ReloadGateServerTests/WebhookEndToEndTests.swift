@@ -10,7 +10,7 @@ import Testing
 /// The reload webhook end to end: real TLS and HTTP/2, the SQLite file, the scheduler service and the
 /// outbox. An app is created by a second store handle on the data directory, as `reloadgate apps add`
 /// does while the server runs.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct WebhookEndToEndTests {
     static let bundle = "com.example.scores"
     static let token = String(repeating: "a1", count: 32)

@@ -8,7 +8,7 @@ import Testing
 /// `scripts/simulate-cluster SEEDS [FIRST]` runs more. A failing seed is printed with the shortest list
 /// of its events that still fails, and replays alone with `RG_SIM_SEED=<seed>` (`RG_SIM_TRACE=1` prints
 /// what the shortest list does, step by step).
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct ClusterSimulationTests {
     static let environment = ProcessInfo.processInfo.environment
     /// Seeds per run (`RG_SIM_SEEDS`), from `RG_SIM_FIRST_SEED`; or the one seed `RG_SIM_SEED`.

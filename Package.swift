@@ -62,6 +62,8 @@ let package = Package(
                 // The shared store of several gateways (PostgresStore).
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                // The SQLite store's reads wait for the disk on threads of its own (NIOThreadPool).
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -337,8 +337,8 @@ struct AdminCommandTests {
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
         let offlineKey = try #require(offline["apiKey"] as? String)
-        #expect(try store.app(forAPIKey: offlineKey) != nil)
-        #expect(try store.app(forAPIKey: newKey) == nil)
+        #expect(try await store.app(forAPIKey: offlineKey) != nil)
+        #expect(try await store.app(forAPIKey: newKey) == nil)
     }
 
     @Test func theAdminAPIOnItsTLSListenerNeedsTheToken() async throws {

@@ -20,10 +20,10 @@ struct AppsCommandTests {
 
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        let app = try #require(try store.app(forAPIKey: apiKey))
+        let app = try await #require(try await store.app(forAPIKey: apiKey))
         #expect(app.bundle == (try BundleID("com.example.scores")))
         #expect(app.teamID == "ABCDE12345")
-        #expect(try store.webhookSecret(of: app) == secret)
+        #expect(try await store.webhookSecret(of: app) == secret)
 
         // Bundle ids are unique regardless of case.
         for spelling in ["com.example.scores", "COM.Example.Scores"] {

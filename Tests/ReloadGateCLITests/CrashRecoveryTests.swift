@@ -102,8 +102,8 @@ struct CrashRecoveryTests {
 
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        #expect(try store.ledgerCounts().pendingReloads == 0)
-        #expect(try store.deliveries(in: [.pending, .sending]).isEmpty)
+        #expect(try await store.ledgerCounts().pendingReloads == 0)
+        #expect(try await store.deliveries(in: [.pending, .sending]).isEmpty)
     }
 
     @Test func aDeliveryLeftSendingIsSentAgainWithItsApnsID() async throws {
@@ -203,7 +203,7 @@ struct DeliveryCrashTests {
         defer { try? store.close() }
         var sent: [RecordedDelivery] = []
         for _ in 0..<600 {
-            sent = try store.deliveries(in: [.sent])
+            sent = try await store.deliveries(in: [.sent])
             if sent.count >= deviceCount { break }
             try await Task.sleep(for: .milliseconds(50))
         }
@@ -211,7 +211,7 @@ struct DeliveryCrashTests {
         #expect(try await second.waitForExit() == 0)
 
         #expect(sent.count == deviceCount)
-        #expect(try store.deliveries(in: [.pending, .sending, .failed]).isEmpty)
+        #expect(try await store.deliveries(in: [.pending, .sending, .failed]).isEmpty)
         // None lost: Apple got every delivery's apns-id, for a device of this test.
         var timesReceived: [String: Int] = [:]
         for request in mock.received { timesReceived[request.headers["apns-id"] ?? "?", default: 0] += 1 }

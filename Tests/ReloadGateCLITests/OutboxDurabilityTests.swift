@@ -75,9 +75,9 @@ struct OutboxDurabilityTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            let sent = Set(try store.deliveries(in: [.sent]).map(\.apnsID))
-            sending = Set(try store.deliveries(in: [.sending]).map(\.apnsID))
-            let pending = Set(try store.deliveries(in: [.pending]).map(\.apnsID))
+            let sent = Set(try await store.deliveries(in: [.sent]).map(\.apnsID))
+            sending = Set(try await store.deliveries(in: [.sending]).map(\.apnsID))
+            let pending = Set(try await store.deliveries(in: [.pending]).map(\.apnsID))
             #expect(sent.count + sending.count + pending.count == devices)
             #expect(sent.subtracting(atKill.keys).isEmpty, "sent without its line: \(sent.subtracting(atKill.keys).count)")
             #expect(Set(atKill.keys).isSubset(of: sent.union(sending)), "a line for a delivery never marked sending")
@@ -116,7 +116,7 @@ struct OutboxDurabilityTests {
         #expect(twice.isEmpty, "written twice: \(twice.count), of which sending at the kill: \(twice.intersection(sending).count)")
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        #expect(try store.deliveries(in: [.pending, .sending]).isEmpty)
-        #expect(try store.deliveries(in: [.sent]).count == devices)
+        #expect(try await store.deliveries(in: [.pending, .sending]).isEmpty)
+        #expect(try await store.deliveries(in: [.sent]).count == devices)
     }
 }

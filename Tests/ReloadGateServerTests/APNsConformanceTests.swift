@@ -123,8 +123,8 @@ struct APNsConformanceTests {
             // Recorded with its decisions, and delivered to the outbox (one push for both widgets).
             let store = try fixture.store()
             defer { try? store.close() }
-            #expect(try store.ledgerCounts().requests == 1)
-            #expect(try store.ledgerCounts().decisions == 2)
+            #expect(try await store.ledgerCounts().requests == 1)
+            #expect(try await store.ledgerCounts().decisions == 2)
             var outbox = ""
             _ = try await eventually {
                 outbox = (try? String(contentsOfFile: fixture.gateway.configuration.dataDirectory + "/outbox.jsonl", encoding: .utf8)) ?? ""
@@ -243,7 +243,7 @@ struct APNsConformanceTests {
             }
             let store = try fixture.store()
             defer { try? store.close() }
-            let counts = try store.ledgerCounts()
+            let counts = try await store.ledgerCounts()
             #expect(counts.requests == 0 && counts.decisions == 0 && counts.pendingReloads == 0 && counts.deliveries == 0)
         }
     }
@@ -361,7 +361,7 @@ struct APNsConformanceTests {
             #expect(try await fixture.push(across).reason == "TopicDisallowed")
             let store = try fixture.store()
             defer { try? store.close() }
-            #expect(try store.ledgerCounts().requests == 1)
+            #expect(try await store.ledgerCounts().requests == 1)
         }
     }
 
@@ -379,7 +379,7 @@ struct APNsConformanceTests {
             #expect(last.status == 200, "\(last.body)")
             let store = try fixture.store()
             defer { try? store.close() }
-            #expect(try store.ledgerCounts().requests == 1)
+            #expect(try await store.ledgerCounts().requests == 1)
         }
     }
 
@@ -430,7 +430,7 @@ struct APNsConformanceTests {
             #expect(valid.status == 200, "\(valid.body)")
             let store = try fixture.store()
             defer { try? store.close() }
-            #expect(try store.ledgerCounts().requests == 1)
+            #expect(try await store.ledgerCounts().requests == 1)
         }
     }
 
@@ -487,7 +487,7 @@ struct APNsConformanceTests {
             #expect(Set(answers.compactMap { $0.header("apns-id") }).count == 200)
             let store = try fixture.store()
             defer { try? store.close() }
-            #expect(try store.ledgerCounts().requests == 200)
+            #expect(try await store.ledgerCounts().requests == 200)
         }
     }
 
@@ -519,8 +519,8 @@ struct APNsConformanceTests {
             #expect(answer.header("reloadgate-decision") == "scheduled")
             let store = try fixture.store()
             defer { try? store.close() }
-            let app = try #require(try store.app(bundle: try BundleID(Self.bundle)))
-            #expect(try store.deviceStatus(app: app, token: try DeviceToken(unknown))?.active == true)
+            let app = try await #require(try await store.app(bundle: try await BundleID(Self.bundle)))
+            #expect(try await store.deviceStatus(app: app, token: try await DeviceToken(unknown))?.active == true)
         }
         try await Self.withFixture(configure: { $0.ingress.unknownDevices = .reject }) { fixture in
             let answer = try await fixture.push(token: unknown, fixture.fields())

@@ -186,7 +186,7 @@ struct APNsUpstreamTests {
             let waiting = try await fixture.push(kind: "news")
             #expect(waiting.header("reloadgate-decision") == "deferred", "\(waiting.headers)")
             let apnsID = try #require(waiting.header("apns-id"))
-            #expect(try store.pendingReloads(PendingFilter()).map(\.widgetID) == ["w2"])
+            #expect(try await store.pendingReloads(PendingFilter()).map(\.widgetID) == ["w2"])
 
             // A push to w1 goes now; Apple answers 410 for the device.
             #expect(try await fixture.push(kind: "scores").header("reloadgate-decision") == "scheduled")
@@ -194,9 +194,9 @@ struct APNsUpstreamTests {
             try await fixture.waitForDeliveriesToSettle()
             #expect(try fixture.deliveries([.failed]).count == 1)
             _ = try await eventually { try store.pendingReloads(PendingFilter()).isEmpty }
-            #expect(try store.pendingReloads(PendingFilter()).isEmpty)
-            let request = try #require(try store.requests(apnsID: apnsID.lowercased()).last)
-            let decisions = try #require(try store.requestRecord(request)).decisions
+            #expect(try await store.pendingReloads(PendingFilter()).isEmpty)
+            let request = try await #require(try await store.requests(apnsID: apnsID.lowercased()).last)
+            let decisions = try await #require(try await store.requestRecord(request)).decisions
             #expect(decisions.map(\.decision) == ["deferred", "cancelled"], "\(decisions)")
             #expect(decisions.last?.reason.contains("410 Unregistered") == true, "\(decisions)")
             #expect(try await fixture.push(kind: "news").status == 410)

@@ -146,7 +146,7 @@ struct ControlsEndToEndTests {
             // and the controls' aside.
             let store = try fixture.store()
             defer { try? store.close() }
-            #expect(try store.ledgerCounts().requests == 0)
+            #expect(try await store.ledgerCounts().requests == 0)
         }
     }
 
@@ -159,7 +159,7 @@ struct ControlsEndToEndTests {
             #expect(answer.status == 200, "\(answer.body)")
             let store = try fixture.store()
             defer { try? store.close() }
-            let adopted = try store.instances(ofDevice: unknown, bundle: Self.bundle)
+            let adopted = try await store.instances(ofDevice: unknown, bundle: Self.bundle)
             try #require(adopted.count == 1)
             #expect(adopted[0].instance.kind == "*")
             #expect(adopted[0].instance.family == "control")
@@ -169,7 +169,7 @@ struct ControlsEndToEndTests {
             let registered = try await fixture.api.putControl(bundle: Self.bundle, token: unknown, apiKey: fixture.credentials.apiKey, kind: "garage")
             #expect(registered.status == 200, "\(registered.body)")
             #expect(registered.json["instance"] as? Int == Int(adopted[0].instance.instance))
-            let now = try store.instances(ofDevice: unknown, bundle: Self.bundle)
+            let now = try await store.instances(ofDevice: unknown, bundle: Self.bundle)
             #expect(now.map(\.instance.kind) == ["garage"])
             // And the registry refuses to make a device's token a control's, or the other way round.
             let asDevice = try await fixture.api.putDevice(bundle: Self.bundle, token: unknown, apiKey: fixture.credentials.apiKey, widgets: [])
@@ -211,7 +211,7 @@ struct ControlsEndToEndTests {
             let store = try fixture.store()
             defer { try? store.close() }
             _ = try await eventually { try store.deliveries(in: [.sent]).count >= 2 }
-            #expect(try store.deliveries(in: [.sent]).count == 2)
+            #expect(try await store.deliveries(in: [.sent]).count == 2)
         }
     }
 

@@ -114,8 +114,8 @@ struct DeliveryChaosTests {
             }
             #expect(open == 0, "deliveries still open after two minutes")
 
-            let sent = try store.deliveries(in: [.sent])
-            let failed = try store.deliveries(in: [.failed])
+            let sent = try await store.deliveries(in: [.sent])
+            let failed = try await store.deliveries(in: [.failed])
             // None lost: every due reload ended as a delivery that was sent or failed.
             #expect(sent.count + failed.count == Self.deviceCount)
             #expect(Set(sent.map(\.device)).count == sent.count)

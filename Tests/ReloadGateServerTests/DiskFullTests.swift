@@ -98,10 +98,10 @@ struct DiskFullTests {
                 let store = try SQLiteStore(directory: data, environment: .sandbox, now: Date())
                 defer { try? store.close() }
                 for answer in refused {
-                    #expect(try store.requests(apnsID: answer.apnsID).isEmpty, "\(answer.apnsID) was stored after its 503")
+                    #expect(try await store.requests(apnsID: answer.apnsID).isEmpty, "\(answer.apnsID) was stored after its 503")
                 }
                 for apnsID in accepted + [first.apnsID, after.apnsID] {
-                    #expect(try store.requests(apnsID: apnsID).count == 1, "\(apnsID) answered 200 is not stored")
+                    #expect(try await store.requests(apnsID: apnsID).count == 1, "\(apnsID) answered 200 is not stored")
                 }
             }
         }

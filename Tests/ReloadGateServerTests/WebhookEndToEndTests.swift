@@ -159,7 +159,7 @@ struct WebhookEndToEndTests {
             _ = try await fixture.waitForOutbox(lines: 1)
             // Let the delivery reach `sent` so that nothing moves while the refusals are checked.
             _ = try await eventually { try fixture.store.deliveries(in: [.pending, .sending]).isEmpty }
-            let before = try fixture.store.ledgerCounts()
+            let before = try await fixture.store.ledgerCounts()
             let outboxBefore = try fixture.outbox().count
 
             let badSignature = try await fixture.api.reload(
@@ -210,7 +210,7 @@ struct WebhookEndToEndTests {
             #expect(unknownApp.status == 404)
 
             try await Task.sleep(for: .milliseconds(300))
-            #expect(try fixture.store.ledgerCounts() == before)
+            #expect(try await fixture.store.ledgerCounts() == before)
             #expect(try fixture.outbox().count == outboxBefore)
         }
     }
@@ -229,7 +229,7 @@ struct WebhookEndToEndTests {
                 return try await group.reduce(into: Set<Int>()) { $0.insert($1) }
             }
             #expect(ids.count == count)
-            let counts = try fixture.store.ledgerCounts()
+            let counts = try await fixture.store.ledgerCounts()
             #expect(counts.requests == count)
             #expect(counts.idempotencyKeys == count)
             // One pending reload for the news widget serves all of them (priority 5 waits 5 minutes).
@@ -249,7 +249,7 @@ struct WebhookEndToEndTests {
             #expect(answers.allSatisfy { $0.status == 202 })
             #expect(Set(answers.map(\.body)).count == 1)
             #expect(answers.filter { $0.header("idempotent-replayed") == nil }.count == 1)
-            #expect(try fixture.store.ledgerCounts().requests == 1)
+            #expect(try await fixture.store.ledgerCounts().requests == 1)
         }
     }
 

@@ -1,17 +1,21 @@
 public import Foundation
 import GRDB
+import NIOPosix
 public import ReloadGateCore
+import Synchronization
 
-/// The store's writes as the server calls them (through ``GatewayStore`` and ``SchedulingStore``): off the
-/// caller's thread.
+/// The store's reads and writes as the server calls them (through ``GatewayStore`` and ``SchedulingStore``):
+/// off the caller's thread.
 ///
 /// A synchronous write waits for SQLite's write lock up to the store's deadline (`store.deadline`, 5 s) when
 /// another process holds it (an operator's `sqlite3` shell, a backup, a command of another gateway
-/// version). Called from a task it would hold one of the Swift concurrency pool's threads, as many as the
-/// machine has cores, for that long: two registrations and an adoption waiting for a locked file were enough
-/// to stop every task of a 2-core gateway, `/ready` and the answers of other connections included
-/// (ConnectionTimeoutTests found it). Here each write waits on the store's own queue, and the task that
-/// asked is suspended meanwhile. The synchronous forms stay for the operator's commands and the tests.
+/// version), and a read waits for the disk. Called from a task, either would hold one of the Swift
+/// concurrency pool's threads, as many as the machine has cores, for that long: two writes waiting for a
+/// locked file, or two reads waiting for a slow disk, stop every task of a 2-core gateway, `/health` and the
+/// answers of other connections included (docs/DECISIONS.md, "The store's reads and writes wait on threads
+/// of its own"). Here each write waits on the store's own queue, and each read that could hold a thread the
+/// rest of the gateway needs waits on a thread of the store's own (``ReadPlacement``); the task that asked
+/// is suspended meanwhile. The synchronous forms stay for the operator's commands and the tests.
 extension SQLiteStore {
     /// Runs `write` (a synchronous write of this store) on the store's write queue; the caller's task is
     /// suspended until it is done.
@@ -65,5 +69,211 @@ extension SQLiteStore {
 
     public func removeProviderKey(keyID: String) async throws -> Bool {
         try await offThread { try self.removeProviderKey(keyID: keyID) }
+    }
+}
+
+/// Where the store's reads wait for the disk (``SQLiteStore/offThreadRead(_:)``): on the asking thread while
+/// that cannot stop the gateway, else on threads of the store's own (``ReadPlacement`` decides), as many as
+/// GRDB keeps readers, started by the first read that needs them and shut down when the store closes or goes
+/// away.
+final class ReadThreads: Sendable {
+    private enum State {
+        case idle
+        case running(NIOThreadPool)
+        case closed
+    }
+
+    private let state = Mutex(State.idle)
+    private let placement: Mutex<ReadPlacement>
+    private let count: Int
+
+    init(count: Int) {
+        self.count = count
+        placement = Mutex(ReadPlacement(limit: max(0, ProcessInfo.processInfo.activeProcessorCount - 1)))
+    }
+
+    /// Runs `body` on the calling thread, or on one of the threads with the caller's task suspended.
+    func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        let asked = ContinuousClock.now
+        switch placement.withLock({ $0.place(at: asked) }) {
+        case .inline(let id):
+            return try measured(id, started: asked, body)
+        case .threads:
+            // Its time is its own, from when it starts on a thread, not its wait for one.
+            return try await threads().runIfActive { [self] in try measured(nil, started: .now, body) }
+        }
+    }
+
+    /// Runs `body` and tells the placement how long it took.
+    private func measured<T>(_ id: UInt64?, started: ContinuousClock.Instant, _ body: () throws -> T) rethrows -> T {
+        defer { placement.withLock { $0.ended(id, started: started, at: .now) } }
+        return try body()
+    }
+
+    private func threads() throws -> NIOThreadPool {
+        try state.withLock { state -> NIOThreadPool in
+            switch state {
+            case .running(let pool):
+                return pool
+            case .idle:
+                let pool = NIOThreadPool(numberOfThreads: count)
+                pool.start()
+                state = .running(pool)
+                return pool
+            case .closed:
+                throw StoreError.unavailable(reason: "the store is closed")
+            }
+        }
+    }
+
+    /// Lets the threads go once the reads running on them end; reads asked afterwards find the store closed.
+    func close() {
+        let pool = state.withLock { state -> NIOThreadPool? in
+            defer { state = .closed }
+            if case .running(let pool) = state { return pool }
+            return nil
+        }
+        pool?.shutdownGracefully { _ in }
+    }
+
+    deinit {
+        close()
+    }
+}
+
+extension SQLiteStore {
+    /// Runs `read` (a synchronous read of this store) where ``ReadPlacement`` says: on the calling thread
+    /// while that cannot stop the gateway, else on a thread of the store's own with the caller's task
+    /// suspended.
+    func offThreadRead<T: Sendable>(_ read: @escaping @Sendable () throws -> T) async throws -> T {
+        try await readThreads.run(read)
+    }
+
+    public func app(forAPIKey apiKey: String) async throws -> App? {
+        try await offThreadRead { try self.app(forAPIKey: apiKey) }
+    }
+
+    public func app(bundle: BundleID) async throws -> App? {
+        try await offThreadRead { try self.app(bundle: bundle) }
+    }
+
+    public func apps() async throws -> [App] {
+        try await offThreadRead { try self.apps() }
+    }
+
+    public func webhookSecret(of app: App) async throws -> String? {
+        try await offThreadRead { try self.webhookSecret(of: app) }
+    }
+
+    public func providerKeys() async throws -> [StoredProviderKey] {
+        try await offThreadRead { try self.providerKeys() }
+    }
+
+    public func pushDeviceStatus(app: App, token: DeviceToken) async throws -> PushDeviceStatus {
+        try await offThreadRead { try self.pushDeviceStatus(app: app, token: token) }
+    }
+
+    public func pushTargets(device: Int64, kind: String?, match: [String: WidgetConfiguration.Value]) async throws -> [Int64] {
+        try await offThreadRead { try self.pushTargets(device: device, kind: kind, match: match) }
+    }
+
+    public func targetInstances(app: App, target: ReloadTarget) async throws -> [(instance: Int64, device: Int64)] {
+        try await offThreadRead { try self.targetInstances(app: app, target: target) }
+    }
+
+    public func pushAddress(device: Int64, instances: [Int64]) async throws -> PushAddress? {
+        try await offThreadRead { try self.pushAddress(device: device, instances: instances) }
+    }
+
+    public func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?] {
+        try await offThreadRead { try self.pushAddresses(deliveries) }
+    }
+
+    public func configurations(app: App, kind: String?) async throws -> [ConfigurationUsage] {
+        try await offThreadRead { try self.configurations(app: app, kind: kind) }
+    }
+
+    public func deviceStatus(app: App, token: DeviceToken) async throws -> (active: Bool, unregisteredAt: Date?)? {
+        try await offThreadRead { try self.deviceStatus(app: app, token: token) }
+    }
+
+    public func deliveries(in states: [RecordedDelivery.State]) async throws -> [RecordedDelivery] {
+        try await offThreadRead { try self.deliveries(in: states) }
+    }
+
+    public func pendingReloads(_ filter: PendingFilter) async throws -> [PendingReloadRow] {
+        try await offThreadRead { try self.pendingReloads(filter) }
+    }
+
+    public func pendingInstances(deviceToken: String?, bundle: String?) async throws -> [Int64] {
+        try await offThreadRead { try self.pendingInstances(deviceToken: deviceToken, bundle: bundle) }
+    }
+
+    public func pendingInstances(listing request: Int64) async throws -> [Int64] {
+        try await offThreadRead { try self.pendingInstances(listing: request) }
+    }
+
+    public func requests(apnsID: String) async throws -> [Int64] {
+        try await offThreadRead { try self.requests(apnsID: apnsID) }
+    }
+
+    public func requestRecord(_ id: Int64) async throws -> RequestRecord? {
+        try await offThreadRead { try self.requestRecord(id) }
+    }
+
+    public func deliveries(serving request: Int64) async throws -> [DeliveryRecord] {
+        try await offThreadRead { try self.deliveries(serving: request) }
+    }
+
+    public func delivery(apnsID: String) async throws -> DeliveryRecord? {
+        try await offThreadRead { try self.delivery(apnsID: apnsID) }
+    }
+
+    public func recentDeliveries(bundle: String, deviceToken: String, limit: Int) async throws -> [DeliveryRecord] {
+        try await offThreadRead { try self.recentDeliveries(bundle: bundle, deviceToken: deviceToken, limit: limit) }
+    }
+
+    public func instances(ofDevice token: String, bundle: String?) async throws -> [(bundle: String, instance: InstanceRecord)] {
+        try await offThreadRead { try self.instances(ofDevice: token, bundle: bundle) }
+    }
+
+    public func statistics() async throws -> LedgerStatistics {
+        try await offThreadRead { try self.statistics() }
+    }
+
+    public func devices(bundle: String?, token: String?, limit: Int) async throws -> [DeviceRecord] {
+        try await offThreadRead { try self.devices(bundle: bundle, token: token, limit: limit) }
+    }
+
+    public func ledgerCounts() async throws -> LedgerCounts {
+        try await offThreadRead { try self.ledgerCounts() }
+    }
+
+    public func dashboardFigures(bundle: String?, now: Timestamp) async throws -> DashboardFigures {
+        try await offThreadRead { try self.dashboardFigures(bundle: bundle, now: now) }
+    }
+
+    public func instanceDescriptions(_ instances: [Int64]) async throws -> [InstanceDescription] {
+        try await offThreadRead { try self.instanceDescriptions(instances) }
+    }
+
+    public func exportLedger(since: Timestamp, bundle: String?, progress: (@Sendable (Int) -> Void)?) async throws -> LedgerExport {
+        try await offThreadRead { try self.exportLedger(since: since, bundle: bundle, progress: progress) }
+    }
+
+    public func registeredInstances() async throws -> [RegisteredInstance] {
+        try await offThreadRead { try self.registeredInstances() }
+    }
+
+    public func instanceSnapshots() async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
+        try await offThreadRead { try self.instanceSnapshots() }
+    }
+
+    public func lastRequestID() async throws -> RequestID {
+        try await offThreadRead { try self.lastRequestID() }
+    }
+
+    public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup {
+        try await offThreadRead { try self.idempotentAnswer(app: app, key: key, bodyHash: bodyHash, now: now) }
     }
 }

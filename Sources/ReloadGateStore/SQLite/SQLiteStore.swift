@@ -28,6 +28,11 @@ public final class SQLiteStore: Sendable {
     let writeQueue = DispatchQueue(label: "reloadgate.sqlite.writes")
     /// How long a write waits for another writer's lock (`store.deadline`).
     let deadline: Duration
+    /// Where the server's reads wait for the disk, instead of a task's thread (SQLiteStore+OffThread.swift):
+    /// as many threads as GRDB keeps readers.
+    let readThreads = ReadThreads(count: SQLiteStore.readers)
+    /// GRDB's readers of the pool (its default).
+    static let readers = Configuration().maximumReaderCount
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
     /// - Parameters:
@@ -114,6 +119,7 @@ public final class SQLiteStore: Sendable {
         // closes last cannot checkpoint and remove the WAL; closing the readers first leaves the writer
         // last (GRDB issue 739).
         // The checkpoint connection first, so that the writer closes last and removes the WAL.
+        readThreads.close()
         try checkpointer.withLock { connection in
             try connection?.close()
             connection = nil

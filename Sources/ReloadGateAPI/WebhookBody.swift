@@ -7,7 +7,8 @@ public import ReloadGateCore
 public struct WebhookBody: Decodable, Sendable {
     public var target: ReloadTarget
     public var priority: Priority
-    /// `nil`: no expiration; `expiration: 0` arrives here as the received time (now or never, rule 7).
+    /// `nil`: no expiration; ``Timestamp/nowOrNever`` for `expiration: 0` or a date before the call was
+    /// received (rule 7).
     public var expiration: Timestamp?
     public var collapseID: String?
     /// The exemption claimed, if any (rule 9; the route checks that the app may claim one).
@@ -25,11 +26,8 @@ public struct WebhookBody: Decodable, Sendable {
     /// Parses and checks the body of a call received at `received`.
     public init(json data: Data, received: Timestamp) throws(APIError) {
         self = try BodyJSON.decode(Self.self, from: data)
-        if expiresNowOrNever { expiration = received }
+        expiration = Timestamp.expiration(expiration, receivedAt: received)
     }
-
-    /// `expiration: 0` was sent: the call's received time, set by ``init(json:received:)``.
-    private var expiresNowOrNever = false
 
     public init(from decoder: any Decoder) throws {
         let fields = try decoder.container(keyedBy: AnyKey.self)
@@ -78,7 +76,7 @@ public struct WebhookBody: Decodable, Sendable {
 
         if !fields.isAbsent(AnyKey("expiration")) {
             if fields.number(AnyKey("expiration")) == 0 {
-                expiresNowOrNever = true  // 0: only if it can go now (rule 7)
+                expiration = .nowOrNever  // 0: only if it can go now (rule 7)
             } else {
                 expiration = try fields.date(AnyKey("expiration"))
             }

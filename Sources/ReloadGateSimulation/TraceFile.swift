@@ -205,7 +205,8 @@ public enum TraceFile {
                 add("kind", JSONText.quoted(kind))
             }
             add("priority", "\(request.priority.rawValue)")
-            if let expiration = request.expiration { add("expiration", time(expiration)) }
+            // Now or never as `apns-expiration` says it, 0 (read back as the same).
+            if let expiration = request.expiration { add("expiration", expiration.isNowOrNever ? "0" : time(expiration)) }
             if let collapseID = request.collapseID { add("collapseId", JSONText.quoted(collapseID)) }
             if let team = request.team { add("team", JSONText.quoted(team)) }
             if request.exempt { add("exempt", "true") }

@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOSSL
 import ReloadGateAPI
+import ReloadGateCore
 import ReloadGateServer
 
 /// The options of commands that talk to a running gateway over its admin socket.
@@ -197,6 +198,11 @@ enum AdminText {
     /// A cell: the text, or `-` for none.
     static func text(_ value: String?) -> String { value ?? "-" }
 
+    /// An expiration as the admin API gives it (a time, the epoch for now or never, or none).
+    static func expiration(_ value: String?) -> String {
+        value == Timestamp.nowOrNever.rfc3339 ? "0 (now or never)" : text(value)
+    }
+
     /// A JSON value from the sender (a configuration, a request's target): a string as itself, anything
     /// else as one line of JSON with sorted keys.
     static func text(_ value: JSONValue) -> String {
@@ -302,7 +308,7 @@ struct Explain: AsyncParsableCommand {
             lines.append(
                 "request \(request.id) from \(request.source) for \(request.bundle), "
                     + "received \(request.receivedAt), priority \(request.priority), "
-                    + "expiration \(AdminText.text(request.expiration)), target \(AdminText.text(request.target))"
+                    + "expiration \(AdminText.expiration(request.expiration)), target \(AdminText.text(request.target))"
             )
             lines.append(AdminText.table(
                 ["  DEVICE", "WIDGET", "KIND", "DECISION", "DUE", "REASON"],

@@ -119,23 +119,21 @@ struct SchedulingRuleTests {
         #expect(harness.deliveries.last?.priority == .background)
     }
 
-    // Rule 7 and decision `expired`.
+    // Rule 7 and decision `expired` (more in ExpirationRuleTests).
     @Test func expirationZeroForAnInstanceWithoutTokenExpires() {
         var harness = SchedulerHarness()
         harness.register(1, device: 1)
         for minute in stride(from: 0.0, through: 25.0, by: 5.0) { harness.push([1], atMinutes: minute) }
-        let now = SchedulerHarness.at(minutes: 30)
-        let decision = harness.push([1], atMinutes: 30, expiration: now)
+        let decision = harness.push([1], atMinutes: 30, expiration: .nowOrNever)
         #expect(decision.map(\.kind) == [.expired])
-        #expect(decision.first?.reason.description == "expired: earliest 14:36:00 > expiration 14:30:00")
+        #expect(decision.first?.reason.description == "expired: expiration 0 (now or never), and the earliest it could go is 14:36:00")
         harness.tick(toMinutes: 60)
         #expect(harness.deliveries.count == 6)
     }
 
-    @Test func aPastExpirationExpiresAtOnceAndAnExpirationZeroThatCanGoNowIsScheduled() {
+    @Test func anExpirationOfTheDecisionsOwnMomentIsADateThatCanGoNow() {
         var harness = SchedulerHarness()
         harness.register(1, device: 1)
-        #expect(harness.push([1], atMinutes: 10, expiration: SchedulerHarness.at(minutes: 9)).map(\.kind) == [.expired])
         #expect(harness.push([1], atMinutes: 10, expiration: SchedulerHarness.at(minutes: 10)).map(\.kind) == [.scheduled])
     }
 

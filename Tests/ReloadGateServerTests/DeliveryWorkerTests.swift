@@ -121,11 +121,13 @@ struct DeliveryWorkerTests {
         #expect(worker.backoff(attempt: 30, retryAfter: nil) <= .seconds(60))
     }
 
-    /// Answers `retry` (429) `retries` times, then 200; counts attempts and notes the test clock at each.
+    /// Answers `retry` (429) `retries` times, then 200; counts attempts and notes the test clock and the
+    /// push's expiration at each.
     final class RetryingUpstream: DeliveryUpstream {
         let retries: Int
         let clock: ManualClock
         let attempts = Mutex<[Duration]>([])
+        let expirations = Mutex<[Timestamp?]>([])
 
         init(retries: Int, clock: ManualClock) {
             self.retries = retries
@@ -133,6 +135,7 @@ struct DeliveryWorkerTests {
         }
 
         func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {
+            expirations.withLock { $0.append(push.expiration) }
             let count = attempts.withLock { attempts in
                 attempts.append(clock.now.offset)
                 return attempts.count
@@ -197,6 +200,68 @@ struct DeliveryWorkerTests {
             door.deliveryStates.finish()
             try await group.waitForAll()
         }
+    }
+
+    /// A delivery for now or never (`apns-expiration: 0`) is sent however late the worker gets to it (here
+    /// 2 s after its release, a slowed worker), with `0` upstream; while its attempts ask for a retry it is
+    /// tried again, but never 30 s or more after its release, and then it is failed with the reason. The
+    /// clock and the wall clock move together, only while the worker sleeps on the clock.
+    @Test func aDeliveryForNowOrNeverIsSentHoweverLateAndRetriedOnlyWithinItsBound() async throws {
+        let directory = try TemporaryDirectory("worker-now-or-never")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        let app = try store.createApp(bundle: try BundleID("com.example.worker"), now: Date())
+        let registered = try await store.putDevice(
+            app: app.app,
+            token: try DeviceToken(String(repeating: "cd", count: 32)),
+            widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
+            previousToken: nil,
+            now: Date()
+        )
+        let clock = ManualClock()
+        let start = Date(timeIntervalSince1970: 1_790_172_000)
+        let wall: @Sendable () -> Date = { start.addingTimeInterval(Double(clock.now.offset.milliseconds) / 1000) }
+        let delivery = RecordedDelivery(
+            apnsID: UUID().uuidString.lowercased(), device: registered.device, released: Timestamp(start).adding(milliseconds: -2000),
+            instances: [registered.instances[0].id], requests: [], priority: .high, expiration: .nowOrNever, state: .pending
+        )
+        var batch = LedgerBatch()
+        batch.deliveries = [delivery]
+        try await store.commit(batch)
+        let upstream = RetryingUpstream(retries: 1_000, clock: clock)
+        let logger = Logger(label: "test")
+        let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: wall, logger: logger)
+        var worker = DeliveryWorker(store: store, upstream: upstream, states: door, now: wall, logger: logger)
+        worker.clock = clock
+        worker.maximumAttempts = 100
+        let attempts = { upstream.attempts.withLock { $0 } }
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await door.deliveryStates.run() }
+            let finished = Order()
+            let sending = Task { [worker] in
+                await worker.send(delivery, isStopping: { false })
+                finished.add("sent")
+            }
+            // The clock moves only while the worker sleeps on it, until the worker is done.
+            while finished.all.isEmpty {
+                _ = try await eventually(every: .milliseconds(5)) { clock.sleepers > 0 || !finished.all.isEmpty }
+                if clock.sleepers > 0 { clock.advance(by: .milliseconds(100)) }
+            }
+            await sending.value
+            door.deliveryStates.finish()
+            try await group.waitForAll()
+        }
+        let times = attempts()
+        #expect(times.first == .zero, "the first attempt, 2 s after the release, was made at once")
+        #expect(times.count >= 5, "\(times)")
+        #expect(times.allSatisfy { $0 < .seconds(28) }, "an attempt 30 s or more after the release: \(times)")
+        #expect(upstream.expirations.withLock { $0 }.allSatisfy { $0 == .nowOrNever }, "sent as apns-expiration: 0")
+        let failed = try await store.deliveries(in: [.failed])
+        #expect(failed.map(\.apnsID) == [delivery.apnsID])
+        let error = try #require(try await store.delivery(apnsID: delivery.apnsID)).delivery.history.lastError ?? ""
+        #expect(error.contains("expiration 0 (now or never): not tried again 30 s after its release"), "\(error)")
     }
 
     /// Names in the order they were added, from any task.

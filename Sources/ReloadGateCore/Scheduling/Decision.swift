@@ -67,7 +67,10 @@ public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
         case .background(let until): "deferred: priority 1 waits for another delivery to the device, at the latest \(until)"
         case .absorbedByTimeline(let planned): "absorbed by timeline reload at \(planned)"
         case .mergedIntoPending(let due, let requests): "merged: pending reload due \(due) now serves \(requests) requests"
-        case .expired(let earliest, let expiration): "expired: earliest \(earliest) > expiration \(expiration)"
+        case .expired(let earliest, let expiration):
+            expiration.isNowOrNever
+                ? "expired: expiration 0 (now or never), and the earliest it could go is \(earliest)"
+                : "expired: earliest \(earliest) > expiration \(expiration)"
         case .noMatchingWidget: "no-match: the device shows no widget the request targets"
         case .cancelledByOperator: "cancelled: the operator dropped the pending reload (reloadgate cancel)"
         case .deviceUnregistered(let since): "cancelled: Apple answered 410 Unregistered for the device (unregistered since \(since))"

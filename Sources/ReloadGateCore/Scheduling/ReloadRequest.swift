@@ -34,8 +34,8 @@ public struct ReloadRequest: Sendable {
     /// The widget instances it concerns (empty: nothing matched, decision `no-match`).
     public var targets: [InstanceHandle]
     public var priority: Priority
-    /// Latest time the reload is still wanted; `nil`: no limit. APNs' `apns-expiration: 0` is the
-    /// received time ("now or never").
+    /// Latest time the reload is still wanted; `nil`: no limit; ``Timestamp/nowOrNever`` for APNs'
+    /// `apns-expiration: 0` (and any date already past: ``Timestamp/expiration(_:receivedAt:)``).
     public var expiration: Timestamp?
     /// APNs collapse id; with `team`, a newer request with the same pair replaces the pending one's attributes.
     public var collapseID: String?

@@ -69,9 +69,11 @@ extension ReloadScheduler {
             }
         }
 
-        // Rule 3: a timeline reload within the absorb window (or before the push could go) serves it.
+        // Rule 3: a timeline reload within the absorb window (or before the push could go) serves it; not
+        // a request for now or never, which goes now or is expired (rule 7).
         let planned = instances[Int(i)].plannedReload
-        if planned != InstanceState.none, planned >= now, planned <= max(now + policy.absorbWindow * 1000, due) {
+        let nowOrNever = request.expiration?.isNowOrNever == true
+        if !nowOrNever, planned != InstanceState.none, planned >= now, planned <= max(now + policy.absorbWindow * 1000, due) {
             return Decision(
                 request: request.id,
                 instance: instance,
@@ -81,7 +83,10 @@ extension ReloadScheduler {
             )
         }
 
+        // Kept as it came (now-or-never stays the epoch, so that the reload it joins keeps the latest);
+        // compared as the latest release it allows.
         let expiration = request.expiration?.milliseconds
+        let latest = request.expiration?.latestRelease(decidedAt: now)
         // Rule 6: merge into the pending reload.
         if var existing = self[pending: i] {
             var merged = existing
@@ -99,9 +104,10 @@ extension ReloadScheduler {
                 merged.collapseID = request.collapseID ?? existing.collapseID
                 merged.team = request.collapseID == nil ? existing.team : request.team
             }
-            // Rule 7: the request expires if even the merged reload comes too late for it.
-            if let expiration, merged.due > expiration {
-                return expired(request, instance, earliest: merged.due, expiration: expiration)
+            // Rule 7: the request expires if even the merged reload comes too late for it (for now or
+            // never: if the merged reload does not go at once); the pending reload stays as it was.
+            if let latest, merged.due > latest {
+                return expired(request, instance, earliest: merged.due, expiration: expiration!)
             }
             merged.requests.append(request.id)
             if merged.due != existing.due {
@@ -120,8 +126,8 @@ extension ReloadScheduler {
         }
 
         // Rule 7.
-        if let expiration, due > expiration {
-            return expired(request, instance, earliest: due, expiration: expiration)
+        if let latest, due > latest {
+            return expired(request, instance, earliest: due, expiration: expiration!)
         }
         self[pending: i] = PendingReload(
             due: due,

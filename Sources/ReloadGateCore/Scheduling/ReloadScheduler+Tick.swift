@@ -88,7 +88,8 @@ extension ReloadScheduler {
         let earliest = overriding.contains(trigger) ? time : earliest(trigger, at: time, exempt: reload.exempt).time
         if earliest > time {
             markChanged(trigger)
-            if let expiration = reload.expiration, earliest > expiration {
+            // Rule 7: too late for every request it serves (now-or-never ones: it cannot go now).
+            if let expiration = reload.expiration, earliest > Timestamp(milliseconds: expiration).latestRelease(decidedAt: time) {
                 self[pending: trigger] = nil
                 released.expired.append(
                     ExpiredReload(

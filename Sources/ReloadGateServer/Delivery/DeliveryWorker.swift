@@ -38,6 +38,11 @@ struct DeliveryWorker: Sendable {
     var firstBackoff: Duration = .seconds(1)
     /// Longest wait between two attempts of one delivery.
     var maximumBackoff: Duration = .seconds(60)
+    /// How long after its release a delivery for now or never (`apns-expiration: 0`) may still be tried
+    /// again after a failure that asks for a retry (docs/APNS.md). Every delivery's first attempt is made
+    /// whenever the worker gets to it, as Apple tries every push it accepted at least once; retries stop at
+    /// the delivery's expiration, or this long after the release of one for now or never.
+    static let nowOrNeverRetries: Duration = .seconds(30)
     /// Spaces requests to the push service (`upstream.requestsPerSecond`); `nil`: no limit.
     var rateLimiter: RateLimiter<ContinuousClock>?
     /// The clock retries wait on (a manual one in tests).
@@ -254,30 +259,42 @@ struct DeliveryWorker: Sendable {
                 }
                 remaining -= step
             }
+            if let late = retriesEnded(delivery, at: Timestamp(now())) {
+                let error = "\(reason); \(late)"
+                logger.warning("delivery dropped", metadata: Self.metadata(delivery, ["reason": "\(error)"]))
+                finish(delivery, .failed, error: "\(error) (after \(attempt) attempts)", outcome: .failed(reason: "expired"))
+                return
+            }
             outcome = await attemptOnce(delivery, address: .unknown)
         }
     }
 
-    /// What a delivery is before its attempt: a push to send, or finished (device gone, expired).
+    /// Why a delivery is not tried again at `now`: its expiration passed, or it was for now or never and
+    /// released ``nowOrNeverRetries`` ago; `nil` while it may be.
+    func retriesEnded(_ delivery: RecordedDelivery, at now: Timestamp) -> String? {
+        guard let expiration = delivery.expiration else { return nil }
+        if expiration.isNowOrNever {
+            guard now.milliseconds - delivery.released.milliseconds >= Self.nowOrNeverRetries.milliseconds else { return nil }
+            return "expiration 0 (now or never): not tried again \(Int(Self.nowOrNeverRetries.seconds)) s after its release"
+        }
+        return now > expiration ? "not tried again after its expiration \(expiration)" : nil
+    }
+
+    /// What a delivery is before its attempt: a push to send, or finished (device gone).
     private enum Prepared {
         case push(OutgoingPush)
         case finished(DeliveryOutcome)
     }
 
-    /// The push of a delivery to `address`, or its end when the device is gone or it expired.
+    /// The push of a delivery to `address`, or its end when the device is gone.
     private func prepare(_ delivery: RecordedDelivery, address: PushAddress?) -> Prepared {
         guard let address else {
             let outcome = DeliveryOutcome.failed(reason: "device gone")
             finish(delivery, .failed, error: "the device is no longer registered", outcome: outcome)
             return .finished(outcome)
         }
-        if let expiration = delivery.expiration, expiration < Timestamp(now()) {
-            let outcome = DeliveryOutcome.failed(reason: "expired")
-            finish(delivery, .failed, error: "expired before it could be sent", outcome: outcome)
-            return .finished(outcome)
-        }
         // A control's push goes now or never, at priority 10, whatever the requests asked (Apple's
-        // contract for `controls`): its expiration is the moment it is sent, each attempt anew.
+        // contract for `controls`).
         let isControl = address.pushType == .controls
         return .push(OutgoingPush(
             apnsID: delivery.apnsID,
@@ -288,7 +305,7 @@ struct DeliveryWorker: Sendable {
             requests: delivery.requests,
             requestCount: delivery.requestCount,
             priority: isControl ? .high : delivery.priority,
-            expiration: isControl ? Timestamp(now()) : delivery.expiration,
+            expiration: isControl ? .nowOrNever : delivery.expiration,
             releasedAt: delivery.released
         ))
     }

@@ -174,7 +174,7 @@ public actor OutboxUpstream: DeliveryUpstream {
         }
     }
 
-    /// The JSON line of a push (keys sorted, times in RFC 3339 UTC).
+    /// The JSON line of a push (keys sorted, times in RFC 3339 UTC; an expiration of now or never is `0`).
     static func line(for push: OutgoingPush) -> String {
         func time(_ timestamp: Timestamp) -> String {
             timestamp.date
@@ -185,7 +185,8 @@ public actor OutboxUpstream: DeliveryUpstream {
             ("at", JSONText.quoted(time(push.releasedAt))),
             ("bundle", JSONText.quoted(push.bundle.rawValue)),
             ("deviceToken", JSONText.quoted(push.deviceToken.hex)),
-            ("expiration", push.expiration.map { JSONText.quoted(time($0)) } ?? "null"),
+            // A time, null (none), or 0: now or never, as `apns-expiration` says it.
+            ("expiration", push.expiration.map { $0.isNowOrNever ? "0" : JSONText.quoted(time($0)) } ?? "null"),
             ("priority", String(push.priority.rawValue)),
             ("pushType", JSONText.quoted(push.pushType.rawValue)),
             ("requestCount", String(push.requestCount)),

@@ -316,14 +316,15 @@ final class PushIngress: Sendable {
         received: Date,
         respond: @escaping @Sendable (PushResponse) -> Void
     ) {
-        // 0: now or never (the received time); a past date: accepted and expired at once (rule 7). A date
-        // names a whole second and lasts to its end: a client that sends "now + 0 s" in whole seconds
-        // (aioapns' time_to_live=0) names the second the push arrives in, which Apple still tries once
-        // (docs/DECISIONS.md, "An apns-expiration lasts to the end of its second"). The header is 0 to
-        // 9999-12-31T23:59:59 (PushHeaders), so the milliseconds fit.
-        let expiration: Timestamp? = head.headers.expiration.map {
-            $0 == 0 ? Timestamp(received) : Timestamp(seconds: $0).adding(milliseconds: 999)
-        }
+        // 0, or a date already past: now or never (``Timestamp/expiration(_:receivedAt:)``). A date names a
+        // whole second and lasts to its end: a client that sends "now + 0 s" in whole seconds (aioapns'
+        // time_to_live=0) names the second the push arrives in, which Apple still tries once (docs/DECISIONS.md,
+        // "An apns-expiration lasts to the end of its second"). The header is 0 to 9999-12-31T23:59:59
+        // (PushHeaders), so the milliseconds fit.
+        let expiration = Timestamp.expiration(
+            head.headers.expiration.map { $0 == 0 ? .nowOrNever : Timestamp(seconds: $0).adding(milliseconds: 999) },
+            receivedAt: Timestamp(received)
+        )
         let enqueue: @Sendable (Int64, [Int64]) -> Void = { [door, logger] device, targets in
             let submission = ReloadCommand(
                 app: app,

@@ -13,7 +13,7 @@ struct ReloadCommand: Sendable {
     /// gateway holds are forwarded to it.
     var targetDevices: [Int64]
     var priority: Priority
-    /// `expiration: 0` arrives here as the received time.
+    /// `nil`: none; ``Timestamp/nowOrNever`` for `expiration: 0` or a date already past.
     var expiration: Timestamp?
     var collapseID: String?
     var team: String?

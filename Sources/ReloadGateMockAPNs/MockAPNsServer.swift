@@ -18,6 +18,8 @@ public final class MockAPNsServer: Sendable {
         public var body: String
         /// When the request's last frame arrived.
         public var receivedAt: ContinuousClock.Instant
+        /// The connection it came on: 1 for the first the mock accepted, then counting up.
+        public var connection: Int
         /// The device token of the path.
         public var deviceToken: String { String(path.dropFirst("/3/device/".count)) }
     }
@@ -110,6 +112,8 @@ public final class MockAPNsServer: Sendable {
         /// Provider tokens whose signature verified, with their `iat` (Apple checks a token once per
         /// connection, not per request; the mock remembers them for all connections).
         let verifiedTokens = Mutex<[Substring: Int]>([:])
+        /// The connections accepted so far (each handler takes the next number).
+        let connections = Atomic(0)
 
         func record(_ request: Received) -> @Sendable (Received) -> Answer {
             state.withLock {
@@ -125,11 +129,13 @@ public final class MockAPNsServer: Sendable {
 
         private let box: StateBox
         private let key: TokenKey
+        private let connection: Int
         private var streams: [HTTP2StreamID: (headers: [String: String], body: [UInt8])] = [:]
 
         init(box: StateBox, key: TokenKey) {
             self.box = box
             self.key = key
+            connection = box.connections.add(1, ordering: .relaxed).newValue
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -165,7 +171,8 @@ public final class MockAPNsServer: Sendable {
                 path: stream.headers[":path"] ?? "",
                 headers: stream.headers,
                 body: String(decoding: stream.body, as: UTF8.self),
-                receivedAt: .now
+                receivedAt: .now,
+                connection: connection
             )
             let rule = box.record(request)
             // Apple's own checks first.

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
+import ReloadGateAPNs
 import Synchronization
 
 /// What the push service answered to one request.
@@ -232,7 +233,11 @@ final class APNsClientHandler: ChannelInboundHandler {
             stream.promise.fail(APNsTransportError.reset("the answer had no status"))
             return
         }
-        stream.promise.succeed(APNsAnswer(status: status, headers: stream.headers, body: stream.body ?? ByteBuffer()))
+        let answer = APNsAnswer(status: status, headers: stream.headers, body: stream.body ?? ByteBuffer())
+        // Apple says this connection is not to be used again (IdleTimeout, Shutdown, UnrelatedKeyIdInToken):
+        // no new request goes to it, and the pool opens another one.
+        if status != 200, APNsUpstream.refusal(of: answer).action == .newConnection { isClosing = true }
+        stream.promise.succeed(answer)
         if isClosing, streams.isEmpty { context?.close(promise: nil) }
     }
 

@@ -7,6 +7,7 @@ import NIOSSL
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
+import Synchronization
 
 /// The `apns` upstream (docs/DESIGN.md, "Delivery"): one HTTP/2 request per delivery to Apple's push service
 /// (or any URL: the mock in tests, a proxy), with the gateway's own provider token, over the
@@ -22,6 +23,8 @@ final class APNsUpstream: DeliveryUpstream {
     private let token: UpstreamToken
     private let now: @Sendable () -> Date
     private let logger: Logger
+    /// Refusals for the gateway's own setup, logged as errors at most once a minute each.
+    private let alerts = UpstreamAlerts()
     private let timeout: TimeAmount = .seconds(30)
     private static let body = ByteBuffer(string: #"{"aps":{"content-changed":true}}"#)
 
@@ -75,10 +78,16 @@ final class APNsUpstream: DeliveryUpstream {
 
     func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {
         let first = try await attempt(push)
-        guard case .retry(let reason, _) = first, reason == "ExpiredProviderToken" else { return first }
+        guard Self.asksForNewToken(first) else { return first }
         // Apple says the token is too old: a new one (at most once in 20 minutes) and one more try.
         token.refresh(now: Timestamp(now()).milliseconds / 1000)
         return try await attempt(push)
+    }
+
+    /// Apple said `ExpiredProviderToken` (``UpstreamAction/newToken``).
+    private static func asksForNewToken(_ outcome: DeliveryOutcome) -> Bool {
+        guard case .retry(let reason, _) = outcome else { return false }
+        return UpstreamRefusal.known[reason]?.action == .newToken
     }
 
     /// Sends the pushes on one connection, written in one event-loop turn. Pushes Apple refuses with
@@ -90,8 +99,8 @@ final class APNsUpstream: DeliveryUpstream {
         var outcomes: [Result<DeliveryOutcome, any Error>] = []
         outcomes.reserveCapacity(pushes.count)
         for (push, answer) in zip(pushes, answers) {
-            let outcome = Self.outcome(of: answer)
-            if case .success(.retry(let reason, _)) = outcome, reason == "ExpiredProviderToken" {
+            let outcome = outcome(of: answer)
+            if case .success(let delivered) = outcome, Self.asksForNewToken(delivered) {
                 token.refresh(now: Timestamp(now()).milliseconds / 1000)
                 do { outcomes.append(.success(try await attempt(push))) } catch { outcomes.append(.failure(error)) }
             } else {
@@ -109,7 +118,7 @@ final class APNsUpstream: DeliveryUpstream {
         } catch {
             answer = .failure(error)
         }
-        return try Self.outcome(of: answer).get()
+        return try outcome(of: answer).get()
     }
 
     private static func path(of push: OutgoingPush) -> String {
@@ -125,8 +134,8 @@ final class APNsUpstream: DeliveryUpstream {
             ("apns-priority", String(push.priority.rawValue)),
             ("content-type", "application/json"),
         ]
-        if push.pushType == .controls {
-            // Apple's contract for controls: now or never.
+        if push.pushType == .controls || push.expiration?.isNowOrNever == true {
+            // Now or never (Apple's contract for controls, and what a sender's 0 asked).
             headers.append(("apns-expiration", "0"))
         } else if let expiration = push.expiration {
             headers.append(("apns-expiration", String(max(0, expiration.milliseconds / 1000))))
@@ -140,9 +149,24 @@ final class APNsUpstream: DeliveryUpstream {
         Int64(text).map { min(max($0, 0), 3600) }
     }
 
-    /// What an answer (or the transport's error) means for the delivery; errors other than
-    /// ``APNsTransportError`` stay errors (the worker counts them as `unknown`).
-    private static func outcome(of result: Result<APNsAnswer, any Error>) -> Result<DeliveryOutcome, any Error> {
+    /// What an answer (or the transport's error) means for the delivery (``UpstreamRefusal``: one action per
+    /// reason of Apple's); errors other than ``APNsTransportError`` stay errors (the worker counts them as
+    /// `unknown`). A refusal for the gateway's own setup is logged as an error (``alerts``).
+    private func outcome(of result: Result<APNsAnswer, any Error>) -> Result<DeliveryOutcome, any Error> {
+        if case .success(let answer) = result, answer.status != 200 {
+            let refusal = Self.refusal(of: answer)
+            if refusal.action == .alert { alerts.report(refusal, logger: logger) }
+        }
+        return Self.outcome(of: result)
+    }
+
+    /// Apple's refusal in `answer` (its status and the reason of its JSON body).
+    static func refusal(of answer: APNsAnswer) -> UpstreamRefusal {
+        let body = try? JSONDecoder().decode(AppleAnswer.self, from: Data(answer.body.readableBytesView))
+        return UpstreamRefusal(status: answer.status, reason: body?.reason)
+    }
+
+    static func outcome(of result: Result<APNsAnswer, any Error>) -> Result<DeliveryOutcome, any Error> {
         let answer: APNsAnswer
         switch result {
         case .success(let received):
@@ -154,20 +178,19 @@ final class APNsUpstream: DeliveryUpstream {
         }
         if answer.status == 200 { return .success(.sent) }
         let body = try? JSONDecoder().decode(AppleAnswer.self, from: Data(answer.body.readableBytesView))
-        let reason = body?.reason ?? "HTTP \(answer.status)"
-        switch answer.status {
-        case 410:
-            // Apple's milliseconds; anything that is no time from 1970 to 9999 is taken as "now".
-            let timestamp = body?.timestamp.flatMap { Timestamp(unixSeconds: $0 / 1000) }
-            return .success(.deviceInvalid(reason: reason, since: timestamp))
-        case 400 where reason == "BadDeviceToken":
-            return .success(.deviceInvalid(reason: reason, since: nil))
-        case 403 where reason == "ExpiredProviderToken":
-            return .success(.retry(reason: reason, retryAfter: nil))
-        case 429, 500...599:
-            return .success(.retry(reason: reason, retryAfter: answer.headers.first(name: "retry-after").flatMap(Self.retryAfter)))
-        default:
-            return .success(.failed(reason: reason))
+        let refusal = UpstreamRefusal(status: answer.status, reason: body?.reason)
+        switch refusal.action {
+        case .retireToken:
+            // Apple's milliseconds (with a 410); anything that is no time from 1970 to 9999 is taken as "now".
+            let timestamp = answer.status == 410 ? body?.timestamp.flatMap { Timestamp(unixSeconds: $0 / 1000) } : nil
+            return .success(.deviceInvalid(reason: refusal.reason, since: timestamp))
+        case .newToken:
+            return .success(.retry(reason: refusal.reason, retryAfter: nil))
+        case .retry, .newConnection:
+            // (The connection that said so takes no new request: APNsClientHandler.)
+            return .success(.retry(reason: refusal.reason, retryAfter: answer.headers.first(name: "retry-after").flatMap(Self.retryAfter)))
+        case .drop, .alert:
+            return .success(.failed(reason: refusal.reason))
         }
     }
 }
@@ -184,5 +207,26 @@ struct AppleAnswer: Decodable {
         let fields = try decoder.container(keyedBy: CodingKeys.self)
         reason = try? fields.decode(String.self, forKey: .reason)
         timestamp = try? fields.decode(Double.self, forKey: .timestamp)
+    }
+}
+
+/// Logs Apple's refusals for the gateway's own setup (``UpstreamAction/alert``: the key, the team, the
+/// environment, a topic), each reason at most once a minute: every delivery like the refused one will be
+/// refused the same way until the operator changes the setup.
+final class UpstreamAlerts: Sendable {
+    private let last = Mutex<[String: ContinuousClock.Instant]>([:])
+
+    func report(_ refusal: UpstreamRefusal, logger: Logger) {
+        let now = ContinuousClock.now
+        let due = last.withLock { last in
+            if let previous = last[refusal.reason], previous.duration(to: now) < .seconds(60) { return false }
+            last[refusal.reason] = now
+            return true
+        }
+        guard due else { return }
+        logger.error(
+            "Apple refuses the gateway's deliveries for its own setup; they fail until it is changed (upstream.keyFile, keyID, teamID, url and environment, the apps' bundle ids)",
+            metadata: ["status": "\(refusal.status)", "reason": "\(refusal.reason)"]
+        )
     }
 }

@@ -62,10 +62,10 @@ struct SenderInteropTests {
 
     @Test func curlWithApplesOwnRecipeGets200() async throws {
         try await Self.withGateway { gateway in
-            let recipe = Self.root.appendingPathComponent("Tests/Interop/apple-curl-recipe.sh").path
+            let recipe = Self.root.appendingPathComponent("Tests/Interop/apple-curl-push.sh").path
             let result = try await Self.run(
                 "/bin/bash",
-                [recipe, "AuthKey_KEYID12345.p8", "KEYID12345", "TEAMID1234", "\(Self.bundle).push-type.widgets", Self.device,
+                [recipe, "AuthKey_KEYID12345.p8", "KEYID12345", "TEAMID1234", Self.bundle, "widgets", Self.device,
                  "localhost:\(gateway.ingressPort)", "certs/ca.pem"],
                 in: gateway.url
             )

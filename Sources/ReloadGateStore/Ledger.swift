@@ -109,23 +109,44 @@ public struct RecordedDelivery: Hashable, Sendable {
     }
 }
 
-/// The first answer to a webhook call with an `idempotency-key`, kept 24 hours.
+/// The first answer to a request with an idempotency key, kept until `expiresAt`: a webhook call's
+/// `idempotency-key` (24 hours), or a push's `apns-id` for its app and device (``pushRetryWindow``).
 public struct IdempotentAnswer: Hashable, Sendable {
     public var app: Int64
     public var key: String
-    /// SHA-256 of the request body: the same key with another body is a conflict.
+    /// SHA-256 of the request body: the same key with another body is a conflict (empty for a push: its
+    /// `apns-id` names the push, whatever the body).
     public var bodyHash: [UInt8]
     public var status: Int
     public var response: String
     public var createdAt: Timestamp
+    /// From then on the key is free: a request with it is new.
+    public var expiresAt: Timestamp
 
-    public init(app: Int64, key: String, bodyHash: [UInt8], status: Int, response: String, createdAt: Timestamp) {
+    /// - Parameter expiresAt: `nil`: ``webhookWindow`` after `createdAt`.
+    public init(
+        app: Int64, key: String, bodyHash: [UInt8], status: Int, response: String, createdAt: Timestamp, expiresAt: Timestamp? = nil
+    ) {
         self.app = app
         self.key = key
         self.bodyHash = bodyHash
         self.status = status
         self.response = response
         self.createdAt = createdAt
+        self.expiresAt = expiresAt ?? createdAt.adding(milliseconds: Self.webhookWindow)
+    }
+
+    public var name: IdempotencyKey { IdempotencyKey(app: app, key: key) }
+}
+
+/// An app's idempotency key.
+public struct IdempotencyKey: Hashable, Sendable {
+    public var app: Int64
+    public var key: String
+
+    public init(app: Int64, key: String) {
+        self.app = app
+        self.key = key
     }
 }
 
@@ -155,8 +176,16 @@ public struct LedgerBatch: Sendable {
     public var consumedInbox: [Int64] = []
     /// The leases the batch's decisions depend on (a shared store only); `nil`: none (one gateway).
     public var fence: LeaseFence?
+    /// Idempotency answers that expired by then are deleted with the batch, oldest first, at most
+    /// ``pruneLimit`` of them (never one of the batch's own keys): the table holds what the windows hold,
+    /// pruned a little with every commit, with no write of its own. `nil`: none.
+    public var expiredBy: Timestamp?
 
     public init() {}
+
+    /// How many expired answers a commit deletes at most: more than it adds, so that a busy gateway
+    /// catches up, and few enough to keep the commit short.
+    public var pruneLimit: Int { 64 + 2 * idempotentAnswers.count }
 
     public var isEmpty: Bool {
         requests.isEmpty && decisions.isEmpty && instanceStates.isEmpty && deliveries.isEmpty && idempotentAnswers.isEmpty
@@ -214,6 +243,23 @@ extension DeliveryStateChange {
 }
 
 extension IdempotentAnswer {
-    /// How long an idempotency key is remembered: 24 hours, in milliseconds.
-    public static let window: Int64 = 86_400_000
+    /// How long a webhook call's `idempotency-key` is remembered: 24 hours, in milliseconds.
+    public static let webhookWindow: Int64 = 86_400_000
+    /// How long a push's `apns-id` is remembered for its app and device: 15 minutes, in milliseconds. A
+    /// sender retries a push it got no answer for within seconds or minutes; the store keeps one row per
+    /// push with an `apns-id` for this long (docs/APNS.md, "A retried apns-id").
+    public static let pushRetryWindow: Int64 = 900_000
+
+    /// What `stored` (the answer the store holds for a key, if any) means to a request with the key and a
+    /// body of `bodyHash` received at `now`: the one rule both stores' answers go through.
+    public static func lookup(_ stored: IdempotentAnswer?, bodyHash: [UInt8], now: Timestamp) -> IdempotencyLookup {
+        guard let stored, stored.expiresAt > now else { return .new }
+        guard stored.bodyHash == bodyHash else { return .conflict }
+        return .replay(status: stored.status, response: stored.response)
+    }
+
+    /// Whether a new answer recorded at `now` may take the place of this one: only once it has expired.
+    public func isReplaceable(at now: Timestamp) -> Bool {
+        expiresAt <= now
+    }
 }

@@ -19,8 +19,9 @@ public protocol SchedulingStore: Sendable {
     /// answers, forwarded work written and consumed) in one transaction, or nothing: under a
     /// ``LedgerBatch/fence`` that no longer holds it writes nothing and throws ``StoreError/fenced(generation:held:)``.
     func commit(_ batch: LedgerBatch) async throws
-    /// The answer recorded for an idempotency key (expired keys are forgotten on the way).
-    func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup
+    /// The answers recorded for `keys`, expired or not (``IdempotentAnswer/lookup(_:bodyHash:now:)`` says
+    /// what they mean): one read for all the keys of a drain of the engine's inbox.
+    func idempotentAnswers(for keys: [IdempotencyKey]) async throws -> [IdempotencyKey: IdempotentAnswer]
     /// Registers the device (or control, for `pushType` `controls`) of a push to an unknown token
     /// (`ingress.unknownDevices: adopt`) with one implicit instance of kind `*`; the same device and
     /// instance when it exists already.
@@ -69,5 +70,13 @@ extension SchedulingStore {
     /// Adopts a device for widget pushes.
     public func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64) {
         try await adoptDevice(app: app, token: token, pushType: .widgets, now: now)
+    }
+}
+
+extension SchedulingStore {
+    /// What one idempotency key finds for a request with a body of `bodyHash` at `now`.
+    public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup {
+        let name = IdempotencyKey(app: app, key: key)
+        return IdempotentAnswer.lookup(try await idempotentAnswers(for: [name])[name], bodyHash: bodyHash, now: now)
     }
 }

@@ -21,16 +21,30 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// nothing of the batch was written. `generation` is this gateway's fence generation now and `held`
     /// the partitions whose leases it still holds.
     case fenced(generation: Int64, held: [Int])
-    /// Another gateway answered this idempotency key (webhook `idempotency-key`) after this one looked it
-    /// up and before its batch committed: nothing of the batch was written; a retry gets that answer.
+    /// Another gateway answered this idempotency key (webhook `idempotency-key`, push `apns-id`) after this
+    /// one looked it up and before its batch committed: nothing of the batch was written; a retry gets that
+    /// answer.
     case keyAnsweredMeanwhile(key: String)
+    /// The database may or may not have done what was sent: the connection broke, or the deadline passed,
+    /// after the statement left (a commit whose answer was lost). A retry with the same idempotency key or
+    /// `apns-id` gets the first answer if it was committed, and is decided if it was not.
+    case outcomeUnknown(reason: String)
 
     /// Whether the operation was refused for the database's state, not for what it asked: the database is
     /// away, another gateway took partitions over while a batch committed, or answered an idempotency key of
     /// the batch meanwhile. Nothing was written and a retry may succeed (a gateway answers `503`).
     public var isTransient: Bool {
         switch self {
-        case .unavailable, .fenced, .keyAnsweredMeanwhile: true
+        case .unavailable, .fenced, .keyAnsweredMeanwhile, .outcomeUnknown: true
+        default: false
+        }
+    }
+
+    /// Whether the store cannot be reached or did not answer (a gateway degrades and probes until it
+    /// answers again), as opposed to a refusal of this one batch.
+    public var isStoreAway: Bool {
+        switch self {
+        case .unavailable, .outcomeUnknown: true
         default: false
         }
     }
@@ -47,6 +61,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .unavailable: "store.unavailable"
         case .fenced: "store.fenced"
         case .keyAnsweredMeanwhile: "store.key-answered-meanwhile"
+        case .outcomeUnknown: "store.outcome-unknown"
         }
     }
 
@@ -69,6 +84,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
                 + "\(held.count) partition\(held.count == 1 ? "" : "s") still held): nothing was written"
         case .keyAnsweredMeanwhile(let key):
             "another gateway answered the idempotency key \(key) meanwhile: nothing was written; a retry gets its answer"
+        case .outcomeUnknown(let reason):
+            "the store may or may not have committed: \(reason); a retry with the same key or apns-id is answered, not decided again"
         }
     }
 }

@@ -53,7 +53,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         var deviceByToken: [String: Int64] = [:]
         var instances: [Int64: Instance] = [:]
         var snapshots: [Int64: InstanceSnapshot] = [:]
-        var idempotent: [String: IdempotentAnswer] = [:]
+        var idempotent: [IdempotencyKey: IdempotentAnswer] = [:]
         var inbox: [InboxEntry] = []
         var ledger = Ledger()
         var leases = InMemoryLeaseTable()
@@ -68,9 +68,6 @@ public final class InMemorySharedStore: SharedSchedulingStore {
 
     /// Request ids come in blocks of this many (PostgreSQL's `requestBlockSize`).
     public static let requestBlockSize: Int64 = 1024
-    /// How long an idempotency key's answer is kept (the stores' 24 hours).
-    public static let idempotencyWindow: Int64 = 86_400_000
-
     /// Device ids are 1, 1 + stride, 1 + 2 x stride, ...: PostgreSQL's sequence counts by one and fills
     /// the 1,024 partitions evenly with many devices; a simulation of a few devices spreads them with a stride.
     private let deviceIDStride: Int64
@@ -195,14 +192,19 @@ public final class InMemorySharedStore: SharedSchedulingStore {
                     throw StoreError.fenced(generation: generation, held: state.leases.partitions(heldBy: fence.gateway))
                 }
             }
+            if let expiredBy = batch.expiredBy {
+                let own = Set(batch.idempotentAnswers.map(\.name))
+                let expired = state.idempotent.values.filter { $0.isReplaceable(at: expiredBy) && !own.contains($0.name) }
+                    .sorted { $0.expiresAt < $1.expiresAt }.prefix(batch.pruneLimit)
+                for answer in expired { state.idempotent[answer.name] = nil }
+            }
             for answer in batch.idempotentAnswers {
                 // As PostgreSQL's primary key: a live answer (another gateway's, given after this one looked
                 // the key up) fails the whole batch; an expired one is replaced.
-                let name = "\(answer.app)/\(answer.key)"
-                if let live = state.idempotent[name], live.createdAt.milliseconds >= answer.createdAt.milliseconds - Self.idempotencyWindow {
+                if let stored = state.idempotent[answer.name], !stored.isReplaceable(at: answer.createdAt) {
                     throw StoreError.keyAnsweredMeanwhile(key: answer.key)
                 }
-                state.idempotent[name] = answer
+                state.idempotent[answer.name] = answer
             }
             for request in batch.requests {
                 guard state.ledger.requests[request.id] == nil else {
@@ -226,17 +228,14 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         }
     }
 
-    public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup {
-        try writing { state in
-            let name = "\(app)/\(key)"
-            guard let answer = state.idempotent[name] else { return .new }
-            guard answer.createdAt.milliseconds >= now.milliseconds - Self.idempotencyWindow else {
-                state.idempotent[name] = nil
-                return .new
-            }
-            return answer.bodyHash == bodyHash ? .replay(status: answer.status, response: answer.response) : .conflict
+    public func idempotentAnswers(for keys: [IdempotencyKey]) async throws -> [IdempotencyKey: IdempotentAnswer] {
+        try reading { state in
+            var found: [IdempotencyKey: IdempotentAnswer] = [:]
+            for name in keys { found[name] = state.idempotent[name] }
+            return found
         }
     }
+
 
     public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) async throws -> (device: Int64, instance: Int64) {
         try writing { state in

@@ -19,7 +19,8 @@ public struct PushAnswer: Sendable {
 
 extension TestGateway {
     /// Sends a widget push (or, with `pushType`, a controls push) (`{"aps":{"content-changed":true}}`) through
-    /// the APNs listener on a connection of its own, signed by `sender`.
+    /// the APNs listener on a connection of its own, signed by `sender`, with `apnsID` (a new one by default;
+    /// `nil`: none, the gateway picks one).
     /// - Throws: ``TestGatewayError/unanswered(seconds:)`` when no answer came within `timeout`: a request
     ///   that enters the gateway is answered, always (a store that fails included).
     public func push(
@@ -28,9 +29,9 @@ extension TestGateway {
         sender: ProviderTokenFactory,
         priority: Int = 10,
         pushType: PushType = .widgets,
+        apnsID: String? = UUID().uuidString.lowercased(),
         timeout: Duration = .seconds(30)
     ) async throws -> PushAnswer {
-        let apnsID = UUID().uuidString.lowercased()
         let started = ContinuousClock.now
         let port = ingressPort
         let tls = try pki.clientTLSConfiguration()
@@ -47,8 +48,8 @@ extension TestGateway {
                     try await client.send(
                         RawHTTP2Client.push(token: token, [
                             ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(bundle)\(pushType.topicSuffix)"),
-                            ("apns-push-type", pushType.rawValue), ("apns-id", apnsID), ("apns-priority", "\(priority)"),
-                        ]),
+                            ("apns-push-type", pushType.rawValue), ("apns-priority", "\(priority)"),
+                        ] + (apnsID.map { [("apns-id", $0)] } ?? [])),
                         body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
                     )
                 )
@@ -70,7 +71,7 @@ extension TestGateway {
         guard let answer else { throw TestGatewayError.unanswered(seconds: Int(timeout.components.seconds)) }
         let took = started.duration(to: .now)
         return PushAnswer(
-            answer: answer, apnsID: apnsID, seconds: Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+            answer: answer, apnsID: (apnsID ?? answer.header("apns-id") ?? "").lowercased(), seconds: Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
         )
     }
 }

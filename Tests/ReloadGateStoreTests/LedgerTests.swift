@@ -125,4 +125,94 @@ struct IdempotencyTests {
         try await store.commit(again)
         #expect(try await store.idempotentAnswer(app: app.id, key: "k1", bodyHash: body, now: nextDay) == .replay(status: 202, response: #"{"requestId":2}"#))
     }
+
+    /// A push's apns-id is kept 15 minutes (its own expiry), a batch with a live key writes nothing of
+    /// itself (not its other keys, not its requests), an expired key takes a new answer, and each commit
+    /// deletes expired answers only, oldest first, at most its limit.
+    @Test(arguments: StoreImplementation.all) func aKeyLastsToItsOwnExpiryAClashWritesNothingAndCommitsPruneExpiredKeys(_ implementation: StoreImplementation) async throws {
+        let directory = try TemporaryDirectory("idempotency-expiry")
+        defer { directory.remove() }
+        let store = try await implementation.open(directory, now: now)
+        defer { try? store.close() }
+        let app = try await store.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now).app
+        let t0 = Timestamp(seconds: 1_790_000_000)
+        func answer(_ key: String, _ response: String, at created: Timestamp, lasting window: Int64) -> IdempotentAnswer {
+            IdempotentAnswer(
+                app: app.id, key: key, bodyHash: [], status: 200, response: response, createdAt: created,
+                expiresAt: created.adding(milliseconds: window)
+            )
+        }
+        func request(_ id: RequestID, at received: Timestamp) -> RecordedRequest {
+            RecordedRequest(
+                id: id, app: app.id, source: .push, received: received, priority: .high, expiration: nil, collapseID: nil,
+                exempt: false, summary: "{}", apnsID: nil
+            )
+        }
+        func lookup(_ key: String, at time: Timestamp) async throws -> IdempotencyLookup {
+            try await store.idempotentAnswer(app: app.id, key: key, bodyHash: [], now: time)
+        }
+
+        var first = LedgerBatch()
+        first.requests = [request(1, at: t0)]
+        first.idempotentAnswers = [
+            answer("push-a", "first", at: t0, lasting: IdempotentAnswer.pushRetryWindow),
+            answer("day", "webhook", at: t0, lasting: IdempotentAnswer.webhookWindow),
+            answer("minute", "short", at: t0, lasting: 60_000),
+        ]
+        try await store.commit(first)
+        #expect(try await lookup("push-a", at: t0.adding(milliseconds: 899_999)) == .replay(status: 200, response: "first"))
+        #expect(try await lookup("push-a", at: t0.adding(milliseconds: 900_000)) == .new)
+
+        // Another gateway's batch, decided before the first committed: a new key and a live one.
+        var clash = LedgerBatch()
+        clash.requests = [request(2, at: t0.adding(seconds: 1))]
+        clash.idempotentAnswers = [
+            answer("push-b", "new", at: t0.adding(seconds: 1), lasting: IdempotentAnswer.pushRetryWindow),
+            answer("push-a", "again", at: t0.adding(seconds: 1), lasting: IdempotentAnswer.pushRetryWindow),
+        ]
+        await #expect(throws: StoreError.keyAnsweredMeanwhile(key: "push-a")) { try await store.commit(clash) }
+        #expect(try await lookup("push-b", at: t0.adding(seconds: 2)) == .new)
+        #expect(try await store.lastRequestID() == 1)
+
+        // Expired: the key takes a new answer.
+        let later = t0.adding(milliseconds: 900_000)
+        var again = LedgerBatch()
+        again.idempotentAnswers = [answer("push-a", "second", at: later, lasting: IdempotentAnswer.pushRetryWindow)]
+        try await store.commit(again)
+        #expect(try await lookup("push-a", at: later) == .replay(status: 200, response: "second"))
+
+        // Pruning, with each commit: only "minute" expired by then (push-a was replaced, "day" lasts a day).
+        func stored() async throws -> Set<String> {
+            let names = ["push-a", "push-b", "day", "minute", "m0", "m1", "m2"].map { IdempotencyKey(app: app.id, key: $0) }
+            return Set(try await store.idempotentAnswers(for: names).keys.map(\.key))
+        }
+        #expect(try await stored() == ["push-a", "day", "minute"])
+        var pruning = LedgerBatch()
+        pruning.requests = [request(3, at: later)]
+        pruning.expiredBy = later
+        try await store.commit(pruning)
+        #expect(try await stored() == ["push-a", "day"])
+        // Oldest first, at most the batch's limit (64 and two per answer of its own): 70 expired answers,
+        // expiring one second apart, then a commit with three answers of its own prunes 70 of them.
+        var many = LedgerBatch()
+        many.idempotentAnswers = (0..<70).map { answer("e\($0)", "e", at: later, lasting: 1_000 * Int64($0 + 1)) }
+        try await store.commit(many)
+        var next = LedgerBatch()
+        next.idempotentAnswers = (0..<3).map { answer("m\($0)", "m", at: later.adding(seconds: 100), lasting: 60_000) }
+        next.expiredBy = later.adding(seconds: 100)
+        #expect(next.pruneLimit == 70)
+        try await store.commit(next)
+        let left = try await store.idempotentAnswers(for: (0..<70).map { IdempotencyKey(app: app.id, key: "e\($0)") })
+        #expect(left.isEmpty)
+        #expect(try await stored() == ["push-a", "day", "m0", "m1", "m2"])
+        var partly = LedgerBatch()
+        partly.idempotentAnswers = (0..<70).map { answer("f\($0)", "f", at: later, lasting: 1_000 * Int64($0 + 1)) }
+        try await store.commit(partly)
+        var onlyPruning = LedgerBatch()
+        onlyPruning.requests = [request(4, at: later)]
+        onlyPruning.expiredBy = later.adding(seconds: 200)
+        try await store.commit(onlyPruning)
+        let kept = try await store.idempotentAnswers(for: (0..<70).map { IdempotencyKey(app: app.id, key: "f\($0)") })
+        #expect(kept.keys.map(\.key).sorted() == ["f64", "f65", "f66", "f67", "f68", "f69"], "the 64 oldest go first")
+    }
 }

@@ -37,7 +37,9 @@ struct PostgresStoreTests {
         #expect(try await stores[2].webhookSecret(of: created.app) == created.webhookSecret)
     }
 
-    static let migrationNames = ["pg1-schema", "pg2-cluster", "pg3-inbox", "pg4-ledger-without-foreign-keys", "pg5-gateway-fence", "pg6-push-types"]
+    static let migrationNames = ["pg1-schema", "pg2-cluster", "pg3-inbox", "pg4-ledger-without-foreign-keys", "pg5-gateway-fence", "pg6-push-types",
+        "pg7-idempotency-expiry",
+    ]
 
     @Test(.enabled(if: TestPostgres.isEnabled)) func aDatabaseOfTheOtherEnvironmentIsRefused() async throws {
         let directory = try TemporaryDirectory("pg-environment")

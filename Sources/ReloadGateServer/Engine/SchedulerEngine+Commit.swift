@@ -160,6 +160,7 @@ extension SchedulerEngine {
         // (``commitEnded(_:_:took:)``).
         inbox.holdWakeUps()
         if partitioning != nil { batch.fence = fence(of: batch) }
+        batch.expiredBy = Timestamp(now())
         sealed = Sealed(number: number, batch: batch, keys: batchKeys, deliveries: batchDeliveries)
         let commit = PendingCommit(number: number, batch: batch)
         batch = LedgerBatch()

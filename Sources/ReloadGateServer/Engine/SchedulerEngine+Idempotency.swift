@@ -1,17 +1,15 @@
 import ReloadGateCore
 import ReloadGateStore
 
-/// The engine's idempotency keys (a webhook call's `idempotency-key`): the first call with a key is decided;
-/// a call with the same key and body while the first is in flight waits for its answer, and after it gets
-/// the recorded answer again (the store's, for 24 hours); the same key with another body is a conflict.
-/// Only the commit loop decides, one request after the other, so no second call with a key is accepted
-/// while the first is undecided.
+/// The engine's idempotency keys (a webhook call's `idempotency-key`, a push's `apns-id` for its device): the
+/// first request with a key is decided; one with the same key and body while the first is in flight waits
+/// for its answer, and after it gets the recorded answer again (the store's, until the key expires); the
+/// same key with another body is a conflict. Only the commit loop decides, one request after the other, so
+/// no second request with a key is accepted while the first is undecided. The keys of one drain of the
+/// inbox are looked up in the store with one read (``storedAnswers(of:)``).
 extension SchedulerEngine {
     /// An app's idempotency key.
-    struct KeyName: Hashable {
-        var app: Int64
-        var key: String
-    }
+    typealias KeyName = IdempotencyKey
 
     /// A key whose first call is decided but not committed: its body's hash, and whoever waits for its answer.
     struct InFlightKey {
@@ -19,9 +17,30 @@ extension SchedulerEngine {
         var waiters: [Reply] = []
     }
 
+    /// What the store holds for the keys of `queued`'s requests that are not in flight: one read. A failed
+    /// read is every such request's answer.
+    func storedAnswers(of queued: [Queued]) async -> Result<[KeyName: IdempotentAnswer], any Error> {
+        var names: [KeyName] = []
+        var seen = Set<KeyName>()
+        for item in queued {
+            guard case .request(let submission, _, _) = item, let idempotency = submission.idempotency else { continue }
+            let name = KeyName(app: submission.app.id, key: idempotency.key)
+            if inFlightKeys[name] == nil, seen.insert(name).inserted { names.append(name) }
+        }
+        guard !names.isEmpty else { return .success([:]) }
+        do {
+            return .success(try await store.idempotentAnswers(for: names))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// Whether `submission` is to be decided: yes without a key or with a new one (then held in flight);
-    /// otherwise `reply` is answered (or will be, with the first call's answer) and it is not.
-    func claimKey(of submission: ReloadCommand, reply: @escaping Reply) async -> Bool {
+    /// otherwise `reply` is answered (or will be, with the first request's answer) and it is not. `stored`
+    /// is what the store held for the keys of the drain (``storedAnswers(of:)``).
+    func claimKey(
+        of submission: ReloadCommand, stored: Result<[KeyName: IdempotentAnswer], any Error>, reply: @escaping Reply
+    ) -> Bool {
         guard let idempotency = submission.idempotency else { return true }
         let name = KeyName(app: submission.app.id, key: idempotency.key)
         if var inFlight = inFlightKeys[name] {
@@ -33,23 +52,23 @@ extension SchedulerEngine {
             inFlightKeys[name] = inFlight
             return false
         }
-        do {
-            switch try await store.idempotentAnswer(
-                app: submission.app.id, key: idempotency.key, bodyHash: idempotency.bodyHash, now: submission.received
-            ) {
-            case .replay(let status, let body):
-                reply(.success(.replay(status: status, body: body)))
-                return false
-            case .conflict:
-                reply(.success(.conflict))
-                return false
-            case .new:
-                inFlightKeys[name] = InFlightKey(bodyHash: idempotency.bodyHash)
-                return true
-            }
-        } catch {
+        let answers: [KeyName: IdempotentAnswer]
+        switch stored {
+        case .success(let found): answers = found
+        case .failure(let error):
             reply(.failure(error))
             return false
+        }
+        switch IdempotentAnswer.lookup(answers[name], bodyHash: idempotency.bodyHash, now: submission.received) {
+        case .replay(let status, let body):
+            reply(.success(.replay(status: status, body: body)))
+            return false
+        case .conflict:
+            reply(.success(.conflict))
+            return false
+        case .new:
+            inFlightKeys[name] = InFlightKey(bodyHash: idempotency.bodyHash)
+            return true
         }
     }
 
@@ -72,7 +91,8 @@ extension SchedulerEngine {
         batch.idempotentAnswers.append(
             IdempotentAnswer(
                 app: submission.app.id, key: idempotency.key, bodyHash: idempotency.bodyHash, status: answer.status,
-                response: answer.body, createdAt: submission.received
+                response: answer.body, createdAt: submission.received,
+                expiresAt: submission.received.adding(milliseconds: idempotency.window)
             )
         )
         batchKeys.append(KeyName(app: submission.app.id, key: idempotency.key))

@@ -52,6 +52,7 @@ extension SchedulerEngine {
         // loop; they are refused with it at once, and with no commit in flight the engine degrades
         // (``CommitPipeline/storeFailed()``) and refuses the rest too.
         var storeAway: StoreError?
+        let stored = await storedAnswers(of: queued)
         for item in queued {
             if pipeline.isDegraded, let storeAway {
                 switch item {
@@ -62,7 +63,7 @@ extension SchedulerEngine {
             }
             switch item {
             case .request(let submission, let render, let reply):
-                await accept(submission, render: render, reply: reply)
+                await accept(submission, render: render, stored: stored, reply: reply)
             case .adoption(let adoption):
                 if let storeAway {
                     adoption.then(.failure(storeAway))
@@ -85,7 +86,7 @@ extension SchedulerEngine {
                     adoption.then(.success(adopted.device))
                 } catch {
                     // Degraded first (``storeFailed(_:)`` says so on `/ready`), then refused.
-                    if let error = error as? StoreError, error.code == "store.unavailable" {
+                    if let error = error as? StoreError, error.isStoreAway {
                         storeAway = error
                         storeFailed(error)
                     }
@@ -96,9 +97,11 @@ extension SchedulerEngine {
     }
 
     /// Decides a request into the open batch; `reply` is called after the batch committed, or at once
-    /// for an idempotent replay or conflict.
-    func accept(_ submission: ReloadCommand, render: Render, reply: @escaping Reply) async {
-        guard await claimKey(of: submission, reply: reply) else { return }
+    /// for an idempotent replay or conflict. `stored`: the store's answers to the drain's keys.
+    func accept(
+        _ submission: ReloadCommand, render: Render, stored: Result<[KeyName: IdempotentAnswer], any Error>, reply: @escaping Reply
+    ) async {
+        guard claimKey(of: submission, stored: stored, reply: reply) else { return }
 
         let id: RequestID
         do {

@@ -261,13 +261,14 @@ final class PushIngress: Sendable {
         } catch let failure as APNsFailure {
             connection.debug("push refused", metadata: Self.refusalMetadata(failure, apnsID: head.apnsID, bearer: nil))
             respond(PushResponse(failure, apnsID: head.apnsID))
-        } catch let error as StoreError where error.code == "store.unavailable" {
+        } catch let error as StoreError where error.isStoreAway {
             // The database is away: Apple's answer for "try again later".
+            // (A read: nothing was written, whatever became of it.)
             connection.debug("push refused: the store cannot be reached", metadata: ["apns-id": "\(head.apnsID)"])
-            respond(PushResponse(APNsFailure(.serviceUnavailable), apnsID: head.apnsID))
+            respond(Self.refusal(StoreError.unavailable(reason: "\(error)"), apnsID: head.apnsID))
         } catch {
             logger.error("cannot read an app or device", metadata: ["error": "\(error)", "apns-id": "\(head.apnsID)"])
-            respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
+            respond(Self.refusal(error, apnsID: head.apnsID))
         }
     }
 
@@ -339,11 +340,16 @@ final class PushIngress: Sendable {
                 summary: summary,
                 apnsID: head.apnsID.lowercased(),
                 received: Timestamp(received),
-                idempotency: nil
+                // A sender's own apns-id names the push: its retry is answered, not decided again.
+                idempotency: head.headers.apnsID.map { .push(apnsID: $0, device: device) }
             )
-            door.enqueue(submission, render: { _, _ in (200, "") }) { result in
+            // The answer is recorded only for a push with a key (rendered on the commit loop); any other is
+            // rendered from its decisions here, on the thread of its reply.
+            let keyed = submission.idempotency != nil
+            let render: SchedulerEngine.Render = { _, decisions in (200, keyed ? Self.answerRecord(Self.decisionHeaders(decisions)) : "") }
+            door.enqueue(submission, render: render) { result in
                 switch result {
-                case .success(.decided(let id, let decisions, _, _)):
+                case .success(.decided(let id, let decisions, let status, let record)):
                     logger.debug(
                         "push accepted",
                         metadata: [
@@ -351,17 +357,19 @@ final class PushIngress: Sendable {
                             "device": "\(token.shortened)", "decisions": "\(WebhookRoutes.decisionSummary(decisions))",
                         ]
                     )
-                    respond(PushResponse(status: 200, apnsID: head.apnsID, extraHeaders: Self.decisionHeaders(decisions)))
-                case .success:
+                    let headers = keyed ? Self.answerHeaders(record) : Self.decisionHeaders(decisions)
+                    respond(PushResponse(status: status, apnsID: head.apnsID, extraHeaders: headers))
+                case .success(.replay(let status, let record)):
+                    // The same apns-id for the same device, answered before: that answer, nothing decided again.
+                    logger.debug("push answered before", metadata: ["apns-id": "\(head.apnsID)", "device": "\(token.shortened)"])
+                    respond(PushResponse(
+                        status: status, apnsID: head.apnsID, extraHeaders: Self.answerHeaders(record) + [("idempotent-replayed", "true")]
+                    ))
+                case .success(.conflict):
+                    // A push's key has no body hash: a conflict cannot come.
                     respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
                 case .failure(let error):
-                    let reason: APNsReason =
-                        switch error {
-                        case is SchedulerUnavailable: .shutdown
-                        case let error where Self.isUnavailable(error): .serviceUnavailable
-                        default: .internalServerError
-                        }
-                    respond(PushResponse(APNsFailure(reason), apnsID: head.apnsID))
+                    respond(Self.refusal(error, apnsID: head.apnsID))
                 }
             }
         }
@@ -391,13 +399,7 @@ final class PushIngress: Sendable {
                     ))
                 case .failure(let error):
                     logger.error("cannot adopt a device", metadata: ["device": "\(token.shortened)", "error": "\(error)"])
-                    let reason: APNsReason =
-                        switch error {
-                        case is SchedulerUnavailable: .shutdown
-                        case let error where Self.isUnavailable(error): .serviceUnavailable
-                        default: .internalServerError
-                        }
-                    respond(PushResponse(APNsFailure(reason), apnsID: head.apnsID))
+                    respond(Self.refusal(error, apnsID: head.apnsID))
                 }
             }
         }
@@ -405,6 +407,24 @@ final class PushIngress: Sendable {
 
     /// Whether `error` refused a push for the gateway's state (queue full, the store away): Apple's 503,
     /// safe to retry.
+    /// The answer to a push the gateway could not decide or commit: Apple's reason (`Shutdown`,
+    /// `ServiceUnavailable` for the store's or the gateway's state, else `InternalServerError`), and
+    /// `reloadgate-outcome`: `unknown` when the commit may have been made (its answer was lost; the retry
+    /// with the push's apns-id is answered, not decided again), `not-stored` otherwise (docs/OPERATIONS.md,
+    /// "What a failed answer means").
+    static func refusal(_ error: any Error, apnsID: String) -> PushResponse {
+        let reason: APNsReason =
+            switch error {
+            case is SchedulerUnavailable: .shutdown
+            case let error where isUnavailable(error): .serviceUnavailable
+            default: .internalServerError
+            }
+        var response = PushResponse(APNsFailure(reason), apnsID: apnsID)
+        let unknown = if case .outcomeUnknown? = error as? StoreError { true } else { false }
+        response.extraHeaders = [("reloadgate-outcome", unknown ? "unknown" : "not-stored")]
+        return response
+    }
+
     static func isUnavailable(_ error: any Error) -> Bool {
         switch error {
         case is SchedulerOverloaded: true
@@ -412,6 +432,20 @@ final class PushIngress: Sendable {
         // written, and a retry reaches the new owner.
         case let error as StoreError: error.isTransient
         default: false
+        }
+    }
+
+    /// A push's answer headers as the idempotency record keeps them, one `name: value` per line: a retry
+    /// of the push with its apns-id gets the same headers (``answerHeaders(_:)``).
+    static func answerRecord(_ headers: [(String, String)]) -> String {
+        headers.map { "\($0.0): \($0.1)" }.joined(separator: "\n")
+    }
+
+    /// The headers of an ``answerRecord(_:)``.
+    static func answerHeaders(_ record: String) -> [(String, String)] {
+        record.split(separator: "\n").compactMap { line in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), String(line[line.index(after: colon)...].drop { $0 == " " }))
         }
     }
 

@@ -81,6 +81,11 @@ extension APIError {
         switch error {
         case is SchedulerUnavailable:
             APIError(status: .serviceUnavailable, code: "shutting-down", message: "the gateway is shutting down; retry")
+        case StoreError.outcomeUnknown(let reason):
+            APIError(
+                status: .serviceUnavailable, code: "store-outcome-unknown",
+                message: "the store may or may not have committed the request (\(reason)); retry with the same idempotency-key"
+            )
         case let error as StoreError where error.isTransient:
             APIError(status: .serviceUnavailable, code: "store-unavailable", message: "\(error); nothing was accepted, retry")
         case is SchedulerOverloaded:

@@ -12,24 +12,10 @@ extension PostgresStore {
         guard !batch.isEmpty else { return }
         let statement = LedgerStatement(batch)
         let logger = logger
-        let outcome: [LedgerStatement.Row]
-        if batch.idempotentAnswers.isEmpty {
-            // One statement: atomic by itself (it needs no BEGIN and COMMIT of its own), one round trip.
-            // Collected: an error of a statement that returns rows arrives with them, not with the call.
-            outcome = try await withConnection { connection in try await Self.run(statement, on: connection, logger: logger) }
-        } else {
-            do {
-                outcome = try await transaction { connection in
-                    try await Self.write(batch.idempotentAnswers, on: connection, logger: logger)
-                    let outcome = try await Self.run(statement, on: connection, logger: logger)
-                    // A fence that did not hold throws here: the transaction (its idempotent answers) rolls back.
-                    if let row = outcome.first, !row.ok { throw StoreError.fenced(generation: row.generation ?? 0, held: []) }
-                    return outcome
-                }
-            } catch StoreError.fenced(let generation, _) {
-                outcome = [(ok: false, generation: generation)]
-            }
-        }
+        // One statement: atomic by itself (it needs no BEGIN and COMMIT of its own), one round trip, its
+        // idempotency keys included. Collected: an error of a statement that returns rows arrives with
+        // them, not with the call.
+        let outcome = try await withConnection { connection in try await Self.run(statement, on: connection, logger: logger) }
         guard let fence = statement.fence, let row = outcome.first, !row.ok else { return }
         // Nothing was written. Which partitions the gateway still holds is read apart from the statement, so
         // that the statement's answer stays one short row (see ``LedgerStatement``).
@@ -51,32 +37,7 @@ extension PostgresStore {
         return rows
     }
 
-    /// Writes a batch's idempotent answers (rare: webhook calls with a key). A key older than the window is
-    /// replaced; a live one (another gateway answered the key since this one looked it up) makes the whole
-    /// batch fail as unavailable: nothing is written, and the caller's retry gets that answer.
-    static func write(_ answers: [IdempotentAnswer], on connection: PostgresConnection, logger: Logger) async throws {
-        for answer in answers {
-            _ = try await connection.rows(
-                """
-                DELETE FROM idempotency WHERE appId = \(answer.app) AND key = \(answer.key)
-                    AND createdAt < \(answer.createdAt.milliseconds - IdempotentAnswer.window)
-                """,
-                logger: logger
-            )
-            let inserted = try await connection.rows(
-                """
-                INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt)
-                VALUES (\(answer.app), \(answer.key), \(ByteBuffer(bytes: answer.bodyHash)), \(Int64(answer.status)),
-                    \(answer.response), \(answer.createdAt.milliseconds))
-                ON CONFLICT (appId, key) DO NOTHING RETURNING 1
-                """,
-                logger: logger
-            )
-            guard !inserted.isEmpty else { throw StoreError.keyAnsweredMeanwhile(key: answer.key) }
-        }
-    }
-
-    /// Every row of a batch but its idempotent answers, as one statement of data-modifying CTEs over typed
+    /// Every row of a batch, as one statement of data-modifying CTEs over typed
     /// arrays (one array per column, `unnest` makes the rows). Its text never changes, so each connection
     /// prepares it once; a part with no rows gets empty arrays and writes nothing. The parts touch disjoint
     /// rows (an instance is either deleted or written; foreign keys are checked at the end of the
@@ -92,7 +53,14 @@ extension PostgresStore {
     /// one the batch was decided under (no other gateway has taken a partition from it since). Its fence
     /// row is locked `FOR SHARE`: a takeover's `UPDATE` of it waits for this commit (and then loads what it
     /// wrote), and a row changed since the statement's snapshot is read again as it is now. One row lock
-    /// per commit, however many partitions the batch touches. The statement answers one short row: whether the
+    /// per commit, however many partitions the batch touches.
+    ///
+    /// Idempotency keys (webhook calls' `idempotency-key`, pushes' `apns-id`): a new key, or one whose answer
+    /// expired, takes the batch's answer; a live one (another gateway answered it since this one looked it
+    /// up) ends the statement with an error (`reloadgate_key_answered_meanwhile`, migration
+    /// `pg7-idempotency-expiry`), so that nothing of the batch is written. Answers expired by the batch's
+    /// time are deleted with it (a few, never one of its own keys, never a row another gateway is
+    /// deleting). The statement answers one short row: whether the
     /// fence held and, when it did not, the generation now (the partitions the gateway still holds are read
     /// after it: an array of up to 1,024 of them could make the answer longer than one read).
     struct LedgerStatement: PostgresPreparedStatement {
@@ -101,6 +69,19 @@ extension PostgresStore {
         static let sql = """
             WITH fence AS (SELECT gateway FROM gateway_fence WHERE $51 AND gateway = $52 AND generation = $53 FOR SHARE),
                 fenced AS (SELECT NOT $51 OR count(*) = 1 AS ok FROM fence),
+                keys AS (INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt, expiresAt)
+                    SELECT x.appId, x.key, decode(x.bodyHash, 'hex'), x.status, x.response, x.createdAt, x.expiresAt
+                    FROM unnest($54::bigint[], $55::text[], $56::text[], $57::bigint[], $58::text[], $59::bigint[], $60::bigint[])
+                        AS x(appId, key, bodyHash, status, response, createdAt, expiresAt)
+                    WHERE (SELECT ok FROM fenced)
+                    ON CONFLICT (appId, key) DO UPDATE SET bodyHash = EXCLUDED.bodyHash, status = EXCLUDED.status,
+                        response = EXCLUDED.response, createdAt = EXCLUDED.createdAt, expiresAt = EXCLUDED.expiresAt
+                    WHERE idempotency.expiresAt <= EXCLUDED.createdAt
+                    RETURNING key),
+                pruned AS (DELETE FROM idempotency WHERE (appId, key) IN
+                    (SELECT i.appId, i.key FROM idempotency i WHERE i.expiresAt <= $61 AND (SELECT ok FROM fenced)
+                        AND (i.appId, i.key) NOT IN (SELECT * FROM unnest($54::bigint[], $55::text[]))
+                        ORDER BY i.expiresAt LIMIT $62 FOR UPDATE SKIP LOCKED)),
                 requests AS (INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt,
                         summary, apnsId, decisionInstanceId, decisionKind, decisionDue, decisionReason)
                     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
@@ -154,6 +135,10 @@ extension PostgresStore {
                 FROM fenced
                 LEFT JOIN LATERAL (SELECT pg_notify('\(PostgresStore.clusterChannel)', '\(ClusterChange.inbox.rawValue)')
                     WHERE cardinality($47::integer[]) > 0) notified ON ok
+                WHERE CASE WHEN NOT ok OR (SELECT count(*) FROM keys) = cardinality($55::text[]) THEN true
+                    ELSE reloadgate_key_answered_meanwhile(
+                        (SELECT taken.key FROM (SELECT unnest($55::text[]) AS key EXCEPT SELECT key FROM keys) taken LIMIT 1))
+                    END
             """
 
         /// The batch's rows, column by column.
@@ -162,7 +147,7 @@ extension PostgresStore {
         let fence: LeaseFence?
 
         init(_ batch: LedgerBatch) {
-            var bindings = PostgresBindings(capacity: 53)
+            var bindings = PostgresBindings(capacity: 62)
             func nullable<Element: PostgresArrayEncodable & PostgresNonThrowingEncodable>(_ values: [Element?]) {
                 bindings.append(PostgresNullableArray(values))
             }
@@ -262,11 +247,35 @@ extension PostgresStore {
             bindings.append(batch.fence != nil)
             bindings.append(batch.fence?.gateway ?? "")
             bindings.append(batch.fence?.generation ?? 0)
+
+            let answers = batch.idempotentAnswers
+            bindings.append(answers.map(\.app))
+            bindings.append(answers.map(\.key))
+            bindings.append(answers.map { Self.hex($0.bodyHash) })
+            bindings.append(answers.map { Int64($0.status) })
+            bindings.append(answers.map(\.response))
+            bindings.append(answers.map(\.createdAt.milliseconds))
+            bindings.append(answers.map(\.expiresAt.milliseconds))
+            bindings.append(batch.expiredBy?.milliseconds ?? Int64.min)
+            bindings.append(Int64(batch.pruneLimit))
             self.bindings = bindings
             self.fence = batch.fence
         }
 
         func makeBindings() throws -> PostgresBindings { bindings }
+
+        /// `bytes` as lower-case hexadecimal (the statement decodes it: a text array binds where a bytea
+        /// array may not).
+        static func hex(_ bytes: [UInt8]) -> String {
+            let digits = Array("0123456789abcdef".utf8)
+            var text: [UInt8] = []
+            text.reserveCapacity(bytes.count * 2)
+            for byte in bytes {
+                text.append(digits[Int(byte >> 4)])
+                text.append(digits[Int(byte & 0x0f)])
+            }
+            return String(decoding: text, as: UTF8.self)
+        }
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let (ok, generation) = try row.decode((Bool, Int64?).self)
@@ -294,17 +303,29 @@ extension PostgresStore {
         )
     }
 
-    /// What `key` finds for `app`: nothing (or older than 24 hours), the first answer for the same body,
-    /// or a conflict for another body.
-    public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup {
-        guard let row = try await rows(
-            "SELECT bodyHash, status, response, createdAt FROM idempotency WHERE appId = \(app) AND key = \(key)"
-        ).first else { return .new }
-        let (hash, status, response, created) = try row.decode((ByteBuffer, Int64, String, Int64).self)
-        guard created >= now.milliseconds - IdempotentAnswer.window else { return .new }
-        guard Array(buffer: hash) == bodyHash else { return .conflict }
-        return .replay(status: Int(status), response: response)
+    /// The answers recorded for `keys`, expired or not: one query.
+    public func idempotentAnswers(for keys: [IdempotencyKey]) async throws -> [IdempotencyKey: IdempotentAnswer] {
+        guard !keys.isEmpty else { return [:] }
+        var found: [IdempotencyKey: IdempotentAnswer] = [:]
+        for row in try await rows(
+            """
+            SELECT i.appId, i.key, i.bodyHash, i.status, i.response, i.createdAt, i.expiresAt
+            FROM idempotency i JOIN unnest(\(keys.map(\.app))::bigint[], \(keys.map(\.key))::text[]) AS k(appId, key)
+                ON i.appId = k.appId AND i.key = k.key
+            """
+        ) {
+            let (app, key, hash, status, response, created, expires) = try row.decode(
+                (Int64, String, ByteBuffer, Int64, String, Int64, Int64).self
+            )
+            let answer = IdempotentAnswer(
+                app: app, key: key, bodyHash: Array(hash.readableBytesView), status: Int(status), response: response,
+                createdAt: Timestamp(milliseconds: created), expiresAt: Timestamp(milliseconds: expires)
+            )
+            found[answer.name] = answer
+        }
+        return found
     }
+
 
     /// The stored scheduling state of every instance that has one, to restore on start.
     public func instanceSnapshots() async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {

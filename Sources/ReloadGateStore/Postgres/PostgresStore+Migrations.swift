@@ -192,6 +192,24 @@ extension PostgresStore {
                 "ALTER TABLE device ADD COLUMN pushType text NOT NULL DEFAULT 'widgets'",
             ]
         ),
+        (
+            "pg7-idempotency-expiry",
+            [
+                // A key is kept until its own expiry (the SQLite store's `v17-idempotency-expiry`).
+                "ALTER TABLE idempotency ADD COLUMN expiresAt bigint NOT NULL DEFAULT 0",
+                "UPDATE idempotency SET expiresAt = createdAt + 86400000",
+                "CREATE INDEX idempotency_on_expiry ON idempotency (expiresAt)",
+                // Ends a statement with an error, so that nothing it wrote stays: the group commit calls it when
+                // one of its idempotency keys was answered by another gateway meanwhile.
+                """
+                CREATE FUNCTION reloadgate_key_answered_meanwhile(key text) RETURNS boolean LANGUAGE plpgsql AS $$
+                BEGIN
+                    RAISE EXCEPTION 'the idempotency key % was answered meanwhile', key USING ERRCODE = 'RG001', DETAIL = key;
+                END
+                $$
+                """,
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

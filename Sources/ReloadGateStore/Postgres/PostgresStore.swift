@@ -283,7 +283,7 @@ public final class PostgresStore: Sendable {
             return nil
         } catch {
             let translated = Self.translate(error, overran: false, limit: timeout)
-            if let error = translated as? StoreError, case .unavailable = error {
+            if let error = translated as? StoreError, error.isStoreAway {
                 return "a table of the ledger stays locked (\(Self.describe(error)))"
             }
             return Self.describe(translated)
@@ -428,6 +428,9 @@ public final class PostgresStore: Sendable {
         }
     }
 
+    /// The SQLSTATE of `reloadgate_key_answered_meanwhile` (migration `pg7-idempotency-expiry`).
+    static let keyAnsweredMeanwhileState = "RG001"
+
     /// Whether `error` is the server's cancellation of a statement at the deadline (`statement_timeout`,
     /// `lock_timeout`, `idle_in_transaction_session_timeout`).
     static func passedDeadline(_ error: any Error) -> Bool {
@@ -438,16 +441,24 @@ public final class PostgresStore: Sendable {
     }
 
     /// A failed operation's error as the gateway answers it: a statement the server cancelled at the
-    /// deadline, or a connection closed for it, is the store being unavailable (`503`, nothing committed).
+    /// deadline is the store being unavailable (`503`, nothing committed); a connection closed at the
+    /// deadline, or one that broke, leaves the outcome unknown (`503` too: the retry is answered).
     static func translate(_ error: any Error, overran: Bool, limit: Duration) -> any Error {
         var inner = error
         if let transaction = error as? PostgresTransactionError, let thrown = transaction.closureError { inner = thrown }
         if inner is StoreError || inner is RegistryError { return inner }
+        if let psql = inner as? PSQLError, psql.serverInfo?[.sqlState] == keyAnsweredMeanwhileState {
+            return StoreError.keyAnsweredMeanwhile(key: psql.serverInfo?[.detail] ?? "")
+        }
         if passedDeadline(inner), let psql = inner as? PSQLError {
             return StoreError.unavailable(reason: "the database did not finish within the store deadline: \(describe(psql))")
         }
         if overran {
-            return StoreError.unavailable(reason: "the database did not answer within \(limit); the connection was closed")
+            return StoreError.outcomeUnknown(reason: "the database did not answer within \(limit); the connection was closed")
+        }
+        // The connection broke under the operation: what was sent may have been done.
+        if let psql = inner as? PSQLError, [.serverClosedConnection, .uncleanShutdown, .connectionError].contains(psql.code) {
+            return StoreError.outcomeUnknown(reason: "the connection to the database broke (\(describe(psql)))")
         }
         return error
     }

@@ -19,18 +19,32 @@ extension SQLiteStore {
     /// ``storedPending``, once the transaction has committed).
     func write(_ batch: LedgerBatch, in db: Database) throws -> [Int64] {
         var deleted: [Int64] = []
-        for answer in batch.idempotentAnswers {
-            // A key older than the window is replaced; a live one makes the whole batch fail.
-            try db.executeCached(
-                sql: "DELETE FROM idempotency WHERE appId = ? AND key = ? AND createdAt < ?",
-                arguments: [answer.app, answer.key, answer.createdAt.milliseconds - IdempotentAnswer.window]
-            )
+        if let expiredBy = batch.expiredBy {
             try db.executeCached(
                 sql: """
-                    INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt) VALUES (?, ?, ?, ?, ?, ?)
+                    DELETE FROM idempotency WHERE rowid IN
+                        (SELECT rowid FROM idempotency WHERE expiresAt <= ? ORDER BY expiresAt LIMIT ?)
                     """,
-                arguments: [answer.app, answer.key, Data(answer.bodyHash), answer.status, answer.response, answer.createdAt.milliseconds]
+                arguments: [expiredBy.milliseconds, batch.pruneLimit]
             )
+        }
+        for answer in batch.idempotentAnswers {
+            // A new key, or one whose answer expired, takes this answer; a live one (answered since the
+            // engine looked it up) makes the whole batch fail.
+            try db.executeCached(
+                sql: """
+                    INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt, expiresAt)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (appId, key) DO UPDATE SET bodyHash = excluded.bodyHash, status = excluded.status,
+                        response = excluded.response, createdAt = excluded.createdAt, expiresAt = excluded.expiresAt
+                    WHERE idempotency.expiresAt <= excluded.createdAt
+                    """,
+                arguments: [
+                    answer.app, answer.key, Data(answer.bodyHash), answer.status, answer.response, answer.createdAt.milliseconds,
+                    answer.expiresAt.milliseconds,
+                ]
+            )
+            guard db.changesCount == 1 else { throw StoreError.keyAnsweredMeanwhile(key: answer.key) }
         }
         // The statements below run for every request, decision and changed instance: bound directly
         // (BoundStatement), each prepared once per batch.
@@ -279,19 +293,26 @@ extension SQLiteStore {
         }
     }
 
-    /// What `key` finds for `app`: nothing (or older than 24 hours), the first answer for the same body,
-    /// or a conflict for another body.
-    public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) throws -> IdempotencyLookup {
-        try writer.read { db in
-            guard let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT bodyHash, status, response, createdAt FROM idempotency WHERE appId = ? AND key = ?"),
-                arguments: [app, key]
-            ), (row["createdAt"] as Int64) >= now.milliseconds - IdempotentAnswer.window
-            else { return .new }
-            guard (row["bodyHash"] as Data) == Data(bodyHash) else { return .conflict }
-            return .replay(status: row["status"], response: row["response"])
+    /// The answers recorded for `keys`, expired or not: one read, one index seek per key.
+    public func idempotentAnswers(for keys: [IdempotencyKey]) throws -> [IdempotencyKey: IdempotentAnswer] {
+        guard !keys.isEmpty else { return [:] }
+        return try writer.read { db in
+            let statement = try db.cachedStatement(
+                sql: "SELECT bodyHash, status, response, createdAt, expiresAt FROM idempotency WHERE appId = ? AND key = ?"
+            )
+            var found: [IdempotencyKey: IdempotentAnswer] = [:]
+            for name in keys {
+                guard let row = try Row.fetchOne(statement, arguments: [name.app, name.key]) else { continue }
+                found[name] = IdempotentAnswer(
+                    app: name.app, key: name.key, bodyHash: Array(row["bodyHash"] as Data), status: row["status"],
+                    response: row["response"], createdAt: Timestamp(milliseconds: row["createdAt"]),
+                    expiresAt: Timestamp(milliseconds: row["expiresAt"])
+                )
+            }
+            return found
         }
     }
+
 
 }
 

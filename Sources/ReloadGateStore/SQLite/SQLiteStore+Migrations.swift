@@ -266,6 +266,15 @@ extension SQLiteStore {
                 table.add(column: "pushType", .text).notNull().defaults(to: "widgets")
             }
         }
+        migrator.registerMigration("v17-idempotency-expiry") { db in
+            // A key is kept until its own expiry (a webhook call's key 24 hours, a push's apns-id 15 minutes),
+            // and expired keys are pruned oldest first.
+            try db.alter(table: "idempotency") { table in
+                table.add(column: "expiresAt", .integer).notNull().defaults(to: 0)
+            }
+            try db.execute(sql: "UPDATE idempotency SET expiresAt = createdAt + 86400000")
+            try db.create(index: "idempotency_on_expiry", on: "idempotency", columns: ["expiresAt"])
+        }
         return migrator
     }
 

@@ -273,7 +273,7 @@ extension SQLiteStore {
         try await offThreadRead { try self.lastRequestID() }
     }
 
-    public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup {
-        try await offThreadRead { try self.idempotentAnswer(app: app, key: key, bodyHash: bodyHash, now: now) }
+    public func idempotentAnswers(for keys: [IdempotencyKey]) async throws -> [IdempotencyKey: IdempotentAnswer] {
+        try await offThreadRead { try self.idempotentAnswers(for: keys) }
     }
 }

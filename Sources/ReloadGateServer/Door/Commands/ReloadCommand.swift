@@ -25,9 +25,19 @@ struct ReloadCommand: Sendable {
     var received: Timestamp
     var idempotency: Idempotency?
 
-    /// An `idempotency-key` and the hash of the body it came with.
+    /// An idempotency key, the hash of the body it came with, and how long its answer is kept: a webhook
+    /// call's `idempotency-key`, or a push's `apns-id` for its device (``push(apnsID:device:)``).
     struct Idempotency: Hashable, Sendable {
         var key: String
         var bodyHash: [UInt8]
+        /// Milliseconds.
+        var window: Int64 = IdempotentAnswer.webhookWindow
+
+        /// A push's `apns-id` as the sender sent it (lower-cased): the same id for the same device within
+        /// ``IdempotentAnswer/pushRetryWindow`` is the same push, whatever its body (docs/APNS.md, "A retried
+        /// apns-id"). A device is one token of one app.
+        static func push(apnsID: String, device: Int64) -> Idempotency {
+            Idempotency(key: "apns-id \(device) \(apnsID.lowercased())", bodyHash: [], window: IdempotentAnswer.pushRetryWindow)
+        }
     }
 }

@@ -1,0 +1,159 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A TCP proxy on 127.0.0.1 in front of a server (a test's PostgreSQL): every byte goes through, until the
+/// test says that the server's answers are lost (``swallowReplies()``). From then on what the client sends
+/// still reaches the server, which acts on it (a commit is made), but nothing the server answers comes
+/// back: the outcome of whatever was in flight is unknown to the client, as in a network partition that
+/// began just after a request left. ``heal()`` ends it the way such a partition usually ends: every
+/// connection is reset, and new ones work.
+public final class TCPProxy: Sendable {
+    /// The port clients connect to.
+    public let port: Int
+    private let listener: any Channel
+    private let state = Mutex(State())
+
+    private struct State {
+        var swallowing = false
+        /// Swallowing begins once a client sends these bytes (``swallowReplies(onceClientSends:)``).
+        var trigger: [UInt8]?
+        var connections: [any Channel] = []
+    }
+
+    private init(port: Int, listener: any Channel) {
+        self.port = port
+        self.listener = listener
+    }
+
+    /// Starts a proxy to `targetPort` on 127.0.0.1, on a port the system picks.
+    public static func start(to targetPort: Int) async throws -> TCPProxy {
+        let box = Mutex<TCPProxy?>(nil)
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { client in
+                guard let proxy = box.withLock({ $0 }) else { return client.close() }
+                return proxy.relay(client, to: targetPort)
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        guard let port = listener.localAddress?.port else {
+            try await listener.close()
+            throw ChannelError.unknownLocalAddress
+        }
+        let proxy = TCPProxy(port: port, listener: listener)
+        box.withLock { $0 = proxy }
+        return proxy
+    }
+
+    /// From now on nothing the server sends reaches a client (what clients send still reaches the server).
+    public func swallowReplies() {
+        state.withLock { $0.swallowing = true }
+    }
+
+    /// From the moment a client sends `marker` (say, the name of a prepared statement in its Bind message)
+    /// nothing the server sends reaches a client: the server acts on that message, and its answer is lost.
+    public func swallowReplies(onceClientSends marker: String) {
+        state.withLock { $0.trigger = Array(marker.utf8) }
+    }
+
+    /// Resets every connection and lets answers through again: clients reconnect.
+    public func heal() async {
+        let connections = state.withLock { state in
+            state.swallowing = false
+            state.trigger = nil
+            defer { state.connections = [] }
+            return state.connections
+        }
+        for connection in connections { try? await connection.close() }
+    }
+
+    /// Closes the listener and every connection.
+    public func stop() async {
+        await heal()
+        try? await listener.close()
+    }
+
+    private var isSwallowing: Bool { state.withLock { $0.swallowing } }
+
+    /// Called with each buffer a client sends, before it is forwarded: starts swallowing when it holds the
+    /// trigger. (A marker split across two reads is missed; the messages it is meant for are short.)
+    private func watch(_ buffer: ByteBuffer) {
+        state.withLock { state in
+            guard let trigger = state.trigger else { return }
+            let bytes = buffer.readableBytesView
+            if bytes.count >= trigger.count, bytes.indices.dropLast(trigger.count - 1).contains(where: { start in
+                bytes[start..<(start + trigger.count)].elementsEqual(trigger)
+            }) {
+                state.swallowing = true
+                state.trigger = nil
+            }
+        }
+    }
+
+    /// Connects `client` to the target, on the client's event loop, and relays both ways.
+    private func relay(_ client: any Channel, to targetPort: Int) -> EventLoopFuture<Void> {
+        let loop = client.eventLoop
+        let toServer = NIOLoopBound(Relay(drop: { false }, watch: { [self] in self.watch($0) }), eventLoop: loop)
+        do {
+            try client.pipeline.syncOperations.addHandler(toServer.value)
+        } catch {
+            return loop.makeFailedFuture(error)
+        }
+        return ClientBootstrap(group: loop)
+            .channelInitializer { [self] server in
+                let toClient = Relay(drop: { [self] in self.isSwallowing }, watch: { _ in })
+                toClient.partner = client
+                return server.eventLoop.makeCompletedFuture { try server.pipeline.syncOperations.addHandler(toClient) }
+            }
+            .connect(host: "127.0.0.1", port: targetPort)
+            .map { [self] server in
+                toServer.value.connected(to: server)
+                state.withLock { $0.connections += [client, server] }
+            }
+    }
+}
+
+/// Writes what its channel reads to the partner channel (unless `drop` says otherwise), and closes the
+/// partner when its channel closes. Used on its channel's event loop only.
+private final class Relay: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    let drop: @Sendable () -> Bool
+    /// Sees every buffer read, before it is forwarded.
+    let watch: @Sendable (ByteBuffer) -> Void
+    var partner: (any Channel)?
+    /// What arrived before the partner was connected.
+    private var waiting: [ByteBuffer] = []
+
+    init(drop: @escaping @Sendable () -> Bool, watch: @escaping @Sendable (ByteBuffer) -> Void) {
+        self.drop = drop
+        self.watch = watch
+    }
+
+    func connected(to partner: any Channel) {
+        self.partner = partner
+        for buffer in waiting { partner.write(buffer, promise: nil) }
+        waiting = []
+        partner.flush()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        watch(buffer)
+        if drop() { return }
+        if let partner {
+            partner.writeAndFlush(buffer, promise: nil)
+        } else {
+            waiting.append(buffer)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        partner?.close(promise: nil)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

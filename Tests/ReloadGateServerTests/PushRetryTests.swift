@@ -1,0 +1,240 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Synchronization
+import Testing
+
+/// A sender's retry of a push, with the first push's `apns-id` for the same app and token, gets the first
+/// push's answer and is not decided, charged or delivered again (docs/APNS.md, "A retried apns-id"): on one
+/// gateway, across a restart, through either of two gateways on PostgreSQL, and after a commit whose answer
+/// the database sent but the gateway never got.
+@Suite(.timeLimit(.minutes(10)), .heavy)
+struct PushRetryTests {
+    static let bundle = "com.example.scores"
+    static let token = String(repeating: "e1", count: 32)
+    static let other = String(repeating: "e2", count: 32)
+
+    /// The headers a retry must repeat.
+    static func decisionHeaders(_ answer: PushAnswer) -> [String] {
+        ["reloadgate-decision", "reloadgate-due", "apns-id"].map { "\($0): \(answer.answer.header($0) ?? "-")" }
+    }
+
+    /// The outbox lines for `token` (one per delivery).
+    static func deliveries(to token: String, in directory: String) -> Int {
+        let text = (try? String(contentsOfFile: directory + "/outbox.jsonl", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").filter { $0.contains(token) }.count
+    }
+
+    @Test func aRetriedApnsIDIsAnsweredAgainDecidedOnceAndSurvivesARestart() async throws {
+        let directory = try TemporaryDirectory("push-retry")
+        defer { directory.remove() }
+        let sender = ProviderTokenFactory(keyID: "RETRYKEY01", teamID: "RETRYTEAM1")
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            _ = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token, Self.other])
+        }
+        let apnsID = UUID().uuidString.lowercased()
+        let firstHeaders = try await TestGateway.withRunning(in: directory) { gateway in
+            let first = try await gateway.push(Self.token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+            #expect(first.status == 200, "\(first.body)")
+            #expect(first.decision == "scheduled")
+            #expect(first.answer.header("idempotent-replayed") == nil)
+            // The retry, and a retry whose apns-id is in capitals (the same UUID): the first answer, replayed.
+            for retryID in [apnsID, apnsID.uppercased()] {
+                let retry = try await gateway.push(Self.token, bundle: Self.bundle, sender: sender, apnsID: retryID)
+                #expect(retry.status == 200, "\(retry.body)")
+                #expect(retry.answer.header("idempotent-replayed") == "true")
+                #expect(Self.decisionHeaders(retry).dropLast() == Self.decisionHeaders(first).dropLast())
+                #expect(retry.answer.header("apns-id") == retryID)
+            }
+            // The same apns-id for another token is another push: decided (and scheduled: its budget is full).
+            let elsewhere = try await gateway.push(Self.other, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+            #expect(elsewhere.decision == "scheduled")
+            #expect(elsewhere.answer.header("idempotent-replayed") == nil)
+            // Pushes without an apns-id are each decided: the second one to the first token waits for the
+            // minimum interval (deferred), as any new push would.
+            let unnamed = try await gateway.push(Self.token, bundle: Self.bundle, sender: sender, apnsID: nil)
+            #expect(unnamed.decision == "deferred")
+            #expect(unnamed.answer.header("idempotent-replayed") == nil)
+
+            // One request each for the token and the other token under the apns-id, one delivery each.
+            let data = gateway.configuration.dataDirectory
+            let store = try SQLiteStore(directory: data, environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            #expect(try await store.requests(apnsID: apnsID).count == 2)
+            _ = try await eventually { Self.deliveries(to: Self.other, in: data) == 1 }
+            #expect(Self.deliveries(to: Self.token, in: data) == 1)
+            #expect(Self.deliveries(to: Self.other, in: data) == 1)
+            return Self.decisionHeaders(first)
+        }
+
+        // A new gateway process on the same store: the retry still finds the first answer.
+        try await TestGateway.withRunning(in: directory) { gateway in
+            let retry = try await gateway.push(Self.token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+            #expect(retry.status == 200, "\(retry.body)")
+            #expect(retry.answer.header("idempotent-replayed") == "true")
+            #expect(Self.decisionHeaders(retry) == firstHeaders)
+            let data = gateway.configuration.dataDirectory
+            let store = try SQLiteStore(directory: data, environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            #expect(try await store.requests(apnsID: apnsID).count == 2)
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(Self.deliveries(to: Self.token, in: data) == 1)
+        }
+    }
+
+    /// Two gateways on one database: a retry through the other gateway is answered from the first one's
+    /// record; the same apns-id sent to both at once is decided by one of them, and the other answers
+    /// `503` (nothing written) or the first answer, so that a sender's retry is answered 200 either way.
+    @Test(.enabled(if: TestPostgres.isEnabled)) func aRetryThroughAnotherGatewayIsAnsweredFromTheFirstOnesRecord() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let data = try TemporaryDirectory("push-retry-pg")
+        defer { data.remove() }
+        let sender = ProviderTokenFactory(keyID: "RETRYKEY02", teamID: "RETRYTEAM2")
+        let tokens = (0..<20).map { String(format: "%064x", 0xe300 + $0) }
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("a"))
+        defer { try? store.close() }
+        _ = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: tokens)
+        try FileManager.default.createDirectory(atPath: data.path("b"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: data.path("a/secrets.key"), toPath: data.path("b/secrets.key"))
+        @Sendable func configure(_ directory: String) -> @Sendable (inout GatewayConfiguration) -> Void {
+            { configuration in
+                configuration.store.kind = .postgres
+                configuration.store.url = url
+                configuration.dataDirectory = directory
+            }
+        }
+        try await TestGateway.withRunning(configure: configure(data.path("a"))) { first in
+            try await TestGateway.withRunning(configure: configure(data.path("b"))) { second in
+                let apnsID = UUID().uuidString.lowercased()
+                let answer = try await first.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                #expect(answer.status == 200, "\(answer.body)")
+                let retry = try await second.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                #expect(retry.status == 200, "\(retry.body)")
+                #expect(retry.answer.header("idempotent-replayed") == "true")
+                #expect(Self.decisionHeaders(retry) == Self.decisionHeaders(answer))
+                #expect(try await store.requests(apnsID: apnsID).count == 1)
+
+                // The same apns-id through both gateways at once, for each of the other tokens.
+                for token in tokens.dropFirst() {
+                    let apnsID = UUID().uuidString.lowercased()
+                    async let viaFirst = first.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                    async let viaSecond = second.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                    let answers = try await [viaFirst, viaSecond]
+                    #expect(answers.allSatisfy { [200, 503].contains($0.status) }, "\(answers.map(\.body))")
+                    #expect(answers.contains { $0.status == 200 && $0.answer.header("idempotent-replayed") == nil })
+                    // A refused sender retries, as a client does while the gateway answers 503 (the gateway
+                    // whose commit was refused reloads its state from the database first).
+                    for refused in answers where refused.status != 200 {
+                        var again = refused
+                        _ = try await eventually(every: .milliseconds(200)) {
+                            again = try await second.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                            return again.status != 503
+                        }
+                        #expect(again.status == 200, "\(again.body)")
+                        #expect(again.answer.header("idempotent-replayed") == "true")
+                    }
+                    #expect(try await store.requests(apnsID: apnsID).count == 1, "apns-id \(apnsID) was decided more than once")
+                }
+            }
+        }
+    }
+
+    /// The database takes a commit and its answer is lost (a proxy between the gateway and PostgreSQL lets
+    /// the gateway's bytes through and swallows the server's from the moment the gateway sends its group
+    /// commit statement, whose name is in the Bind message): the gateway cannot know the outcome, and
+    /// answers the pushes of that commit as failed (503, retry). Each push answered as failed is sent again
+    /// with its apns-id once the database is reachable: answered 200, and decided once.
+    @Test(.enabled(if: TestPostgres.isEnabled)) func aPushWhoseCommitsAnswerWasLostIsAnswered200OnRetryAndDecidedOnce() async throws {
+        let url = try await TestPostgres.newDatabase()
+        var target = try #require(URLComponents(string: url))
+        let proxy = try await TCPProxy.start(to: try #require(target.port))
+        defer { Task { await proxy.stop() } }
+        target.port = proxy.port
+        let proxied = try #require(target.string)
+        let data = try TemporaryDirectory("push-retry-lost")
+        defer { data.remove() }
+        let sender = ProviderTokenFactory(keyID: "RETRYKEY03", teamID: "RETRYTEAM3")
+        let tokens = (0..<8).map { String(format: "%064x", 0xe400 + $0) }
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("data"))
+        defer { try? store.close() }
+        _ = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: tokens)
+
+        try await TestGateway.withRunning(configure: { configuration in
+            configuration.store.kind = .postgres
+            configuration.store.url = proxied
+            configuration.dataDirectory = data.path("data")
+            // The product's deadline: a commit unanswered for 5 s is refused as unavailable.
+            configuration.store.deadline = 5000
+        }) { gateway in
+            // Eight senders push one after the other, each to a token of its own, each push with a new
+            // apns-id; the partition begins while they do and they stop a few seconds into it.
+            struct Sent: Sendable {
+                var token: String
+                var apnsID: String
+                var status: Int?
+            }
+            final class Phase: Sendable {
+                let sending = Atomic<Bool>(true)
+                let partitioned = Atomic<Bool>(false)
+            }
+            let phase = Phase()
+            let sent = try await withThrowingTaskGroup(of: [Sent].self) { group in
+                for token in tokens {
+                    group.addTask {
+                        var sent: [Sent] = []
+                        while phase.sending.load(ordering: .relaxed) {
+                            let apnsID = UUID().uuidString.lowercased()
+                            let status = try? await gateway.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID).status
+                            sent.append(Sent(token: token, apnsID: apnsID, status: status))
+                            // Once refused, a sender waits for the partition to end before it retries.
+                            if phase.partitioned.load(ordering: .relaxed), status != 200 { break }
+                        }
+                        return sent
+                    }
+                }
+                try await Task.sleep(for: .seconds(1))
+                // The next group commit reaches the database, which commits it; its answer is lost.
+                proxy.swallowReplies(onceClientSends: "LedgerStatement")
+                phase.partitioned.store(true, ordering: .relaxed)
+                try await Task.sleep(for: .seconds(2))
+                phase.sending.store(false, ordering: .relaxed)
+                var all: [Sent] = []
+                for try await part in group { all += part }
+                return all
+            }
+            let refused = sent.filter { $0.status != 200 }
+            #expect(!refused.isEmpty, "no push was refused: the partition came too late")
+            // Before any retry: the refused pushes that were in fact stored (read past the proxy).
+            var stored: [String] = []
+            for push in refused where try await !store.requests(apnsID: push.apnsID).isEmpty { stored.append(push.apnsID) }
+            print("PushRetryTests: \(sent.count) pushes, \(refused.count) refused, \(stored.count) of them stored")
+            #expect(!stored.isEmpty, "no refused push was stored: no commit's answer was lost")
+
+            await proxy.heal()
+            let recovered = try await gateway.withHTTPClient { client async throws -> Bool in
+                try await GatewayAPIClient(client: client, baseURL: gateway.baseURL).waitForReadiness(200, within: .seconds(60))
+            }
+            #expect(recovered, "the gateway did not recover")
+            for push in refused {
+                var retry = try await gateway.push(push.token, bundle: Self.bundle, sender: sender, apnsID: push.apnsID)
+                _ = try await eventually(every: .milliseconds(200)) {
+                    guard retry.status != 200 else { return true }
+                    retry = try await gateway.push(push.token, bundle: Self.bundle, sender: sender, apnsID: push.apnsID)
+                    return false
+                }
+                #expect(retry.status == 200, "\(retry.body)")
+                if stored.contains(push.apnsID) {
+                    #expect(retry.answer.header("idempotent-replayed") == "true", "a stored push was decided again")
+                }
+            }
+            for push in sent where push.status == 200 || refused.contains(where: { $0.apnsID == push.apnsID }) {
+                #expect(try await store.requests(apnsID: push.apnsID).count == 1, "apns-id \(push.apnsID)")
+            }
+        }
+    }
+}

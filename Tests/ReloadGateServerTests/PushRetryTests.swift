@@ -177,6 +177,8 @@ struct PushRetryTests {
                 var token: String
                 var apnsID: String
                 var status: Int?
+                /// `reloadgate-outcome` of a refusal.
+                var outcome: String?
             }
             final class Phase: Sendable {
                 let sending = Atomic<Bool>(true)
@@ -189,8 +191,9 @@ struct PushRetryTests {
                         var sent: [Sent] = []
                         while phase.sending.load(ordering: .relaxed) {
                             let apnsID = UUID().uuidString.lowercased()
-                            let status = try? await gateway.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID).status
-                            sent.append(Sent(token: token, apnsID: apnsID, status: status))
+                            let answer = try? await gateway.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                            let status = answer?.status
+                            sent.append(Sent(token: token, apnsID: apnsID, status: status, outcome: answer?.answer.header("reloadgate-outcome")))
                             // Once refused, a sender waits for the partition to end before it retries.
                             if phase.partitioned.load(ordering: .relaxed), status != 200 { break }
                         }
@@ -214,6 +217,11 @@ struct PushRetryTests {
             for push in refused where try await !store.requests(apnsID: push.apnsID).isEmpty { stored.append(push.apnsID) }
             print("PushRetryTests: \(sent.count) pushes, \(refused.count) refused, \(stored.count) of them stored")
             #expect(!stored.isEmpty, "no refused push was stored: no commit's answer was lost")
+            // A refusal says whether the push may have been stored: never "not-stored" for one that was.
+            for push in refused where push.status != nil {
+                #expect(["unknown", "not-stored"].contains(push.outcome), "\(push)")
+                if stored.contains(push.apnsID) { #expect(push.outcome == "unknown", "\(push)") }
+            }
 
             await proxy.heal()
             let recovered = try await gateway.withHTTPClient { client async throws -> Bool in

@@ -16,6 +16,22 @@ import Testing
         #expect(APIError.refusal(error)?.status == 503)
         #expect(APIError.refusal(error)?.code == "store-unavailable")
         #expect(PushIngress.isUnavailable(error))
+        let push = PushIngress.refusal(error, apnsID: "x")
+        #expect(push.status == 503)
+        #expect(push.extraHeaders.map(\.1) == ["not-stored"])
+    }
+
+    /// A commit whose answer was lost: 503 too, and the answer says the outcome is unknown (the retry with
+    /// the same apns-id or idempotency-key is answered from the record, if there is one).
+    @Test func aCommitWhoseAnswerWasLostIs503WithAnUnknownOutcome() {
+        let error = StoreError.outcomeUnknown(reason: "the connection broke")
+        #expect(APIError.refusal(error)?.status == 503)
+        #expect(APIError.refusal(error)?.code == "store-outcome-unknown")
+        let push = PushIngress.refusal(error, apnsID: "x")
+        #expect(push.status == 503)
+        #expect(push.reason == "ServiceUnavailable")
+        #expect(push.extraHeaders.map(\.0) == ["reloadgate-outcome"])
+        #expect(push.extraHeaders.map(\.1) == ["unknown"])
     }
 
     @Test(arguments: [StoreError.corrupt(reason: "x"), StoreError.keyExists("K")])

@@ -43,6 +43,16 @@ struct BoundStatement {
         }
     }
 
+    /// Binds a blob (SQLite copies it).
+    mutating func bind(_ bytes: [UInt8]) {
+        index += 1
+        let index = index
+        bytes.withUnsafeBytes { raw in
+            // A zero-length blob, not NULL: SQLite takes a null pointer as NULL.
+            _ = sqlite3_bind_blob(handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(raw.count), Self.transient)
+        }
+    }
+
     mutating func bindNull() {
         index += 1
         sqlite3_bind_null(handle, index)

@@ -162,4 +162,6 @@ public enum TestGatewayError: Error {
     case didNotStart
     /// A request got no answer within this many seconds.
     case unanswered(seconds: Int)
+    /// Two gateways on one database did not share the partitions (each gateway's count).
+    case partitionsNotShared([Int])
 }

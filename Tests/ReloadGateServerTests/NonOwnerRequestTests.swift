@@ -25,34 +25,11 @@ struct NonOwnerRequestTests {
 
     /// Two gateways on a new database, sharing the partitions (each holds some), with an app and a sender's key.
     func withTwoGateways(_ body: @Sendable (Pair) async throws -> Void) async throws {
-        let url = try await TestPostgres.newDatabase()
-        let data = try TemporaryDirectory("non-owner")
-        defer { data.remove() }
         let sender = ProviderTokenFactory(keyID: "NONOWNER01", teamID: "NONOWNTEAM")
-        let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("a"))
-        defer { try? store.close() }
-        let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [])
-        // Both gateways need the database's secrets.key: the second data directory gets a copy.
-        try FileManager.default.createDirectory(atPath: data.path("b"), withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: data.path("a/secrets.key"), toPath: data.path("b/secrets.key"))
-        @Sendable func configure(_ directory: String) -> @Sendable (inout GatewayConfiguration) -> Void {
-            { configuration in
-                configuration.store.kind = .postgres
-                configuration.store.url = url
-                configuration.dataDirectory = directory
-            }
-        }
-        try await TestGateway.withRunning(configure: configure(data.path("a"))) { first in
-            try await TestGateway.withRunning(configure: configure(data.path("b"))) { second in
-                // The first gateway held every partition; it hands half to the second within two beats.
-                var shares: [Int] = []
-                _ = try await eventually(every: .milliseconds(100)) {
-                    shares = try await store.clusterGateways(within: 10_000).map(\.partitions)
-                    return shares.count == 2 && shares.allSatisfy { $0 > 0 } && shares.reduce(0, +) == 1024
-                }
-                try #require(shares.count == 2 && shares.allSatisfy { $0 > 0 }, "the partitions were not shared: \(shares)")
-                try await body(Pair(first: first, second: second, store: store, credentials: credentials, sender: sender))
-            }
+        try await TestGateway.withTwoOnPostgres("non-owner", prepare: { store in
+            try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [])
+        }) { first, second, store, credentials in
+            try await body(Pair(first: first, second: second, store: store, credentials: credentials, sender: sender))
         }
     }
 

@@ -91,55 +91,40 @@ struct PushRetryTests {
     /// record; the same apns-id sent to both at once is decided by one of them, and the other answers
     /// `503` (nothing written) or the first answer, so that a sender's retry is answered 200 either way.
     @Test(.enabled(if: TestPostgres.isEnabled)) func aRetryThroughAnotherGatewayIsAnsweredFromTheFirstOnesRecord() async throws {
-        let url = try await TestPostgres.newDatabase()
-        let data = try TemporaryDirectory("push-retry-pg")
-        defer { data.remove() }
         let sender = ProviderTokenFactory(keyID: "RETRYKEY02", teamID: "RETRYTEAM2")
         let tokens = (0..<20).map { String(format: "%064x", 0xe300 + $0) }
-        let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("a"))
-        defer { try? store.close() }
-        _ = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: tokens)
-        try FileManager.default.createDirectory(atPath: data.path("b"), withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: data.path("a/secrets.key"), toPath: data.path("b/secrets.key"))
-        @Sendable func configure(_ directory: String) -> @Sendable (inout GatewayConfiguration) -> Void {
-            { configuration in
-                configuration.store.kind = .postgres
-                configuration.store.url = url
-                configuration.dataDirectory = directory
-            }
-        }
-        try await TestGateway.withRunning(configure: configure(data.path("a"))) { first in
-            try await TestGateway.withRunning(configure: configure(data.path("b"))) { second in
-                let apnsID = UUID().uuidString.lowercased()
-                let answer = try await first.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
-                #expect(answer.status == 200, "\(answer.body)")
-                let retry = try await second.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
-                #expect(retry.status == 200, "\(retry.body)")
-                #expect(retry.answer.header("idempotent-replayed") == "true")
-                #expect(Self.decisionHeaders(retry) == Self.decisionHeaders(answer))
-                #expect(try await store.requests(apnsID: apnsID).count == 1)
+        try await TestGateway.withTwoOnPostgres("push-retry-pg", prepare: { store in
+            _ = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: tokens)
+        }) { first, second, store, _ in
+            let apnsID = UUID().uuidString.lowercased()
+            let answer = try await first.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
+            #expect(answer.status == 200, "\(answer.body)")
+            let retry = try await second.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
+            #expect(retry.status == 200, "\(retry.body)")
+            #expect(retry.answer.header("idempotent-replayed") == "true")
+            #expect(Self.decisionHeaders(retry) == Self.decisionHeaders(answer))
+            #expect(try await store.requests(apnsID: apnsID).count == 1)
 
-                // The same apns-id through both gateways at once, for each of the other tokens.
-                for token in tokens.dropFirst() {
-                    let apnsID = UUID().uuidString.lowercased()
-                    async let viaFirst = first.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
-                    async let viaSecond = second.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
-                    let answers = try await [viaFirst, viaSecond]
-                    #expect(answers.allSatisfy { [200, 503].contains($0.status) }, "\(answers.map(\.body))")
-                    #expect(answers.contains { $0.status == 200 && $0.answer.header("idempotent-replayed") == nil })
-                    // A refused sender retries, as a client does while the gateway answers 503 (the gateway
-                    // whose commit was refused reloads its state from the database first).
-                    for refused in answers where refused.status != 200 {
-                        var again = refused
-                        _ = try await eventually(every: .milliseconds(200)) {
-                            again = try await second.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
-                            return again.status != 503
-                        }
-                        #expect(again.status == 200, "\(again.body)")
-                        #expect(again.answer.header("idempotent-replayed") == "true")
+            // The same apns-id through both gateways at once, for each of the other tokens.
+            for token in tokens.dropFirst() {
+                let apnsID = UUID().uuidString.lowercased()
+                async let viaFirst = first.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                async let viaSecond = second.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                let answers = try await [viaFirst, viaSecond]
+                #expect(answers.allSatisfy { [200, 503].contains($0.status) }, "\(answers.map(\.body))")
+                #expect(answers.contains { $0.status == 200 && $0.answer.header("idempotent-replayed") == nil })
+                // A refused sender retries, as a client does while the gateway answers 503 (the gateway
+                // whose commit was refused reloads its state from the database first).
+                for refused in answers where refused.status != 200 {
+                    var again = refused
+                    _ = try await eventually(every: .milliseconds(200)) {
+                        again = try await second.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                        return again.status != 503
                     }
-                    #expect(try await store.requests(apnsID: apnsID).count == 1, "apns-id \(apnsID) was decided more than once")
+                    #expect(again.status == 200, "\(again.body)")
+                    #expect(again.answer.header("idempotent-replayed") == "true")
                 }
+                #expect(try await store.requests(apnsID: apnsID).count == 1, "apns-id \(apnsID) was decided more than once")
             }
         }
     }

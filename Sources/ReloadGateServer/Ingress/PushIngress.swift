@@ -349,7 +349,7 @@ final class PushIngress: Sendable {
             let render: SchedulerEngine.Render = { _, decisions in (200, keyed ? Self.answerRecord(Self.decisionHeaders(decisions)) : "") }
             door.enqueue(submission, render: render) { result in
                 switch result {
-                case .success(.decided(let id, let decisions, let status, let record)):
+                case .success(.decided(let id, let decisions, let status, _)):
                     logger.debug(
                         "push accepted",
                         metadata: [
@@ -357,8 +357,8 @@ final class PushIngress: Sendable {
                             "device": "\(token.shortened)", "decisions": "\(WebhookRoutes.decisionSummary(decisions))",
                         ]
                     )
-                    let headers = keyed ? Self.answerHeaders(record) : Self.decisionHeaders(decisions)
-                    respond(PushResponse(status: status, apnsID: head.apnsID, extraHeaders: headers))
+                    // The headers the record holds, made again from the decisions (no parsing on this path).
+                    respond(PushResponse(status: status, apnsID: head.apnsID, extraHeaders: Self.decisionHeaders(decisions)))
                 case .success(.replay(let status, let record)):
                     // The same apns-id for the same device, answered before: that answer, nothing decided again.
                     logger.debug("push answered before", metadata: ["apns-id": "\(head.apnsID)", "device": "\(token.shortened)"])

@@ -28,23 +28,27 @@ extension SQLiteStore {
                 arguments: [expiredBy.milliseconds, batch.pruneLimit]
             )
         }
-        for answer in batch.idempotentAnswers {
+        if !batch.idempotentAnswers.isEmpty {
             // A new key, or one whose answer expired, takes this answer; a live one (answered since the
             // engine looked it up) makes the whole batch fail.
-            try db.executeCached(
-                sql: """
-                    INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt, expiresAt)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (appId, key) DO UPDATE SET bodyHash = excluded.bodyHash, status = excluded.status,
-                        response = excluded.response, createdAt = excluded.createdAt, expiresAt = excluded.expiresAt
-                    WHERE idempotency.expiresAt <= excluded.createdAt
-                    """,
-                arguments: [
-                    answer.app, answer.key, Data(answer.bodyHash), answer.status, answer.response, answer.createdAt.milliseconds,
-                    answer.expiresAt.milliseconds,
-                ]
-            )
-            guard db.changesCount == 1 else { throw StoreError.keyAnsweredMeanwhile(key: answer.key) }
+            var upsert = try BoundStatement(db, sql: """
+                INSERT INTO idempotency (appId, key, bodyHash, status, response, createdAt, expiresAt)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (appId, key) DO UPDATE SET bodyHash = excluded.bodyHash, status = excluded.status,
+                    response = excluded.response, createdAt = excluded.createdAt, expiresAt = excluded.expiresAt
+                WHERE idempotency.expiresAt <= excluded.createdAt
+                """)
+            for answer in batch.idempotentAnswers {
+                upsert.bind(answer.app)
+                upsert.bind(answer.key)
+                upsert.bind(answer.bodyHash)
+                upsert.bind(answer.status)
+                upsert.bind(answer.response)
+                upsert.bind(answer.createdAt.milliseconds)
+                upsert.bind(answer.expiresAt.milliseconds)
+                try upsert.run()
+                guard db.changesCount == 1 else { throw StoreError.keyAnsweredMeanwhile(key: answer.key) }
+            }
         }
         // The statements below run for every request, decision and changed instance: bound directly
         // (BoundStatement), each prepared once per batch.
@@ -293,16 +297,24 @@ extension SQLiteStore {
         }
     }
 
-    /// The answers recorded for `keys`, expired or not: one read, one index seek per key.
+    /// The answers recorded for `keys`, expired or not: one read, one index seek per key (most keys are
+    /// new: a seek that finds no row reads nothing more).
     public func idempotentAnswers(for keys: [IdempotencyKey]) throws -> [IdempotencyKey: IdempotentAnswer] {
         guard !keys.isEmpty else { return [:] }
         return try writer.read { db in
-            let statement = try db.cachedStatement(
-                sql: "SELECT bodyHash, status, response, createdAt, expiresAt FROM idempotency WHERE appId = ? AND key = ?"
-            )
+            var seek = try BoundStatement(db, sql: "SELECT rowid FROM idempotency WHERE appId = ? AND key = ?")
             var found: [IdempotencyKey: IdempotentAnswer] = [:]
             for name in keys {
-                guard let row = try Row.fetchOne(statement, arguments: [name.app, name.key]) else { continue }
+                seek.bind(name.app)
+                seek.bind(name.key)
+                guard let rowid = try seek.firstRow(integers: 1)?[0],
+                    let row = try Row.fetchOne(
+                        db.cachedStatement(
+                            sql: "SELECT bodyHash, status, response, createdAt, expiresAt FROM idempotency WHERE rowid = ?"
+                        ),
+                        arguments: [rowid]
+                    )
+                else { continue }
                 found[name] = IdempotentAnswer(
                     app: name.app, key: name.key, bodyHash: Array(row["bodyHash"] as Data), status: row["status"],
                     response: row["response"], createdAt: Timestamp(milliseconds: row["createdAt"]),
@@ -312,7 +324,6 @@ extension SQLiteStore {
             return found
         }
     }
-
 
 }
 

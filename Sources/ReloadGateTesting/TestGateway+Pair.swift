@@ -1,0 +1,44 @@
+import Foundation
+public import ReloadGateStore
+public import ReloadGateServer
+
+extension TestGateway {
+    /// Two gateways on a new PostgreSQL database of the test cluster (``TestPostgres``), each with a data
+    /// directory of its own holding the database's `secrets.key`, once both hold some of the partitions.
+    /// `prepare` writes what the gateways need before they start (an app, a sender's key) through a store
+    /// handle of the test's own, which `body` gets too.
+    /// - Throws: when the partitions were not shared within the wait of ``eventually(within:every:_:)``.
+    public static func withTwoOnPostgres<Prepared: Sendable>(
+        _ name: String,
+        prepare: (PostgresStore) async throws -> Prepared,
+        _ body: @Sendable (_ first: TestGateway, _ second: TestGateway, _ store: PostgresStore, _ prepared: Prepared) async throws -> Void
+    ) async throws {
+        let url = try await TestPostgres.newDatabase()
+        let data = try TemporaryDirectory(name)
+        defer { data.remove() }
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("a"))
+        defer { try? store.close() }
+        let prepared = try await prepare(store)
+        try FileManager.default.createDirectory(atPath: data.path("b"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: data.path("a/secrets.key"), toPath: data.path("b/secrets.key"))
+        @Sendable func configure(_ directory: String) -> @Sendable (inout GatewayConfiguration) -> Void {
+            { configuration in
+                configuration.store.kind = .postgres
+                configuration.store.url = url
+                configuration.dataDirectory = directory
+            }
+        }
+        try await withRunning(configure: configure(data.path("a"))) { first in
+            try await withRunning(configure: configure(data.path("b"))) { second in
+                // The first gateway held every partition; it hands half to the second within two beats.
+                var shares: [Int] = []
+                let shared = try await eventually(every: .milliseconds(100)) {
+                    shares = try await store.clusterGateways(within: 10_000).map(\.partitions)
+                    return shares.count == 2 && shares.allSatisfy { $0 > 0 } && shares.reduce(0, +) == 1024
+                }
+                guard shared else { throw TestGatewayError.partitionsNotShared(shares) }
+                try await body(first, second, store, prepared)
+            }
+        }
+    }
+}

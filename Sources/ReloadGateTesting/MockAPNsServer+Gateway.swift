@@ -10,7 +10,7 @@ extension MockAPNsServer {
     public static func start(pki: TestPKI, operatorKeyFile keyFile: String, keyID: String, teamID: String) async throws -> MockAPNsServer {
         HeavyTest.expectTurn("the mock of Apple (MockAPNsServer.start)")
         let key = P256.Signing.PrivateKey()
-        try key.pemRepresentation.write(toFile: keyFile, atomically: false, encoding: .utf8)
+        try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
         return try await start(tls: try pki.serverTLSConfiguration(), key: .init(publicKey: key.publicKey, keyID: keyID, teamID: teamID))
     }
 

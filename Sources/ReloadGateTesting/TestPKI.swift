@@ -25,9 +25,9 @@ public struct TestPKI: Sendable {
         caCertificatePath = directory.path("test-ca.pem")
         serverCertificatePath = directory.path("test-server.pem")
         serverKeyPath = directory.path("test-server-key.pem")
-        try authority.certificatePEM().write(toFile: caCertificatePath, atomically: false, encoding: .utf8)
-        try server.certificatePEM().write(toFile: serverCertificatePath, atomically: false, encoding: .utf8)
-        try server.privateKeyPEM.write(toFile: serverKeyPath, atomically: false, encoding: .utf8)
+        try authority.certificatePEM().write(toFile: caCertificatePath, atomically: true, encoding: .utf8)
+        try server.certificatePEM().write(toFile: serverCertificatePath, atomically: true, encoding: .utf8)
+        try server.privateKeyPEM.write(toFile: serverKeyPath, atomically: true, encoding: .utf8)
     }
 
     /// Client TLS settings that trust the test CA (full verification: connect to `localhost`).

@@ -170,6 +170,7 @@ struct PushRetryTests {
                 let partitioned = Atomic<Bool>(false)
             }
             let phase = Phase()
+            let partitionBegan = Mutex(ContinuousClock.now)
             let sent = try await withThrowingTaskGroup(of: [Sent].self) { group in
                 for token in tokens {
                     group.addTask {
@@ -188,6 +189,7 @@ struct PushRetryTests {
                 try await Task.sleep(for: .seconds(1))
                 // The next group commit reaches the database, which commits it; its answer is lost.
                 proxy.swallowReplies(onceClientSends: "LedgerStatement")
+                partitionBegan.withLock { $0 = .now }
                 phase.partitioned.store(true, ordering: .relaxed)
                 try await Task.sleep(for: .seconds(2))
                 phase.sending.store(false, ordering: .relaxed)
@@ -195,6 +197,7 @@ struct PushRetryTests {
                 for try await part in group { all += part }
                 return all
             }
+            print("PushRetryTests: the senders stopped \(partitionBegan.withLock { $0 }.duration(to: .now)) after the partition began")
             let refused = sent.filter { $0.status != 200 }
             #expect(!refused.isEmpty, "no push was refused: the partition came too late")
             // Before any retry: the refused pushes that were in fact stored (read past the proxy).
@@ -209,10 +212,12 @@ struct PushRetryTests {
             }
 
             await proxy.heal()
+            let healed = ContinuousClock.now
             let recovered = try await gateway.withHTTPClient { client async throws -> Bool in
                 try await GatewayAPIClient(client: client, baseURL: gateway.baseURL).waitForReadiness(200, within: .seconds(60))
             }
             #expect(recovered, "the gateway did not recover")
+            print("PushRetryTests: ready \(healed.duration(to: .now)) after the partition ended")
             for push in refused {
                 var retry = try await gateway.push(push.token, bundle: Self.bundle, sender: sender, apnsID: push.apnsID)
                 _ = try await eventually(every: .milliseconds(200)) {
@@ -225,6 +230,7 @@ struct PushRetryTests {
                     #expect(retry.answer.header("idempotent-replayed") == "true", "a stored push was decided again")
                 }
             }
+            print("PushRetryTests: every refused push answered 200 \(healed.duration(to: .now)) after the partition ended")
             for push in sent where push.status == 200 || refused.contains(where: { $0.apnsID == push.apnsID }) {
                 #expect(try await store.requests(apnsID: push.apnsID).count == 1, "apns-id \(push.apnsID)")
             }

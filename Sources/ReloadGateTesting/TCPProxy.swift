@@ -16,8 +16,8 @@ public final class TCPProxy: Sendable {
 
     private struct State {
         var swallowing = false
-        /// Swallowing begins once a client sends these bytes (``swallowReplies(onceClientSends:)``).
-        var trigger: [UInt8]?
+        /// Swallowing begins once a client sends a buffer this says yes to (``swallowReplies(onceClientBinds:)``).
+        var trigger: (@Sendable (ByteBuffer) -> Bool)?
         var connections: [any Channel] = []
     }
 
@@ -50,10 +50,23 @@ public final class TCPProxy: Sendable {
         state.withLock { $0.swallowing = true }
     }
 
-    /// From the moment a client sends `marker` (say, the name of a prepared statement in its Bind message)
-    /// nothing the server sends reaches a client: the server acts on that message, and its answer is lost.
-    public func swallowReplies(onceClientSends marker: String) {
-        state.withLock { $0.trigger = Array(marker.utf8) }
+    /// From the moment a PostgreSQL client binds the prepared statement `name` to run it (its Bind message:
+    /// `B`, a length, an empty portal name, then `name`), nothing the server sends reaches a client: the
+    /// server runs the statement, and its answer is lost. The statement's preparation (its Parse message,
+    /// which names it too) is let through with its answer: a client prepares on a new connection first and
+    /// binds only after.
+    public func swallowReplies(onceClientBinds name: String) {
+        let marker = [0] + Array(name.utf8) + [0]
+        state.withLock { state in
+            state.trigger = { buffer in
+                let bytes = Array(buffer.readableBytesView)
+                guard bytes.count >= marker.count + 5 else { return false }
+                for start in 5...(bytes.count - marker.count) where bytes[start - 5] == UInt8(ascii: "B") {
+                    if bytes[start..<(start + marker.count)].elementsEqual(marker) { return true }
+                }
+                return false
+            }
+        }
     }
 
     /// Resets every connection and lets answers through again: clients reconnect.
@@ -75,18 +88,13 @@ public final class TCPProxy: Sendable {
 
     private var isSwallowing: Bool { state.withLock { $0.swallowing } }
 
-    /// Called with each buffer a client sends, before it is forwarded: starts swallowing when it holds the
-    /// trigger. (A marker split across two reads is missed; the messages it is meant for are short.)
+    /// Called with each buffer a client sends, before it is forwarded: starts swallowing when the trigger says
+    /// so. (A message split across two reads is missed; a Bind is short.)
     private func watch(_ buffer: ByteBuffer) {
         state.withLock { state in
-            guard let trigger = state.trigger else { return }
-            let bytes = buffer.readableBytesView
-            if bytes.count >= trigger.count, bytes.indices.dropLast(trigger.count - 1).contains(where: { start in
-                bytes[start..<(start + trigger.count)].elementsEqual(trigger)
-            }) {
-                state.swallowing = true
-                state.trigger = nil
-            }
+            guard let trigger = state.trigger, trigger(buffer) else { return }
+            state.swallowing = true
+            state.trigger = nil
         }
     }
 

@@ -130,8 +130,8 @@ struct PushRetryTests {
     }
 
     /// The database takes a commit and its answer is lost (a proxy between the gateway and PostgreSQL lets
-    /// the gateway's bytes through and swallows the server's from the moment the gateway sends its group
-    /// commit statement, whose name is in the Bind message): the gateway cannot know the outcome, and
+    /// the gateway's bytes through and swallows the server's from the moment the gateway binds its group
+    /// commit statement to run it): the gateway cannot know the outcome, and
     /// answers the pushes of that commit as failed (503, retry). Each push answered as failed is sent again
     /// with its apns-id once the database is reachable: answered 200, and decided once.
     @Test(.enabled(if: TestPostgres.isEnabled)) func aPushWhoseCommitsAnswerWasLostIsAnswered200OnRetryAndDecidedOnce() async throws {
@@ -188,7 +188,7 @@ struct PushRetryTests {
                 }
                 try await Task.sleep(for: .seconds(1))
                 // The next group commit reaches the database, which commits it; its answer is lost.
-                proxy.swallowReplies(onceClientSends: "LedgerStatement")
+                proxy.swallowReplies(onceClientBinds: "ReloadGateStore.PostgresStore.LedgerStatement")
                 partitionBegan.withLock { $0 = .now }
                 phase.partitioned.store(true, ordering: .relaxed)
                 try await Task.sleep(for: .seconds(2))

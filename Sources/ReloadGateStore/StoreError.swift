@@ -40,6 +40,14 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The error of a read, as the answer to the request that needed it: a read writes nothing, so an
+    /// unknown outcome (a deadline or a broken connection under it) is the store being unavailable; other
+    /// errors stay as they are.
+    public static func readFailed(_ error: any Error) -> any Error {
+        if case .outcomeUnknown(let reason)? = error as? StoreError { return StoreError.unavailable(reason: reason) }
+        return error
+    }
+
     /// Whether the store cannot be reached or did not answer (a gateway degrades and probes until it
     /// answers again), as opposed to a refusal of this one batch.
     public var isStoreAway: Bool {

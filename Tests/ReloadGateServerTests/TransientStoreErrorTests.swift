@@ -32,6 +32,10 @@ import Testing
         #expect(push.reason == "ServiceUnavailable")
         #expect(push.extraHeaders.map(\.0) == ["reloadgate-outcome"])
         #expect(push.extraHeaders.map(\.1) == ["unknown"])
+        // A read writes nothing: its lost answer refuses the push as not stored.
+        let read = PushIngress.refusal(StoreError.readFailed(error), apnsID: "x")
+        #expect(read.status == 503)
+        #expect(read.extraHeaders.map(\.1) == ["not-stored"])
     }
 
     @Test(arguments: [StoreError.corrupt(reason: "x"), StoreError.keyExists("K")])

@@ -31,7 +31,7 @@ extension SchedulerEngine {
         do {
             return .success(try await store.idempotentAnswers(for: names))
         } catch {
-            return .failure(error)
+            return .failure(StoreError.readFailed(error))
         }
     }
 

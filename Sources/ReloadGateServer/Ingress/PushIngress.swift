@@ -263,12 +263,11 @@ final class PushIngress: Sendable {
             respond(PushResponse(failure, apnsID: head.apnsID))
         } catch let error as StoreError where error.isStoreAway {
             // The database is away: Apple's answer for "try again later".
-            // (A read: nothing was written, whatever became of it.)
             connection.debug("push refused: the store cannot be reached", metadata: ["apns-id": "\(head.apnsID)"])
-            respond(Self.refusal(StoreError.unavailable(reason: "\(error)"), apnsID: head.apnsID))
+            respond(Self.refusal(StoreError.readFailed(error), apnsID: head.apnsID))
         } catch {
             logger.error("cannot read an app or device", metadata: ["error": "\(error)", "apns-id": "\(head.apnsID)"])
-            respond(Self.refusal(error, apnsID: head.apnsID))
+            respond(Self.refusal(StoreError.readFailed(error), apnsID: head.apnsID))
         }
     }
 
@@ -389,7 +388,7 @@ final class PushIngress: Sendable {
                             enqueue(device, try await store.pushTargets(device: device, kind: payload.kind, match: payload.match))
                         } catch {
                             logger.error("cannot read a device's widgets", metadata: ["error": "\(error)"])
-                            respond(PushResponse(APNsFailure(.internalServerError), apnsID: head.apnsID))
+                            respond(Self.refusal(StoreError.readFailed(error), apnsID: head.apnsID))
                         }
                     }
                 case .failure(RegistryError.otherPushType(_, let registered)):

@@ -157,7 +157,8 @@ private func assembleServices(
     }
     let door = GatewayDoor(
         store: store, scheduling: configuration.scheduling.resolved, now: now, logger: logger, metrics: metrics,
-        partitioning: partitioning, onDegraded: { readiness.markNotReady(.scheduler) }
+        partitioning: partitioning, keptAnswerCapacity: configuration.ingress.apnsIdsInMemory,
+        onDegraded: { readiness.markNotReady(.scheduler) }
     )
     let membership = partitioning.map {
         ClusterMembership(

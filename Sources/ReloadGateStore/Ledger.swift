@@ -18,6 +18,10 @@ public struct RecordedRequest: Hashable, Sendable {
     public var summary: String
     /// The push's `apns-id` (pushes only), so that `explain` finds a push by the id its sender saw.
     public var apnsID: String?
+    /// The request's idempotent answer, kept in the request's row instead of the idempotency table (a
+    /// store that ``SchedulingStore/keepsAnswersInRequests``): written with a row that is written anyway,
+    /// and found through the engine's index in memory.
+    public var answer: IdempotentAnswer?
 
     public init(
         id: RequestID,
@@ -29,9 +33,11 @@ public struct RecordedRequest: Hashable, Sendable {
         collapseID: String?,
         exempt: Bool,
         summary: String,
-        apnsID: String? = nil
+        apnsID: String? = nil,
+        answer: IdempotentAnswer? = nil
     ) {
         self.apnsID = apnsID
+        self.answer = answer
         self.id = id
         self.app = app
         self.source = source
@@ -186,6 +192,11 @@ public struct LedgerBatch: Sendable {
     /// How many expired answers a commit deletes at most: more than it adds, so that a busy gateway
     /// catches up, and few enough to keep the commit short.
     public var pruneLimit: Int { 64 + 2 * idempotentAnswers.count }
+
+    /// The answer the batch records for `name`: in the idempotency table's rows or in a request's row.
+    public func answer(for name: IdempotencyKey) -> IdempotentAnswer? {
+        idempotentAnswers.first { $0.name == name } ?? requests.lazy.compactMap(\.answer).first { $0.name == name }
+    }
 
     public var isEmpty: Bool {
         requests.isEmpty && decisions.isEmpty && instanceStates.isEmpty && deliveries.isEmpty && idempotentAnswers.isEmpty

@@ -22,6 +22,17 @@ public protocol SchedulingStore: Sendable {
     /// The answers recorded for `keys`, expired or not (``IdempotentAnswer/lookup(_:bodyHash:now:)`` says
     /// what they mean): one read for all the keys of a drain of the engine's inbox.
     func idempotentAnswers(for keys: [IdempotencyKey]) async throws -> [IdempotencyKey: IdempotentAnswer]
+    /// Whether the store keeps an answer in its request's row (``RecordedRequest/answer``) when the
+    /// engine asks: a store one gateway owns, whose engine sees every commit and so can find those
+    /// answers by an index in memory. A store several gateways share keeps every answer in the
+    /// idempotency table, where any gateway finds it.
+    var keepsAnswersInRequests: Bool { get }
+    /// The answers kept in the rows of `requests` (requests without one are left out).
+    func keptAnswers(requests: [RequestID]) async throws -> [RequestID: IdempotentAnswer]
+    /// Every answer kept in a request's row that has not expired at `now`, oldest first, without its
+    /// response: what the engine's index in memory is rebuilt from on start. `window`: the longest any
+    /// such answer is kept (requests received earlier are not read).
+    func keptAnswerKeys(unexpiredAt now: Timestamp, window: Int64) async throws -> [KeptAnswerKey]
     /// Registers the device (or control, for `pushType` `controls`) of a push to an unknown token
     /// (`ingress.unknownDevices: adopt`) with one implicit instance of kind `*`; the same device and
     /// instance when it exists already.
@@ -66,6 +77,19 @@ public protocol SharedSchedulingStore: SchedulingStore {
     func registeredInstances(device: Int64) async throws -> [RegisteredInstance]
 }
 
+/// An answer kept in a request's row: which request, its key, and until when it holds.
+public struct KeptAnswerKey: Hashable, Sendable {
+    public var request: RequestID
+    public var name: IdempotencyKey
+    public var expiresAt: Timestamp
+
+    public init(request: RequestID, name: IdempotencyKey, expiresAt: Timestamp) {
+        self.request = request
+        self.name = name
+        self.expiresAt = expiresAt
+    }
+}
+
 extension SchedulingStore {
     /// Adopts a device for widget pushes.
     public func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64) {
@@ -78,5 +102,25 @@ extension SchedulingStore {
     public func idempotentAnswer(app: Int64, key: String, bodyHash: [UInt8], now: Timestamp) async throws -> IdempotencyLookup {
         let name = IdempotencyKey(app: app, key: key)
         return IdempotentAnswer.lookup(try await idempotentAnswers(for: [name])[name], bodyHash: bodyHash, now: now)
+    }
+}
+
+extension SharedSchedulingStore {
+    /// A store several gateways share keeps every answer in the idempotency table: a retry may come
+    /// through any of them.
+    public var keepsAnswersInRequests: Bool { false }
+
+    public func keptAnswers(requests: [RequestID]) async throws -> [RequestID: IdempotentAnswer] { [:] }
+
+    public func keptAnswerKeys(unexpiredAt now: Timestamp, window: Int64) async throws -> [KeptAnswerKey] { [] }
+}
+
+extension LedgerBatch {
+    /// Refuses a batch with an answer in a request's row, for a store that keeps none there: it would
+    /// be lost.
+    public func checkNoKeptAnswers() throws {
+        if let request = requests.first(where: { $0.answer != nil }) {
+            throw StoreError.corrupt(reason: "request \(request.id) keeps its answer in its row, which this store does not")
+        }
     }
 }

@@ -185,6 +185,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
     }
 
     public func commit(_ batch: LedgerBatch) async throws {
+        try batch.checkNoKeptAnswers()
         try writing { state in
             if let fence = batch.fence {
                 let generation = state.leases.generation(of: fence.gateway)

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOHTTP1
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
@@ -20,6 +21,13 @@ struct PushRetryTests {
     /// The headers a retry must repeat.
     static func decisionHeaders(_ answer: PushAnswer) -> [String] {
         ["reloadgate-decision", "reloadgate-due", "apns-id"].map { "\($0): \(answer.answer.header($0) ?? "-")" }
+    }
+
+    /// The gateway's metrics.
+    static func scrape(_ gateway: TestGateway) async throws -> PrometheusText {
+        PrometheusText(try await gateway.withHTTPClient { client in
+            try await GatewayAPIClient(client: client, baseURL: gateway.baseURL).send(.GET, "/metrics")
+        }.body)
     }
 
     /// The outbox lines for `token` (one per delivery).
@@ -66,6 +74,8 @@ struct PushRetryTests {
             let store = try SQLiteStore(directory: data, environment: .sandbox, now: Date())
             defer { try? store.close() }
             #expect(try await store.requests(apnsID: apnsID).count == 2)
+            // Their answers are kept in their request rows, not in the idempotency table.
+            #expect(try await store.ledgerCounts().idempotencyKeys == 0)
             _ = try await eventually { Self.deliveries(to: Self.other, in: data) == 1 }
             #expect(Self.deliveries(to: Self.token, in: data) == 1)
             #expect(Self.deliveries(to: Self.other, in: data) == 1)
@@ -84,6 +94,58 @@ struct PushRetryTests {
             #expect(try await store.requests(apnsID: apnsID).count == 2)
             try await Task.sleep(for: .milliseconds(500))
             #expect(Self.deliveries(to: Self.token, in: data) == 1)
+        }
+    }
+
+    /// The SQLite store keeps a push's answer in its own request row, found by an index in memory; with
+    /// the index full, answers go to the idempotency table. Either way every retry is answered from the first
+    /// answer, before and after a restart (the index rebuilt from the rows, the table read as well).
+    @Test func apnsIDsBeyondTheIndexInMemoryGoToTheTableAndEveryRetryIsAnsweredOnce() async throws {
+        let directory = try TemporaryDirectory("push-retry-index")
+        defer { directory.remove() }
+        let sender = ProviderTokenFactory(keyID: "RETRYKEY04", teamID: "RETRYTEAM4")
+        let tokens = (0..<4).map { String(format: "%064x", 0xe500 + $0) }
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            _ = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: tokens)
+        }
+        let apnsIDs = tokens.map { _ in UUID().uuidString.lowercased() }
+        let configure: (inout GatewayConfiguration) -> Void = { $0.ingress.apnsIdsInMemory = 2 }
+        let firstAnswers = try await TestGateway.withRunning(in: directory, configure: configure) { gateway in
+            var answers: [[String]] = []
+            for (token, apnsID) in zip(tokens, apnsIDs) {
+                let answer = try await gateway.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                #expect(answer.status == 200, "\(answer.body)")
+                #expect(answer.answer.header("idempotent-replayed") == nil)
+                answers.append(Self.decisionHeaders(answer))
+            }
+            // Two answers in their request rows (the index's two places), two in the table.
+            let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            #expect(try await store.ledgerCounts().idempotencyKeys == 2)
+            #expect(try await Self.scrape(gateway)["reloadgate_apns_ids_in_memory"] == 2)
+            for (index, (token, apnsID)) in zip(tokens, apnsIDs).enumerated() {
+                let retry = try await gateway.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                #expect(retry.status == 200, "\(retry.body)")
+                #expect(retry.answer.header("idempotent-replayed") == "true", "push \(index)")
+                #expect(Self.decisionHeaders(retry) == answers[index])
+            }
+            return answers
+        }
+        try await TestGateway.withRunning(in: directory, configure: configure) { gateway in
+            #expect(try await Self.scrape(gateway)["reloadgate_apns_ids_in_memory"] == 2)
+            for (index, (token, apnsID)) in zip(tokens, apnsIDs).enumerated() {
+                let retry = try await gateway.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
+                #expect(retry.status == 200, "\(retry.body)")
+                #expect(retry.answer.header("idempotent-replayed") == "true", "push \(index) after the restart")
+                #expect(Self.decisionHeaders(retry) == firstAnswers[index])
+            }
+            let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            for apnsID in apnsIDs { #expect(try await store.requests(apnsID: apnsID).count == 1) }
+            let data = gateway.configuration.dataDirectory
+            _ = try await eventually { tokens.allSatisfy { Self.deliveries(to: $0, in: data) == 1 } }
         }
     }
 

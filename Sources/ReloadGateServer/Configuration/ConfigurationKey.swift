@@ -80,6 +80,12 @@ public struct ConfigurationKey: Sendable {
             range: 1...1_000_000
         ),
         .boolean("ingress.tokenCache", "remember verified provider tokens (off only for benchmarks)", \.ingress.tokenCache),
+        .integer(
+            "ingress.apnsIdsInMemory",
+            "pushes' apns-ids within their retry window indexed in memory (SQLite store; beyond it, rows of the idempotency table)",
+            \.ingress.apnsIdsInMemory,
+            range: 0...100_000_000
+        ),
         ConfigurationKey(
             name: "ingress.revokedCertificateSerials",
             summary: "client certificate serial numbers refused with BadCertificate",

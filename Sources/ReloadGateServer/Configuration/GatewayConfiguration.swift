@@ -56,6 +56,10 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public var requestsPerSecondPerToken: Int = 200
         /// Whether verified provider tokens are remembered (off only to measure the cost of ES256).
         public var tokenCache: Bool = true
+        /// How many pushes' apns-ids (within their 15-minute retry window) the embedded store's gateway
+        /// indexes in memory, their answers kept in the pushes' own rows; beyond it, and on PostgreSQL,
+        /// each is a row of the idempotency table (docs/APNS.md, "A retried apns-id").
+        public var apnsIdsInMemory: Int = SchedulerEngine.defaultKeptAnswerCapacity
         /// Serial numbers (lower-case hex, no separators) of client certificates that are refused with
         /// `403 BadCertificate` although their CA signed them.
         public var revokedCertificateSerials: [String] = []

@@ -44,6 +44,7 @@ final class GatewayDoor: Sendable {
         logger: Logger,
         metrics: GatewayMetrics = GatewayMetrics(),
         partitioning: GatewayCluster? = nil,
+        keptAnswerCapacity: Int = SchedulerEngine.defaultKeptAnswerCapacity,
         onDegraded: @escaping @Sendable () -> Void = {}
     ) {
         self.partitioning = partitioning
@@ -57,7 +58,7 @@ final class GatewayDoor: Sendable {
         self.engine = SchedulerEngine(
             store: store, configuration: scheduling, now: now, logger: logger, metrics: metrics,
             partitioning: partitioning.map { SchedulerEngine.Partitioning(gateway: $0.gateway, store: $0.store) },
-            onDegraded: onDegraded
+            keptAnswerCapacity: keptAnswerCapacity, onDegraded: onDegraded
         )
         self.deliveryStates = DeliveryStateLog(store: store, now: now, logger: logger)
         let pushDevices = self.pushDevices
@@ -124,6 +125,7 @@ final class GatewayDoor: Sendable {
     /// Loads the scheduler from the store (when the gateway runs, before anything listens).
     func load() async throws {
         try await engine.load()
+        try await engine.loadKeptAnswers()
     }
 
     // MARK: Reads of the scheduler's state

@@ -17,22 +17,54 @@ extension SchedulerEngine {
         var waiters: [Reply] = []
     }
 
-    /// What the store holds for the keys of `queued`'s requests that are not in flight: one read. A failed
-    /// read is every such request's answer.
+    /// What the store holds for the keys of `queued`'s requests that are not in flight: at most two reads
+    /// (the rows the index of kept answers names, and the idempotency table). A failed read is every
+    /// such request's answer.
     func storedAnswers(of queued: [Queued]) async -> Result<[KeyName: IdempotentAnswer], any Error> {
-        var names: [KeyName] = []
+        let now = Timestamp(self.now())
+        keptAnswers.forgetExpired(at: now)
+        var tableNames: [KeyName] = []
+        var rows: [RequestID] = []
         var seen = Set<KeyName>()
         for item in queued {
             guard case .request(let submission, _, _) = item, let idempotency = submission.idempotency else { continue }
             let name = KeyName(app: submission.app.id, key: idempotency.key)
-            if inFlightKeys[name] == nil, seen.insert(name).inserted { names.append(name) }
+            guard inFlightKeys[name] == nil, seen.insert(name).inserted else { continue }
+            // A push's apns-id: in a request's row when the index names one; in the table as well only
+            // while the table may hold such keys (recorded there while the index was full, or before
+            // the gateway started).
+            if idempotency.keptWithRequest, keptAnswers.capacity > 0 {
+                rows += keptAnswers.candidates(for: name)
+                if now < tableMayHoldKeptKeysUntil { tableNames.append(name) }
+            } else {
+                tableNames.append(name)
+            }
         }
-        guard !names.isEmpty else { return .success([:]) }
+        guard !tableNames.isEmpty || !rows.isEmpty else { return .success([:]) }
         do {
-            return .success(try await store.idempotentAnswers(for: names))
+            var found = tableNames.isEmpty ? [:] : try await store.idempotentAnswers(for: tableNames)
+            // Of several answers to one key (one expired, a newer one in a row), the newest.
+            let kept = rows.isEmpty ? [] : Array(try await store.keptAnswers(requests: rows).values)
+            for answer in kept where seen.contains(answer.name) && (found[answer.name].map { $0.expiresAt < answer.expiresAt } ?? true) {
+                found[answer.name] = answer
+            }
+            return .success(found)
         } catch {
             return .failure(StoreError.readFailed(error))
         }
+    }
+
+    /// Rebuilds the index of kept answers from the store's request rows (on start), when the store keeps
+    /// answers there; the idempotency table may hold push keys recorded before, for one retry window.
+    func loadKeptAnswers() async throws {
+        guard keptAnswers.capacity > 0 else { return }
+        let now = Timestamp(self.now())
+        keptAnswers = KeptAnswerIndex(capacity: keptAnswers.capacity)
+        for kept in try await store.keptAnswerKeys(unexpiredAt: now, window: IdempotentAnswer.pushRetryWindow) {
+            keptAnswers.add(kept.name, request: kept.request, expiresAt: kept.expiresAt)
+        }
+        tableMayHoldKeptKeysUntil = now.adding(milliseconds: IdempotentAnswer.pushRetryWindow)
+        metrics.keptAnswers(keptAnswers.count)
     }
 
     /// Whether `submission` is to be decided: yes without a key or with a new one (then held in flight);
@@ -85,26 +117,38 @@ extension SchedulerEngine {
         }
     }
 
-    /// Records the answer to `submission`'s key in the open batch (a later call gets exactly these bytes).
-    func recordAnswer(_ answer: (status: Int, body: String), of submission: ReloadCommand) {
+    /// Records the answer to `submission`'s key in the open batch (a later call gets exactly these bytes):
+    /// a push's apns-id in the row of its request `id` (the batch's last) while the index of kept answers
+    /// has room, any other key in the idempotency table.
+    func recordAnswer(_ answer: (status: Int, body: String), of submission: ReloadCommand, request id: RequestID) {
         guard let idempotency = submission.idempotency else { return }
-        batch.idempotentAnswers.append(
-            IdempotentAnswer(
-                app: submission.app.id, key: idempotency.key, bodyHash: idempotency.bodyHash, status: answer.status,
-                response: answer.body, createdAt: submission.received,
-                expiresAt: submission.received.adding(milliseconds: idempotency.window)
-            )
+        let recorded = IdempotentAnswer(
+            app: submission.app.id, key: idempotency.key, bodyHash: idempotency.bodyHash, status: answer.status,
+            response: answer.body, createdAt: submission.received,
+            expiresAt: submission.received.adding(milliseconds: idempotency.window)
         )
+        if idempotency.keptWithRequest, keptAnswers.hasRoom, batch.requests.last?.id == id {
+            batch.requests[batch.requests.count - 1].answer = recorded
+        } else {
+            batch.idempotentAnswers.append(recorded)
+            if idempotency.keptWithRequest, keptAnswers.capacity > 0 {
+                tableMayHoldKeptKeysUntil = max(tableMayHoldKeptKeysUntil, recorded.expiresAt)
+            }
+        }
         batchKeys.append(KeyName(app: submission.app.id, key: idempotency.key))
     }
 
-    /// `committed`'s keys are answered: whoever waited for them gets the recorded answer.
+    /// `committed`'s keys are answered: whoever waited for them gets the recorded answer, and the answers
+    /// kept in request rows join the index.
     func answerKeys(of committed: Sealed) {
+        for request in committed.batch.requests {
+            guard let answer = request.answer else { continue }
+            keptAnswers.add(answer.name, request: request.id, expiresAt: answer.expiresAt)
+        }
+        if keptAnswers.capacity > 0 { metrics.keptAnswers(keptAnswers.count) }
         for name in committed.keys {
             guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
-            if !inFlight.waiters.isEmpty, let answer = committed.batch.idempotentAnswers.first(where: {
-                $0.app == name.app && $0.key == name.key
-            }) {
+            if !inFlight.waiters.isEmpty, let answer = committed.batch.answer(for: name) {
                 for waiter in inFlight.waiters { waiter(.success(.replay(status: answer.status, body: answer.response))) }
             }
         }

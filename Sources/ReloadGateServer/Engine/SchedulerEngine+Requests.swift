@@ -147,7 +147,7 @@ extension SchedulerEngine {
                 apnsID: submission.apnsID
             )
         )
-        recordAnswer(answer, of: submission)
+        recordAnswer(answer, of: submission, request: id)
         // The commit loop seals the batch after its drain (``commitTurn()``): no wake-up is needed here.
         perform(pipeline.wait { result in
             reply(result.map { .decided(request: id, decisions: decisions, status: answer.status, body: answer.body) })

@@ -94,6 +94,11 @@ actor SchedulerEngine {
     /// Requests and adoptions handed over from event loops, decided by the commit loop.
     nonisolated let inbox = GroupCommitQueue<Queued>(limit: SchedulerEngine.inboxLimit)
     var inFlightKeys: [KeyName: InFlightKey] = [:]
+    /// Where the answers the store keeps in request rows are found (capacity 0: a store that keeps none).
+    var keptAnswers: KeptAnswerIndex
+    /// Until when the idempotency table may hold a push's key (recorded there while ``keptAnswers`` was
+    /// full, or before the gateway started): until then a key the index does not name is looked up there.
+    var tableMayHoldKeptKeysUntil = Timestamp(milliseconds: 0)
     var batchKeys: [KeyName] = []
     /// The gateway stops: nothing new is decided (what is queued still is, and committed).
     var isStopping: Bool { pipeline.isStopping }
@@ -106,6 +111,9 @@ actor SchedulerEngine {
     var outageReported = false
     /// How often a degraded engine tries to reload its state.
     static let rebuildInterval: Duration = .seconds(1)
+    /// How many pushes' apns-ids the index of kept answers holds by default (`ingress.apnsIdsInMemory`):
+    /// the keys of 1,100 pushes a second over the 15-minute retry window, about 60 MB.
+    static let defaultKeptAnswerCapacity = 1_000_000
 
     /// Deliveries ready to send, in release order, one element per committed batch (the delivery
     /// worker reads them).
@@ -134,9 +142,12 @@ actor SchedulerEngine {
         partitioning: Partitioning? = nil,
         monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
         outlet: DeliveryOutlet? = nil,
+        keptAnswerCapacity: Int = SchedulerEngine.defaultKeptAnswerCapacity,
         onDegraded: @escaping @Sendable () -> Void = {}
     ) {
         self.onDegraded = onDegraded
+        // Several gateways share a store: any of them may get a retry, so answers go to its table.
+        keptAnswers = KeptAnswerIndex(capacity: store.keepsAnswersInRequests && partitioning == nil ? keptAnswerCapacity : 0)
         self.monotonic = monotonic
         self.partitioning = partitioning
         self.metrics = metrics

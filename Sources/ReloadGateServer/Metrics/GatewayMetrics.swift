@@ -23,6 +23,8 @@ public final class GatewayMetrics: Sendable {
     private let storeCommit: DurationHistogram
     /// APNs listener answers `200` (the common case, without a lookup).
     private let apnsSuccess: Prometheus.Counter
+    /// Pushes' apns-ids in the engine's index in memory (``KeptAnswerIndex``).
+    private let keptAnswerKeys: Prometheus.Gauge
 
     struct CounterKey: Hashable {
         var name: String
@@ -42,6 +44,7 @@ public final class GatewayMetrics: Sendable {
         "reloadgate_pushes_sent_total": "Pushes the push service accepted (or the outbox took), by push type: widgets or controls.",
         "reloadgate_delivery_latency_seconds": "Time from a request to the push service until its answer.",
         "reloadgate_delivery_queue_depth": "Deliveries released and not yet sent or failed.",
+        "reloadgate_apns_ids_in_memory": "Pushes' apns-ids within their retry window in the index in memory (embedded store).",
     ]
 
     static func descriptor(_ name: String) -> MetricNameDescriptor {
@@ -70,8 +73,10 @@ public final class GatewayMetrics: Sendable {
             descriptor: Self.descriptor("reloadgate_apns_answers_total"),
             labels: [("status", "200"), ("reason", "")]
         )
+        keptAnswerKeys = registry.makeGauge(descriptor: Self.descriptor("reloadgate_apns_ids_in_memory"))
         deliveryQueue.set(Int64(0))
         pendingReloads.set(Int64(0))
+        keptAnswerKeys.set(Int64(0))
     }
 
     /// The metrics in Prometheus' text exposition format.
@@ -123,6 +128,11 @@ public final class GatewayMetrics: Sendable {
     func committed(in duration: Duration, pending: Int) {
         storeCommit.record(duration)
         pendingReloads.set(Int64(pending))
+    }
+
+    /// The index of kept answers holds `count` apns-ids.
+    func keptAnswers(_ count: Int) {
+        keptAnswerKeys.set(Int64(count))
     }
 
     // MARK: Delivery

@@ -10,6 +10,7 @@ extension PostgresStore {
     /// Writes a batch in one transaction (the group commit): nothing of it is visible unless all of it is.
     public func commit(_ batch: LedgerBatch) async throws {
         guard !batch.isEmpty else { return }
+        try batch.checkNoKeptAnswers()
         let statement = LedgerStatement(batch)
         let logger = logger
         // One statement: atomic by itself (it needs no BEGIN and COMMIT of its own), one round trip, its

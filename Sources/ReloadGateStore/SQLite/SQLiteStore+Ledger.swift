@@ -68,8 +68,9 @@ extension SQLiteStore {
             }
             var insert = try BoundStatement(db, sql: """
                 INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId,
-                    decisionInstanceId, decisionKind, decisionDue, decisionReason)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    decisionInstanceId, decisionKind, decisionDue, decisionReason,
+                    answerKey, answerBodyHash, answerStatus, answerResponse, answerExpiresAt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             for (index, request) in batch.requests.enumerated() {
                 insert.bind(Int64(bitPattern: request.id))
@@ -86,6 +87,18 @@ extension SQLiteStore {
                     insert.bindOutcome(of: batch.decisions[first[index]])
                 } else {
                     for _ in 0..<4 { insert.bindNull() }
+                }
+                if let answer = request.answer {
+                    guard answer.app == request.app else {
+                        throw StoreError.corrupt(reason: "request \(request.id) keeps an answer of another app")
+                    }
+                    insert.bind(answer.key)
+                    insert.bind(answer.bodyHash)
+                    insert.bind(answer.status)
+                    insert.bind(answer.response)
+                    insert.bind(answer.expiresAt.milliseconds)
+                } else {
+                    for _ in 0..<5 { insert.bindNull() }
                 }
                 try insert.run()
             }
@@ -325,6 +338,53 @@ extension SQLiteStore {
         }
     }
 
+    /// A SQLite file has one gateway, whose engine sees every commit.
+    public var keepsAnswersInRequests: Bool { true }
+
+    /// The answers kept in the rows of `requests`: one primary-key seek each.
+    public func keptAnswers(requests: [RequestID]) throws -> [RequestID: IdempotentAnswer] {
+        guard !requests.isEmpty else { return [:] }
+        return try writer.read { db in
+            let statement = try db.cachedStatement(sql: """
+                SELECT appId, receivedAt, answerKey, answerBodyHash, answerStatus, answerResponse, answerExpiresAt
+                FROM request WHERE id = ? AND answerKey IS NOT NULL
+                """)
+            var found: [RequestID: IdempotentAnswer] = [:]
+            for id in requests {
+                guard let row = try Row.fetchOne(statement, arguments: [Int64(bitPattern: id)]) else { continue }
+                found[id] = IdempotentAnswer(
+                    app: row["appId"], key: row["answerKey"], bodyHash: (row["answerBodyHash"] as Data?).map(Array.init) ?? [],
+                    status: row["answerStatus"], response: row["answerResponse"],
+                    createdAt: Timestamp(milliseconds: row["receivedAt"]), expiresAt: Timestamp(milliseconds: row["answerExpiresAt"])
+                )
+            }
+            return found
+        }
+    }
+
+    /// The unexpired answers kept in request rows, oldest first: the requests are read newest first
+    /// (by id, the order the engine took them in) back to those received `window` (the longest a kept
+    /// answer lasts) and a minute before `now`, which no answer kept in a row outlives.
+    public func keptAnswerKeys(unexpiredAt now: Timestamp, window: Int64) throws -> [KeptAnswerKey] {
+        try writer.read { db in
+            let cursor = try Row.fetchCursor(
+                db, sql: "SELECT id, appId, receivedAt, answerKey, answerExpiresAt FROM request ORDER BY id DESC"
+            )
+            let oldest = now.milliseconds - window - 60_000
+            var found: [KeptAnswerKey] = []
+            while let row = try cursor.next() {
+                let received: Int64 = row["receivedAt"]
+                if received < oldest { break }
+                guard let key: String = row["answerKey"], let expiresAt: Int64 = row["answerExpiresAt"], expiresAt > now.milliseconds
+                else { continue }
+                found.append(KeptAnswerKey(
+                    request: RequestID(bitPattern: row["id"]), name: IdempotencyKey(app: row["appId"], key: key),
+                    expiresAt: Timestamp(milliseconds: expiresAt)
+                ))
+            }
+            return found.reversed()
+        }
+    }
 }
 
 extension Database {

@@ -275,6 +275,19 @@ extension SQLiteStore {
             try db.execute(sql: "UPDATE idempotency SET expiresAt = createdAt + 86400000")
             try db.create(index: "idempotency_on_expiry", on: "idempotency", columns: ["expiresAt"])
         }
+        migrator.registerMigration("v18-request-answers") { db in
+            // A push's answer to its own apns-id is kept in the push's request row (written anyway, in
+            // order of request id) instead of the idempotency table, whose index on a random key takes a
+            // page per push into the group commit; the engine finds it by an index in memory, rebuilt
+            // from these columns on start (docs/DECISIONS.md, "A push's apns-id is kept in its request").
+            try db.alter(table: "request") { table in
+                table.add(column: "answerKey", .text)
+                table.add(column: "answerBodyHash", .blob)
+                table.add(column: "answerStatus", .integer)
+                table.add(column: "answerResponse", .text)
+                table.add(column: "answerExpiresAt", .integer)
+            }
+        }
         return migrator
     }
 

@@ -276,4 +276,12 @@ extension SQLiteStore {
     public func idempotentAnswers(for keys: [IdempotencyKey]) async throws -> [IdempotencyKey: IdempotentAnswer] {
         try await offThreadRead { try self.idempotentAnswers(for: keys) }
     }
+
+    public func keptAnswers(requests: [RequestID]) async throws -> [RequestID: IdempotentAnswer] {
+        try await offThreadRead { try self.keptAnswers(requests: requests) }
+    }
+
+    public func keptAnswerKeys(unexpiredAt now: Timestamp, window: Int64) async throws -> [KeptAnswerKey] {
+        try await offThreadRead { try self.keptAnswerKeys(unexpiredAt: now, window: window) }
+    }
 }

@@ -32,12 +32,18 @@ struct ReloadCommand: Sendable {
         var bodyHash: [UInt8]
         /// Milliseconds.
         var window: Int64 = IdempotentAnswer.webhookWindow
+        /// Whether the answer may be kept in the request's row (a push's apns-id, on a store that keeps
+        /// answers there): the row is written anyway, where a row of the idempotency table is one more
+        /// write per push (``KeptAnswerIndex``).
+        var keptWithRequest = false
 
         /// A push's `apns-id` as the sender sent it (lower-cased): the same id for the same device within
         /// ``IdempotentAnswer/pushRetryWindow`` is the same push, whatever its body (docs/APNS.md, "A retried
         /// apns-id"). A device is one token of one app.
         static func push(apnsID: String, device: Int64) -> Idempotency {
-            Idempotency(key: "apns-id \(device) \(apnsID.lowercased())", bodyHash: [], window: IdempotentAnswer.pushRetryWindow)
+            Idempotency(
+                key: "apns-id \(device) \(apnsID.lowercased())", bodyHash: [], window: IdempotentAnswer.pushRetryWindow, keptWithRequest: true
+            )
         }
     }
 }

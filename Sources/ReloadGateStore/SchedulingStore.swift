@@ -33,6 +33,10 @@ public protocol SchedulingStore: Sendable {
     /// response: what the engine's index in memory is rebuilt from on start. `window`: the longest any
     /// such answer is kept (requests received earlier are not read).
     func keptAnswerKeys(unexpiredAt now: Timestamp, window: Int64) async throws -> [KeptAnswerKey]
+    /// When the last of the idempotency table's keys that begin with `prefix` and expire after `now` and
+    /// no later than `limit` expires (`nil`: there is none): on start, how long keys of a kind the engine
+    /// otherwise keeps in request rows may still be found in the table.
+    func lastExpiry(ofTableKeysPrefixed prefix: String, after now: Timestamp, notAfter limit: Timestamp) async throws -> Timestamp?
     /// Registers the device (or control, for `pushType` `controls`) of a push to an unknown token
     /// (`ingress.unknownDevices: adopt`) with one implicit instance of kind `*`; the same device and
     /// instance when it exists already.
@@ -113,6 +117,10 @@ extension SharedSchedulingStore {
     public func keptAnswers(requests: [RequestID]) async throws -> [RequestID: IdempotentAnswer] { [:] }
 
     public func keptAnswerKeys(unexpiredAt now: Timestamp, window: Int64) async throws -> [KeptAnswerKey] { [] }
+
+    public func lastExpiry(ofTableKeysPrefixed prefix: String, after now: Timestamp, notAfter limit: Timestamp) async throws
+        -> Timestamp?
+    { limit }
 }
 
 extension LedgerBatch {

@@ -55,7 +55,7 @@ extension SchedulerEngine {
     }
 
     /// Rebuilds the index of kept answers from the store's request rows (on start), when the store keeps
-    /// answers there; the idempotency table may hold push keys recorded before, for one retry window.
+    /// answers there.
     func loadKeptAnswers() async throws {
         guard keptAnswers.capacity > 0 else { return }
         let now = Timestamp(self.now())
@@ -63,7 +63,12 @@ extension SchedulerEngine {
         for kept in try await store.keptAnswerKeys(unexpiredAt: now, window: IdempotentAnswer.pushRetryWindow) {
             keptAnswers.add(kept.name, request: kept.request, expiresAt: kept.expiresAt)
         }
-        tableMayHoldKeptKeysUntil = now.adding(milliseconds: IdempotentAnswer.pushRetryWindow)
+        // Keys recorded in the table before (while the index was full, or by a gateway of before
+        // `v18-request-answers`) are looked up there until the last of them expires.
+        tableMayHoldKeptKeysUntil = try await store.lastExpiry(
+            ofTableKeysPrefixed: ReloadCommand.Idempotency.pushKeyPrefix, after: now,
+            notAfter: now.adding(milliseconds: IdempotentAnswer.pushRetryWindow)
+        ) ?? now
         metrics.keptAnswers(keptAnswers.count)
     }
 

@@ -362,6 +362,21 @@ extension SQLiteStore {
         }
     }
 
+    /// One range of the expiry index: keys that expire between `now` and `limit` (a push's keys of the last
+    /// window, and a slice of webhook keys written a day before), filtered by their prefix.
+    public func lastExpiry(ofTableKeysPrefixed prefix: String, after now: Timestamp, notAfter limit: Timestamp) throws -> Timestamp? {
+        try writer.read { db in
+            try Int64.fetchOne(
+                db,
+                sql: """
+                    SELECT MAX(expiresAt) FROM idempotency
+                    WHERE expiresAt > ? AND expiresAt <= ? AND substr(key, 1, length(?)) = ?
+                    """,
+                arguments: [now.milliseconds, limit.milliseconds, prefix, prefix]
+            ).map(Timestamp.init(milliseconds:))
+        }
+    }
+
     /// The unexpired answers kept in request rows, oldest first: the requests are read newest first
     /// (by id, the order the engine took them in) back to those received `window` (the longest a kept
     /// answer lasts) and a minute before `now`, which no answer kept in a row outlives.

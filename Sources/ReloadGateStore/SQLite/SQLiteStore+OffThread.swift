@@ -281,6 +281,12 @@ extension SQLiteStore {
         try await offThreadRead { try self.keptAnswers(requests: requests) }
     }
 
+    public func lastExpiry(ofTableKeysPrefixed prefix: String, after now: Timestamp, notAfter limit: Timestamp) async throws
+        -> Timestamp?
+    {
+        try await offThreadRead { try self.lastExpiry(ofTableKeysPrefixed: prefix, after: now, notAfter: limit) }
+    }
+
     public func keptAnswerKeys(unexpiredAt now: Timestamp, window: Int64) async throws -> [KeptAnswerKey] {
         try await offThreadRead { try self.keptAnswerKeys(unexpiredAt: now, window: window) }
     }

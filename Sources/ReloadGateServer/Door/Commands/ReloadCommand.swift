@@ -37,12 +37,15 @@ struct ReloadCommand: Sendable {
         /// write per push (``KeptAnswerIndex``).
         var keptWithRequest = false
 
+        /// What every push's key begins with.
+        static let pushKeyPrefix = "apns-id "
+
         /// A push's `apns-id` as the sender sent it (lower-cased): the same id for the same device within
         /// ``IdempotentAnswer/pushRetryWindow`` is the same push, whatever its body (docs/APNS.md, "A retried
         /// apns-id"). A device is one token of one app.
         static func push(apnsID: String, device: Int64) -> Idempotency {
             Idempotency(
-                key: "apns-id \(device) \(apnsID.lowercased())", bodyHash: [], window: IdempotentAnswer.pushRetryWindow, keptWithRequest: true
+                key: "\(pushKeyPrefix)\(device) \(apnsID.lowercased())", bodyHash: [], window: IdempotentAnswer.pushRetryWindow, keptWithRequest: true
             )
         }
     }

@@ -9,6 +9,9 @@ struct PendingTable: Sendable {
     /// The number of pending reloads.
     private(set) var count = 0
 
+    /// The number of slots, taken or free: at most the most reloads ever pending at once.
+    var slotCount: Int { slots.count }
+
     subscript(slot: Int32) -> ReloadScheduler.PendingReload {
         get { slots[Int(slot)] }
         set { slots[Int(slot)] = newValue }

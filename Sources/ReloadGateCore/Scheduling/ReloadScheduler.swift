@@ -306,6 +306,23 @@ public struct ReloadScheduler: Sendable {
     /// The number of pending reloads.
     public var pendingCount: Int { pending.count }
 
+    /// How much the machine holds: what depends on the instances and their pending reloads, and on
+    /// nothing else (a test runs many requests over a fixed set of instances and checks none grows).
+    public struct Footprint: Sendable, Equatable {
+        public var instances: Int
+        public var pendingSlots: Int
+        public var timers: Int
+        public var changed: Int
+        public var released: Int
+    }
+
+    public var footprint: Footprint {
+        Footprint(
+            instances: instances.count, pendingSlots: pending.slotCount, timers: timers.count, changed: changed.count,
+            released: released.deliveries.count + released.timelineReloads.count + released.expired.count + released.instanceStates.count
+        )
+    }
+
     /// The pending reload of an instance: its due time, priority and requests.
     public func pendingReload(of instance: InstanceHandle) -> (due: Timestamp, priority: Priority, requests: [RequestID])? {
         guard isRegistered(instance.rawValue) else { return nil }

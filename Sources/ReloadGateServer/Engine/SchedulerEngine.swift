@@ -94,6 +94,8 @@ actor SchedulerEngine {
     /// Requests and adoptions handed over from event loops, decided by the commit loop.
     nonisolated let inbox = GroupCommitQueue<Queued>(limit: SchedulerEngine.inboxLimit)
     var inFlightKeys: [KeyName: InFlightKey] = [:]
+    /// Commits whose child task of the commit loop has not been collected (``DoorService/commitLoop``).
+    nonisolated let uncollectedCommits = Atomic<Int>(0)
     /// Where the answers the store keeps in request rows are found (capacity 0: a store that keeps none).
     var keptAnswers: KeptAnswerIndex
     /// Until when the idempotency table may hold a push's key (recorded there while ``keptAnswers`` was
@@ -165,6 +167,28 @@ actor SchedulerEngine {
     struct DeliveryOutlet: Sendable {
         let yield: @Sendable ([RecordedDelivery]) -> Void
         let finish: @Sendable () -> Void
+    }
+}
+
+extension SchedulerEngine {
+    /// How much the engine holds besides the scheduler's state: what is in flight, and the window's keys.
+    struct Footprint: Sendable, Equatable {
+        var scheduler: ReloadScheduler.Footprint
+        var inFlightKeys: Int
+        var batchKeys: Int
+        var openBatch: Int
+        var openWaiters: Int
+        var keptAnswers: Int
+        var uncollectedCommits: Int
+    }
+
+    var footprint: Footprint {
+        Footprint(
+            scheduler: scheduler.footprint, inFlightKeys: inFlightKeys.count, batchKeys: batchKeys.count,
+            openBatch: batch.requests.count + batch.decisions.count + batch.instanceStates.count + batchDeliveries.count,
+            openWaiters: pipeline.openWaiters.count, keptAnswers: keptAnswers.count,
+            uncollectedCommits: uncollectedCommits.load(ordering: .relaxed)
+        )
     }
 }
 

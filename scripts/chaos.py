@@ -11,6 +11,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import glob
 import json
 import os
 import random
@@ -563,18 +564,22 @@ def disk(args, work, key):
         stored = stored_sqlite(os.path.join(directory, "data/reloadgate.sqlite"), load.records)
         tally.add(load.records, stored, fault_ends=[marks["end"]])
         torn = 0
-        with open(os.path.join(directory, "data/outbox.jsonl"), "rb") as f:
-            content = f.read()
-        lines = content.split(b"\n")
-        if lines and lines[-1] != b"":
-            torn += 1
-        for line in lines[:-1]:
-            try:
-                json.loads(line)
-            except ValueError:
+        whole = 0
+        # The outbox and its rotated files (outbox.jsonl.1, ...): each must hold whole lines only.
+        for path in glob.glob(os.path.join(directory, "data/outbox.jsonl*")):
+            with open(path, "rb") as f:
+                content = f.read()
+            lines = content.split(b"\n")
+            if lines and lines[-1] != b"":
                 torn += 1
+            for line in lines[:-1]:
+                try:
+                    json.loads(line)
+                    whole += 1
+                except ValueError:
+                    torn += 1
         tally.torn = torn
-        log(f"disk: outbox of {len(lines) - 1} lines, {torn} not whole")
+        log(f"disk: outbox of {whole} whole lines, {torn} not whole")
     finally:
         if gateway:
             gateway.stop()

@@ -174,7 +174,13 @@ private func assembleServices(
             try await membership.beat()
             logger.info("cluster joined", metadata: ["gateway": "\(membership.gateway)", "partitions": "\(membership.leases.count)"])
         }
-        upstream = try apns ?? OutboxUpstream(dataDirectory: configuration.dataDirectory, logger: logger)
+        upstream = try apns ?? OutboxUpstream(
+            dataDirectory: configuration.dataDirectory,
+            rotation: OutboxUpstream.Rotation(
+                maxBytes: configuration.upstream.outboxMaxMegabytes << 20, keptFiles: configuration.upstream.outboxKeptFiles
+            ),
+            logger: logger
+        )
     } catch {
         try? store.close()
         throw error

@@ -184,6 +184,77 @@ struct OutboxUpstreamTests {
         #expect(ids == (first + second).map(\.apnsID))
     }
 
+    /// The apns-ids of the whole lines of the outbox file at `path` (none when it does not exist), in order.
+    func ids(in path: String) throws -> [String] {
+        guard FileManager.default.fileExists(atPath: path) else { return [] }
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.isEmpty || text.hasSuffix("\n"), "\(path) does not end with a whole line")
+        return try text.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])["apnsId"] as? String ?? ""
+        }
+    }
+
+    /// The outbox rotates before a group would take it past its size: the files hold whole lines, a group
+    /// is never split, at most the kept number of rotated files stays, and read oldest first they hold the
+    /// latest deliveries in the order they were sent, each once.
+    @Test func theOutboxRotatesAtItsSizeAndKeepsAtMostItsFiles() async throws {
+        let directory = try TemporaryDirectory("outbox")
+        defer { directory.remove() }
+        // Three lines a file (the longest line's size; a line with a shorter index is a byte shorter); two
+        // rotated files kept.
+        let lineBytes = OutboxUpstream.line(for: try push(12)).utf8.count + 1
+        let rotation = OutboxUpstream.Rotation(maxBytes: 3 * lineBytes, keptFiles: 2)
+        let outbox = try OutboxUpstream(dataDirectory: directory.url.path, rotation: rotation, logger: Logger(label: "test"))
+        var sent: [String] = []
+        for index in 0..<10 {
+            let pushed = try push(index)
+            #expect(try await outbox.send(pushed) == .sent)
+            sent.append(pushed.apnsID)
+        }
+        // A group of three that does not fit in what is left begins a file of its own.
+        let group = try [push(10), push(11), push(12)]
+        #expect(await outbox.send(batch: group).allSatisfy { (try? $0.get()) == .sent })
+        sent += group.map(\.apnsID)
+
+        let path = directory.path("outbox.jsonl")
+        let files = [path + ".2", path + ".1", path]
+        let kept = try files.flatMap { try ids(in: $0) }
+        #expect(!FileManager.default.fileExists(atPath: path + ".3"))
+        for file in files {
+            let size = try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+            #expect(size <= rotation.maxBytes, "\(file) holds \(size) bytes")
+        }
+        // 13 lines, three a file, the group alone in the last: 0-2, 3-5, 6-8, 9, 10-12; the first two
+        // files were deleted by the third and fourth rotations.
+        #expect(try ids(in: path) == Array(sent.suffix(3)))
+        #expect(try ids(in: path + ".1") == [sent[9]])
+        #expect(kept == Array(sent.suffix(7)))
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+    }
+
+    /// A restart after a rotation: the deliveries of the group written last before it (now in
+    /// `outbox.jsonl.1`) and of the one after it are found, so none is written twice; an id never written
+    /// is not.
+    @Test func afterARotationARestartFindsTheLinesOfBothFiles() async throws {
+        let directory = try TemporaryDirectory("outbox")
+        defer { directory.remove() }
+        let lineBytes = OutboxUpstream.line(for: try push(0)).utf8.count + 1
+        let rotation = OutboxUpstream.Rotation(maxBytes: 2 * lineBytes, keptFiles: 1)
+        let before = try [push(1), push(2)]
+        let after = try [push(3)]
+        do {
+            let outbox = try OutboxUpstream(dataDirectory: directory.url.path, rotation: rotation, logger: Logger(label: "test"))
+            _ = await outbox.send(batch: before)
+            _ = await outbox.send(batch: after)
+        }
+        #expect(try ids(in: directory.path("outbox.jsonl.1")) == before.map(\.apnsID))
+        #expect(try ids(in: directory.path("outbox.jsonl")) == after.map(\.apnsID))
+        let outbox = try OutboxUpstream(dataDirectory: directory.url.path, rotation: rotation, logger: Logger(label: "test"))
+        let all = Set((before + after).map(\.apnsID))
+        #expect(await outbox.alreadySent(all.union(["00000000-0000-4000-8000-999999999999"])) == all)
+    }
+
     @Test func anUnwritableDirectoryIsAnError() throws {
         #expect(throws: OutboxError.self) {
             try OutboxUpstream(dataDirectory: "/nonexistent/data", logger: Logger(label: "test"))

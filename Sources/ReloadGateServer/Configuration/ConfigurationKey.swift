@@ -115,6 +115,11 @@ public struct ConfigurationKey: Sendable {
         .path("admin.tokenFile", "the admin TLS listener's bearer token; unset: admin.token in the data directory (made on first start)", \.admin.tokenFile),
         .integer("upstream.requestsPerSecond", "requests per second toward the push service at most; 0: no limit", \.upstream.requestsPerSecond, range: 0...1_000_000),
         .integer("upstream.connections", "HTTP/2 connections to the push service", \.upstream.connections, range: 1...64),
+        .integer(
+            "upstream.outboxMaxMegabytes", "MiB the outbox file grows to before it rotates (outbox)", \.upstream.outboxMaxMegabytes,
+            range: 1...1_048_576
+        ),
+        .integer("upstream.outboxKeptFiles", "rotated outbox files kept (outbox.jsonl.1 to .N)", \.upstream.outboxKeptFiles, range: 0...1000),
         .path("tls.certificate", "server certificate chain (PEM); unset: development certificate", \.tls.certificate),
         .path("tls.key", "server private key (PEM); set with tls.certificate", \.tls.key),
         .path("tls.clientCA", "CA of push senders' client certificates (PEM); unset: the development CA in development", \.tls.clientCA),

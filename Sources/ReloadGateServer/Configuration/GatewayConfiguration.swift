@@ -97,6 +97,10 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public var requestsPerSecond: Int = 0
         /// HTTP/2 connections to the push service; requests are spread over them.
         public var connections: Int = 2
+        /// The outbox (`kind: outbox`) rotates before it grows past this many MiB.
+        public var outboxMaxMegabytes: Int = OutboxUpstream.Rotation.default.maxBytes >> 20
+        /// Rotated outbox files kept (`outbox.jsonl.1` to `.N`); 0: none.
+        public var outboxKeptFiles: Int = OutboxUpstream.Rotation.default.keptFiles
 
         public init() {}
     }

@@ -17,6 +17,14 @@ import ReloadGateStore
 /// came before its `sent` mark) is found by ``alreadySent(_:)`` and marked `sent` instead of being
 /// written again: every delivery has exactly one line.
 ///
+/// The file rotates by size (``Rotation``): before a group would take it past its limit, `outbox.jsonl`
+/// becomes `outbox.jsonl.1` (the older ones move up, `.1` to `.2` and so on, the oldest beyond the kept
+/// count is deleted) and a new `outbox.jsonl` is begun; the directory is synced. A group is never split
+/// between files. Readers take the files oldest first (`outbox.jsonl.N` ... `.1`, then `outbox.jsonl`);
+/// `tail -F outbox.jsonl` follows the rotation. After a crash ``alreadySent(_:)`` looks in `outbox.jsonl`
+/// and, when that is shorter than its window, in `outbox.jsonl.1`: the group written last before a
+/// rotation is there.
+///
 /// The actor runs on a queue of its own (``DispatchQueueExecutor``): its writes and syncs wait for the disk
 /// there, not on the concurrency pool's threads.
 public actor OutboxUpstream: DeliveryUpstream {
@@ -26,8 +34,26 @@ public actor OutboxUpstream: DeliveryUpstream {
     private let executor = DispatchQueueExecutor(label: "reloadgate.outbox")
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
+    /// When the file rotates, and how many rotated files are kept.
+    public struct Rotation: Sendable, Equatable {
+        /// The most bytes `outbox.jsonl` grows to (a single group larger than this is written whole, alone
+        /// in its file).
+        public var maxBytes: Int
+        /// Rotated files kept (`outbox.jsonl.1` to `.N`); 0: a rotated file is deleted at once.
+        public var keptFiles: Int
+
+        public init(maxBytes: Int, keptFiles: Int) {
+            self.maxBytes = maxBytes
+            self.keptFiles = keptFiles
+        }
+
+        /// 64 MiB a file, four rotated files kept: about 320 MB of the latest deliveries at most.
+        public static let `default` = Rotation(maxBytes: 64 << 20, keptFiles: 4)
+    }
+
     private let path: String
-    private let descriptor: Int32
+    private var descriptor: Int32
+    private let rotation: Rotation
     private let logger: Logger
     /// `write(2)`, or a stand-in that fails part way (tests of a full disk).
     private let writeBytes: @Sendable (Int32, UnsafeRawPointer, Int) -> Int
@@ -36,22 +62,63 @@ public actor OutboxUpstream: DeliveryUpstream {
     private var cutBackTo: off_t?
 
     /// Opens (creating, mode 0600) `outbox.jsonl` in `dataDirectory`.
-    public init(dataDirectory: String, logger: Logger) throws {
-        try self.init(dataDirectory: dataDirectory, logger: logger, write: { Glibc.write($0, $1, $2) })
+    public init(dataDirectory: String, rotation: Rotation = .default, logger: Logger) throws {
+        try self.init(dataDirectory: dataDirectory, rotation: rotation, logger: logger, write: { Glibc.write($0, $1, $2) })
     }
 
     /// Opens the outbox with `write` in place of `write(2)` (tests: a disk that fills in the middle of a write).
-    init(dataDirectory: String, logger: Logger, write: @escaping @Sendable (Int32, UnsafeRawPointer, Int) -> Int) throws {
+    init(
+        dataDirectory: String, rotation: Rotation = .default, logger: Logger,
+        write: @escaping @Sendable (Int32, UnsafeRawPointer, Int) -> Int
+    ) throws {
         let path = URL(fileURLWithPath: dataDirectory).appendingPathComponent(Self.fileName).path
-        let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)   // read: recovery after a crash
-        guard descriptor >= 0 else {
-            throw OutboxError(path: path, reason: String(cString: strerror(errno)))
-        }
+        let descriptor = try Self.open(path)
         self.path = path
         self.descriptor = descriptor
+        self.rotation = rotation
         self.logger = logger
         self.writeBytes = write
         try Self.cutTornLine(descriptor: descriptor, path: path, logger: logger)
+    }
+
+    /// Opens (creating, mode 0600) the outbox file for appending; read too: recovery after a crash.
+    private static func open(_ path: String) throws -> Int32 {
+        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw OutboxError(path: path, reason: String(cString: strerror(errno))) }
+        return descriptor
+    }
+
+    /// The path of rotated file `number` (`outbox.jsonl.1` is the newest).
+    private func rotated(_ number: Int) -> String { "\(path).\(number)" }
+
+    /// Rotates when `bytes` more would take a non-empty `outbox.jsonl` past ``Rotation/maxBytes``: the
+    /// rotated files move up one (the oldest beyond ``Rotation/keptFiles`` is deleted), `outbox.jsonl`
+    /// becomes `.1`, a new one is opened, and the directory is synced so the renames survive a crash.
+    private func rotateIfFull(adding bytes: Int) throws {
+        let size = lseek(descriptor, 0, SEEK_END)
+        guard size > 0, Int(size) + bytes > rotation.maxBytes else { return }
+        func fail(_ what: String) -> OutboxError {
+            OutboxError(path: path, reason: "cannot rotate (\(what)): \(String(cString: strerror(errno)))")
+        }
+        if rotation.keptFiles == 0 {
+            guard unlink(path) == 0 || errno == ENOENT else { throw fail("delete") }
+        } else {
+            if unlink(rotated(rotation.keptFiles)) != 0, errno != ENOENT { throw fail("delete the oldest") }
+            for number in stride(from: rotation.keptFiles - 1, through: 1, by: -1) {
+                if rename(rotated(number), rotated(number + 1)) != 0, errno != ENOENT { throw fail("move up") }
+            }
+            // Absent: a rotation that renamed it and then failed to open the new one (this finishes it).
+            guard rename(path, rotated(1)) == 0 || errno == ENOENT else { throw fail("rename") }
+        }
+        let fresh = try Self.open(path)
+        Glibc.close(descriptor)
+        descriptor = fresh
+        let directory = Glibc.open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directory >= 0 {
+            defer { Glibc.close(directory) }
+            guard fsync(directory) == 0 else { throw fail("sync the directory") }
+        }
+        logger.info("outbox: rotated", metadata: ["bytes": "\(size)", "kept": "\(rotation.keptFiles)"])
     }
 
     /// How far back from the end ``alreadySent(_:)`` looks: the deliveries in flight at a crash are in
@@ -75,12 +142,27 @@ public actor OutboxUpstream: DeliveryUpstream {
         logger.warning("outbox: a torn last line was cut off (a crash in the middle of a write)", metadata: ["bytes": "\(Int(size - keep))"])
     }
 
-    /// The apns-ids among `apnsIDs` that have a whole line in the outbox's last ``recoveryWindow`` bytes.
+    /// The apns-ids among `apnsIDs` that have a whole line in the outbox's last ``recoveryWindow`` bytes:
+    /// in `outbox.jsonl`, and in `outbox.jsonl.1` for what the window holds beyond it.
     public func alreadySent(_ apnsIDs: Set<String>) async -> Set<String> {
         guard !apnsIDs.isEmpty else { return [] }
+        var found = Self.lines(in: descriptor, last: Self.recoveryWindow, among: apnsIDs)
+        let size = Int(max(lseek(descriptor, 0, SEEK_END), 0))
+        if size < Self.recoveryWindow {
+            let previous = Glibc.open(rotated(1), O_RDONLY | O_CLOEXEC)
+            if previous >= 0 {
+                defer { Glibc.close(previous) }
+                found.formUnion(Self.lines(in: previous, last: Self.recoveryWindow - size, among: apnsIDs))
+            }
+        }
+        return found
+    }
+
+    /// The apns-ids among `apnsIDs` with a whole line in the last `limit` bytes of the file `descriptor`.
+    private static func lines(in descriptor: Int32, last limit: Int, among apnsIDs: Set<String>) -> Set<String> {
         let size = lseek(descriptor, 0, SEEK_END)
         guard size > 0 else { return [] }
-        let window = min(Int(size), Self.recoveryWindow)
+        let window = min(Int(size), limit)
         var tail = [UInt8](repeating: 0, count: window)
         let read = tail.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, window, off_t(Int(size) - window)) }
         guard read == window else { return [] }
@@ -136,6 +218,7 @@ public actor OutboxUpstream: DeliveryUpstream {
             }
             cutBackTo = nil
         }
+        try rotateIfFull(adding: bytes.count)
         let start = lseek(descriptor, 0, SEEK_END)
         guard start >= 0 else { throw OutboxError(path: path, reason: String(cString: strerror(errno))) }
         var offset = 0

@@ -39,7 +39,8 @@ public actor OutboxUpstream: DeliveryUpstream {
         /// The most bytes `outbox.jsonl` grows to (a single group larger than this is written whole, alone
         /// in its file).
         public var maxBytes: Int
-        /// Rotated files kept (`outbox.jsonl.1` to `.N`); 0: a rotated file is deleted at once.
+        /// Rotated files kept (`outbox.jsonl.1` to `.N`); 0: a rotated file is deleted at once (and with it
+        /// the lines ``alreadySent(_:)`` would find of the group written just before the rotation).
         public var keptFiles: Int
 
         public init(maxBytes: Int, keptFiles: Int) {

@@ -85,8 +85,9 @@ struct DoorService: Service {
                 if let commit = turn.commit {
                     // The commit before it has ended (the engine hands out the next only then): its child
                     // task is collected first. A finished child of a task group is kept, with its task
-                    // allocator's memory, until the group collects it: uncollected, every commit kept
-                    // about 2.5 KB for the life of the gateway.
+                    // allocator's memory, until the group collects it, so an uncollected child per commit
+                    // would grow with the traffic
+                    // (docs/DECISIONS.md, "The commit loop collects each commit's child task").
                     while await commits.next() != nil { engine.uncollectedCommits.subtract(1, ordering: .relaxed) }
                     commits.addTask { await engine.perform(commit) }
                     engine.uncollectedCommits.add(1, ordering: .relaxed)

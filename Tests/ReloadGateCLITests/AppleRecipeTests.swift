@@ -50,18 +50,8 @@ struct AppleRecipeTests {
     }
 
     @Test func applesRecipesReachTheMockAsAppleDocumentsThemFromEverySender() async throws {
-        // aioapns and pyapns_client in a virtual environment under .build, made once (PyPI).
-        let environment = Self.root.appendingPathComponent(".build/interop-venv")
-        let python = environment.appendingPathComponent("bin/python").path
-        if !FileManager.default.isExecutableFile(atPath: python) {
-            let made = try await ChildProcess.run("/usr/bin/env", ["python3", "-m", "venv", environment.path], in: Self.root)
-            try #require(made.status == 0, "python3 -m venv: \(made.error)")
-        }
-        let installed = try await ChildProcess.run(
-            python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "aioapns==4.0", "pyapns_client==2.0.6"],
-            in: Self.root, timeout: .seconds(600)
-        )
-        try #require(installed.status == 0, "pip install: \(installed.output) \(installed.error)")
+        // aioapns and pyapns_client in a virtual environment under .build, made once per test process (PyPI).
+        let python = try await InteropPython.python()
 
         let directory = try TemporaryDirectory("recipes")
         defer { directory.remove() }

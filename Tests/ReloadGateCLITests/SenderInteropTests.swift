@@ -98,15 +98,8 @@ struct SenderInteropTests {
     }
 
     @Test func aioapnsFromPyPISendsWidgetAndControlsPushesAndSeesAStaleTokenRefused() async throws {
-        // A virtual environment under .build, made once: `pip install aioapns` needs PyPI.
-        let environment = Self.root.appendingPathComponent(".build/interop-venv")
-        let python = environment.appendingPathComponent("bin/python").path
-        if !FileManager.default.isExecutableFile(atPath: python) {
-            let made = try await Self.run("/usr/bin/env", ["python3", "-m", "venv", environment.path], in: Self.root)
-            try #require(made.status == 0, "python3 -m venv: \(made.error)")
-        }
-        let installed = try await Self.run(python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "aioapns==4.0"], in: Self.root, timeout: .seconds(600))
-        try #require(installed.status == 0, "pip install aioapns: \(installed.output) \(installed.error)")
+        // A virtual environment under .build, made once per test process (PyPI).
+        let python = try await InteropPython.python()
 
         try await Self.withGateway { gateway in
             let script = Self.root.appendingPathComponent("Tests/Interop/aioapns_send.py").path

@@ -306,7 +306,10 @@ private func assembleServices(
     }
     // The outbox takes a group of lines with one write and one sync: one group at a time, in release order.
     if configuration.upstream.kind != .apns { worker.groupSize = DeliveryWorker.outboxGroup }
-    return [StoreService(store: store, readiness: readiness, logger: logger)] + clusterServices + [
+    let retention = LedgerRetentionService(
+        store: store, retention: Int64(configuration.ledger.retention) * 1000, now: now, metrics: metrics, logger: logger
+    )
+    return [StoreService(store: store, readiness: readiness, logger: logger), retention] + clusterServices + [
         DoorService(
             door: door,
             worker: worker,

@@ -87,6 +87,9 @@ public protocol GatewayStoreReading: Sendable {
     /// read in one transaction. `progress` (a command's progress line) is told the rows read so far after
     /// each row.
     func exportLedger(since: Timestamp, bundle: String?, progress: (@Sendable (Int) -> Void)?) async throws -> LedgerExport
+    /// What the ledger's retention has deleted: the span that deleted `request`, and the newest and
+    /// oldest spans (``LedgerPruning``).
+    func ledgerPruning(request: Int64?) async throws -> LedgerPruning
 }
 
 extension GatewayStoreReading {
@@ -140,6 +143,12 @@ public protocol GatewayStore: GatewayStoreReading, SchedulingStore {
     func removeProviderKey(keyID: String) async throws -> Bool
 
     // (Health checks: ``SchedulingStore``.)
+
+    // MARK: Retention
+    /// Deletes one step of the ledger past retention (``LedgerPruneStep``) in one short transaction. On a
+    /// store several gateways share, one gateway prunes at a time: the others' steps are
+    /// ``LedgerPruned/skipped``.
+    func pruneLedger(_ step: LedgerPruneStep) async throws -> LedgerPruned
 
     // MARK: Upkeep
     /// Closes the store's connections; it cannot be used afterwards. (Store-specific upkeep, such as

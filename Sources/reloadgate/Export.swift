@@ -95,6 +95,16 @@ struct Export: AsyncParsableCommand {
         var summary = "reloadgate: exported \(ledger.devices.count) devices, \(ledger.timelines.count) timelines, \(ledger.requests.count - leftOut) requests since \(start.rfc3339)"
         if leftOut > 0 { summary += " (\(leftOut) left out: all their widgets were removed since)" }
         FileHandle.standardError.write(Data((summary + "\n").utf8))
+        if let note = try? await Self.prunedNote(opened, start: start) {
+            FileHandle.standardError.write(Data((note + "\n").utf8))
+        }
+    }
+
+    /// What the trace cannot include because the ledger's retention deleted it (`nil`: nothing).
+    static func prunedNote(_ store: any GatewayStore, start: Timestamp) async throws -> String? {
+        guard let latest = try await store.ledgerPruning(request: nil).latest, start < latest.receivedBefore else { return nil }
+        return "reloadgate: requests received before \(latest.receivedBefore.rfc3339) were pruned from the ledger (ledger.retention), "
+            + "so the trace has none from \(start.rfc3339) to then"
     }
 
     /// The trace's lines, and how many requests were left out (every target's widget removed since).

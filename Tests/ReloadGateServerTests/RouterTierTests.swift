@@ -190,6 +190,37 @@ struct RouterTierTests {
 
     // MARK: Admin API
 
+    /// `explain` of a request the ledger's retention deleted answers `410 pruned` and says when; an apns-id
+    /// it cannot find says what the ledger no longer holds.
+    @Test func explainingAPrunedRequestSaysItIsGoneAndSinceWhen() async throws {
+        try await RouterTier.with { tier in
+            let request = try await tier.api { client -> Int in
+                #expect(try await client.registry(Self.devicePath, .put, apiKey: tier.credentials.apiKey, body: Self.twoWidgets).status == .ok)
+                let reload = try await client.webhook(RouterTier.bundle, body: #"{"kind":"news"}"#, secret: tier.credentials.webhookSecret)
+                return try #require(reload.json["requestId"] as? Int)
+            }
+            try await tier.admin { client in
+                #expect(try await client.call("/v1/explain/\(request)", .get).status == .ok)
+                // A bound an hour ahead: everything recorded is past it.
+                let now = Timestamp(Date())
+                let pruned = try await tier.door.store.pruneLedger(
+                    LedgerPruneStep(receivedBefore: now.adding(milliseconds: 3_600_000), now: now, limit: 100)
+                )
+                #expect(pruned.requests == 1)
+                let gone = try await client.call("/v1/explain/\(request)", .get)
+                #expect(gone.status == .gone, "\(gone.text)")
+                #expect(gone.json["code"] as? String == "pruned")
+                let message = try #require(gone.json["message"] as? String)
+                #expect(message.contains("request \(request) was pruned from the ledger between \(now.rfc3339)"), "\(message)")
+                // A later id that was never recorded is not said to be pruned.
+                #expect(try await client.call("/v1/explain/\(request + 1000)", .get).status == .notFound)
+                let unknown = try await client.call("/v1/explain/\(UUID().uuidString.lowercased())", .get)
+                #expect(unknown.status == .notFound)
+                #expect((unknown.json["message"] as? String)?.contains("pruned requests received before") == true, "\(unknown.text)")
+            }
+        }
+    }
+
     @Test func theAdminAPIListsExplainsCancelsAndFlushesPendingReloads() async throws {
         try await RouterTier.with { tier in
             let requests = try await tier.api { client -> [Int] in

@@ -223,7 +223,12 @@ struct AdminRoutes {
             return try await explain(String(pushed))
         }
         if let requestID = Int64(id) {
-            guard let record = try await store.requestRecord(requestID) else { throw APIError.notFound("no request \(requestID)") }
+            guard let record = try await store.requestRecord(requestID) else {
+                if let pruned = try await store.ledgerPruning(request: requestID).sentence(request: requestID) {
+                    throw APIError(status: .gone, code: "pruned", message: pruned)
+                }
+                throw APIError.notFound("no request \(requestID)")
+            }
             let pending = try await store.pendingReloads(PendingFilter(limit: 10_000)).filter { $0.requests.contains(requestID) }
             return try Self.json(AdminAPI.RequestExplanation(
                 request: Self.request(record),
@@ -232,7 +237,11 @@ struct AdminRoutes {
             ))
         }
         guard let delivery = try await store.delivery(apnsID: id) else {
-            throw APIError.notFound("no request, push or delivery \(id) (a request id is a number, an apns-id a UUID)")
+            var message = "no request, push or delivery \(id) (a request id is a number, an apns-id a UUID)"
+            if let latest = try await store.ledgerPruning(request: nil).latest {
+                message += "; the ledger has pruned requests received before \(latest.receivedBefore.rfc3339) and deliveries released before then (ledger.retention)"
+            }
+            throw APIError.notFound(message)
         }
         var requests: [RequestRecord] = []
         for request in delivery.delivery.requests {

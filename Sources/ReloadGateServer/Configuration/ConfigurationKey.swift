@@ -134,6 +134,12 @@ public struct ConfigurationKey: Sendable {
             \.store.deadline,
             range: 100...300_000
         ),
+        .integer(
+            "ledger.retention",
+            "seconds requests, their decisions and finished deliveries are kept before they are pruned (default 7 days)",
+            \.ledger.retention,
+            range: 60...315_360_000
+        ),
         .choice("environment", "APNs environment of this gateway", \.environment, DeploymentEnvironment.allCases.map { ($0.rawValue, $0) }),
         .choice("log.level", "lowest log level written", \.log.level, Logger.Level.allCases.map { ($0.rawValue, $0) }),
         .choice("log.format", "log line format", \.log.format, GatewayConfiguration.Log.Format.allCases.map { ($0.rawValue, $0) }),

@@ -261,6 +261,18 @@ public struct GatewayConfiguration: Sendable, Equatable {
 
     /// Where the gateway's state lives (SQLite by default).
     public var store = Store()
+    /// How long the ledger keeps what it recorded (docs/DESIGN.md, "The ledger").
+    public struct Ledger: Sendable, Equatable {
+        /// Seconds requests (with their decisions) and finished deliveries are kept: older ones are
+        /// deleted in short steps while the gateway runs. Pending reloads, deliveries on their way and
+        /// answers a sender's retry may still ask for are kept whatever their age.
+        public var retention: Int = 7 * 86_400
+
+        public init() {}
+    }
+
+    /// How long the ledger keeps requests, decisions and deliveries.
+    public var ledger = Ledger()
     /// The data directory: the SQLite store, the outbox, the secrets key, the admin socket. Created with
     /// mode 0700.
     public var dataDirectory: String = "data"

@@ -1,5 +1,6 @@
 import Prometheus
 import ReloadGateCore
+import ReloadGateStore
 import Synchronization
 
 /// The gateway's metrics, exported in Prometheus' text format at `/metrics` (docs/DESIGN.md, Interfaces 5),
@@ -44,6 +45,7 @@ public final class GatewayMetrics: Sendable {
         "reloadgate_pushes_sent_total": "Pushes the push service accepted (or the outbox took), by push type: widgets or controls.",
         "reloadgate_delivery_latency_seconds": "Time from a request to the push service until its answer.",
         "reloadgate_delivery_queue_depth": "Deliveries released and not yet sent or failed.",
+        "reloadgate_ledger_pruned_total": "Rows of the ledger deleted past ledger.retention, by table: requests (with their decisions) or deliveries.",
         "reloadgate_apns_ids_in_memory": "Pushes' apns-ids within their retry window in the index in memory (embedded store).",
     ]
 
@@ -133,6 +135,12 @@ public final class GatewayMetrics: Sendable {
     /// The index of kept answers holds `count` apns-ids.
     func keptAnswers(_ count: Int) {
         keptAnswerKeys.set(Int64(count))
+    }
+
+    /// A step of the ledger's retention deleted these rows.
+    func ledgerPruned(_ pruned: LedgerPruned) {
+        if pruned.requests > 0 { increment("reloadgate_ledger_pruned_total", ["table": "requests"], by: pruned.requests) }
+        if pruned.deliveries > 0 { increment("reloadgate_ledger_pruned_total", ["table": "deliveries"], by: pruned.deliveries) }
     }
 
     // MARK: Delivery

@@ -210,6 +210,18 @@ extension PostgresStore {
                 """,
             ]
         ),
+        (
+            "pg8-ledger-retention",
+            [
+                // The ledger is pruned by age (the SQLite store's `v19-ledger-retention`).
+                "CREATE INDEX delivery_on_released ON delivery (releasedAt)",
+                """
+                CREATE TABLE ledger_prune (
+                    firstRequest bigint PRIMARY KEY, lastRequest bigint NOT NULL, receivedBefore bigint NOT NULL,
+                    since bigint NOT NULL, until bigint NOT NULL)
+                """,
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

@@ -267,9 +267,17 @@ extension SQLiteStore {
     }
 
     /// The highest request id recorded, so that ids keep growing across restarts.
+    /// The highest request id recorded, pruned ones included (``ledger_prune``): an id is never given twice.
     public func lastRequestID() throws -> RequestID {
-        try writer.read { db in RequestID(bitPattern: try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM request") ?? 0) }
+        try writer.read { db in
+            RequestID(bitPattern: try Int64.fetchOne(db, sql: Self.lastRequestIDSQL) ?? 0)
+        }
     }
+
+    /// The highest request id in the ledger or in its pruned spans (the same text on both stores).
+    static let lastRequestIDSQL = """
+        SELECT MAX(id) FROM (SELECT MAX(id) AS id FROM request UNION ALL SELECT MAX(lastRequest) FROM ledger_prune) AS ids
+        """
 
     /// Deliveries in the given states, oldest first (on start: `pending` and `sending` ones are sent again).
     public func deliveries(in states: [RecordedDelivery.State]) throws -> [RecordedDelivery] {

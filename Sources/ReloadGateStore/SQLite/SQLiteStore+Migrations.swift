@@ -288,6 +288,19 @@ extension SQLiteStore {
                 table.add(column: "answerExpiresAt", .integer)
             }
         }
+        migrator.registerMigration("v19-ledger-retention") { db in
+            // The ledger is pruned by age (`ledger.retention`): deliveries oldest first by release time,
+            // requests by id (in arrival order). `ledger_prune` keeps the stretches of request ids pruned
+            // and when, for `explain` and `export` (docs/DECISIONS.md, "The ledger is kept for a time").
+            try db.create(index: "delivery_on_released", on: "delivery", columns: ["releasedAt"])
+            try db.create(table: "ledger_prune") { table in
+                table.primaryKey("firstRequest", .integer)
+                table.column("lastRequest", .integer).notNull()
+                table.column("receivedBefore", .integer).notNull()
+                table.column("since", .integer).notNull()
+                table.column("until", .integer).notNull()
+            }
+        }
         return migrator
     }
 

@@ -63,6 +63,10 @@ public final class SQLiteStore: Sendable {
         // An answer is sent only after its commit: every commit must reach the disk (SQLite's default in
         // WAL mode is FULL on Debian too; set here so that a build option cannot weaken it).
         configuration.prepareDatabase { db in
+            // A new file gives the pages the ledger's retention frees back to the file system
+            // (SQLiteStore+Retention.swift). The mode is chosen before the file's first page is written
+            // (WAL mode writes it), on the writer; on an existing file this changes nothing.
+            if !db.configuration.readonly { try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL") }
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // The writer copies the WAL into the database file itself only past this many pages; the
             // server does it in the background (checkpointWAL), off the commit path.

@@ -47,29 +47,82 @@ struct PendingTable: Sendable {
 /// Only the first ``listed`` ids are kept, and the total is counted: a widget that receives thousands of
 /// pushes while its reload waits must not make every write-through and every delivery grow with them.
 /// Each request's own decision names the instance and due time it merged into.
+///
+/// The ids after the first are kept as their differences from the id before, zigzag-encoded LEB128 bytes:
+/// ids given in arrival order differ by about the number of requests between two pushes to one widget,
+/// two or three bytes instead of eight. Every pending reload holds its list for up to the minimum
+/// interval, so the lists are most of the scheduler's memory under steady traffic (docs/DECISIONS.md,
+/// "Pending reloads keep their request ids as differences").
 struct RequestList: Sendable {
     /// How many request ids a pending reload (and so a delivery) lists.
     static let listed = 100
 
-    /// The listed ids: at least one.
-    private(set) var ids: CompactList<RequestID>
+    /// The first listed id.
+    private let first: RequestID
+    /// The last listed id: where the next difference starts from.
+    private var last: RequestID
+    /// The differences of the listed ids after the first, each from the one before.
+    private var steps: [UInt8] = []
     /// Every request served, listed or not.
     private(set) var count = 1
 
-    init(_ first: RequestID) { ids = [first] }
+    init(_ first: RequestID) {
+        self.first = first
+        last = first
+    }
 
     /// A stored list: the listed ids (at least one) and the total.
     init?(listed ids: [RequestID], count: Int) {
-        guard !ids.isEmpty else { return nil }
-        self.ids = CompactList(ids.prefix(Self.listed))
-        self.count = max(count, self.ids.count)
+        guard let head = ids.first else { return nil }
+        self.init(head)
+        for id in ids.dropFirst().prefix(Self.listed - 1) { add(id) }
+        self.count = max(count, min(ids.count, Self.listed))
     }
 
     mutating func append(_ id: RequestID) {
-        if count < Self.listed { ids.append(id) }
+        if count < Self.listed { add(id) }
         count += 1
     }
 
+    private mutating func add(_ id: RequestID) {
+        let difference = Int64(bitPattern: id &- last)
+        var zigzag = UInt64(bitPattern: (difference << 1) ^ (difference >> 63))
+        while zigzag >= 0x80 {
+            steps.append(UInt8(truncatingIfNeeded: zigzag) | 0x80)
+            zigzag >>= 7
+        }
+        steps.append(UInt8(zigzag))
+        last = id
+    }
+
+    /// The bytes the differences take.
+    var listedBytes: Int { steps.count }
+
+    /// Calls `body` with each listed id, in the order they were added.
+    func forEach(_ body: (RequestID) -> Void) {
+        body(first)
+        var id = first
+        var zigzag: UInt64 = 0
+        var shift: UInt64 = 0
+        for byte in steps {
+            zigzag |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 != 0 {
+                shift += 7
+                continue
+            }
+            let difference = Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1)
+            id = id &+ RequestID(bitPattern: difference)
+            body(id)
+            zigzag = 0
+            shift = 0
+        }
+    }
+
     /// The listed ids.
-    var array: [RequestID] { Array(ids) }
+    var array: [RequestID] {
+        var array: [RequestID] = []
+        array.reserveCapacity(min(count, Self.listed))
+        forEach { array.append($0) }
+        return array
+    }
 }

@@ -123,13 +123,13 @@ extension ReloadScheduler {
             if charged { charge(i, at: time) }
             instances[Int(i)].lastReload = time
             if delivery.reloaded.isEmpty {
-                delivery.requests.append(contentsOf: member.requests.ids)
+                member.requests.forEach { delivery.requests.append($0) }
                 delivery.requestCount += member.requests.count
             } else {
                 // A request that targeted several widgets of the device is in each of their lists: the
                 // push serves it once.
                 var repeated = 0
-                for id in member.requests.ids {
+                member.requests.forEach { id in
                     if delivery.requests.contains(id) { repeated += 1 } else { delivery.requests.append(id) }
                 }
                 delivery.requestCount += member.requests.count - repeated

@@ -152,7 +152,7 @@ private func assembleServices(
 
     let metrics = GatewayMetrics()
     // On PostgreSQL the gateway is one of several: it schedules the partitions it holds leases on.
-    let partitioning = (store as? any ClusterStore).map {
+    let partitioning = store.cluster.map {
         GatewayCluster(gateway: ClusterMembership.newGatewayID(), store: $0)
     }
     let door = GatewayDoor(

@@ -150,15 +150,31 @@ public protocol GatewayStore: GatewayStoreReading, SchedulingStore {
     /// ``LedgerPruned/skipped``.
     func pruneLedger(_ step: LedgerPruneStep) async throws -> LedgerPruned
 
+    // MARK: What the engine offers
+    /// The store as several gateways share it (leases, the inbox, the cluster's views), or `nil` for a
+    /// store one gateway owns.
+    var cluster: (any ClusterStore)? { get }
+    /// Blocking upkeep the server runs every 100 ms on a queue of its own while the store is open
+    /// (SQLite: copying the WAL into the database file, ``SQLiteStore/checkpointWAL()``), or `nil` when the
+    /// engine needs none (PostgreSQL does its own).
+    var periodicUpkeep: (@Sendable () throws -> Void)? { get }
+
     // MARK: Upkeep
-    /// Closes the store's connections; it cannot be used afterwards. (Store-specific upkeep, such as
-    /// SQLite's WAL checkpoints, is run by the server with the concrete type: ``SQLiteStore/checkpointWAL()``.)
+    /// Closes the store's connections; it cannot be used afterwards.
     func close() throws
 }
 
 extension SQLiteStore: GatewayStore {
     /// The file is local: always.
     public func isReachable(within timeout: Duration) async -> Bool { true }
+
+    /// One gateway owns a SQLite file.
+    public var cluster: (any ClusterStore)? { nil }
+
+    /// Checkpoints the WAL off the commit path (``checkpointWAL()``).
+    public var periodicUpkeep: (@Sendable () throws -> Void)? {
+        { _ = try self.checkpointWAL() }
+    }
 }
 
 extension SQLiteStore {

@@ -21,9 +21,7 @@ struct StoreService: Service {
         self.store = store
         self.readiness = readiness
         self.logger = logger
-        if let sqlite = store as? SQLiteStore {
-            upkeep = { _ = try sqlite.checkpointWAL() }
-        }
+        upkeep = store.periodicUpkeep
     }
 
     /// How often the store's reachability is checked (a database server; SQLite always is).

@@ -552,4 +552,10 @@ extension PostgresConnection {
     }
 }
 
-extension PostgresStore: GatewayStore {}
+extension PostgresStore: GatewayStore {
+    /// Gateways share a PostgreSQL store.
+    public var cluster: (any ClusterStore)? { self }
+
+    /// PostgreSQL checkpoints and vacuums by itself.
+    public var periodicUpkeep: (@Sendable () throws -> Void)? { nil }
+}

@@ -6,9 +6,16 @@ import Testing
 /// The commit pipeline's state machine on its own (pure: no store, no tasks, no clock): every event in
 /// every state, and thousands of generated event sequences run against a model of the executor, checking
 /// after each step that at most one commit is in flight and that no waiter is answered twice, and at the
-/// end that every waiter was answered, with success exactly when the commit it waited for succeeded.
+/// end that every waiter was answered, with success exactly when the commit it waited for succeeded, and
+/// that everything decided into an open batch was committed or dropped, once, by the pipeline.
 struct CommitPipelineTests {
-    typealias Pipeline = CommitPipeline<Int>
+    /// A batch of numbered decisions.
+    struct Batch: PipelineBatch {
+        var items: [Int] = []
+        var isEmpty: Bool { items.isEmpty }
+    }
+
+    typealias Pipeline = CommitPipeline<Int, Batch>
 
     /// A pipeline brought into each state with waiter 1 in flight (where there is a flight) and waiter 2
     /// in the open batch (where one can be).
@@ -19,18 +26,21 @@ struct CommitPipelineTests {
             _ = pipeline.wait(2)
         case "accepting, in flight":
             _ = pipeline.wait(1)
-            _ = pipeline.turn(batchIsEmpty: false)
+            pipeline.open.items.append(1)
+            _ = pipeline.turn()
             _ = pipeline.wait(2)
         case "degraded":
             _ = pipeline.wait(1)
-            _ = pipeline.turn(batchIsEmpty: false)
+            pipeline.open.items.append(1)
+            _ = pipeline.turn()
             _ = pipeline.commitEnded(1, succeeded: false)
         case "stopping, idle":
             _ = pipeline.wait(2)
             pipeline.stop()
         case "stopping, in flight":
             _ = pipeline.wait(1)
-            _ = pipeline.turn(batchIsEmpty: false)
+            pipeline.open.items.append(1)
+            _ = pipeline.turn()
             _ = pipeline.wait(2)
             pipeline.stop()
         case "ended":
@@ -61,12 +71,12 @@ struct CommitPipelineTests {
     @Test(arguments: states) func aTurnStartsACommitOnlyWhenNothingIsInFlight(state: String) {
         var pipeline = Self.pipeline(in: state)
         let before = pipeline.inFlight
-        let actions = pipeline.turn(batchIsEmpty: true)
+        let actions = pipeline.turn()
         switch state {
         case "accepting, idle", "stopping, idle":
             // Waiter 2 is in the open batch: it commits even though the batch itself holds nothing.
             #expect(actions.startCommit != nil)
-            #expect(pipeline.inFlight == actions.startCommit)
+            #expect(pipeline.inFlight == actions.startCommit?.number)
             #expect(pipeline.openWaiters.isEmpty)
         case "degraded":
             #expect(actions.rebuild && actions.startCommit == nil)
@@ -78,8 +88,14 @@ struct CommitPipelineTests {
 
     @Test func anIdleTurnWithNothingToCommitDoesNothing() {
         var pipeline = Pipeline()
-        #expect(pipeline.turn(batchIsEmpty: true).startCommit == nil)
-        #expect(pipeline.turn(batchIsEmpty: false).startCommit == 1)
+        #expect(pipeline.turn().startCommit == nil)
+        pipeline.open.items.append(7)
+        let started = pipeline.turn(sealing: { $0.items.append(8) }).startCommit
+        #expect(started?.number == 1)
+        // Sealed as it was, finished by `sealing`; a new batch is open.
+        #expect(started?.batch.items == [7, 8])
+        #expect(pipeline.inFlightCommit?.batch.items == [7, 8])
+        #expect(pipeline.open.isEmpty)
     }
 
     @Test(arguments: states, [true, false]) func aCommitThatEndsAnswersItsWaitersOnce(state: String, succeeded: Bool) {
@@ -89,12 +105,13 @@ struct CommitPipelineTests {
         #expect(pipeline.inFlight == nil)
         if succeeded {
             #expect(actions.succeeded == [1] && actions.refused.isEmpty)
+            #expect(actions.committed?.items == [1] && actions.dropped.isEmpty)
             #expect(pipeline.openWaiters == [2])
             #expect(pipeline.isStopping == state.hasPrefix("stopping"))
         } else {
             // Waiter 2 was decided on the failed commit's state: refused with it.
             #expect(actions.succeeded.isEmpty && actions.refused == [1, 2] && actions.refusal == .commitFailed)
-            #expect(actions.discardOpenBatch)
+            #expect(actions.committed == nil && actions.dropped.map(\.items) == [[1]])
             #expect(pipeline.openWaiters.isEmpty)
             if state.hasPrefix("stopping") { #expect(pipeline.hasEnded && !actions.rebuild) } else { #expect(pipeline.isDegraded && actions.rebuild) }
         }
@@ -103,8 +120,17 @@ struct CommitPipelineTests {
     @Test(arguments: states, [true, false]) func aRebuildThatSucceedsEndsTheDegradedStateOnly(state: String, succeeded: Bool) {
         var pipeline = Self.pipeline(in: state)
         let accepting = pipeline.isAccepting
-        pipeline.rebuilt(succeeded: succeeded)
-        if state == "degraded" { #expect(pipeline.isAccepting == succeeded) } else { #expect(pipeline.isAccepting == accepting) }
+        // Something gathered while degraded (a hand-back's last tick): decided on the state thrown away.
+        if state == "degraded" { pipeline.open.items.append(5) }
+        let actions = pipeline.rebuilt(succeeded: succeeded)
+        if state == "degraded" {
+            #expect(pipeline.isAccepting == succeeded)
+            #expect(actions.dropped.map(\.items) == (succeeded ? [[5]] : []))
+            #expect(pipeline.open.isEmpty == succeeded)
+        } else {
+            #expect(pipeline.isAccepting == accepting)
+            #expect(actions.dropped.isEmpty)
+        }
     }
 
     /// A write of the engine's own found the store away: with nothing in flight the open batch's waiters
@@ -114,7 +140,7 @@ struct CommitPipelineTests {
         var pipeline = Self.pipeline(in: state)
         let actions = pipeline.storeFailed()
         if state == "accepting, idle" {
-            #expect(actions.refused == [2] && actions.refusal == .commitFailed && actions.discardOpenBatch && actions.rebuild)
+            #expect(actions.refused == [2] && actions.refusal == .commitFailed && actions.rebuild)
             #expect(pipeline.isDegraded && pipeline.openWaiters.isEmpty)
         } else {
             #expect(actions.refused.isEmpty && !actions.rebuild)
@@ -148,7 +174,7 @@ struct CommitPipelineTests {
 
     /// One step of a generated run.
     enum Event: CaseIterable {
-        case wait, turnEmpty, turnFull, commitSucceeds, commitFails, rebuildSucceeds, rebuildFails, stop
+        case wait, decide, turn, commitSucceeds, commitFails, rebuildSucceeds, rebuildFails, refuseOpen, stop
     }
 
     /// A model executor: performs the pipeline's actions and records every answer.
@@ -160,16 +186,27 @@ struct CommitPipelineTests {
         var commitSucceeded: [Int: Bool] = [:]
         var answers: [Int: Bool] = [:]
         var waiting: [Int] = []
+        /// Decisions made into open batches, and how each ended (`true`: committed).
+        var decided: [Int] = []
+        var ended: [Int: Bool] = [:]
         var problems: [String] = []
 
         mutating func perform(_ actions: Pipeline.Actions) {
             for waiter in actions.succeeded { answer(waiter, true) }
             for waiter in actions.refused { answer(waiter, false) }
             if !actions.refused.isEmpty, actions.refusal == nil { problems.append("refused without a reason") }
-            if let number = actions.startCommit {
+            if let started = actions.startCommit {
                 // The waiters sealed into it are those that were open until now.
-                for waiter in waiting where answers[waiter] == nil && sealedInto[waiter] == nil { sealedInto[waiter] = number }
+                for waiter in waiting where answers[waiter] == nil && sealedInto[waiter] == nil { sealedInto[waiter] = started.number }
+                if started.batch.items.contains(where: { ended[$0] != nil }) { problems.append("commit \(started.number) holds a decision that ended") }
             }
+            for item in actions.committed?.items ?? [] { end(item, committed: true) }
+            for item in actions.dropped.flatMap(\.items) { end(item, committed: false) }
+        }
+
+        mutating func end(_ item: Int, committed: Bool) {
+            if ended[item] != nil { problems.append("decision \(item) ended twice") }
+            ended[item] = committed
         }
 
         mutating func answer(_ waiter: Int, _ success: Bool) {
@@ -187,18 +224,25 @@ struct CommitPipelineTests {
                 nextWaiter += 1
                 waiting.append(nextWaiter)
                 perform(pipeline.wait(nextWaiter))
-            case .turnEmpty:
-                perform(pipeline.turn(batchIsEmpty: true))
-            case .turnFull:
-                perform(pipeline.turn(batchIsEmpty: false))
+            case .decide:
+                // The executor decides only while accepting (a stopping engine's drain may still, into
+                // the batch its last commit takes).
+                guard pipeline.isAccepting || (pipeline.isStopping && !pipeline.hasEnded) else { return }
+                decided.append(decided.count + 1)
+                pipeline.open.items.append(decided.count)
+            case .turn:
+                perform(pipeline.turn())
             case .commitSucceeds, .commitFails:
                 guard let number = pipeline.inFlight else { return }
                 commitSucceeded[number] = event == .commitSucceeds
                 perform(pipeline.commitEnded(number, succeeded: event == .commitSucceeds))
             case .rebuildSucceeds:
-                pipeline.rebuilt(succeeded: true)
+                perform(pipeline.rebuilt(succeeded: true))
             case .rebuildFails:
-                pipeline.rebuilt(succeeded: false)
+                perform(pipeline.rebuilt(succeeded: false))
+            case .refuseOpen:
+                guard pipeline.isDegraded || pipeline.hasEnded else { return }
+                perform(pipeline.refuseOpen())
             case .stop:
                 pipeline.stop()
             }
@@ -212,7 +256,7 @@ struct CommitPipelineTests {
                     commitSucceeded[number] = true
                     perform(pipeline.commitEnded(number, succeeded: true))
                 }
-                perform(pipeline.turn(batchIsEmpty: true))
+                perform(pipeline.turn())
             }
             if let number = pipeline.inFlight {
                 commitSucceeded[number] = true
@@ -235,6 +279,8 @@ struct CommitPipelineTests {
             #expect(run.problems.isEmpty, "\(run.problems) after \(events)")
             let unanswered = run.waiting.filter { run.answers[$0] == nil }
             #expect(unanswered.isEmpty, "never answered: \(unanswered) after \(events)")
+            let lost = run.decided.filter { run.ended[$0] == nil }
+            #expect(lost.isEmpty, "decisions neither committed nor dropped: \(lost) after \(events)")
             #expect(run.pipeline.hasEnded)
         }
     }

@@ -1,18 +1,26 @@
 /// The scheduler engine's group commit, as a state machine: which batch commits when, and who is answered
-/// with what. It holds the waiters (whoever waits for a batch's commit) and the number of the commit in
-/// flight; the batches themselves, the store and the tasks belong to the executor (``SchedulerEngine`` and
-/// the commit loop of ``DoorService``), which performs the actions each event returns.
+/// with what. It holds the open batch (``open``, what the executor decides into), the commit in flight (its
+/// number, its batch and whoever waits for it) and the open batch's waiters; the store and the tasks belong
+/// to the executor (``SchedulerEngine`` and the commit loop of ``DoorService``), which performs the actions
+/// each event returns. Only the pipeline's events seal, replace or drop the open batch.
 ///
 /// Requests are decided into the open batch while the batch before it commits (at most one commit in
 /// flight). A commit that fails refuses its own waiters and the open batch's (decided on its state), and
 /// the engine is degraded until its state is rebuilt from the store. Every waiter is answered exactly once:
 /// each state that holds waiters has one way out, and each way out answers them (``finish()`` answers
 /// whatever is left).
-struct CommitPipeline<Waiter> {
-    /// A commit in flight: its number and whoever waits for it.
+struct CommitPipeline<Waiter, Batch: PipelineBatch> {
+    /// A commit in flight: its number, its batch and whoever waits for it.
     struct Commit {
         var number: Int
+        var batch: Batch
         var waiters: [Waiter]
+    }
+
+    /// A batch sealed to commit as `number`.
+    struct Sealed {
+        var number: Int
+        var batch: Batch
     }
 
     enum State {
@@ -37,21 +45,26 @@ struct CommitPipeline<Waiter> {
         case ended
     }
 
-    /// What the executor does, in this order: answer `succeeded`, refuse `refused` (with `refusal`), drop
-    /// the open batch's contents when `discardOpenBatch`, seal the open batch and commit it as
-    /// `startCommit`, rebuild the state from the store when `rebuild`.
+    /// What the executor does, in this order: take in `committed` (the batch of the commit that
+    /// succeeded) and answer `succeeded`; refuse `refused` (with `refusal`) and what `dropped` holds (the
+    /// failed commit's batch and the open one, whose contents are gone); commit `startCommit`; rebuild the
+    /// state from the store when `rebuild`.
     struct Actions {
+        var committed: Batch?
         var succeeded: [Waiter] = []
         var refused: [Waiter] = []
         var refusal: Refusal?
-        var discardOpenBatch = false
-        var startCommit: Int?
+        var dropped: [Batch] = []
+        var startCommit: Sealed?
         var rebuild = false
 
         static var none: Actions { Actions() }
     }
 
     private(set) var state: State = .accepting(inFlight: nil)
+    /// What is decided until the next commit starts. The executor adds to it; the events below seal it
+    /// (``turn(sealing:)``) or drop it, and open a new one.
+    var open = Batch()
     /// Who waits for the open batch.
     private(set) var openWaiters: [Waiter] = []
     private var lastNumber = 0
@@ -80,13 +93,16 @@ struct CommitPipeline<Waiter> {
         return false
     }
 
-    /// The number of the commit in flight.
-    var inFlight: Int? {
+    /// The commit in flight.
+    var inFlightCommit: Commit? {
         switch state {
-        case .accepting(let commit?), .stopping(let commit?): commit.number
+        case .accepting(let commit?), .stopping(let commit?): commit
         default: nil
         }
     }
+
+    /// The number of the commit in flight.
+    var inFlight: Int? { inFlightCommit?.number }
 
     /// `waiter` waits for the open batch (something was decided into it, or it waits for whatever the
     /// batch holds to be written).
@@ -103,17 +119,18 @@ struct CommitPipeline<Waiter> {
     }
 
     /// The commit loop's turn: the open batch starts its commit when nothing is in flight and it holds
-    /// something (`batchIsEmpty` says whether the batch itself does) or someone waits for it.
-    mutating func turn(batchIsEmpty: Bool) -> Actions {
+    /// something or someone waits for it; `sealing` finishes it first (what only the moment of sealing
+    /// says, such as its fence), and a new batch opens.
+    mutating func turn(sealing: (inout Batch) -> Void = { _ in }) -> Actions {
         switch state {
         case .accepting(nil):
-            guard let commit = seal(batchIsEmpty: batchIsEmpty) else { return .none }
+            guard let commit = seal(sealing) else { return .none }
             state = .accepting(inFlight: commit)
-            return Actions(startCommit: commit.number)
+            return Actions(startCommit: Sealed(number: commit.number, batch: commit.batch))
         case .stopping(nil):
-            guard let commit = seal(batchIsEmpty: batchIsEmpty) else { return .none }
+            guard let commit = seal(sealing) else { return .none }
             state = .stopping(inFlight: commit)
-            return Actions(startCommit: commit.number)
+            return Actions(startCommit: Sealed(number: commit.number, batch: commit.batch))
         case .degraded:
             return Actions(rebuild: true)
         case .accepting, .stopping, .ended:
@@ -127,22 +144,20 @@ struct CommitPipeline<Waiter> {
         switch state {
         case .accepting(let commit?) where commit.number == number:
             guard succeeded else {
-                let refused = commit.waiters + openWaiters
-                openWaiters = []
                 state = .degraded
-                return Actions(refused: refused, refusal: .commitFailed, discardOpenBatch: true, rebuild: true)
+                var actions = dropOpen(refusal: .commitFailed, with: commit)
+                actions.rebuild = true
+                return actions
             }
             state = .accepting(inFlight: nil)
-            return Actions(succeeded: commit.waiters)
+            return Actions(committed: commit.batch, succeeded: commit.waiters)
         case .stopping(let commit?) where commit.number == number:
             guard succeeded else {
-                let refused = commit.waiters + openWaiters
-                openWaiters = []
                 state = .ended
-                return Actions(refused: refused, refusal: .commitFailed, discardOpenBatch: true)
+                return dropOpen(refusal: .commitFailed, with: commit)
             }
             state = .stopping(inFlight: nil)
-            return Actions(succeeded: commit.waiters)
+            return Actions(committed: commit.batch, succeeded: commit.waiters)
         default:
             preconditionFailure("commit \(number) ended, but it is not the one in flight (\(state))")
         }
@@ -154,15 +169,23 @@ struct CommitPipeline<Waiter> {
     /// rebuilt (a probe passes). With a commit in flight, that commit's end decides.
     mutating func storeFailed() -> Actions {
         guard case .accepting(nil) = state else { return .none }
-        let refused = openWaiters
-        openWaiters = []
         state = .degraded
-        return Actions(refused: refused, refusal: .commitFailed, discardOpenBatch: true, rebuild: true)
+        var actions = dropOpen(refusal: .commitFailed)
+        actions.rebuild = true
+        return actions
     }
 
-    /// A rebuild of the state from the store ended: a degraded engine accepts again when it succeeded.
-    mutating func rebuilt(succeeded: Bool) {
-        if succeeded, case .degraded = state { state = .accepting(inFlight: nil) }
+    /// A rebuild of the state from the store ended: a degraded engine accepts again when it succeeded,
+    /// with a new open batch (what was gathered while degraded was decided on the state thrown away).
+    mutating func rebuilt(succeeded: Bool) -> Actions {
+        guard succeeded, case .degraded = state else { return .none }
+        state = .accepting(inFlight: nil)
+        return dropOpen(refusal: .degraded)
+    }
+
+    /// Everything queued is refused (a degraded or ended engine): the open batch's contents are dropped.
+    mutating func refuseOpen() -> Actions {
+        dropOpen(refusal: isDegraded ? .degraded : .ended)
     }
 
     /// Stop was asked: nothing more is decided; what is open and in flight still commits.
@@ -181,18 +204,39 @@ struct CommitPipeline<Waiter> {
         case .accepting(.some), .stopping(.some):
             return nil
         case .accepting(nil), .stopping(nil), .degraded, .ended:
-            let refused = openWaiters
-            openWaiters = []
             state = .ended
-            return Actions(refused: refused, refusal: refused.isEmpty ? nil : .ended, discardOpenBatch: !refused.isEmpty)
+            return dropOpen(refusal: .ended)
         }
     }
 
-    /// The open batch as a commit, or nil when there is nothing to commit.
-    private mutating func seal(batchIsEmpty: Bool) -> Commit? {
-        guard !batchIsEmpty || !openWaiters.isEmpty else { return nil }
+    /// The open batch as a commit, or nil when there is nothing to commit; a new batch opens.
+    private mutating func seal(_ sealing: (inout Batch) -> Void) -> Commit? {
+        guard !open.isEmpty || !openWaiters.isEmpty else { return nil }
         lastNumber += 1
-        defer { openWaiters = [] }
-        return Commit(number: lastNumber, waiters: openWaiters)
+        sealing(&open)
+        defer {
+            open = Batch()
+            openWaiters = []
+        }
+        return Commit(number: lastNumber, batch: open, waiters: openWaiters)
     }
+
+    /// Drops the open batch (and `failed`, a commit that failed) and refuses their waiters; a new batch
+    /// opens. Nothing to refuse and nothing in the batch: no actions.
+    private mutating func dropOpen(refusal: Refusal, with failed: Commit? = nil) -> Actions {
+        var actions = Actions()
+        actions.refused = (failed?.waiters ?? []) + openWaiters
+        actions.dropped = [failed?.batch, open.isEmpty ? nil : open].compactMap { $0 }
+        if !actions.refused.isEmpty || !actions.dropped.isEmpty { actions.refusal = refusal }
+        open = Batch()
+        openWaiters = []
+        return actions
+    }
+}
+
+/// What ``CommitPipeline`` holds as a batch: a new one is empty.
+protocol PipelineBatch {
+    init()
+    /// Whether the batch holds nothing to write.
+    var isEmpty: Bool { get }
 }

@@ -34,14 +34,6 @@ extension SchedulerEngine {
     /// Whoever waits for a commit.
     typealias Waiter = @Sendable (Result<Void, any Error>) -> Void
 
-    /// A sealed batch, committing while the next batch is decided.
-    struct Sealed {
-        var number: Int
-        var batch: LedgerBatch
-        var keys: [KeyName]
-        var deliveries: [RecordedDelivery]
-    }
-
     /// A commit for the commit loop to run (``perform(_:)``).
     struct PendingCommit: Sendable {
         var number: Int
@@ -148,82 +140,72 @@ extension SchedulerEngine {
         let output = scheduler.tick(now: Timestamp(now()))
         record(output)
         for write in output.instanceStates {
-            batch.instanceStates.append((Int64(write.instance.rawValue), write.snapshot))
+            pipeline.open.ledger.instanceStates.append((Int64(write.instance.rawValue), write.snapshot))
         }
     }
 
     /// The open batch as the next commit, when nothing is in flight and it holds something or someone waits.
     func seal() -> PendingCommit? {
-        guard let number = pipeline.turn(batchIsEmpty: batch.isEmpty).startCommit else { return nil }
+        let time = Timestamp(now())
+        guard let sealed = pipeline.turn(sealing: { batch in
+            if partitioning != nil { batch.ledger.fence = fence(of: batch) }
+            batch.ledger.expiredBy = time
+        }).startCommit else { return nil }
         // What arrives while this commits goes into the next batch, which cannot leave before this one
         // ends: new requests do not wake the loop one by one; the commit's end wakes it for all of them
         // (``commitEnded(_:_:took:)``).
         inbox.holdWakeUps()
-        if partitioning != nil { batch.fence = fence(of: batch) }
-        batch.expiredBy = Timestamp(now())
-        sealed = Sealed(number: number, batch: batch, keys: batchKeys, deliveries: batchDeliveries)
-        let commit = PendingCommit(number: number, batch: batch)
-        batch = LedgerBatch()
-        openBatchGeneration = nil
-        batchKeys = []
-        batchDeliveries = []
-        return commit
+        return PendingCommit(number: sealed.number, batch: sealed.batch.ledger)
     }
 
     /// Settles the commit that ended: its callers, to answer (``Turn/answer()``), or `nil` when it failed
     /// (they and the open batch's were refused).
     func settle(_ ended: CommitOutcome) async -> [Waiter]? {
-        guard let committed = sealed, committed.number == ended.number else {
-            preconditionFailure("commit \(ended.number) ended, but \(sealed.map { "\($0.number)" } ?? "none") was in flight")
-        }
-        sealed = nil
         switch ended.result {
         case .success:
-            return complete(committed, pipeline.commitEnded(ended.number, succeeded: true), took: ended.took)
+            return complete(pipeline.commitEnded(ended.number, succeeded: true), took: ended.took)
         case .failure(let error):
-            let actions = pipeline.commitEnded(ended.number, succeeded: false)
-            await fail(committed, actions, error: error)
+            await fail(pipeline.commitEnded(ended.number, succeeded: false), error: error)
             return nil
         }
     }
 
-    /// Answers the waiters `actions` names: refused ones with `error` when the refusal is a failed commit.
-    func perform(_ actions: CommitPipeline<Waiter>.Actions, error: (any Error)? = nil) {
+    /// Answers the waiters `actions` names, and refuses the idempotency keys of the batches it dropped:
+    /// with `error` when the refusal is a failed commit.
+    func perform(_ actions: CommitPipeline<Waiter, OpenBatch>.Actions, error: (any Error)? = nil) {
         for waiter in actions.succeeded { waiter(.success(())) }
-        guard !actions.refused.isEmpty else { return }
-        let refusal: any Error
-        switch actions.refusal {
-        case .commitFailed?: refusal = error ?? Self.degraded
-        case .degraded?: refusal = Self.degraded
-        case .ended?, nil: refusal = SchedulerUnavailable()
-        }
+        guard let reason = actions.refusal else { return }
+        let refusal: any Error =
+            switch reason {
+            case .commitFailed: error ?? Self.degraded
+            case .degraded: Self.degraded
+            case .ended: SchedulerUnavailable()
+            }
         for waiter in actions.refused { waiter(.failure(refusal)) }
+        for batch in actions.dropped { refuseKeys(batch.keys, refusal) }
     }
 
     /// A batch committed: its deliveries go to the delivery worker, and its callers are returned, to be
     /// answered (a replay of an idempotency key in flight is answered here).
-    func complete(_ committed: Sealed, _ actions: CommitPipeline<Waiter>.Actions, took: Duration) -> [Waiter] {
+    func complete(_ actions: CommitPipeline<Waiter, OpenBatch>.Actions, took: Duration) -> [Waiter] {
+        guard let committed = actions.committed else { return actions.succeeded }
         metrics.committed(in: took, pending: scheduler.pendingCount)
-        metrics.decisionsCommitted(committed.batch.decisions)
+        metrics.decisionsCommitted(committed.ledger.decisions)
         answerKeys(of: committed)
-        if !committed.deliveries.isEmpty {
-            metrics.deliveriesQueued(committed.deliveries.count)
-            deliveries.yield(committed.deliveries)
+        let released = committed.ledger.deliveries
+        if !released.isEmpty {
+            metrics.deliveriesQueued(released.count)
+            deliveries.yield(released)
         }
         return actions.succeeded
     }
 
     /// A commit failed: nothing of that batch is accepted, and the decisions made since depend on it,
     /// so every waiting caller gets the error and the scheduler is rebuilt from what the store holds.
-    func fail(_ failed: Sealed, _ actions: CommitPipeline<Waiter>.Actions, error: any Error) async {
+    func fail(_ actions: CommitPipeline<Waiter, OpenBatch>.Actions, error: any Error) async {
         logger.error("commit failed; the requests of the batch are refused", metadata: ["error": "\(error)"])
         if pipeline.isDegraded { onDegraded() }
         perform(actions, error: error)
-        refuseKeys(failed.keys + batchKeys, error)
-        batchKeys = []
-        batch = LedgerBatch()
-        openBatchGeneration = nil
-        batchDeliveries = []
         if case .fenced(let generation, let held) = error as? StoreError {
             // Another gateway took partitions over: forget those no longer held at once (the heartbeat
             // would within a second) and commit under the new generation from now on.
@@ -260,16 +242,13 @@ extension SchedulerEngine {
             }
             try await load()
             // Whatever the open batch gathered while degraded was decided on the state just thrown away
-            // (a hand-back's last tick, say): it must not be written. (Found by the cluster simulation: a
-            // reload released twice, once by the old state and once by the reloaded one, in one batch.)
-            batch = LedgerBatch()
-            batchDeliveries = []
-            openBatchGeneration = nil
-            pipeline.rebuilt(succeeded: true)
+            // (a hand-back's last tick, say): the pipeline drops it, so that it is never written (a reload
+            // released twice, once by the old state and once by the reloaded one, in one batch).
+            perform(pipeline.rebuilt(succeeded: true))
             if outageReported { logger.notice("the scheduler's state was reloaded from the store; requests are accepted again") }
             outageReported = false
         } catch {
-            pipeline.rebuilt(succeeded: false)
+            _ = pipeline.rebuilt(succeeded: false)
             if !outageReported {
                 // Once per outage: what is stuck (the database away, a table locked, the disk full).
                 logger.error(
@@ -306,11 +285,7 @@ extension SchedulerEngine {
             case .adoption(let adoption): adoption.then(.failure(error))
             }
         }
-        refuseKeys(batchKeys, error)
-        batchKeys = []
-        batch = LedgerBatch()
-        openBatchGeneration = nil
-        batchDeliveries = []
+        perform(pipeline.refuseOpen(), error: error)
     }
 
     /// Adds what a tick released to the batch: deliveries (as `pending`, with their apns-id) and
@@ -329,12 +304,11 @@ extension SchedulerEngine {
                 state: .pending
             )
             if partitioning != nil { recorded.leaseEpoch = owned[DevicePartition.of(device: recorded.device)] }
-            batch.deliveries.append(recorded)
-            batchDeliveries.append(recorded)
+            pipeline.open.ledger.deliveries.append(recorded)
         }
         for expired in output.expired {
             for request in expired.requests {
-                batch.decisions.append(
+                pipeline.open.ledger.decisions.append(
                     Decision(request: request, instance: expired.instance, kind: .expired, due: nil, reason: expired.reason)
                 )
             }
@@ -355,11 +329,6 @@ extension SchedulerEngine {
     func finish() -> Bool {
         guard let actions = pipeline.finish() else { return false }
         perform(actions)
-        if actions.discardOpenBatch {
-            batch = LedgerBatch()
-            batchKeys = []
-            batchDeliveries = []
-        }
         deliveries.finish()
         return true
     }

@@ -132,28 +132,28 @@ extension SchedulerEngine {
             response: answer.body, createdAt: submission.received,
             expiresAt: submission.received.adding(milliseconds: idempotency.window)
         )
-        if idempotency.keptWithRequest, keptAnswers.hasRoom, batch.requests.last?.id == id {
-            batch.requests[batch.requests.count - 1].answer = recorded
+        if idempotency.keptWithRequest, keptAnswers.hasRoom, pipeline.open.ledger.requests.last?.id == id {
+            pipeline.open.ledger.requests[pipeline.open.ledger.requests.count - 1].answer = recorded
         } else {
-            batch.idempotentAnswers.append(recorded)
+            pipeline.open.ledger.idempotentAnswers.append(recorded)
             if idempotency.keptWithRequest, keptAnswers.capacity > 0 {
                 tableMayHoldKeptKeysUntil = max(tableMayHoldKeptKeysUntil, recorded.expiresAt)
             }
         }
-        batchKeys.append(KeyName(app: submission.app.id, key: idempotency.key))
+        pipeline.open.keys.append(KeyName(app: submission.app.id, key: idempotency.key))
     }
 
     /// `committed`'s keys are answered: whoever waited for them gets the recorded answer, and the answers
     /// kept in request rows join the index.
-    func answerKeys(of committed: Sealed) {
-        for request in committed.batch.requests {
+    func answerKeys(of committed: OpenBatch) {
+        for request in committed.ledger.requests {
             guard let answer = request.answer else { continue }
             keptAnswers.add(answer.name, request: request.id, expiresAt: answer.expiresAt)
         }
         if keptAnswers.capacity > 0 { metrics.keptAnswers(keptAnswers.count) }
         for name in committed.keys {
             guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
-            if !inFlight.waiters.isEmpty, let answer = committed.batch.answer(for: name) {
+            if !inFlight.waiters.isEmpty, let answer = committed.ledger.answer(for: name) {
                 for waiter in inFlight.waiters { waiter(.success(.replay(status: answer.status, body: answer.response))) }
             }
         }

@@ -58,7 +58,7 @@ extension SchedulerEngine {
                 inboxMayHaveWork = true
                 return
             }
-            batch.consumedInbox.append(entry.id)
+            pipeline.open.ledger.consumedInbox.append(entry.id)
         }
     }
 
@@ -85,7 +85,7 @@ extension SchedulerEngine {
                 exempt: forwarded.exempt,
                 received: Timestamp(milliseconds: forwarded.received)
             )
-            scheduler.receive(request, into: &batch.decisions)
+            scheduler.receive(request, into: &pipeline.open.ledger.decisions)
         case .device(let device):
             try await resync(device: device)
         case .cancel(let instances, let request):
@@ -93,7 +93,7 @@ extension SchedulerEngine {
                 guard let handle = Self.handle(id) else { continue }
                 if let request, scheduler.pendingReload(of: handle)?.requests.contains(request) != true { continue }
                 for dropped in scheduler.cancelPending(handle) ?? [] {
-                    batch.decisions.append(
+                    pipeline.open.ledger.decisions.append(
                         Decision(request: dropped, instance: handle, kind: .cancelled, due: nil, reason: .cancelledByOperator)
                     )
                 }
@@ -134,7 +134,7 @@ extension SchedulerEngine {
             if isLocal(device: device) {
                 try await resync(device: device)
             } else {
-                batch.forwards.append(InboxEntry(partition: DevicePartition.of(device: device), work: .device(id: device)))
+                pipeline.open.ledger.forwards.append(InboxEntry(partition: DevicePartition.of(device: device), work: .device(id: device)))
             }
         }
         return true

@@ -50,7 +50,7 @@ extension SchedulerEngine {
         // Instances another gateway schedules: the command goes to its inbox (it drops them when it reads it).
         let (instances, forwarded) = try await splitForOperator(given)
         for (partition, ids) in forwarded {
-            batch.forwards.append(InboxEntry(partition: partition, work: .cancel(instances: ids, request: request)))
+            pipeline.open.ledger.forwards.append(InboxEntry(partition: partition, work: .cancel(instances: ids, request: request)))
             for id in ids { dropped[id] = request.map { [$0] } ?? [] }
         }
         for id in instances {
@@ -62,12 +62,12 @@ extension SchedulerEngine {
             // was sent. (A pending reload lists its first 100 requests; merged ones beyond keep only
             // their `merged` decision.)
             for request in requests {
-                batch.decisions.append(
+                pipeline.open.ledger.decisions.append(
                     Decision(request: request, instance: handle, kind: .cancelled, due: nil, reason: .cancelledByOperator)
                 )
             }
         }
-        return (dropped, !dropped.isEmpty || !batch.forwards.isEmpty)
+        return (dropped, !dropped.isEmpty || !pipeline.open.ledger.forwards.isEmpty)
     }
 
     /// Makes the pending reloads of `instances` due now (exempt from the budget when `ignoringBudget`)
@@ -83,7 +83,7 @@ extension SchedulerEngine {
         try checkAccepting()
         let (instances, forwarded) = try await splitForOperator(given)
         for (partition, ids) in forwarded {
-            batch.forwards.append(InboxEntry(partition: partition, work: .flush(instances: ids, ignoringBudget: ignoringBudget)))
+            pipeline.open.ledger.forwards.append(InboxEntry(partition: partition, work: .flush(instances: ids, ignoringBudget: ignoringBudget)))
         }
         let flushed = scheduler.flushPending(instances.compactMap(Self.handle), at: Timestamp(now()), ignoringBudget: ignoringBudget)
             .map { Int64($0.rawValue) }

@@ -57,7 +57,7 @@ extension SchedulerEngine {
     /// `forwarded` decision per target (the owner's decision follows in the ledger).
     func forward(_ forwarded: [Int: [Int64]], of submission: ReloadCommand, id: RequestID) {
         for (partition, targets) in forwarded.sorted(by: { $0.key < $1.key }) {
-            batch.forwards.append(
+            pipeline.open.ledger.forwards.append(
                 InboxEntry(
                     partition: partition,
                     work: .request(
@@ -75,7 +75,7 @@ extension SchedulerEngine {
                 )
             )
             for target in targets {
-                batch.decisions.append(
+                pipeline.open.ledger.decisions.append(
                     Decision(
                         request: id, instance: Self.handle(target), kind: .forwarded, due: nil,
                         reason: .forwardedToOwner(partition: partition)
@@ -85,16 +85,17 @@ extension SchedulerEngine {
         }
     }
 
-    /// What `batch` depends on: this gateway's fence generation, when it writes any partition's state
-    /// (decisions of the partitions scheduled here, instance states, deliveries, forwarded work applied);
-    /// `nil` for a batch of request rows and forwarded work only, which any gateway may write.
-    func fence(of batch: LedgerBatch) -> LeaseFence? {
+    /// What `batch` depends on: this gateway's fence generation (the one it was begun under, when a
+    /// heartbeat changed it since), when it writes any partition's state (decisions of the partitions
+    /// scheduled here, instance states, deliveries, forwarded work applied); `nil` for a batch of request
+    /// rows and forwarded work only, which any gateway may write.
+    func fence(of batch: OpenBatch) -> LeaseFence? {
         guard let partitioning else { return nil }
-        defer { openBatchGeneration = nil }
-        let touchesPartitions = !batch.deliveries.isEmpty || !batch.instanceStates.isEmpty || !batch.consumedInbox.isEmpty
-            || batch.decisions.contains { $0.kind != .forwarded }
+        let ledger = batch.ledger
+        let touchesPartitions = !ledger.deliveries.isEmpty || !ledger.instanceStates.isEmpty || !ledger.consumedInbox.isEmpty
+            || ledger.decisions.contains { $0.kind != .forwarded }
         guard touchesPartitions else { return nil }
-        return LeaseFence(gateway: partitioning.gateway, generation: openBatchGeneration ?? fenceGeneration)
+        return LeaseFence(gateway: partitioning.gateway, generation: batch.generation ?? fenceGeneration)
     }
 
     /// A heartbeat found the gateway's fence generation changed (another gateway took partitions over;
@@ -102,7 +103,7 @@ extension SchedulerEngine {
     /// the old one: it may hold decisions for the partitions lost, and then must not be written.
     func adopt(generation: Int64) {
         guard generation != fenceGeneration else { return }
-        if !batch.isEmpty, openBatchGeneration == nil { openBatchGeneration = fenceGeneration }
+        if !pipeline.open.ledger.isEmpty, pipeline.open.generation == nil { pipeline.open.generation = fenceGeneration }
         fenceGeneration = generation
     }
 
@@ -135,7 +136,7 @@ extension SchedulerEngine {
     /// reload released twice.) Until then their requests go to the inbox.
     func takeOver(_ leases: [Int: Int64]) async throws {
         guard partitioning != nil, !leases.isEmpty else { return }
-        guard pipeline.inFlight == nil, batch.isEmpty, !pipeline.isDegraded else {
+        guard pipeline.inFlight == nil, pipeline.open.ledger.isEmpty, !pipeline.isDegraded else {
             awaitingLoad.merge(leases) { $1 }
             return
         }
@@ -158,7 +159,7 @@ extension SchedulerEngine {
     /// engine was degraded), at the start of a turn with none of these (the open batch then holds only what
     /// was decided outside the loop's turns); a load that fails is tried again with the next turn.
     func loadAwaited() async {
-        guard !awaitingLoad.isEmpty, pipeline.inFlight == nil, batch.isEmpty, !pipeline.isDegraded else { return }
+        guard !awaitingLoad.isEmpty, pipeline.inFlight == nil, pipeline.open.ledger.isEmpty, !pipeline.isDegraded else { return }
         let leases = awaitingLoad
         do {
             try await load(taking: leases)

@@ -84,7 +84,7 @@ extension SchedulerEngine {
 
     func record(dropped requests: [RequestID], of instance: InstanceHandle, reason: DecisionReason) {
         for request in requests {
-            batch.decisions.append(Decision(request: request, instance: instance, kind: .cancelled, due: nil, reason: reason))
+            pipeline.open.ledger.decisions.append(Decision(request: request, instance: instance, kind: .cancelled, due: nil, reason: reason))
         }
     }
 

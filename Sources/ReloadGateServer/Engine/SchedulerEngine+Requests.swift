@@ -128,12 +128,12 @@ extension SchedulerEngine {
             exempt: submission.exempt,
             received: submission.received
         )
-        let first = batch.decisions.count
-        if !local.isEmpty || forwarded.isEmpty { scheduler.receive(request, into: &batch.decisions) }
+        let first = pipeline.open.ledger.decisions.count
+        if !local.isEmpty || forwarded.isEmpty { scheduler.receive(request, into: &pipeline.open.ledger.decisions) }
         forward(forwarded, of: submission, id: id)
-        let decisions = Array(batch.decisions[first...])
+        let decisions = Array(pipeline.open.ledger.decisions[first...])
         let answer = render(id, decisions)
-        batch.requests.append(
+        pipeline.open.ledger.requests.append(
             RecordedRequest(
                 id: id,
                 app: submission.app.id,
@@ -162,10 +162,5 @@ extension SchedulerEngine {
         logger.error("the store cannot write; requests are refused until it can", metadata: ["error": "\(error)"])
         onDegraded()
         perform(actions, error: error)
-        refuseKeys(batchKeys, error)
-        batchKeys = []
-        batch = LedgerBatch()
-        openBatchGeneration = nil
-        batchDeliveries = []
     }
 }

@@ -65,7 +65,6 @@ actor SchedulerEngine {
     var nextRequestID: RequestID = 1
     /// The last id of the current block of request ids (a shared store hands them out in blocks).
     var lastRequestIDOfBlock: RequestID = .max
-    var batch = LedgerBatch()
     /// Several gateways on one database: the gateway's id and the shared store; `nil`: this engine
     /// schedules every device (one gateway).
     let partitioning: Partitioning?
@@ -76,19 +75,13 @@ actor SchedulerEngine {
     var awaitingLoad: [Int: Int64] = [:]
     /// The gateway's fence generation (a shared store only): commits are written under it (``LeaseFence``).
     var fenceGeneration: Int64 = 0
-    /// The generation the open batch was begun under, when a heartbeat has changed it since: the batch
-    /// may hold decisions for partitions taken over meanwhile, so it commits (and fails) under that one.
-    var openBatchGeneration: Int64?
     /// Forwarded work may wait in the inbox (a notification came, or more than one read returned).
     var inboxMayHaveWork = true
     var lastInboxRead: ContinuousClock.Instant?
-    var batchDeliveries: [RecordedDelivery] = []
     /// The apns-ids of released deliveries: increasing, so that the store appends to its index.
     var apnsIDs = MessageID.Ordered()
-    /// Who waits for which commit, and the state of the group commit (``CommitPipeline``).
-    var pipeline = CommitPipeline<Waiter>()
-    /// The batch being committed, while the next one is decided (the pipeline holds its waiters).
-    var sealed: Sealed?
+    /// The open batch, the commit in flight and who waits for which (``CommitPipeline``).
+    var pipeline = CommitPipeline<Waiter, OpenBatch>()
     /// The outcome of the commit in flight, set by the commit loop's child task that runs it.
     nonisolated let commitOutcome = Mutex<CommitOutcome?>(nil)
     /// Requests and adoptions handed over from event loops, decided by the commit loop.
@@ -101,7 +94,6 @@ actor SchedulerEngine {
     /// Until when the idempotency table may hold a push's key (recorded there while ``keptAnswers`` was
     /// full, or before the gateway started): until then a key the index does not name is looked up there.
     var tableMayHoldKeptKeysUntil = Timestamp(milliseconds: 0)
-    var batchKeys: [KeyName] = []
     /// The gateway stops: nothing new is decided (what is queued still is, and committed).
     var isStopping: Bool { pipeline.isStopping }
     /// A commit failed and the state could not be reloaded: the in-memory scheduler may hold decisions
@@ -184,8 +176,9 @@ extension SchedulerEngine {
 
     var footprint: Footprint {
         Footprint(
-            scheduler: scheduler.footprint, inFlightKeys: inFlightKeys.count, batchKeys: batchKeys.count,
-            openBatch: batch.requests.count + batch.decisions.count + batch.instanceStates.count + batchDeliveries.count,
+            scheduler: scheduler.footprint, inFlightKeys: inFlightKeys.count, batchKeys: pipeline.open.keys.count,
+            openBatch: pipeline.open.ledger.requests.count + pipeline.open.ledger.decisions.count
+                + pipeline.open.ledger.instanceStates.count + pipeline.open.ledger.deliveries.count,
             openWaiters: pipeline.openWaiters.count, keptAnswers: keptAnswers.count,
             uncollectedCommits: uncollectedCommits.load(ordering: .relaxed)
         )

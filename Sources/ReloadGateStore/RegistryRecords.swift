@@ -16,6 +16,9 @@ public struct DeviceRegistration: Sendable {
     public var removedInstances: [Int64]
     /// The device retired by `previousToken`, and its removed instances.
     public var retired: (device: Int64, instances: [Int64])?
+
+    /// The devices the registration changed: the device, and the one it retired.
+    public var devices: [Int64] { [device] + (retired.map { [$0.device] } ?? []) }
 }
 
 /// One instance as the registry writes it: a widget, or a control's one instance (widget id `control`,

@@ -55,6 +55,10 @@ public protocol SchedulingStore: Sendable {
 /// What a partitioned engine and its cluster membership ask of a store several gateways share
 /// (``ClusterStore`` refines it): partition leases, request ids in blocks, the inbox of forwarded work,
 /// and the partition-wise loading of the scheduler's state.
+///
+/// Every registry change such a store writes (a device put, removed, adopted or marked unregistered, a
+/// timeline) puts ``ForwardedWork/device(id:)`` in the inbox of the device's partition in the change's own
+/// transaction: the owner learns of it whatever becomes of the gateway that made it.
 public protocol SharedSchedulingStore: SchedulingStore {
     /// Renews, takes and balances this gateway's leases (one transaction).
     func heartbeat(gateway: String, address: String?, startedAt: Int64, leaseMilliseconds: Int64, now: Int64?) async throws

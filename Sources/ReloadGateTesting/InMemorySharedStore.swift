@@ -118,6 +118,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
             for (index, kind) in kinds.enumerated() {
                 instances.append(Self.insertInstance(&state, device: device, widgetID: "w\(index)", kind: kind))
             }
+            Self.noticeOwner(of: device, in: &state)
             return (device, instances)
         }
     }
@@ -126,6 +127,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
     public func addWidget(device: Int64, kind: String) throws -> Int64 {
         try writing { state in
             let count = state.instances.values.count { $0.device == device }
+            Self.noticeOwner(of: device, in: &state)
             return Self.insertInstance(&state, device: device, widgetID: "w\(count)-\(state.nextInstance)", kind: kind)
         }
     }
@@ -133,6 +135,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
     /// Removes a widget instance (its stored state with it).
     public func removeWidget(_ instance: Int64) throws {
         try writing { state in
+            if let device = state.instances[instance]?.device { Self.noticeOwner(of: device, in: &state) }
             state.instances[instance] = nil
             state.snapshots[instance] = nil
         }
@@ -143,6 +146,13 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         try writing { state in
             state.ledger.deliveries[apnsID]?.state = new
         }
+    }
+
+    /// The notice to the owner of `device`'s partition that its registration changed, in the change's own
+    /// transaction (``SharedSchedulingStore``).
+    private static func noticeOwner(of device: Int64, in state: inout State) {
+        state.inbox.append(InboxEntry(id: state.nextInboxID, partition: DevicePartition.of(device: device), work: .device(id: device)))
+        state.nextInboxID += 1
     }
 
     private static func insertInstance(_ state: inout State, device: Int64, widgetID: String, kind: String) -> Int64 {
@@ -252,6 +262,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
                 state.nextDevice += deviceIDStride
                 state.devices[device] = Device(id: device, app: app.id, token: token.hex, active: true, pushType: pushType)
                 state.deviceByToken[name] = device
+                Self.noticeOwner(of: device, in: &state)
             }
             let implicit = ImplicitInstance.of(pushType).widgetID
             if let instance = state.instances.values.first(where: { $0.device == device && $0.widgetID == implicit }) {

@@ -122,21 +122,22 @@ extension SchedulerEngine {
         }
     }
 
-    /// Registry changes of `devices`: applied here for the devices scheduled here, forwarded to their
-    /// owners for the others; returns once committed.
+    /// Registry changes of `devices` the store has committed: applied here for the devices scheduled here;
+    /// returns once committed. The owners of the others were told by the store in the change's own
+    /// transaction (``SharedSchedulingStore``), so nothing is forwarded here: a notice that rode this
+    /// gateway's next commit would be lost with it when that commit failed or the gateway died.
     func devicesChanged(_ devices: [Int64]) async throws {
         if try await devicesChangedWithoutWaiting(devices) { try await waitForCommit() }
     }
 
-    /// The same without waiting: `true` (always) since resyncs and forwards are written by the next commit.
+    /// The same without waiting: `true` when a device scheduled here was brought in line (its dropped
+    /// reloads and changed state are written by the next commit).
     func devicesChangedWithoutWaiting(_ devices: [Int64]) async throws -> Bool {
-        for device in devices {
-            if isLocal(device: device) {
-                try await resync(device: device)
-            } else {
-                pipeline.open.ledger.forwards.append(InboxEntry(partition: DevicePartition.of(device: device), work: .device(id: device)))
-            }
+        var resynced = false
+        for device in devices where isLocal(device: device) {
+            try await resync(device: device)
+            resynced = true
         }
-        return true
+        return resynced
     }
 }

@@ -78,11 +78,10 @@ extension SchedulerEngine {
                         if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
                             scheduler.register(handle, device: device, kind: ImplicitInstance.kind, pushType: adoption.pushType)
                         }
-                    } else {
-                        // Another gateway schedules the new device: it learns of it from its inbox, ahead of
-                        // the push that follows (which it would otherwise decide `no-match`).
-                        _ = try await devicesChangedWithoutWaiting([adopted.device])
                     }
+                    // Another gateway schedules the new device: the store's notice in the adoption's own
+                    // transaction is in its inbox ahead of the push that follows (which it would otherwise
+                    // decide `no-match`).
                     adoption.then(.success(adopted.device))
                 } catch {
                     // Degraded first (``storeFailed(_:)`` says so on `/ready`), then refused.

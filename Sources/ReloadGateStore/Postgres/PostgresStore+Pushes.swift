@@ -38,14 +38,14 @@ extension PostgresStore {
         let (implicit, family) = ImplicitInstance.of(pushType)
         let kind = ImplicitInstance.kind
         return try await transaction { connection in
-            _ = try await connection.rows(
+            let created = try await connection.rows(
                 """
                 INSERT INTO device (appId, token, active, registeredAt, pushType)
                 VALUES (\(app.id), \(token.hex), true, \(now.storedMilliseconds), \(pushType.rawValue))
-                ON CONFLICT (appId, token) DO NOTHING
+                ON CONFLICT (appId, token) DO NOTHING RETURNING id
                 """,
                 logger: self.logger
-            )
+            ).map { try $0.decode(Int64.self) }
             let (device, registered) = try await connection.rows(
                 "SELECT id, pushType FROM device WHERE appId = \(app.id) AND token = \(token.hex)", logger: self.logger
             ).first!.decode((Int64, String).self)
@@ -63,6 +63,7 @@ extension PostgresStore {
             let instance = try await connection.rows(
                 "SELECT id FROM widget WHERE deviceId = \(device) AND widgetID = \(implicit)", logger: self.logger
             ).first!.decode(Int64.self)
+            try await Self.noticeOwners(of: created, on: connection, logger: self.logger)
             return (device, instance)
         }
     }
@@ -71,11 +72,17 @@ extension PostgresStore {
     @discardableResult
     public func markDeviceInvalid(device: Int64, since: Date) async throws -> Bool {
         let time = since.storedMilliseconds
-        return try await !rows(
-            """
-            UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(device) AND active AND registeredAt <= \(time)
-            RETURNING id
-            """
-        ).isEmpty
+        let logger = logger
+        return try await transaction { connection in
+            let marked = try await connection.rows(
+                """
+                UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(device) AND active AND registeredAt <= \(time)
+                RETURNING id
+                """,
+                logger: logger
+            ).map { try $0.decode(Int64.self) }
+            try await Self.noticeOwners(of: marked, on: connection, logger: logger)
+            return !marked.isEmpty
+        }
     }
 }

@@ -1,4 +1,5 @@
 public import Foundation
+import Logging
 import PostgresNIO
 public import ReloadGateCore
 
@@ -13,10 +14,12 @@ extension PostgresStore {
     {
         let logger = logger
         return try await transaction { connection in
-            try await Self.putDevice(
+            let registration = try await Self.putDevice(
                 connection, app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init),
                 previousToken: previousToken, now: now, logger: logger
             )
+            try await Self.noticeOwners(of: registration.devices, on: connection, logger: logger)
+            return registration
         }
     }
 
@@ -26,10 +29,12 @@ extension PostgresStore {
     {
         let logger = logger
         return try await transaction { connection in
-            try await Self.putDevice(
+            let registration = try await Self.putDevice(
                 connection, app: app, token: token, pushType: .controls, instances: [InstanceRegistration(control)],
                 previousToken: previousToken, now: now, logger: logger
             )
+            try await Self.noticeOwners(of: registration.devices, on: connection, logger: logger)
+            return registration
         }
     }
 
@@ -57,6 +62,14 @@ extension PostgresStore {
                     }
                 })
             }
+            var changed: [Int64] = []
+            for case .success(let written) in results {
+                switch written {
+                case .device(let registration): changed += registration.devices
+                case .timeline(let instance): changed += try await Self.device(ofInstance: instance, on: connection, logger: logger)
+                }
+            }
+            try await Self.noticeOwners(of: changed, on: connection, logger: logger)
             return results
         }
     }
@@ -147,6 +160,7 @@ extension PostgresStore {
                 "SELECT id FROM widget WHERE deviceId = \(device.id) ORDER BY id", logger: self.logger
             ).map { try $0.decode(Int64.self) }
             _ = try await connection.rows("DELETE FROM device WHERE id = \(device.id)", logger: self.logger)
+            try await Self.noticeOwners(of: [device.id], on: connection, logger: self.logger)
             return (device.id, instances)
         }
     }
@@ -155,7 +169,9 @@ extension PostgresStore {
     public func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64 {
         let logger = logger
         return try await transaction { connection in
-            try await Self.putTimeline(connection, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now, logger: logger)
+            let instance = try await Self.putTimeline(connection, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now, logger: logger)
+            try await Self.noticeOwners(of: Self.device(ofInstance: instance, on: connection, logger: logger), on: connection, logger: logger)
+            return instance
         }
     }
 
@@ -218,5 +234,35 @@ extension PostgresStore {
         ).first else { return nil }
         let (id, active, unregistered, pushType) = try row.decode((Int64, Bool, Int64?, String).self)
         return (id, active, unregistered.map(Date.init(storedMilliseconds:)), PushType(rawValue: pushType) ?? .widgets)
+    }
+}
+
+extension PostgresStore {
+    /// Tells the owners of `devices` that their registration changed, in the caller's transaction: an
+    /// inbox row per device for its partition's owner (``ForwardedWork/device(id:)``), and a notification
+    /// delivered when the transaction commits. The owner learns of the change even when the gateway that
+    /// made it fails right after (it would otherwise tell it with its next group commit).
+    static func noticeOwners(of devices: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
+        let unique = Array(Set(devices)).sorted()
+        guard !unique.isEmpty else { return }
+        let encoder = JSONEncoder()
+        let works = try unique.map { String(decoding: try encoder.encode(ForwardedWork.device(id: $0)), as: UTF8.self) }
+        let partitions = unique.map { Int32(DevicePartition.of(device: $0)) }
+        let created = Date().storedMilliseconds
+        _ = try await connection.rows(
+            """
+            INSERT INTO inbox (partition, work, createdAt)
+            SELECT partition, work, \(created) FROM unnest(\(partitions)::integer[], \(works)::text[]) AS notice(partition, work)
+            """,
+            logger: logger
+        )
+        _ = try await connection.rows(
+            "SELECT pg_notify(\(PostgresStore.clusterChannel), \(ClusterChange.inbox.rawValue))", logger: logger
+        )
+    }
+
+    /// The device of a widget instance (`[]`: none).
+    static func device(ofInstance instance: Int64, on connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
+        try await connection.rows("SELECT deviceId FROM widget WHERE id = \(instance)", logger: logger).map { try $0.decode(Int64.self) }
     }
 }

@@ -173,20 +173,12 @@ extension ClusterSimulation {
         }
     }
 
-    /// The owner's scheduler holds exactly the registered widgets of each device (a registry change took
-    /// effect where it matters). Not for devices whose change (or adoption) was refused or lost with a
-    /// killed gateway: the registry holds it, but the notice to the owner went with a commit that failed
-    /// or never came; the owner learns of it with the client's retry, the next request that targets the
-    /// device, or its next load (docs/TESTING.md, what the simulation found).
+    /// After things settle, the owner's scheduler holds exactly the registered widgets of each device: a
+    /// registry change takes effect where it matters, also when the gateway that made it was refused its
+    /// next commit or died with its answer unsent (the store told the owner in the change's own
+    /// transaction, ``SharedSchedulingStore``).
     func checkRegistryMirrored() async throws {
-        let answered = answers.withLock { $0 }
-        let unnoticed = Set(requests.compactMap { request -> Int64? in
-            guard let device = request.changed else { return nil }
-            if request.lostAtKill { return device }
-            if case .refused? = answered[request.number]?.first { return device }
-            return nil
-        })
-        for device in devices where !unnoticed.contains(device) {
+        for device in devices {
             guard let owner = gateways.first(where: { $0.isAlive && $0.membership.owns(device: device) }),
                 let handle = SchedulerEngine.deviceHandle(device)
             else { continue }

@@ -1,6 +1,6 @@
 import Logging
 import PostgresNIO
-public import ReloadGateCore
+import ReloadGateCore
 
 extension PostgresStore {
     /// The advisory lock a pruning step holds for its transaction ("RLGP" in ASCII): one gateway of

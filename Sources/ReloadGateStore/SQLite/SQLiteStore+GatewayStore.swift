@@ -1,0 +1,37 @@
+import Foundation
+public import ReloadGateCore
+
+extension SQLiteStore: GatewayStore {
+    /// The file is local: always.
+    public func isReachable(within timeout: Duration) async -> Bool { true }
+
+    /// One gateway owns a SQLite file.
+    public var cluster: (any ClusterStore)? { nil }
+
+    /// Checkpoints the WAL off the commit path (``checkpointWAL()``).
+    public var periodicUpkeep: (@Sendable () throws -> Void)? {
+        { _ = try self.checkpointWAL() }
+    }
+}
+
+extension SQLiteStore {
+    /// The devices of `bundle` (all apps when nil), at most `limit`.
+    public func devices(bundle: String?, limit: Int) throws -> [DeviceRecord] {
+        try devices(bundle: bundle, token: nil, limit: limit)
+    }
+
+    /// A new app without a team and without exemptions.
+    public func createApp(bundle: BundleID, now: Date) throws -> AppCredentials {
+        try createApp(bundle: bundle, teamID: nil, allowsExemptions: false, now: now)
+    }
+
+    /// A new app of `teamID`, without exemptions.
+    public func createApp(bundle: BundleID, teamID: String?, now: Date) throws -> AppCredentials {
+        try createApp(bundle: bundle, teamID: teamID, allowsExemptions: false, now: now)
+    }
+
+    /// A new app without a team.
+    public func createApp(bundle: BundleID, allowsExemptions: Bool, now: Date) throws -> AppCredentials {
+        try createApp(bundle: bundle, teamID: nil, allowsExemptions: allowsExemptions, now: now)
+    }
+}

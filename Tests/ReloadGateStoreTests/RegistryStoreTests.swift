@@ -94,11 +94,14 @@ struct RegistryStoreTests {
         try await withStore(implementation) { store, app in
             let old = try DeviceToken(Self.tokenA)
             let new = try DeviceToken(Self.tokenB)
-            let first = try await store.putDevice(app: app, token: old, widgets: [widget("w1")], previousToken: nil, now: now)
+            // Names that sort against the order of their ids: the retired instances come in id order on
+            // both stores.
+            let first = try await store.putDevice(app: app, token: old, widgets: [widget("w9"), widget("w1")], previousToken: nil, now: now)
             let later = now.addingTimeInterval(60)
             let second = try await store.putDevice(app: app, token: new, widgets: [widget("w1")], previousToken: old, now: later)
             #expect(second.retired?.device == first.device)
-            #expect(second.retired?.instances == first.instances.map(\.id))
+            #expect(second.retired?.instances == first.instances.map(\.id).sorted())
+            #expect(first.instances.map(\.widget.id) == ["w9", "w1"])
             #expect(try await store.deviceStatus(app: app, token: old)?.active == false)
             #expect(try await store.deviceStatus(app: app, token: old)?.unregisteredAt == later)
             #expect(try await store.deviceStatus(app: app, token: new)?.active == true)

@@ -63,7 +63,7 @@ extension SQLiteStore {
         }
         var retired: (device: Int64, instances: [Int64])?
         if let previousToken, previousToken != token, let old = previous, old.active {
-            let instances = try Int64.fetchAll(db.cachedStatement(sql: "SELECT id FROM widget WHERE deviceId = ?"), arguments: [old.id])
+            let instances = try Int64.fetchAll(db.cachedStatement(sql: "SELECT id FROM widget WHERE deviceId = ? ORDER BY id"), arguments: [old.id])
             try db.cachedStatement(sql: "DELETE FROM widget WHERE deviceId = ?").execute(arguments: [old.id])
             try db.cachedStatement(sql: "UPDATE device SET active = 0, unregisteredAt = ? WHERE id = ?")
                 .execute(arguments: [now.storedMilliseconds, old.id])

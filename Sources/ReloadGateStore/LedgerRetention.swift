@@ -13,6 +13,9 @@ public struct LedgerPruneStep: Sendable, Hashable {
     /// At most this many requests, and as many deliveries, in the step.
     public var limit: Int
 
+    /// The states of a delivery that is finished and may be pruned, as an SQL list (both stores).
+    static let finishedStatesSQL = [RecordedDelivery.State.sent, .failed].map { "'\($0.rawValue)'" }.joined(separator: ", ")
+
     public init(receivedBefore: Timestamp, now: Timestamp, limit: Int) {
         self.receivedBefore = receivedBefore
         self.now = now
@@ -58,6 +61,12 @@ public struct PrunedSpan: Sendable, Hashable {
 
     /// Steps this close to a span's first add to it instead of starting a new one (milliseconds).
     public static let joinWithin: Int64 = 10 * 60_000
+
+    /// Whether a step at `now` that deleted requests from `first` on adds to this span (the newest)
+    /// rather than starting one: both stores keep their spans by this rule.
+    func takes(first: Int64, at now: Int64) -> Bool {
+        now - since.milliseconds < Self.joinWithin && first >= firstRequest
+    }
     /// Spans kept at most (the oldest go first): about five weeks of steady pruning.
     public static let kept = 5_000
 }

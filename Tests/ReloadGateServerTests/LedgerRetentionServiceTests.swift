@@ -45,8 +45,9 @@ struct LedgerRetentionServiceTests {
             try await store.commit(batch)
         }
 
+        let metrics = GatewayMetrics()
         var service = LedgerRetentionService(
-            store: store, retention: 86_400_000, now: { Date() }, metrics: nil, logger: Logger(label: "retention-test")
+            store: store, retention: 86_400_000, now: { Date() }, metrics: metrics, logger: Logger(label: "retention-test")
         )
         let steps = Mutex<[(requests: Int, took: Duration)]>([])
         service.observe = { pruned, took in steps.withLock { $0.append((pruned.requests, took)) } }
@@ -73,6 +74,8 @@ struct LedgerRetentionServiceTests {
         #expect(counts.requests == next - Self.backlog - 1, "every old request pruned, every new one kept")
         #expect(try await store.requestRecord(Int64(Self.backlog)) == nil)
         #expect(try await store.requestRecord(Int64(Self.backlog + 1)) != nil)
+        let exposition = String(decoding: metrics.exposition(), as: UTF8.self)
+        #expect(exposition.contains("reloadgate_ledger_pruned_total{table=\"requests\"} \(Self.backlog)"), "\(exposition)")
         let span = try await store.ledgerPruning(request: 1).span
         #expect(span?.firstRequest == 1)
         #expect(span?.lastRequest == Int64(Self.backlog))

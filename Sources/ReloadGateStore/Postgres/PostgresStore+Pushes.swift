@@ -63,7 +63,7 @@ extension PostgresStore {
             let instance = try await connection.rows(
                 "SELECT id FROM widget WHERE deviceId = \(device) AND widgetID = \(implicit)", logger: self.logger
             ).first!.decode(Int64.self)
-            try await Self.noticeOwners(of: created, on: connection, logger: self.logger)
+            try await Self.noticeOwners(of: created, at: now, on: connection, logger: self.logger)
             return (device, instance)
         }
     }
@@ -81,7 +81,7 @@ extension PostgresStore {
                 """,
                 logger: logger
             ).map { try $0.decode(Int64.self) }
-            try await Self.noticeOwners(of: marked, on: connection, logger: logger)
+            try await Self.noticeOwners(of: marked, at: since, on: connection, logger: logger)
             return !marked.isEmpty
         }
     }

@@ -18,7 +18,7 @@ extension PostgresStore {
                 connection, app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init),
                 previousToken: previousToken, now: now, logger: logger
             )
-            try await Self.noticeOwners(of: registration.devices, on: connection, logger: logger)
+            try await Self.noticeOwners(of: registration.devices, at: now, on: connection, logger: logger)
             return registration
         }
     }
@@ -33,7 +33,7 @@ extension PostgresStore {
                 connection, app: app, token: token, pushType: .controls, instances: [InstanceRegistration(control)],
                 previousToken: previousToken, now: now, logger: logger
             )
-            try await Self.noticeOwners(of: registration.devices, on: connection, logger: logger)
+            try await Self.noticeOwners(of: registration.devices, at: now, on: connection, logger: logger)
             return registration
         }
     }
@@ -69,7 +69,7 @@ extension PostgresStore {
                 case .timeline(let instance): changed += try await Self.device(ofInstance: instance, on: connection, logger: logger)
                 }
             }
-            try await Self.noticeOwners(of: changed, on: connection, logger: logger)
+            try await Self.noticeOwners(of: changed, at: now, on: connection, logger: logger)
             return results
         }
     }
@@ -160,7 +160,8 @@ extension PostgresStore {
                 "SELECT id FROM widget WHERE deviceId = \(device.id) ORDER BY id", logger: self.logger
             ).map { try $0.decode(Int64.self) }
             _ = try await connection.rows("DELETE FROM device WHERE id = \(device.id)", logger: self.logger)
-            try await Self.noticeOwners(of: [device.id], on: connection, logger: self.logger)
+            // A delete is given no time of its own; the row's time is only for a person reading the table.
+            try await Self.noticeOwners(of: [device.id], at: Date(), on: connection, logger: self.logger)
             return (device.id, instances)
         }
     }
@@ -170,7 +171,7 @@ extension PostgresStore {
         let logger = logger
         return try await transaction { connection in
             let instance = try await Self.putTimeline(connection, app: app, token: token, widgetID: widgetID, timeline: timeline, now: now, logger: logger)
-            try await Self.noticeOwners(of: Self.device(ofInstance: instance, on: connection, logger: logger), on: connection, logger: logger)
+            try await Self.noticeOwners(of: Self.device(ofInstance: instance, on: connection, logger: logger), at: now, on: connection, logger: logger)
             return instance
         }
     }
@@ -242,13 +243,14 @@ extension PostgresStore {
     /// inbox row per device for its partition's owner (``ForwardedWork/device(id:)``), and a notification
     /// delivered when the transaction commits. The owner learns of the change even when the gateway that
     /// made it fails right after (it would otherwise tell it with its next group commit).
-    static func noticeOwners(of devices: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
+    /// `at`: the inbox row's `createdAt` (the time of the change; read by no gateway).
+    static func noticeOwners(of devices: [Int64], at: Date, on connection: PostgresConnection, logger: Logger) async throws {
         let unique = Array(Set(devices)).sorted()
         guard !unique.isEmpty else { return }
         let encoder = JSONEncoder()
         let works = try unique.map { String(decoding: try encoder.encode(ForwardedWork.device(id: $0)), as: UTF8.self) }
         let partitions = unique.map { Int32(DevicePartition.of(device: $0)) }
-        let created = Date().storedMilliseconds
+        let created = at.storedMilliseconds
         _ = try await connection.rows(
             """
             INSERT INTO inbox (partition, work, createdAt)

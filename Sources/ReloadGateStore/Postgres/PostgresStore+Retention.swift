@@ -43,7 +43,7 @@ extension PostgresStore {
             let deliveries = try await connection.rows(
                 """
                 WITH gone AS (DELETE FROM delivery WHERE apnsId IN (
-                    SELECT apnsId FROM delivery WHERE releasedAt < \(before) AND state IN ('sent', 'failed')
+                    SELECT apnsId FROM delivery WHERE releasedAt < \(before) AND state IN (\(unescaped: LedgerPruneStep.finishedStatesSQL))
                     ORDER BY releasedAt LIMIT \(limit)) RETURNING 1)
                 SELECT count(*) FROM gone
                 """,
@@ -55,11 +55,13 @@ extension PostgresStore {
         }
     }
 
-    /// ``SQLiteStore``'s rule: the newest span grows when it began within ``PrunedSpan/joinWithin``.
+    /// The newest span grows when it takes the step (``PrunedSpan/takes(first:at:)``), else a span starts.
     private static func recordSpan(first: Int64, last: Int64, before: Int64, now: Int64, on connection: PostgresConnection, logger: Logger) async throws {
-        if let latest = try await connection.rows("SELECT firstRequest, since FROM ledger_prune ORDER BY until DESC LIMIT 1", logger: logger).first {
-            let (latestFirst, since) = try latest.decode((Int64, Int64).self)
-            if now - since < PrunedSpan.joinWithin, first >= latestFirst {
+        if let latest = try span(try await connection.rows(
+            "SELECT \(unescaped: spanColumns) FROM ledger_prune ORDER BY until DESC LIMIT 1", logger: logger
+        ).first) {
+            let latestFirst = latest.firstRequest
+            if latest.takes(first: first, at: now) {
                 _ = try await connection.rows(
                     """
                     UPDATE ledger_prune SET lastRequest = greatest(lastRequest, \(last)),
@@ -84,19 +86,24 @@ extension PostgresStore {
         )
     }
 
+    /// The columns of `ledger_prune`, in the order ``span(_:)`` reads them.
+    static let spanColumns = "firstRequest, lastRequest, receivedBefore, since, until"
+
+    /// A row of `ledger_prune` (``spanColumns``) as a span.
+    static func span(_ row: PostgresRow?) throws -> PrunedSpan? {
+        guard let row else { return nil }
+        let (first, last, before, since, until) = try row.decode((Int64, Int64, Int64, Int64, Int64).self)
+        return PrunedSpan(
+            firstRequest: first, lastRequest: last, receivedBefore: Timestamp(milliseconds: before),
+            since: Timestamp(milliseconds: since), until: Timestamp(milliseconds: until)
+        )
+    }
+
     public func ledgerPruning(request: Int64?) async throws -> LedgerPruning {
-        func span(_ row: PostgresRow?) throws -> PrunedSpan? {
-            guard let row else { return nil }
-            let (first, last, before, since, until) = try row.decode((Int64, Int64, Int64, Int64, Int64).self)
-            return PrunedSpan(
-                firstRequest: first, lastRequest: last, receivedBefore: Timestamp(milliseconds: before),
-                since: Timestamp(milliseconds: since), until: Timestamp(milliseconds: until)
-            )
-        }
-        let columns = "firstRequest, lastRequest, receivedBefore, since, until"
+        let columns = Self.spanColumns
         var covering: PrunedSpan?
         if let request {
-            covering = try span(try await rows(
+            covering = try Self.span(try await rows(
                 """
                 SELECT \(unescaped: columns) FROM ledger_prune WHERE firstRequest <= \(request) AND lastRequest >= \(request)
                 ORDER BY firstRequest DESC LIMIT 1
@@ -105,8 +112,8 @@ extension PostgresStore {
         }
         return LedgerPruning(
             span: covering,
-            latest: try span(try await rows("SELECT \(unescaped: columns) FROM ledger_prune ORDER BY until DESC LIMIT 1").first),
-            oldest: try span(try await rows("SELECT \(unescaped: columns) FROM ledger_prune ORDER BY since LIMIT 1").first)
+            latest: try Self.span(try await rows("SELECT \(unescaped: columns) FROM ledger_prune ORDER BY until DESC LIMIT 1").first),
+            oldest: try Self.span(try await rows("SELECT \(unescaped: columns) FROM ledger_prune ORDER BY since LIMIT 1").first)
         )
     }
 }

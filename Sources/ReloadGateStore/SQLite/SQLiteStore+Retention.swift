@@ -62,7 +62,7 @@ extension SQLiteStore {
         try db.execute(
             sql: """
                 DELETE FROM delivery WHERE rowid IN (
-                    SELECT rowid FROM delivery WHERE releasedAt < ? AND state IN ('sent', 'failed') ORDER BY releasedAt LIMIT ?)
+                    SELECT rowid FROM delivery WHERE releasedAt < ? AND state IN (\(LedgerPruneStep.finishedStatesSQL)) ORDER BY releasedAt LIMIT ?)
                 """,
             arguments: [step.receivedBefore.milliseconds, step.limit]
         )
@@ -76,15 +76,15 @@ extension SQLiteStore {
     private static func recordSpan(first: Int64, last: Int64, step: LedgerPruneStep, in db: Database) throws {
         let now = step.now.milliseconds
         let before = step.receivedBefore.milliseconds
-        if let latest = try Row.fetchOne(db, sql: "SELECT firstRequest, since FROM ledger_prune ORDER BY until DESC LIMIT 1"),
-            now - (latest["since"] as Int64) < PrunedSpan.joinWithin, first >= (latest["firstRequest"] as Int64)
+        if let latest = try Self.span(Row.fetchOne(db, sql: "SELECT * FROM ledger_prune ORDER BY until DESC LIMIT 1")),
+            latest.takes(first: first, at: now)
         {
             try db.execute(
                 sql: """
                     UPDATE ledger_prune SET lastRequest = MAX(lastRequest, ?), receivedBefore = MAX(receivedBefore, ?), until = ?
                     WHERE firstRequest = ?
                     """,
-                arguments: [last, before, now, latest["firstRequest"] as Int64]
+                arguments: [last, before, now, latest.firstRequest]
             )
             return
         }
@@ -121,20 +121,22 @@ extension SQLiteStore {
         return released
     }
 
+    /// A row of `ledger_prune` as a span.
+    private static func span(_ row: Row?) -> PrunedSpan? {
+        row.map {
+            PrunedSpan(
+                firstRequest: $0["firstRequest"], lastRequest: $0["lastRequest"],
+                receivedBefore: Timestamp(milliseconds: $0["receivedBefore"]),
+                since: Timestamp(milliseconds: $0["since"]), until: Timestamp(milliseconds: $0["until"])
+            )
+        }
+    }
+
     /// What pruning deleted: the span of `request` (when one kept covers it), the newest and the oldest.
     public func ledgerPruning(request: Int64?) async throws -> LedgerPruning {
         try await writer.read { db in
-            func span(_ row: Row?) -> PrunedSpan? {
-                row.map {
-                    PrunedSpan(
-                        firstRequest: $0["firstRequest"], lastRequest: $0["lastRequest"],
-                        receivedBefore: Timestamp(milliseconds: $0["receivedBefore"]),
-                        since: Timestamp(milliseconds: $0["since"]), until: Timestamp(milliseconds: $0["until"])
-                    )
-                }
-            }
             let covering = try request.flatMap { id in
-                try span(Row.fetchOne(
+                try Self.span(Row.fetchOne(
                     db,
                     sql: "SELECT * FROM ledger_prune WHERE firstRequest <= ?1 AND lastRequest >= ?1 ORDER BY firstRequest DESC LIMIT 1",
                     arguments: [id]
@@ -142,8 +144,8 @@ extension SQLiteStore {
             }
             return LedgerPruning(
                 span: covering,
-                latest: try span(Row.fetchOne(db, sql: "SELECT * FROM ledger_prune ORDER BY until DESC LIMIT 1")),
-                oldest: try span(Row.fetchOne(db, sql: "SELECT * FROM ledger_prune ORDER BY since LIMIT 1"))
+                latest: try Self.span(Row.fetchOne(db, sql: "SELECT * FROM ledger_prune ORDER BY until DESC LIMIT 1")),
+                oldest: try Self.span(Row.fetchOne(db, sql: "SELECT * FROM ledger_prune ORDER BY since LIMIT 1"))
             )
         }
     }

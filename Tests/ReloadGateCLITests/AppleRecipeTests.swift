@@ -79,7 +79,7 @@ struct AppleRecipeTests {
                     widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
                     previousToken: nil, now: Date()
                 )
-                _ = try store.putControl(app: app, token: try DeviceToken(tokens.control), control: ControlRegistration(kind: "toggle"), previousToken: nil, now: Date())
+                _ = try await store.putControl(app: app, token: try DeviceToken(tokens.control), control: ControlRegistration(kind: "toggle"), previousToken: nil, now: Date())
             }
         }
         var environmentOfServe = mock.upstreamEnvironment(keyFile: upstreamKey, caFile: pki.caCertificatePath)

@@ -103,7 +103,7 @@ struct DashboardBrowserTests {
             for token in [Self.deviceA, Self.deviceB] {
                 _ = try await store.putDevice(app: credentials.app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: Date())
             }
-            _ = try store.putControl(
+            _ = try await store.putControl(
                 app: credentials.app, token: try DeviceToken(Self.control), control: ControlRegistration(kind: "garage"), previousToken: nil, now: Date()
             )
         }

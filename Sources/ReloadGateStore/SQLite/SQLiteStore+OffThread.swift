@@ -25,24 +25,6 @@ extension SQLiteStore {
         }
     }
 
-    public func putDevice(app: App, token: DeviceToken, widgets: [WidgetRegistration], previousToken: DeviceToken?, now: Date) async throws
-        -> DeviceRegistration
-    {
-        try await offThread { try self.putDevice(app: app, token: token, widgets: widgets, previousToken: previousToken, now: now) }
-    }
-
-    public func deleteDevice(app: App, token: DeviceToken, pushType: PushType? = nil) async throws -> (device: Int64, instances: [Int64]) {
-        try await offThread { try self.deleteDevice(app: app, token: token, pushType: pushType) }
-    }
-
-    public func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64 {
-        try await offThread { try self.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: now) }
-    }
-
-    public func writeRegistry(_ writes: [RegistryWrite], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
-        try await offThread { try self.writeRegistry(writes, now: now) }
-    }
-
     public func markDeviceInvalid(device: Int64, since: Date) async throws -> Bool {
         try await offThread { try self.markDeviceInvalid(device: device, since: since) }
     }
@@ -187,14 +169,6 @@ extension SQLiteStore {
 
     public func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?] {
         try await offThreadRead { try self.pushAddresses(deliveries) }
-    }
-
-    public func configurations(app: App, kind: String?) async throws -> [ConfigurationUsage] {
-        try await offThreadRead { try self.configurations(app: app, kind: kind) }
-    }
-
-    public func deviceStatus(app: App, token: DeviceToken) async throws -> (active: Bool, unregisteredAt: Date?)? {
-        try await offThreadRead { try self.deviceStatus(app: app, token: token) }
     }
 
     public func deliveries(in states: [RecordedDelivery.State]) async throws -> [RecordedDelivery] {

@@ -1,0 +1,89 @@
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// A transaction on one of the pool's connections, as an ``SQLSession``.
+public struct PostgresSession: SQLSession {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    public var dialect: SQLDialect { .postgres }
+
+    public func rows(_ query: SQLQuery) async throws -> SQLRows {
+        let (text, values) = dialect.render(query)
+        var bindings = PostgresBindings(capacity: values.count)
+        for value in values {
+            switch value {
+            case .null: bindings.appendNull()
+            case .integer(let value): bindings.append(value)
+            case .real(let value): bindings.append(value)
+            case .text(let value): bindings.append(value)
+            case .bool(let value): bindings.append(value)
+            }
+        }
+        let rows = try await connection.rows(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
+        guard let first = rows.first else { return SQLRows(names: [], values: []) }
+        return SQLRows(names: first.map(\.columnName), values: try rows.map { try $0.map(SQLValue.init) })
+    }
+
+    /// The owners of the devices read a notice written in this transaction (``PostgresStore/noticeOwners(of:at:on:logger:)``).
+    public func registryChanged(devices: [Int64], at: Date) async throws {
+        try await PostgresStore.noticeOwners(of: devices, at: at, on: connection, logger: logger)
+    }
+}
+
+extension SQLValue {
+    /// A cell in the types the stores use (text, integers, booleans, floating point).
+    init(_ cell: PostgresCell) throws {
+        guard cell.bytes != nil else {
+            self = .null
+            return
+        }
+        switch cell.dataType {
+        case .int2, .int4, .int8: self = .integer(try cell.decode(Int64.self))
+        case .bool: self = .bool(try cell.decode(Bool.self))
+        case .float4, .float8: self = .real(try cell.decode(Double.self))
+        case .numeric: self = .real(Double(try cell.decode(String.self)) ?? .nan)
+        default: self = .text(try cell.decode(String.self))
+        }
+    }
+}
+
+extension PostgresStore: SQLStore {
+    public func writing<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) async throws -> T) async throws -> T {
+        let logger = logger
+        return try await transaction { connection in try await body(PostgresSession(connection: connection, logger: logger)) }
+    }
+
+    public func reading<T: Sendable>(scanning: Bool, _ body: @escaping @Sendable (PostgresSession) async throws -> T) async throws -> T {
+        let logger = logger
+        return try await transaction(deadline: scanning ? Self.readDeadline : nil) { connection in
+            try await body(PostgresSession(connection: connection, logger: logger))
+        }
+    }
+}
+
+extension PostgresStore {
+    /// Tells the owners of `devices` that their registration changed, in the caller's transaction: an
+    /// inbox row per device for its partition's owner (``ForwardedWork/device(id:)``), and a notification
+    /// delivered when the transaction commits. The owner learns of the change even when the gateway that
+    /// made it fails right after.
+    /// `at`: the inbox row's `createdAt` (the time of the change; read by no gateway).
+    static func noticeOwners(of devices: [Int64], at: Date, on connection: PostgresConnection, logger: Logger) async throws {
+        let unique = Array(Set(devices)).sorted()
+        guard !unique.isEmpty else { return }
+        let encoder = JSONEncoder()
+        let works = try unique.map { String(decoding: try encoder.encode(ForwardedWork.device(id: $0)), as: UTF8.self) }
+        let partitions = unique.map { Int32(DevicePartition.of(device: $0)) }
+        _ = try await connection.rows(
+            """
+            INSERT INTO inbox (partition, work, createdAt)
+            SELECT partition, work, \(at.storedMilliseconds) FROM unnest(\(partitions)::integer[], \(works)::text[]) AS notice(partition, work)
+            """,
+            logger: logger
+        )
+        _ = try await connection.rows(
+            "SELECT pg_notify(\(PostgresStore.clusterChannel), \(ClusterChange.inbox.rawValue))", logger: logger
+        )
+    }
+}

@@ -1,0 +1,141 @@
+/// A value bound to a statement, or read from a row, in the types both engines share.
+public enum SQLValue: Sendable, Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    /// A boolean: an integer 0 or 1 on SQLite, a `boolean` on PostgreSQL.
+    case bool(Bool)
+}
+
+/// A Swift value that binds as an ``SQLValue``.
+public protocol SQLBindable {
+    var sqlValue: SQLValue { get }
+}
+
+extension Int64: SQLBindable { public var sqlValue: SQLValue { .integer(self) } }
+extension Int: SQLBindable { public var sqlValue: SQLValue { .integer(Int64(self)) } }
+extension String: SQLBindable { public var sqlValue: SQLValue { .text(self) } }
+extension Bool: SQLBindable { public var sqlValue: SQLValue { .bool(self) } }
+extension Double: SQLBindable { public var sqlValue: SQLValue { .real(self) } }
+extension Optional: SQLBindable where Wrapped: SQLBindable {
+    public var sqlValue: SQLValue { self?.sqlValue ?? .null }
+}
+
+/// One statement's text with its values, written once for both engines: an interpolated value becomes a
+/// bound parameter, and the few spellings that differ between SQLite and PostgreSQL are fragments each
+/// engine renders its own way (``SQLDialect``). The stores' rules are written with it (the query surface
+/// of vapor/sql-kit, reduced to what the stores use).
+public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
+    enum Segment: Sendable {
+        case text(String)
+        case value(SQLValue)
+        /// A list of ids for `x IN <list>`.
+        case ids([Int64])
+        /// Ordering text by its bytes (SQLite's default; PostgreSQL's `COLLATE "C"`).
+        case binaryCollation
+    }
+
+    var segments: [Segment]
+
+    public init(stringLiteral value: String) {
+        segments = [.text(value)]
+    }
+
+    public init(stringInterpolation: StringInterpolation) {
+        segments = stringInterpolation.segments
+    }
+
+    public struct StringInterpolation: StringInterpolationProtocol {
+        var segments: [Segment] = []
+
+        public init(literalCapacity: Int, interpolationCount: Int) {
+            segments.reserveCapacity(2 * interpolationCount + 1)
+        }
+
+        public mutating func appendLiteral(_ literal: String) {
+            if !literal.isEmpty { segments.append(.text(literal)) }
+        }
+
+        /// A bound parameter.
+        public mutating func appendInterpolation(_ value: some SQLBindable) {
+            segments.append(.value(value.sqlValue))
+        }
+
+        /// A list of ids, for `column IN \(ids: list)` (an empty list matches nothing).
+        public mutating func appendInterpolation(ids: [Int64]) {
+            segments.append(.ids(ids))
+        }
+
+        /// A fragment of the query, its values kept bound.
+        public mutating func appendInterpolation(_ query: SQLQuery) {
+            segments += query.segments
+        }
+
+        /// Text that is part of the statement itself (a table or column name chosen by the code, never a
+        /// value from outside).
+        public mutating func appendInterpolation(unescaped text: String) {
+            segments.append(.text(text))
+        }
+
+        /// `COLLATE` for ordering text by its bytes, after an `ORDER BY` column.
+        public mutating func appendInterpolation(_ collation: SQLCollation) {
+            segments.append(.binaryCollation)
+        }
+    }
+
+    /// This query followed by `other`.
+    public static func + (lhs: SQLQuery, rhs: SQLQuery) -> SQLQuery {
+        var query = lhs
+        query.segments += rhs.segments
+        return query
+    }
+
+    public static func += (lhs: inout SQLQuery, rhs: SQLQuery) {
+        lhs.segments += rhs.segments
+    }
+}
+
+/// How text is compared in an `ORDER BY`: `\(SQLCollation.binary)`.
+public enum SQLCollation: Sendable {
+    /// By the bytes of the text (the same order on both engines, whatever the database's locale).
+    case binary
+}
+
+/// How one engine spells what the engines spell differently.
+public enum SQLDialect: Sendable {
+    case sqlite
+    case postgres
+
+    /// `query`'s text in this dialect and its values in order.
+    func render(_ query: SQLQuery) -> (text: String, values: [SQLValue]) {
+        var text = ""
+        var values: [SQLValue] = []
+        for segment in query.segments {
+            switch segment {
+            case .text(let part):
+                text += part
+            case .value(let value):
+                values.append(value)
+                text += placeholder(values.count)
+            case .ids(let ids):
+                switch self {
+                case .sqlite:
+                    values.append(.text("[" + ids.map(String.init).joined(separator: ",") + "]"))
+                    text += "(SELECT value FROM json_each(\(placeholder(values.count))))"
+                case .postgres:
+                    // Bound as a literal array: one parameter whatever the count.
+                    values.append(.text("{" + ids.map(String.init).joined(separator: ",") + "}"))
+                    text += "(SELECT unnest(\(placeholder(values.count))::bigint[]))"
+                }
+            case .binaryCollation:
+                text += self == .sqlite ? " COLLATE BINARY" : " COLLATE \"C\""
+            }
+        }
+        return (text, values)
+    }
+
+    private func placeholder(_ number: Int) -> String {
+        self == .sqlite ? "?" : "$\(number)"
+    }
+}

@@ -1,0 +1,43 @@
+public import Foundation
+
+/// One transaction on one engine: the narrow layer the stores' shared rules are written against. It says
+/// only how statements run and rows come back; the rules (``SQLSession`` extensions) say what to write.
+public protocol SQLSession {
+    /// How this engine spells what the engines spell differently.
+    var dialect: SQLDialect { get }
+    /// Runs `query` and returns its rows (none for a statement without `RETURNING`).
+    func rows(_ query: SQLQuery) async throws -> SQLRows
+    /// Tells the owners of `devices` that their registration changed, in this transaction. A store one
+    /// gateway owns does nothing; a shared store writes a notice the owner reads even if this gateway
+    /// fails after the commit.
+    func registryChanged(devices: [Int64], at: Date) async throws
+}
+
+extension SQLSession {
+    /// Runs `query` for its effect.
+    public func run(_ query: SQLQuery) async throws {
+        _ = try await rows(query)
+    }
+
+    /// The first row of `query`, or `nil`.
+    public func row(_ query: SQLQuery) async throws -> SQLRow? {
+        let rows = try await rows(query)
+        return rows.first
+    }
+}
+
+/// A store whose rules are written once over ``SQLSession``: each engine only opens transactions.
+public protocol SQLStore: GatewayStore {
+    associatedtype Session: SQLSession
+    /// Runs `body` in one write transaction (committed when it returns, rolled back when it throws).
+    func writing<T: Sendable>(_ body: @escaping @Sendable (Session) async throws -> T) async throws -> T
+    /// Runs `body` in one read transaction, within the store's deadline or, for a read that may scan
+    /// whole tables (export, the dashboard), a longer one (`scanning`).
+    func reading<T: Sendable>(scanning: Bool, _ body: @escaping @Sendable (Session) async throws -> T) async throws -> T
+}
+
+extension SQLStore {
+    func reading<T: Sendable>(_ body: @escaping @Sendable (Session) async throws -> T) async throws -> T {
+        try await reading(scanning: false, body)
+    }
+}

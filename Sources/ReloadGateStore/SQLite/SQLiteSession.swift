@@ -1,0 +1,101 @@
+public import Foundation
+import GRDB
+import Synchronization
+
+/// A transaction of GRDB's on the thread that holds it, as an ``SQLSession``.
+///
+/// GRDB hands a connection to a synchronous closure; the shared rules are `async` (PostgreSQL's
+/// statements are). ``run(_:_:)`` runs a rule to its end on the calling thread, inside that closure: the
+/// rule's task prefers an executor that runs each of its jobs here, and since none of this session's
+/// statements suspends, the rule never leaves the thread that holds the connection (nor waits on
+/// another: a run costs under a microsecond).
+public struct SQLiteSession: SQLSession {
+    let db: Database
+
+    public var dialect: SQLDialect { .sqlite }
+
+    public func rows(_ query: SQLQuery) async throws -> SQLRows {
+        let (text, values) = dialect.render(query)
+        let statement = try db.cachedStatement(sql: text)
+        try statement.setArguments(StatementArguments(values.map(\.databaseValue)))
+        let cursor = try Row.fetchCursor(statement)
+        var rows: [[SQLValue]] = []
+        while let row = try cursor.next() {
+            rows.append((0..<row.count).map { SQLValue(row[$0] as DatabaseValue) })
+        }
+        return SQLRows(names: statement.columnNames, values: rows)
+    }
+
+    /// One gateway owns a SQLite store: the engine learns of its own registry changes directly.
+    public func registryChanged(devices: [Int64], at: Date) async throws {}
+
+    /// `rule`'s result on `db`, run to its end on this thread (see the type's description).
+    static func run<T>(_ db: Database, _ rule: @escaping (SQLiteSession) async throws -> T) throws -> T {
+        let held = Held(session: SQLiteSession(db: db), rule: rule)
+        return try InlineExecutor().run { try await held.rule(held.session) }
+    }
+
+    /// The session and rule, handed to a task that runs on this thread only.
+    private struct Held<T>: @unchecked Sendable {
+        let session: SQLiteSession
+        let rule: (SQLiteSession) async throws -> T
+    }
+}
+
+extension SQLValue {
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: .null
+        case .integer(let value): value.databaseValue
+        case .real(let value): value.databaseValue
+        case .text(let value): value.databaseValue
+        case .bool(let value): (value ? 1 : 0 as Int64).databaseValue
+        }
+    }
+
+    init(_ value: DatabaseValue) {
+        switch value.storage {
+        case .null: self = .null
+        case .int64(let value): self = .integer(value)
+        case .double(let value): self = .real(value)
+        case .string(let value): self = .text(value)
+        case .blob(let data): self = .text(String(decoding: data, as: UTF8.self))
+        }
+    }
+}
+
+/// A task executor that runs the jobs of one task on the thread that called ``run(_:)``, until the task
+/// ends.
+private final class InlineExecutor: TaskExecutor, @unchecked Sendable {
+    private let jobs = Mutex<[UnownedJob]>([])
+    private let ready = DispatchSemaphore(value: 0)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        jobs.withLock { $0.append(job) }
+        ready.signal()
+    }
+
+    func run<T>(_ operation: @escaping @Sendable () async throws -> T) throws -> T {
+        let outcome = Mutex<Result<Box<T>, any Error>?>(nil)
+        Task(executorPreference: self) {
+            let result: Result<Box<T>, any Error>
+            do { result = .success(Box(try await operation())) } catch { result = .failure(error) }
+            outcome.withLock { $0 = result }
+            self.ready.signal()
+        }
+        while true {
+            ready.wait()
+            while let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+                job.runSynchronously(on: asUnownedTaskExecutor())
+            }
+            if let result = outcome.withLock({ $0 }) { return try result.get().value }
+        }
+    }
+
+    /// A result handed from the task to the waiting thread, which is the only one that reads it after.
+    private struct Box<Value>: @unchecked Sendable {
+        let value: Value
+        init(_ value: Value) { self.value = value }
+    }
+}

@@ -68,7 +68,7 @@ struct AppleRecipeTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            let app = try store.createApp(bundle: try BundleID(Self.bundle), teamID: "RECIPETEAM", now: Date()).app
+            let app = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: "RECIPETEAM", now: Date()).app
             let publicKey = try String(contentsOfFile: directory.path("RECIPEKEY1.pem"), encoding: .utf8)
             try await store.addProviderKey(
                 StoredProviderKey(keyID: "RECIPEKEY1", teamID: "RECIPETEAM", publicKeyPEM: publicKey, topics: [], environments: "both", createdAt: Date())

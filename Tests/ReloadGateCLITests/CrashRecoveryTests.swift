@@ -113,7 +113,7 @@ struct CrashRecoveryTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            let app = try store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
+            let app = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
             let registration = try await store.putDevice(
                 app: app,
                 token: token,

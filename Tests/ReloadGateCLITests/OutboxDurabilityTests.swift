@@ -35,7 +35,7 @@ struct OutboxDurabilityTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            let credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+            let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date())
             secret = credentials.webhookSecret
             let widget = [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())]
             let writes = try (0..<devices).map { index in

@@ -21,7 +21,7 @@ struct APIHTTP2HostileTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            credentials = try store.createApp(bundle: try BundleID(bundle), now: Date())
+            credentials = try await store.createApp(bundle: try BundleID(bundle), now: Date())
         }
         try await TestGateway.withRunning(in: directory) { gateway in try await body(gateway, credentials) }
     }

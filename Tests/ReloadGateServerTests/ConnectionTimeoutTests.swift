@@ -37,7 +37,7 @@ struct ConnectionTimeoutTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            credentials = try store.createApp(bundle: try BundleID(bundle), now: Date())
+            credentials = try await store.createApp(bundle: try BundleID(bundle), now: Date())
         }
         try await TestGateway.withRunning(in: directory, configure: { configuration in
             configuration.listen.headerTimeout = headerTimeout

@@ -68,7 +68,7 @@ struct DeliveryChaosTests {
         let credentials: AppCredentials
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
-            credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+            credentials = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date())
             try store.close()
             let database = try DatabaseQueue(path: directory.path("data/reloadgate.sqlite"))
             try await database.write { db in

@@ -26,7 +26,7 @@ struct DeliveryPacingTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+            credentials = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date())
             for index in 0..<Self.devices {
                 _ = try await store.putDevice(
                     app: credentials.app,

@@ -37,7 +37,7 @@ struct DeliveryWorkerTests {
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
+        let app = try await store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
         var deliveries: [RecordedDelivery] = []
         var tokens: [String] = []
         for index in 0..<40 {
@@ -151,7 +151,7 @@ struct DeliveryWorkerTests {
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
+        let app = try await store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
         let registered = try await store.putDevice(
             app: app,
             token: try DeviceToken(String(repeating: "ab", count: 32)),
@@ -211,7 +211,7 @@ struct DeliveryWorkerTests {
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.worker"), now: Date())
+        let app = try await store.createApp(bundle: try BundleID("com.example.worker"), now: Date())
         let registered = try await store.putDevice(
             app: app.app,
             token: try DeviceToken(String(repeating: "cd", count: 32)),

@@ -8,21 +8,21 @@ import Testing
 struct AppStoreTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
-    @Test func anAppGetsAnAPIKeyAndAWebhookSecretThatAreNotStoredInTheClear() throws {
+    @Test func anAppGetsAnAPIKeyAndAWebhookSecretThatAreNotStoredInTheClear() async throws {
         let directory = try TemporaryDirectory("apps")
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
 
-        let credentials = try store.createApp(bundle: try BundleID("com.example.scores"), now: now)
+        let credentials = try await store.createApp(bundle: try BundleID("com.example.scores"), now: now)
         #expect(credentials.apiKey.hasPrefix("rgk_") && credentials.apiKey.count == 47)
         #expect(credentials.webhookSecret.hasPrefix("rgs_") && credentials.webhookSecret.count == 47)
         #expect(credentials.app.environment == .sandbox)
 
-        #expect(try store.app(forAPIKey: credentials.apiKey) == credentials.app)
-        #expect(try store.app(forAPIKey: credentials.apiKey + "x") == nil)
-        #expect(try store.app(forAPIKey: credentials.webhookSecret) == nil)
-        #expect(try store.webhookSecret(of: credentials.app) == credentials.webhookSecret)
+        #expect(try await store.app(forAPIKey: credentials.apiKey) == credentials.app)
+        #expect(try await store.app(forAPIKey: credentials.apiKey + "x") == nil)
+        #expect(try await store.app(forAPIKey: credentials.webhookSecret) == nil)
+        #expect(try await store.webhookSecret(of: credentials.app) == credentials.webhookSecret)
 
         // Neither secret appears in the database file, whatever is read from it.
         try store.close()
@@ -33,35 +33,35 @@ struct AppStoreTests {
         #expect(key.intValue == 0o600)
     }
 
-    @Test func secretsSurviveAReopenAndKeysAreUnique() throws {
+    @Test func secretsSurviveAReopenAndKeysAreUnique() async throws {
         let directory = try TemporaryDirectory("apps")
         defer { directory.remove() }
         let first = try SQLiteStore(directory: directory.path("data"), environment: .production, now: now)
-        let scores = try first.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: true, now: now)
-        let news = try first.createApp(bundle: try BundleID("com.example.news"), now: now)
+        let scores = try await first.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: true, now: now)
+        let news = try await first.createApp(bundle: try BundleID("com.example.news"), now: now)
         #expect(scores.apiKey != news.apiKey)
         try first.close()
 
         let reopened = try SQLiteStore(directory: directory.path("data"), environment: .production, now: now)
         defer { try? reopened.close() }
-        #expect(try reopened.webhookSecret(of: scores.app) == scores.webhookSecret)
-        #expect(try reopened.app(forAPIKey: news.apiKey)?.bundle == (try BundleID("com.example.news")))
-        #expect(try reopened.apps().map(\.bundle.rawValue) == ["com.example.news", "com.example.scores"])
-        #expect(try reopened.app(bundle: try BundleID("com.example.scores"))?.allowsExemptions == true)
+        #expect(try await reopened.webhookSecret(of: scores.app) == scores.webhookSecret)
+        #expect(try await reopened.app(forAPIKey: news.apiKey)?.bundle == (try BundleID("com.example.news")))
+        #expect(try await reopened.apps().map(\.bundle.rawValue) == ["com.example.news", "com.example.scores"])
+        #expect(try await reopened.app(bundle: try BundleID("com.example.scores"))?.allowsExemptions == true)
     }
 
-    @Test func aBundleIsRegisteredOnce() throws {
+    @Test func aBundleIsRegisteredOnce() async throws {
         let directory = try TemporaryDirectory("apps")
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
         let bundle = try BundleID("com.example.scores")
-        _ = try store.createApp(bundle: bundle, teamID: "TEAM1", allowsExemptions: false, now: now)
+        _ = try await store.createApp(bundle: bundle, teamID: "TEAM1", allowsExemptions: false, now: now)
         #expect(throws: StoreError.appExists(bundle)) { try store.createApp(bundle: bundle, now: now) }
         // Regardless of case: the error names the registered spelling.
         #expect(throws: StoreError.appExists(bundle)) { try store.createApp(bundle: try BundleID("COM.example.Scores"), now: now) }
-        #expect(try store.apps().map(\.bundle) == [bundle])
-        #expect(try store.apps().first?.teamID == "TEAM1")
+        #expect(try await store.apps().map(\.bundle) == [bundle])
+        #expect(try await store.apps().first?.teamID == "TEAM1")
     }
 
     @Test func setTeamBindsAnAppAndReportsUnknownOnes() throws {
@@ -85,7 +85,7 @@ struct AppStoreTests {
         ([("T1", "com.example.scores"), ("T2", "com.example.scores")], [nil, nil, nil]),
         ([], [nil, nil, nil]),
     ] as [([(String, String)], [String?])])
-    func appsOfAnOlderStoreGetTheTeamOfTheirKeys(_ keys: [(String, String)], _ expected: [String?]) throws {
+    func appsOfAnOlderStoreGetTheTeamOfTheirKeys(_ keys: [(String, String)], _ expected: [String?]) async throws {
         let directory = try TemporaryDirectory("apps-migration")
         defer { directory.remove() }
         let keyRows = keys.enumerated().map { index, key in
@@ -98,8 +98,9 @@ struct AppStoreTests {
             """)
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
-        #expect(try store.apps().map(\.bundle.rawValue) == ["com.example.news", "com.example.scores", "com.example.weather"])
-        let teams = try ["com.example.scores", "com.example.news", "com.example.weather"].map { try store.app(bundle: try BundleID($0))?.teamID }
+        #expect(try await store.apps().map(\.bundle.rawValue) == ["com.example.news", "com.example.scores", "com.example.weather"])
+        var teams: [String?] = []
+        for bundle in ["com.example.scores", "com.example.news", "com.example.weather"] { teams.append(try await store.app(bundle: try BundleID(bundle))?.teamID) }
         #expect(teams == expected)
     }
 

@@ -16,12 +16,12 @@ struct CheckpointTests {
         return bytes.range(of: Data(text.utf8)) != nil
     }
 
-    @Test func commitsStayInTheWALUntilACheckpointCopiesThem() throws {
+    @Test func commitsStayInTheWALUntilACheckpointCopiesThem() async throws {
         let directory = try TemporaryDirectory("checkpoint")
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
-        #expect(try store.writer.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") } == SQLiteStore.writerCheckpointPages)
-        _ = try store.createApp(bundle: try BundleID("com.example.walonly"), now: now)
+        #expect(try await store.writer.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") } == SQLiteStore.writerCheckpointPages)
+        _ = try await store.createApp(bundle: try BundleID("com.example.walonly"), now: now)
         #expect(try !databaseFileHolds("com.example.walonly", in: directory))
 
         let result = try store.checkpointWAL()
@@ -34,6 +34,6 @@ struct CheckpointTests {
         #expect(!FileManager.default.fileExists(atPath: directory.path("data/reloadgate.sqlite-wal")))
         let reopened = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? reopened.close() }
-        #expect(try reopened.app(bundle: try BundleID("com.example.walonly")) != nil)
+        #expect(try await reopened.app(bundle: try BundleID("com.example.walonly")) != nil)
     }
 }

@@ -121,7 +121,7 @@ struct LedgerRetentionTests {
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Self.now)
         defer { try? store.close() }
-        let app = try store.createApp(bundle: try BundleID("com.example.scores"), now: Self.now).app
+        let app = try await store.createApp(bundle: try BundleID("com.example.scores"), now: Self.now).app
         let old = Timestamp(Self.now).adding(milliseconds: -2 * Self.day)
         // 20,000 requests with 1 KB summaries: about 5,000 pages.
         for block in 0..<20 {

@@ -19,6 +19,7 @@ public struct PostgresSession: SQLSession {
             case .real(let value): bindings.append(value)
             case .text(let value): bindings.append(value)
             case .bool(let value): bindings.append(value)
+            case .blob(let value): bindings.append(ByteBuffer(bytes: value))
             }
         }
         let rows = try await connection.rows(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
@@ -44,12 +45,16 @@ extension SQLValue {
         case .bool: self = .bool(try cell.decode(Bool.self))
         case .float4, .float8: self = .real(try cell.decode(Double.self))
         case .numeric: self = .real(Double(try cell.decode(String.self)) ?? .nan)
+        case .bytea: self = .blob(Data(try cell.decode(ByteBuffer.self).readableBytesView))
         default: self = .text(try cell.decode(String.self))
         }
     }
 }
 
 extension PostgresStore: SQLStore {
+    public func seal(_ secret: String) throws -> Data { try sealer.seal(secret) }
+    public func unseal(_ sealed: Data) throws -> String { try sealer.unseal(sealed) }
+
     public func writing<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) async throws -> T) async throws -> T {
         let logger = logger
         return try await transaction { connection in try await body(PostgresSession(connection: connection, logger: logger)) }

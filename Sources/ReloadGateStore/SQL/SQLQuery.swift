@@ -1,3 +1,5 @@
+public import Foundation
+
 /// A value bound to a statement, or read from a row, in the types both engines share.
 public enum SQLValue: Sendable, Equatable {
     case null
@@ -6,6 +8,8 @@ public enum SQLValue: Sendable, Equatable {
     case text(String)
     /// A boolean: an integer 0 or 1 on SQLite, a `boolean` on PostgreSQL.
     case bool(Bool)
+    /// Bytes: a `blob` on SQLite, `bytea` on PostgreSQL.
+    case blob(Data)
 }
 
 /// A Swift value that binds as an ``SQLValue``.
@@ -18,6 +22,7 @@ extension Int: SQLBindable { public var sqlValue: SQLValue { .integer(Int64(self
 extension String: SQLBindable { public var sqlValue: SQLValue { .text(self) } }
 extension Bool: SQLBindable { public var sqlValue: SQLValue { .bool(self) } }
 extension Double: SQLBindable { public var sqlValue: SQLValue { .real(self) } }
+extension Data: SQLBindable { public var sqlValue: SQLValue { .blob(self) } }
 extension Optional: SQLBindable where Wrapped: SQLBindable {
     public var sqlValue: SQLValue { self?.sqlValue ?? .null }
 }

@@ -1,3 +1,5 @@
+public import Foundation
+
 /// The rows of a query, each column read by its name.
 public struct SQLRows: Sendable, RandomAccessCollection {
     /// Column names (lowercased: PostgreSQL folds unquoted names) to their positions.
@@ -66,6 +68,14 @@ public struct SQLRow: Sendable {
         case .bool(let value): value
         case .integer(let value): value != 0
         case let other: throw mismatch(name, "a boolean", other)
+        }
+    }
+
+    public func optionalData(_ name: String) throws -> Data? {
+        switch try value(name) {
+        case .null: nil
+        case .blob(let value): value
+        case let other: throw mismatch(name, "bytes", other)
         }
     }
 

@@ -34,6 +34,10 @@ public protocol SQLStore: GatewayStore {
     /// Runs `body` in one read transaction, within the store's deadline or, for a read that may scan
     /// whole tables (export, the dashboard), a longer one (`scanning`).
     func reading<T: Sendable>(scanning: Bool, _ body: @escaping @Sendable (Session) async throws -> T) async throws -> T
+    /// `secret` sealed with the data directory's `secrets.key` (webhook secrets are stored so).
+    func seal(_ secret: String) throws -> Data
+    /// A sealed secret in the clear.
+    func unseal(_ sealed: Data) throws -> String
 }
 
 extension SQLStore {

@@ -50,6 +50,7 @@ extension SQLValue {
         case .real(let value): value.databaseValue
         case .text(let value): value.databaseValue
         case .bool(let value): (value ? 1 : 0 as Int64).databaseValue
+        case .blob(let value): value.databaseValue
         }
     }
 
@@ -59,7 +60,7 @@ extension SQLValue {
         case .int64(let value): self = .integer(value)
         case .double(let value): self = .real(value)
         case .string(let value): self = .text(value)
-        case .blob(let data): self = .text(String(decoding: data, as: UTF8.self))
+        case .blob(let data): self = .blob(data)
         }
     }
 }

@@ -19,19 +19,4 @@ extension SQLiteStore {
     public func devices(bundle: String?, limit: Int) throws -> [DeviceRecord] {
         try devices(bundle: bundle, token: nil, limit: limit)
     }
-
-    /// A new app without a team and without exemptions.
-    public func createApp(bundle: BundleID, now: Date) throws -> AppCredentials {
-        try createApp(bundle: bundle, teamID: nil, allowsExemptions: false, now: now)
-    }
-
-    /// A new app of `teamID`, without exemptions.
-    public func createApp(bundle: BundleID, teamID: String?, now: Date) throws -> AppCredentials {
-        try createApp(bundle: bundle, teamID: teamID, allowsExemptions: false, now: now)
-    }
-
-    /// A new app without a team.
-    public func createApp(bundle: BundleID, allowsExemptions: Bool, now: Date) throws -> AppCredentials {
-        try createApp(bundle: bundle, teamID: nil, allowsExemptions: allowsExemptions, now: now)
-    }
 }

@@ -33,25 +33,6 @@ extension SQLiteStore {
         try await offThread { try self.adoptDevice(app: app, token: token, pushType: pushType, now: now) }
     }
 
-    public func createApp(bundle: BundleID, teamID: String?, allowsExemptions: Bool, now: Date) async throws -> AppCredentials {
-        try await offThread { try self.createApp(bundle: bundle, teamID: teamID, allowsExemptions: allowsExemptions, now: now) }
-    }
-
-    public func setTeam(bundle: BundleID, teamID: String) async throws -> App? {
-        try await offThread { try self.setTeam(bundle: bundle, teamID: teamID) }
-    }
-
-    public func rotateCredentials(bundle: BundleID, webhookSecret rotateSecret: Bool) async throws -> AppCredentials? {
-        try await offThread { try self.rotateCredentials(bundle: bundle, webhookSecret: rotateSecret) }
-    }
-
-    public func addProviderKey(_ key: StoredProviderKey) async throws {
-        try await offThread { try self.addProviderKey(key) }
-    }
-
-    public func removeProviderKey(keyID: String) async throws -> Bool {
-        try await offThread { try self.removeProviderKey(keyID: keyID) }
-    }
 }
 
 /// Where the store's reads wait for the disk (``SQLiteStore/offThreadRead(_:)``): on the asking thread while
@@ -129,26 +110,6 @@ extension SQLiteStore {
     /// suspended.
     func offThreadRead<T: Sendable>(_ read: @escaping @Sendable () throws -> T) async throws -> T {
         try await readThreads.run(read)
-    }
-
-    public func app(forAPIKey apiKey: String) async throws -> App? {
-        try await offThreadRead { try self.app(forAPIKey: apiKey) }
-    }
-
-    public func app(bundle: BundleID) async throws -> App? {
-        try await offThreadRead { try self.app(bundle: bundle) }
-    }
-
-    public func apps() async throws -> [App] {
-        try await offThreadRead { try self.apps() }
-    }
-
-    public func webhookSecret(of app: App) async throws -> String? {
-        try await offThreadRead { try self.webhookSecret(of: app) }
-    }
-
-    public func providerKeys() async throws -> [StoredProviderKey] {
-        try await offThreadRead { try self.providerKeys() }
     }
 
     public func pushDeviceStatus(app: App, token: DeviceToken) async throws -> PushDeviceStatus {

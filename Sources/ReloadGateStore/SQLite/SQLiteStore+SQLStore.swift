@@ -1,6 +1,10 @@
+import Foundation
 import GRDB
 
 extension SQLiteStore: SQLStore {
+    public func seal(_ secret: String) throws -> Data { try sealer.seal(secret) }
+    public func unseal(_ sealed: Data) throws -> String { try sealer.unseal(sealed) }
+
     /// Runs `body` in a write transaction on the store's write queue (SQLiteStore+OffThread.swift).
     public func writing<T: Sendable>(_ body: @escaping @Sendable (SQLiteSession) async throws -> T) async throws -> T {
         try await offThread { try self.writingHere(body) }

@@ -273,7 +273,7 @@ struct APNsConformanceTests {
             var configuration = Configuration()
             configuration.busyMode = .timeout(10)
             let database = try DatabaseQueue(path: fixture.gateway.configuration.dataDirectory + "/reloadgate.sqlite", configuration: configuration)
-            try await database.write { db in try db.execute(sql: "DROP TABLE decision; DROP TABLE request") }
+            try await database.write { db in try db.execute(sql: "DROP TABLE decision_run; DROP TABLE request") }
             try database.close()
             let answer = try await fixture.push(fixture.fields([("apns-priority", "5")]))
             #expect(answer.status == 500, "\(answer.body)")

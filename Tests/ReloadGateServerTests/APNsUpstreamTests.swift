@@ -193,7 +193,7 @@ struct APNsUpstreamTests {
             _ = try await fixture.waitForMock(2)
             try await fixture.waitForDeliveriesToSettle()
             #expect(try fixture.deliveries([.failed]).count == 1)
-            _ = try await eventually { try store.pendingReloads(PendingFilter()).isEmpty }
+            _ = try await eventually { try await store.pendingReloads(PendingFilter()).isEmpty }
             #expect(try await store.pendingReloads(PendingFilter()).isEmpty)
             let request = try await #require(try await store.requests(apnsID: apnsID.lowercased()).last)
             let decisions = try await #require(try await store.requestRecord(request)).decisions

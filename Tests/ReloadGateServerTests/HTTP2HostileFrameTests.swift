@@ -29,7 +29,7 @@ struct HTTP2HostileFrameTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            _ = try store.createApp(bundle: try BundleID(bundle), now: Date())
+            _ = try await store.createApp(bundle: try BundleID(bundle), now: Date())
         }
         try await TestGateway.withRunning(in: directory, configure: { configuration in
             configuration.listen.bodyTimeout = 10

@@ -42,7 +42,7 @@ struct RegistryAPITests {
     func withRegistry(_ body: @Sendable (Client, AppCredentials) async throws -> Void) async throws {
         try await TestGateway.withRunning { gateway in
             let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
-            let credentials = try store.createApp(bundle: try BundleID("com.example.scores"), now: Date())
+            let credentials = try await store.createApp(bundle: try BundleID("com.example.scores"), now: Date())
             try store.close()
             try await gateway.withHTTPClient { http in
                 try await body(Client(http: http, baseURL: gateway.baseURL, apiKey: credentials.apiKey), credentials)

@@ -28,7 +28,7 @@ struct SQLiteWriteLockTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+            credentials = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date())
         }
         try await TestGateway.withRunning(in: directory, configure: { configuration in
             configuration.store.deadline = 60_000
@@ -99,7 +99,7 @@ struct SQLiteWriteLockTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            credentials = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+            credentials = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date())
         }
         try await TestGateway.withRunning(in: directory, configure: { configuration in
             configuration.store.deadline = 4_000
@@ -148,7 +148,7 @@ struct SQLiteWriteLockTests {
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            _ = try store.createApp(bundle: try BundleID(Self.bundle), now: Date())
+            _ = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date())
         }
         try await TestGateway.withRunning(in: directory, configure: { configuration in
             configuration.store.deadline = 5_000

@@ -15,7 +15,7 @@ struct StoreServiceTests {
             // A write through another connection: it lands in the WAL, which no commit of this size
             // would make the writer checkpoint.
             let store = try SQLiteStore(directory: data, environment: .sandbox, now: Date())
-            _ = try store.createApp(bundle: try BundleID("com.example.checkpointed"), now: Date())
+            _ = try await store.createApp(bundle: try BundleID("com.example.checkpointed"), now: Date())
             try store.close()
 
             let file = URL(fileURLWithPath: data + "/reloadgate.sqlite")

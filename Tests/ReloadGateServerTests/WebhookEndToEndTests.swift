@@ -56,7 +56,7 @@ struct WebhookEndToEndTests {
         try await TestGateway.withRunning(configure: configure) { gateway in
             let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
             defer { try? store.close() }
-            let credentials = try store.createApp(bundle: try BundleID(bundle), allowsExemptions: allowExemptions, now: Date())
+            let credentials = try await store.createApp(bundle: try BundleID(bundle), allowsExemptions: allowExemptions, now: Date())
             try await gateway.withHTTPClient { client in
                 let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
                 let registered = try await api.putDevice(

@@ -57,23 +57,23 @@ struct AppStoreTests {
         defer { try? store.close() }
         let bundle = try BundleID("com.example.scores")
         _ = try await store.createApp(bundle: bundle, teamID: "TEAM1", allowsExemptions: false, now: now)
-        #expect(throws: StoreError.appExists(bundle)) { try store.createApp(bundle: bundle, now: now) }
+        await #expect(throws: StoreError.appExists(bundle)) { try await store.createApp(bundle: bundle, now: now) }
         // Regardless of case: the error names the registered spelling.
-        #expect(throws: StoreError.appExists(bundle)) { try store.createApp(bundle: try BundleID("COM.example.Scores"), now: now) }
+        await #expect(throws: StoreError.appExists(bundle)) { try await store.createApp(bundle: try BundleID("COM.example.Scores"), now: now) }
         #expect(try await store.apps().map(\.bundle) == [bundle])
         #expect(try await store.apps().first?.teamID == "TEAM1")
     }
 
-    @Test func setTeamBindsAnAppAndReportsUnknownOnes() throws {
+    @Test func setTeamBindsAnAppAndReportsUnknownOnes() async throws {
         let directory = try TemporaryDirectory("apps")
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
         let bundle = try BundleID("com.example.scores")
-        #expect(try store.createApp(bundle: bundle, now: now).app.teamID == nil)
-        #expect(try store.setTeam(bundle: bundle, teamID: "TEAM2")?.teamID == "TEAM2")
-        #expect(try store.app(bundle: bundle)?.teamID == "TEAM2")
-        #expect(try store.setTeam(bundle: try BundleID("com.example.none"), teamID: "TEAM2") == nil)
+        #expect(try await store.createApp(bundle: bundle, now: now).app.teamID == nil)
+        #expect(try await store.setTeam(bundle: bundle, teamID: "TEAM2")?.teamID == "TEAM2")
+        #expect(try await store.app(bundle: bundle)?.teamID == "TEAM2")
+        #expect(try await store.setTeam(bundle: try BundleID("com.example.none"), teamID: "TEAM2") == nil)
     }
 
     /// Migration v13's rule (docs/DECISIONS.md, "Apps belong to a team"): the team of the keys naming

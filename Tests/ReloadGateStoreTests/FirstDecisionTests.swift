@@ -101,7 +101,7 @@ struct FirstDecisionTests {
         }
     }
 
-    @Test func decisionsRecordedBeforeV12AreStillRead() throws {
+    @Test func decisionsRecordedBeforeV12AreStillRead() async throws {
         let directory = try TemporaryDirectory("first-decision-migration")
         defer { directory.remove() }
         try StoreFixture.writeOlderStore(in: directory, upTo: "v11-pending-lists", sql: """
@@ -112,8 +112,32 @@ struct FirstDecisionTests {
             """)
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
-        #expect(try store.requestRecord(1)?.decisions.map(\.decision) == ["no-match"])
-        #expect(try store.ledgerCounts().decisions == 1)
-        #expect(try store.statistics().decisionsByKind == ["no-match": 1])
+        #expect(try await store.requestRecord(1)?.decisions.map(\.decision) == ["no-match"])
+        #expect(try await store.ledgerCounts().decisions == 1)
+        #expect(try await store.statistics().decisionsByKind == ["no-match": 1])
+    }
+
+    /// A store of the tree before `v20-decisions-in-runs-only`: decisions written one row each (before v15) and
+    /// in runs (since) move into one table, each request's in the order they were made.
+    @Test func decisionsOfBothLayoutsMoveIntoRunsInTheirOrder() async throws {
+        let directory = try TemporaryDirectory("decision-runs-migration")
+        defer { directory.remove() }
+        try StoreFixture.writeOlderStore(in: directory, upTo: "v19-ledger-retention", sql: """
+            INSERT INTO device (id, appId, token, active, registeredAt, pushType) VALUES (1, 1, '\(String(repeating: "ab", count: 32))', 1, 0, 'widgets');
+            INSERT INTO widget (id, deviceId, widgetID, kind, family, configuration, pushEnabled) VALUES
+                (7, 1, 'w7', 'scores', 'systemSmall', '{}', 1), (8, 1, 'w8', 'scores', 'systemSmall', '{}', 1);
+            INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId)
+                VALUES (1, 1, 'webhook', 1790000000000, 10, NULL, NULL, 0, '{}', NULL);
+            INSERT INTO decision_run (requestId, kind, due, reason, instances, count) VALUES (1, 'cancelled', NULL, 'cancelled', '[7,8]', 2);
+            INSERT INTO decision (requestId, instanceId, kind, due, reason) VALUES
+                (1, 7, 'scheduled', 1790000000000, 'scheduled'), (1, NULL, 'no-match', NULL, 'no-match');
+            """)
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let record = try #require(try await store.requestRecord(1))
+        #expect(record.decisions.map(\.decision) == ["scheduled", "no-match", "cancelled", "cancelled"])
+        #expect(record.decisions.map(\.widgetID) == ["w7", nil, "w7", "w8"])
+        #expect(try await store.ledgerCounts().decisions == 4)
+        #expect(try store.appliedMigrations().last == "v20-decisions-in-runs-only")
     }
 }

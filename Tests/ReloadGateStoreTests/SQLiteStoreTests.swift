@@ -23,7 +23,7 @@ struct SQLiteStoreTests {
             "v1-store-info", "v2-apps", "v3-registry", "v4-ledger", "v5-request-counts", "v6-widget-parameters",
             "v7-provider-keys", "v8-delivery-answers", "v9-request-apns-id", "v10-apns-id-by-block", "v11-pending-lists",
             "v12-request-first-decision", "v13-app-team", "v14-times-in-milliseconds", "v15-decision-runs", "v16-push-types",
-            "v17-idempotency-expiry", "v18-request-answers", "v19-ledger-retention",
+            "v17-idempotency-expiry", "v18-request-answers", "v19-ledger-retention", "v20-decisions-in-runs-only",
         ])
         #expect(try store.info() == StoreInfo(environment: .sandbox, createdAt: now))
     }
@@ -86,7 +86,7 @@ struct SQLiteStoreTests {
 /// milliseconds, the ledger's unit, by Timestamp's rule (floored; binary fractions do not lose a
 /// millisecond).
 struct TimesInMillisecondsMigrationTests {
-    @Test func realSecondsBecomeIntegerMillisecondsAndKeepTheirMeaning() throws {
+    @Test func realSecondsBecomeIntegerMillisecondsAndKeepTheirMeaning() async throws {
         let directory = try TemporaryDirectory("v14")
         defer { directory.remove() }
         try StoreFixture.writeOlderStore(in: directory, upTo: "v13-app-team", sql: """
@@ -105,25 +105,25 @@ struct TimesInMillisecondsMigrationTests {
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
         #expect(try store.appliedMigrations().contains("v14-times-in-milliseconds"))
-        let types = try store.writer.read { db in
+        let types = try await store.writer.read { db in
             try String.fetchAll(db, sql: """
                 SELECT typeof(registeredAt) FROM device UNION ALL SELECT typeof(createdAt) FROM app
                 UNION ALL SELECT typeof(reportedAt) FROM timeline UNION ALL SELECT typeof(createdAt) FROM provider_key
                 """)
         }
         #expect(Set(types) == ["integer"])
-        let stored = try store.writer.read { db in
+        let stored = try await store.writer.read { db in
             try Int64.fetchAll(db, sql: "SELECT registeredAt FROM device UNION ALL SELECT unregisteredAt FROM device WHERE id = 2")
         }
         #expect(stored.sorted() == [1_790_000_000_000, 1_790_000_000_123, 1_790_000_100_500])
-        #expect(try store.providerKeys().first?.createdAt == Date(timeIntervalSince1970: 1_790_000_002.999))
+        #expect(try await store.providerKeys().first?.createdAt == Date(timeIntervalSince1970: 1_790_000_002.999))
         #expect(try store.info().createdAt == Date(timeIntervalSince1970: 1_789_999_990.25))
-        #expect(try store.app(bundle: try BundleID("com.example.scores"))?.createdAt == Date(timeIntervalSince1970: 1_789_999_999.5))
-        let devices = try store.devices(bundle: nil, limit: 10).sorted { $0.token < $1.token }
+        #expect(try await store.app(bundle: try BundleID("com.example.scores"))?.createdAt == Date(timeIntervalSince1970: 1_789_999_999.5))
+        let devices = try await store.devices(bundle: nil, token: nil, limit: 10).sorted { $0.token < $1.token }
         #expect(devices.map(\.registeredAt) == [Date(timeIntervalSince1970: 1_790_000_000.123), Date(timeIntervalSince1970: 1_790_000_000)])
         #expect(devices[1].unregisteredAt == Date(timeIntervalSince1970: 1_790_000_100.5))
         // Apple's 410 is compared with the registration in the same unit: before it, nothing changes.
-        #expect(try store.markDeviceInvalid(device: 1, since: Date(timeIntervalSince1970: 1_790_000_000.122)) == false)
-        #expect(try store.markDeviceInvalid(device: 1, since: Date(timeIntervalSince1970: 1_790_000_000.124)) == true)
+        #expect(try await store.markDeviceInvalid(device: 1, since: Date(timeIntervalSince1970: 1_790_000_000.122)) == false)
+        #expect(try await store.markDeviceInvalid(device: 1, since: Date(timeIntervalSince1970: 1_790_000_000.124)) == true)
     }
 }

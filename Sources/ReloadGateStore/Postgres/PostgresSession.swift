@@ -27,6 +27,14 @@ public struct PostgresSession: SQLSession {
         return SQLRows(names: first.map(\.columnName), values: try rows.map { try $0.map(SQLValue.init) })
     }
 
+    public func forEachRow(_ query: SQLQuery, _ body: (SQLRow) throws -> Void) async throws {
+        for row in try await rows(query) { try body(row) }
+    }
+
+    public func readSnapshot() async throws {
+        _ = try await connection.rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+    }
+
     /// The owners of the devices read a notice written in this transaction (``PostgresStore/noticeOwners(of:at:on:logger:)``).
     public func registryChanged(devices: [Int64], at: Date) async throws {
         try await PostgresStore.noticeOwners(of: devices, at: at, on: connection, logger: logger)

@@ -88,10 +88,10 @@ extension PostgresStore {
                     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
                         $7::text[], $8::boolean[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::bigint[], $14::text[])
                     WHERE (SELECT ok FROM fenced)),
-                decisions AS (INSERT INTO decision (requestId, instanceId, kind, due, reason)
-                    SELECT d.requestId, d.instanceId, d.kind, d.due, d.reason
-                    FROM unnest($15::bigint[], $16::bigint[], $17::text[], $18::bigint[], $19::text[])
-                        WITH ORDINALITY AS d(requestId, instanceId, kind, due, reason, n)
+                decisions AS (INSERT INTO decision_run (requestId, instances, kind, due, reason, count)
+                    SELECT d.requestId, d.instances, d.kind, d.due, d.reason, d.count
+                    FROM unnest($15::bigint[], $16::text[], $17::text[], $18::bigint[], $19::text[], $63::bigint[])
+                        WITH ORDINALITY AS d(requestId, instances, kind, due, reason, count, n)
                     WHERE (SELECT ok FROM fenced) ORDER BY d.n),
                 removedStates AS (DELETE FROM instance_state WHERE instanceId = ANY($20::bigint[]) AND (SELECT ok FROM fenced)),
                 removedPending AS (DELETE FROM pending_reload WHERE instanceId = ANY($21::bigint[]) AND (SELECT ok FROM fenced)),
@@ -148,23 +148,14 @@ extension PostgresStore {
         let fence: LeaseFence?
 
         init(_ batch: LedgerBatch) {
-            var bindings = PostgresBindings(capacity: 62)
+            var bindings = PostgresBindings(capacity: 63)
             func nullable<Element: PostgresArrayEncodable & PostgresNonThrowingEncodable>(_ values: [Element?]) {
                 bindings.append(PostgresNullableArray(values))
             }
 
-            // Requests, each with its first decision; further decisions in batch order.
-            var position: [RequestID: Int] = [:]
-            for (index, request) in batch.requests.enumerated() { position[request.id] = index }
-            var first = [Decision?](repeating: nil, count: batch.requests.count)
-            var others: [Decision] = []
-            for decision in batch.decisions {
-                if let index = position[decision.request], first[index] == nil {
-                    first[index] = decision
-                } else {
-                    others.append(decision)
-                }
-            }
+            // Requests, each with its first decision; further decisions in runs.
+            let decisions = StoredDecisions(batch)
+            let first = decisions.first
             let requests = batch.requests
             bindings.append(requests.map { Int64(bitPattern: $0.id) })
             bindings.append(requests.map(\.app))
@@ -180,11 +171,12 @@ extension PostgresStore {
             nullable(first.map { $0?.kind.rawValue })
             nullable(first.map { $0?.due?.milliseconds })
             nullable(first.map { $0?.reason.description })
-            bindings.append(others.map { Int64(bitPattern: $0.request) })
-            nullable(others.map { $0.instance.map { Int64($0.rawValue) } })
-            bindings.append(others.map(\.kind.rawValue))
-            nullable(others.map { $0.due?.milliseconds })
-            bindings.append(others.map(\.reason.description))
+            let runs = decisions.runs
+            bindings.append(runs.map { Int64(bitPattern: $0.request) })
+            bindings.append(runs.map { IntegerList.text($0.instances) })
+            bindings.append(runs.map(\.kind.rawValue))
+            nullable(runs.map { $0.due?.milliseconds })
+            bindings.append(runs.map(\.reason))
 
             // The last state of each instance counts (one row per key and statement).
             var last: [Int64: InstanceSnapshot?] = [:]
@@ -259,6 +251,7 @@ extension PostgresStore {
             bindings.append(answers.map(\.expiresAt.milliseconds))
             bindings.append(batch.expiredBy?.milliseconds ?? Int64.min)
             bindings.append(Int64(batch.pruneLimit))
+            bindings.append(runs.map { Int64($0.count) })
             self.bindings = bindings
             self.fence = batch.fence
         }

@@ -222,6 +222,54 @@ extension PostgresStore {
                 """,
             ]
         ),
+        (
+            "pg9-decision-runs",
+            [
+                // One layout of the decisions on both engines (the SQLite store's `v20-decisions-in-runs-only`): a
+                // request's decisions past its first are written in runs, consecutive alike ones in one row.
+                // The rows of `decision` move into runs of one, in their order.
+                """
+                CREATE TABLE decision_run (
+                    seq bigserial PRIMARY KEY, requestId bigint NOT NULL, kind text NOT NULL, due bigint,
+                    reason text NOT NULL, instances text NOT NULL, count bigint NOT NULL)
+                """,
+                """
+                INSERT INTO decision_run (requestId, kind, due, reason, instances, count)
+                SELECT requestId, kind, due, reason, CASE WHEN instanceId IS NULL THEN '[]' ELSE '[' || instanceId || ']' END, 1
+                FROM decision ORDER BY seq
+                """,
+                "DROP TABLE decision",
+                "CREATE INDEX decision_run_on_request ON decision_run (requestId)",
+                // Gateways of the version before share the database during a rolling upgrade: they write,
+                // read and prune `decision`, which stays as a view over the runs that writes through to them
+                // (docs/OPERATIONS.md, "Upgrading gateways that share a database").
+                """
+                CREATE VIEW decision (seq, requestId, instanceId, kind, due, reason) AS
+                SELECT r.seq, r.requestId, i.instance, r.kind, r.due, r.reason FROM decision_run r
+                CROSS JOIN LATERAL (
+                    SELECT value::bigint AS instance FROM jsonb_array_elements_text(r.instances::jsonb) WHERE r.instances <> '[]'
+                    UNION ALL SELECT NULL FROM generate_series(1, r.count) WHERE r.instances = '[]') i
+                """,
+                """
+                CREATE FUNCTION reloadgate_decision_write() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF TG_OP = 'INSERT' THEN
+                        INSERT INTO decision_run (requestId, kind, due, reason, instances, count)
+                        VALUES (NEW.requestId, NEW.kind, NEW.due, NEW.reason,
+                            CASE WHEN NEW.instanceId IS NULL THEN '[]' ELSE '[' || NEW.instanceId || ']' END, 1);
+                        RETURN NEW;
+                    END IF;
+                    DELETE FROM decision_run WHERE seq = OLD.seq;
+                    RETURN OLD;
+                END
+                $$
+                """,
+                """
+                CREATE TRIGGER decision_writes INSTEAD OF INSERT OR DELETE ON decision
+                FOR EACH ROW EXECUTE FUNCTION reloadgate_decision_write()
+                """,
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

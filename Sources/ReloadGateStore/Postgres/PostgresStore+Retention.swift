@@ -30,7 +30,7 @@ extension PostgresStore {
                 """
                 WITH window_ AS (SELECT id FROM request ORDER BY id LIMIT \(limit)),
                 gone AS (DELETE FROM request WHERE id IN (SELECT id FROM window_) AND receivedAt < \(before) RETURNING id),
-                decisions AS (DELETE FROM decision WHERE requestId IN (SELECT id FROM gone))
+                decisions AS (DELETE FROM decision_run WHERE requestId IN (SELECT id FROM gone))
                 SELECT count(*), min(id), max(id), (SELECT count(*) FROM window_) FROM gone
                 """,
                 logger: logger

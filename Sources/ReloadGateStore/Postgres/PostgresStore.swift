@@ -274,7 +274,7 @@ public final class PostgresStore: Sendable {
                 try await connection.run("SET LOCAL lock_timeout = \(unescaped: String(milliseconds))", logger: logger)
                 try await connection.run(
                     """
-                    LOCK TABLE request, decision, instance_state, pending_reload, pending_list, delivery, inbox, device, widget
+                    LOCK TABLE request, decision_run, instance_state, pending_reload, pending_list, delivery, inbox, device, widget
                     IN ROW EXCLUSIVE MODE
                     """,
                     logger: logger

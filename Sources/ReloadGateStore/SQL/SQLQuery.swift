@@ -39,6 +39,8 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         case ids([Int64])
         /// Ordering text by its bytes (SQLite's default; PostgreSQL's `COLLATE "C"`).
         case binaryCollation
+        /// Whether the JSON array of integers in a column holds a value.
+        case jsonArrayContains(column: String, value: Int64)
     }
 
     var segments: [Segment]
@@ -81,6 +83,11 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         /// value from outside).
         public mutating func appendInterpolation(unescaped text: String) {
             segments.append(.text(text))
+        }
+
+        /// A condition: the JSON array of integers in `column` (a name chosen by the code) holds `value`.
+        public mutating func appendInterpolation(jsonArray column: String, contains value: Int64) {
+            segments.append(.jsonArrayContains(column: column, value: value))
         }
 
         /// `COLLATE` for ordering text by its bytes, after an `ORDER BY` column.
@@ -135,6 +142,12 @@ public enum SQLDialect: Sendable {
                 }
             case .binaryCollation:
                 text += self == .sqlite ? " COLLATE BINARY" : " COLLATE \"C\""
+            case .jsonArrayContains(let column, let value):
+                values.append(.integer(value))
+                switch self {
+                case .sqlite: text += "EXISTS (SELECT 1 FROM json_each(\(column)) WHERE value = \(placeholder(values.count)))"
+                case .postgres: text += "\(column)::jsonb @> jsonb_build_array(\(placeholder(values.count))::bigint)"
+                }
             }
         }
         return (text, values)

@@ -7,6 +7,12 @@ public protocol SQLSession {
     var dialect: SQLDialect { get }
     /// Runs `query` and returns its rows (none for a statement without `RETURNING`).
     func rows(_ query: SQLQuery) async throws -> SQLRows
+    /// Runs `query` and hands each row to `body` as it is read (SQLite reads them one by one; a result
+    /// from PostgreSQL arrives whole).
+    func forEachRow(_ query: SQLQuery, _ body: (SQLRow) throws -> Void) async throws
+    /// Makes this read transaction see one snapshot of the database throughout (SQLite's read
+    /// transactions do; PostgreSQL's default isolation does not). Called before the first query.
+    func readSnapshot() async throws
     /// Tells the owners of `devices` that their registration changed, in this transaction. A store one
     /// gateway owns does nothing; a shared store writes a notice the owner reads even if this gateway
     /// fails after the commit.

@@ -26,6 +26,20 @@ public struct SQLiteSession: SQLSession {
         return SQLRows(names: statement.columnNames, values: rows)
     }
 
+    public func forEachRow(_ query: SQLQuery, _ body: (SQLRow) throws -> Void) async throws {
+        let (text, values) = dialect.render(query)
+        let statement = try db.cachedStatement(sql: text)
+        try statement.setArguments(StatementArguments(values.map(\.databaseValue)))
+        let columns = SQLRows(names: statement.columnNames, values: []).columns
+        let cursor = try Row.fetchCursor(statement)
+        while let row = try cursor.next() {
+            try body(SQLRow(columns: columns, values: (0..<row.count).map { SQLValue(row[$0] as DatabaseValue) }))
+        }
+    }
+
+    /// A read transaction of SQLite's sees one snapshot already.
+    public func readSnapshot() async throws {}
+
     /// One gateway owns a SQLite store: the engine learns of its own registry changes directly.
     public func registryChanged(devices: [Int64], at: Date) async throws {}
 

@@ -13,10 +13,3 @@ extension SQLiteStore: GatewayStore {
         { _ = try self.checkpointWAL() }
     }
 }
-
-extension SQLiteStore {
-    /// The devices of `bundle` (all apps when nil), at most `limit`.
-    public func devices(bundle: String?, limit: Int) throws -> [DeviceRecord] {
-        try devices(bundle: bundle, token: nil, limit: limit)
-    }
-}

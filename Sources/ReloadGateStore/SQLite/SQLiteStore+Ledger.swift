@@ -52,20 +52,8 @@ extension SQLiteStore {
         }
         // The statements below run for every request, decision and changed instance: bound directly
         // (BoundStatement), each prepared once per batch.
-        // A request's first decision is written in the request's row; its other decisions (more targets,
-        // and later ones such as `cancelled`) go to `decision_run`, consecutive alike ones in one row
-        // (docs/DECISIONS.md, "A request's first decision is in its row", "Decisions are written in runs").
-        var inlined = [Bool](repeating: false, count: batch.decisions.count)
+        let decisions = StoredDecisions(batch)
         if !batch.requests.isEmpty {
-            var position: [RequestID: Int] = [:]
-            position.reserveCapacity(batch.requests.count)
-            for (index, request) in batch.requests.enumerated() { position[request.id] = index }
-            var first = [Int](repeating: -1, count: batch.requests.count)
-            for (index, decision) in batch.decisions.enumerated() {
-                guard let request = position[decision.request], first[request] < 0 else { continue }
-                first[request] = index
-                inlined[index] = true
-            }
             var insert = try BoundStatement(db, sql: """
                 INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId,
                     decisionInstanceId, decisionKind, decisionDue, decisionReason,
@@ -83,8 +71,8 @@ extension SQLiteStore {
                 insert.bind(request.exempt)
                 insert.bind(request.summary)
                 insert.bind(request.apnsID)
-                if first[index] >= 0 {
-                    insert.bindOutcome(of: batch.decisions[first[index]])
+                if let decision = decisions.first[index] {
+                    insert.bindOutcome(of: decision)
                 } else {
                     for _ in 0..<4 { insert.bindNull() }
                 }
@@ -103,35 +91,17 @@ extension SQLiteStore {
                 try insert.run()
             }
         }
-        if inlined.contains(false) {
+        if !decisions.runs.isEmpty {
             var insert = try BoundStatement(db, sql: "INSERT INTO decision_run (requestId, kind, due, reason, instances, count) VALUES (?, ?, ?, ?, ?, ?)")
-            // The run being gathered: its first decision, its instances, how many decisions.
-            var run: (decision: Decision, reason: String, instances: [Int64], count: Int)?
-            func flush() throws {
-                guard let current = run else { return }
-                insert.bind(Int64(bitPattern: current.decision.request))
-                insert.bind(current.decision.kind.rawValue)
-                insert.bind(current.decision.due?.milliseconds)
-                insert.bind(current.reason)
-                insert.bind(IntegerList.text(current.instances))
-                insert.bind(current.count)
+            for run in decisions.runs {
+                insert.bind(Int64(bitPattern: run.request))
+                insert.bind(run.kind.rawValue)
+                insert.bind(run.due?.milliseconds)
+                insert.bind(run.reason)
+                insert.bind(IntegerList.text(run.instances))
+                insert.bind(run.count)
                 try insert.run()
-                run = nil
             }
-            for (index, decision) in batch.decisions.enumerated() where !inlined[index] {
-                // A run holds decisions with instances, or decisions without (never both).
-                if let current = run, current.decision.request == decision.request, current.decision.kind == decision.kind,
-                    current.decision.due == decision.due, (current.decision.instance == nil) == (decision.instance == nil),
-                    current.decision.reason == decision.reason
-                {
-                    if let instance = decision.instance { run?.instances.append(Int64(instance.rawValue)) }
-                    run?.count += 1
-                    continue
-                }
-                try flush()
-                run = (decision, decision.reason.description, decision.instance.map { [Int64($0.rawValue)] } ?? [], 1)
-            }
-            try flush()
         }
         if !batch.instanceStates.isEmpty {
             var upsertState = try BoundStatement(db, sql: """

@@ -169,7 +169,7 @@ extension SQLiteStore {
             // commit. Keyed by the request's block of ids first, a commit's entries stay in a few pages
             // (docs/DECISIONS.md, "apns-ids indexed by block").
             try db.execute(sql: "DROP INDEX request_on_apns_id")
-            // 10: SQLiteStore.apnsIDBlockBits, written out because a migration never changes.
+            // 10: LedgerLayout.apnsIDBlockBits, written out because a migration never changes.
             try db.execute(sql: "CREATE INDEX request_on_block_apns_id ON request(id >> 10, apnsId)")
         }
         migrator.registerMigration("v11-pending-lists") { db in
@@ -301,6 +301,25 @@ extension SQLiteStore {
                 table.column("until", .integer).notNull()
             }
         }
+        migrator.registerMigration("v20-decisions-in-runs-only") { db in
+            // One layout of the decisions on both engines (PostgreSQL's `pg9-decision-runs`): the decisions
+            // written one row each before v15 move into runs of one, ahead of the runs written since (the
+            // order a request's decisions were made in), and the runs get an explicit `seq`, their order.
+            try db.execute(sql: """
+                CREATE TABLE decision_run_moved (
+                    seq INTEGER PRIMARY KEY, requestId INTEGER NOT NULL REFERENCES request(id) ON DELETE CASCADE,
+                    kind TEXT NOT NULL, due INTEGER, reason TEXT NOT NULL, instances TEXT NOT NULL, count INTEGER NOT NULL);
+                INSERT INTO decision_run_moved (requestId, kind, due, reason, instances, count)
+                    SELECT requestId, kind, due, reason, CASE WHEN instanceId IS NULL THEN '[]' ELSE '[' || instanceId || ']' END, 1
+                    FROM decision ORDER BY rowid;
+                INSERT INTO decision_run_moved (requestId, kind, due, reason, instances, count)
+                    SELECT requestId, kind, due, reason, instances, count FROM decision_run ORDER BY rowid;
+                DROP TABLE decision;
+                DROP TABLE decision_run;
+                ALTER TABLE decision_run_moved RENAME TO decision_run;
+                CREATE INDEX decision_run_on_request ON decision_run (requestId);
+                """)
+        }
         return migrator
     }
 
@@ -308,12 +327,4 @@ extension SQLiteStore {
     public func appliedMigrations() throws -> [String] {
         try writer.read { db in try Self.migrator.appliedMigrations(db) }
     }
-}
-
-extension SQLiteStore {
-    /// Requests are indexed by apns-id within blocks of 2^10 consecutive request ids
-    /// (`request_on_block_apns_id`): a group commit's entries fall into one or two blocks of at most
-    /// about a dozen index pages, and a lookup costs one index seek per block. Fixed by migration
-    /// `v10-apns-id-by-block`: the lookup's expression must be the index's.
-    static let apnsIDBlockBits: Int64 = 10
 }

@@ -3,7 +3,7 @@ import PostgresNIO
 
 extension PostgresStore {
     /// The schema's history, oldest first. Migrations are named and never edited once landed: add a new
-    /// one instead. The first one is the SQLite store's layout as of its `v14-times-in-milliseconds`.
+    /// one instead. The first one was the SQLite store's layout as of its `v14-times-in-milliseconds`.
     static let migrations: [(name: String, statements: [String])] = [
         (
             "pg1-schema",
@@ -227,7 +227,10 @@ extension PostgresStore {
             [
                 // One layout of the decisions on both engines (the SQLite store's `v20-decisions-in-runs-only`): a
                 // request's decisions past its first are written in runs, consecutive alike ones in one row.
-                // The rows of `decision` move into runs of one, in their order.
+                // The rows of `decision` move into runs of one, in their order. The table is locked first:
+                // a commit of a gateway of the version before that is in flight is waited for and its
+                // rows moved (the copy alone would not see them, and the drop would delete them).
+                "LOCK TABLE decision IN ACCESS EXCLUSIVE MODE",
                 """
                 CREATE TABLE decision_run (
                     seq bigserial PRIMARY KEY, requestId bigint NOT NULL, kind text NOT NULL, due bigint,
@@ -277,7 +280,8 @@ extension PostgresStore {
 
     /// Applies the migrations not applied yet, in one transaction under ``migrationLock``: a gateway
     /// starting while another migrates waits for it and then finds nothing to do.
-    static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+    /// - Parameter last: the last migration to apply (tests build the database of an older version).
+    static func migrate(_ client: PostgresClient, upTo last: String? = nil, logger: Logger) async throws {
         try await client.withTransaction(logger: logger) { connection in
             // A migration may rewrite a large table, and a gateway starting meanwhile waits for it: neither
             // is held to the store deadline of the pool's connections.
@@ -292,7 +296,8 @@ extension PostgresStore {
             for row in try await connection.rows("SELECT name FROM store_migration", logger: logger) {
                 applied.insert(try row.decode(String.self))
             }
-            for migration in migrations where !applied.contains(migration.name) {
+            let wanted = last.flatMap { last in migrations.firstIndex { $0.name == last }.map { migrations[...$0] } } ?? migrations[...]
+            for migration in wanted where !applied.contains(migration.name) {
                 for statement in migration.statements {
                     _ = try await connection.rows(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }

@@ -43,17 +43,17 @@ struct APNsUpstreamTests {
             return mock.received
         }
 
-        func deliveries(_ states: [RecordedDelivery.State]) throws -> [RecordedDelivery] {
+        func deliveries(_ states: [RecordedDelivery.State]) async throws -> [RecordedDelivery] {
             let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
             defer { try? store.close() }
-            return try store.deliveries(in: states)
+            return try await store.deliveries(in: states)
         }
 
         /// Waits until no delivery is pending or sending, reading one store opened for the wait.
         func waitForDeliveriesToSettle() async throws {
             let store = try SQLiteStore(directory: gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
             defer { try? store.close() }
-            _ = try await eventually { try store.deliveries(in: [.pending, .sending]).isEmpty }
+            _ = try await eventually { try await store.deliveries(in: [.pending, .sending]).isEmpty }
         }
     }
 
@@ -138,9 +138,9 @@ struct APNsUpstreamTests {
             #expect(request.headers["apns-priority"] == "10")
             #expect(request.body == #"{"aps":{"content-changed":true}}"#)
             // The mock answered 200 only because the gateway's token verified against the operator's key.
-            let sent = try fixture.deliveries([.sent])
+            let sent = try await fixture.deliveries([.sent])
             #expect(sent.map(\.apnsID) == [request.headers["apns-id"]])
-            #expect(try fixture.deliveries([.failed]).isEmpty)
+            #expect(try await fixture.deliveries([.failed]).isEmpty)
         }
     }
 
@@ -151,7 +151,7 @@ struct APNsUpstreamTests {
             #expect(try await fixture.push().status == 200)
             _ = try await fixture.waitForMock(1)
             try await fixture.waitForDeliveriesToSettle()
-            #expect(try fixture.deliveries([.failed]).count == 1)
+            #expect(try await fixture.deliveries([.failed]).count == 1)
             let next = try await fixture.push()
             #expect(next.status == 410)
             #expect(next.reason == "Unregistered")
@@ -192,7 +192,7 @@ struct APNsUpstreamTests {
             #expect(try await fixture.push(kind: "scores").header("reloadgate-decision") == "scheduled")
             _ = try await fixture.waitForMock(2)
             try await fixture.waitForDeliveriesToSettle()
-            #expect(try fixture.deliveries([.failed]).count == 1)
+            #expect(try await fixture.deliveries([.failed]).count == 1)
             _ = try await eventually { try await store.pendingReloads(PendingFilter()).isEmpty }
             #expect(try await store.pendingReloads(PendingFilter()).isEmpty)
             let request = try await #require(try await store.requests(apnsID: apnsID.lowercased()).last)
@@ -243,7 +243,7 @@ struct APNsUpstreamTests {
             #expect(try await fixture.push().status == 200)
             #expect(try await fixture.waitForMock(2).count == 2)
             try await fixture.waitForDeliveriesToSettle()
-            #expect(try fixture.deliveries([.sent]).count == 1)
+            #expect(try await fixture.deliveries([.sent]).count == 1)
         }
     }
 
@@ -255,7 +255,7 @@ struct APNsUpstreamTests {
             try await fixture.waitForDeliveriesToSettle()
             try await Task.sleep(for: .milliseconds(1500))
             #expect(fixture.mock.received.count == 1)
-            #expect(try fixture.deliveries([.failed]).count == 1)
+            #expect(try await fixture.deliveries([.failed]).count == 1)
         }
     }
 
@@ -275,7 +275,7 @@ struct APNsUpstreamTests {
             #expect(received.count == 3)
             // The same apns-id on every attempt.
             #expect(Set(received.compactMap { $0.headers["apns-id"] }).count == 1)
-            #expect(try fixture.deliveries([.sent]).count == 1)
+            #expect(try await fixture.deliveries([.sent]).count == 1)
             // Growing waits: at least 1 s then at least 2 s (upstream.retryDelay 1000 ms, doubled; jitter
             // takes at most 20% off). Only lower bounds: a busy machine makes any wait longer.
             if received.count == 3 {
@@ -313,7 +313,7 @@ struct APNsUpstreamTests {
             #expect(try await fixture.push().status == 200)
             _ = try await fixture.waitForMock(3)
             try await fixture.waitForDeliveriesToSettle()
-            let sent = try fixture.deliveries([.sent])
+            let sent = try await fixture.deliveries([.sent])
             #expect(sent.count == 1)
             // The reset stream left its outcome unknown; the GOAWAY said the request was not processed.
             #expect(sent.first?.history.attempts == 3)

@@ -210,7 +210,7 @@ struct ControlsEndToEndTests {
             // The mock accepted both (its checks passed): both deliveries are sent.
             let store = try fixture.store()
             defer { try? store.close() }
-            _ = try await eventually { try store.deliveries(in: [.sent]).count >= 2 }
+            _ = try await eventually { try await store.deliveries(in: [.sent]).count >= 2 }
             #expect(try await store.deliveries(in: [.sent]).count == 2)
         }
     }

@@ -109,7 +109,7 @@ struct DeliveryChaosTests {
             defer { try? store.close() }
             var open = -1
             _ = try await eventually(within: .seconds(120), every: .milliseconds(50)) {
-                open = try store.deliveries(in: [.pending, .sending]).count
+                open = try await store.deliveries(in: [.pending, .sending]).count
                 return open == 0
             }
             #expect(open == 0, "deliveries still open after two minutes")

@@ -107,7 +107,7 @@ struct WebhookEndToEndTests {
             // The delivery's way through the store ends in `sent`.
             var sent: [RecordedDelivery] = []
             _ = try await eventually {
-                sent = try fixture.store.deliveries(in: [.sent])
+                sent = try await fixture.store.deliveries(in: [.sent])
                 return !sent.isEmpty
             }
             #expect(sent.map(\.requests) == [[RequestID(requestID)]])
@@ -158,7 +158,7 @@ struct WebhookEndToEndTests {
             #expect(first.status == 202, "\(first.body)")
             _ = try await fixture.waitForOutbox(lines: 1)
             // Let the delivery reach `sent` so that nothing moves while the refusals are checked.
-            _ = try await eventually { try fixture.store.deliveries(in: [.pending, .sending]).isEmpty }
+            _ = try await eventually { try await fixture.store.deliveries(in: [.pending, .sending]).isEmpty }
             let before = try await fixture.store.ledgerCounts()
             let outboxBefore = try fixture.outbox().count
 

@@ -69,14 +69,14 @@ struct SQLiteStoreTests {
         #expect(!FileManager.default.fileExists(atPath: directory.path("data/reloadgate.sqlite-wal")))
     }
 
-    @Test func closingAfterReadsRemovesTheWAL() throws {
+    @Test func closingAfterReadsRemovesTheWAL() async throws {
         let directory = try TemporaryDirectory("store")
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
-        _ = try store.registeredInstances()
-        _ = try store.instanceSnapshots()
-        _ = try store.lastRequestID()
-        _ = try store.deliveries(in: [.pending, .sending])
+        _ = try await store.registeredInstances()
+        _ = try await store.instanceSnapshots()
+        _ = try await store.lastRequestID()
+        _ = try await store.deliveries(in: [.pending, .sending])
         try store.close()
         #expect(!FileManager.default.fileExists(atPath: directory.path("data/reloadgate.sqlite-wal")))
     }

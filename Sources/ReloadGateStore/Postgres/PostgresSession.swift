@@ -12,16 +12,7 @@ public struct PostgresSession: SQLSession {
     public func rows(_ query: SQLQuery) async throws -> SQLRows {
         let (text, values) = dialect.render(query)
         var bindings = PostgresBindings(capacity: values.count)
-        for value in values {
-            switch value {
-            case .null: bindings.appendNull()
-            case .integer(let value): bindings.append(value)
-            case .real(let value): bindings.append(value)
-            case .text(let value): bindings.append(value)
-            case .bool(let value): bindings.append(value)
-            case .blob(let value): bindings.append(ByteBuffer(bytes: value))
-            }
-        }
+        for value in values { bindings.append(value) }
         let rows = try await connection.rows(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
         guard let first = rows.first else { return SQLRows(names: [], values: []) }
         return SQLRows(names: first.map(\.columnName), values: try rows.map { try $0.map(SQLValue.init) })
@@ -38,6 +29,20 @@ public struct PostgresSession: SQLSession {
     /// The owners of the devices read a notice written in this transaction (``PostgresStore/noticeOwners(of:at:on:logger:)``).
     public func registryChanged(devices: [Int64], at: Date) async throws {
         try await PostgresStore.noticeOwners(of: devices, at: at, on: connection, logger: logger)
+    }
+}
+
+extension PostgresBindings {
+    /// Binds `value` with the PostgreSQL type of its case.
+    mutating func append(_ value: SQLValue) {
+        switch value {
+        case .null: appendNull()
+        case .integer(let value): append(value)
+        case .real(let value): append(value)
+        case .text(let value): append(value)
+        case .bool(let value): append(value)
+        case .blob(let value): append(ByteBuffer(bytes: value))
+        }
     }
 }
 

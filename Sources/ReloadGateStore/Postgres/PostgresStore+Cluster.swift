@@ -109,11 +109,13 @@ extension PostgresStore: ClusterStore {
 
     public func deliveries(in states: [RecordedDelivery.State], partitions: [Int]) async throws -> [RecordedDelivery] {
         guard !partitions.isEmpty else { return [] }
-        return try await rows(
-            """
-            SELECT \(unescaped: Self.deliveryColumns) FROM delivery dl WHERE state = ANY(\(states.map(\.rawValue)))
-                AND \(unescaped: Self.inPartitions("dl.deviceId", partitions)) ORDER BY releasedAt, apnsId
-            """, deadline: Self.readDeadline).compactMap { try Self.recordedDelivery($0) }
+        let names = states.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        return try await reading(scanning: true) { session in
+            try await session.rows("""
+                SELECT \(unescaped: RecordedDelivery.columns) FROM delivery dl WHERE dl.state IN (\(unescaped: names))
+                    AND \(unescaped: Self.inPartitions("dl.deviceId", partitions)) ORDER BY dl.releasedAt, dl.apnsId
+                """).compactMap(RecordedDelivery.init)
+        }
     }
 
     public func partitionLeases() async throws -> [PartitionLease] {

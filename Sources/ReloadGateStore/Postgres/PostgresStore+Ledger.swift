@@ -374,43 +374,5 @@ extension PostgresStore {
         return RequestID(bitPattern: value)
     }
 
-    /// Deliveries in the given states, oldest first.
-    public func deliveries(in states: [RecordedDelivery.State]) async throws -> [RecordedDelivery] {
-        try await rows(
-            "SELECT \(unescaped: Self.deliveryColumns) FROM delivery dl WHERE state = ANY(\(states.map(\.rawValue))) ORDER BY releasedAt, apnsId", deadline: Self.readDeadline).compactMap { try Self.recordedDelivery($0) }
-    }
-
-    /// The columns ``recordedDelivery(_:)`` reads, in its order (of `delivery dl`).
-    static let deliveryColumns = """
-        dl.apnsId, dl.deviceId, dl.releasedAt, dl.instances, dl.requests, dl.requestCount, dl.priority, dl.expiration,
-        dl.state, dl.attempts, dl.lastError, dl.unknownOutcomes, dl.updatedAt
-        """
-
-    /// A row of ``deliveryColumns`` as a value, read by column name (PostgreSQL folds the names to lower
-    /// case); `nil` for an unknown priority or state.
-    static func recordedDelivery(_ row: PostgresRow) throws -> RecordedDelivery? {
-        let columns = row.makeRandomAccess()
-        let priorityValue = try columns["priority"].decode(Int64.self)
-        guard let priority = Priority(rawValue: Int(priorityValue)),
-            let state = RecordedDelivery.State(rawValue: try columns["state"].decode(String.self))
-        else { return nil }
-        let requests = IntegerList.parse(try columns["requests"].decode(String.self))
-        return RecordedDelivery(
-            apnsID: try columns["apnsid"].decode(String.self),
-            device: try columns["deviceid"].decode(Int64.self),
-            released: Timestamp(milliseconds: try columns["releasedat"].decode(Int64.self)),
-            instances: IntegerList.parse(try columns["instances"].decode(String.self)),
-            requests: requests.map { RequestID(bitPattern: $0) },
-            requestCount: try columns["requestcount"].decode(Int64?.self).map(Int.init),
-            priority: priority,
-            expiration: try columns["expiration"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
-            state: state,
-            history: .init(
-                attempts: Int(try columns["attempts"].decode(Int64.self)),
-                lastError: try columns["lasterror"].decode(String?.self),
-                unknownOutcomes: Int(try columns["unknownoutcomes"].decode(Int64.self))
-            )
-        )
-    }
 }
 

@@ -24,28 +24,10 @@ extension PostgresStore {
             bindings.append(devices.map(\.hex))
             sql += " AND device.token = ANY($\(bindings.count))"
         }
-        sql += Self.matchFilter(target.match, into: &bindings) + " ORDER BY widget.id"
+        // The match's parameters follow the ones bound above.
+        let match = SQLDialect.postgres.render(SQLDialect.postgres.parameterMatch(target.match), firstPlaceholder: bindings.count + 1)
+        sql += match.text + " ORDER BY widget.id"
+        for value in match.values { bindings.append(value) }
         return try await rows(PostgresQuery(unsafeSQL: sql, binds: bindings)).map { try $0.decode((Int64, Int64).self) }
-    }
-
-    /// `AND` conditions on `widget.id` for a configuration match, binding into `bindings`.
-    static func matchFilter(_ match: [String: WidgetConfiguration.Value], into bindings: inout PostgresBindings) -> String {
-        var sql = ""
-        for (key, value) in match.sorted(by: { $0.key < $1.key }) {
-            bindings.append(key)
-            sql += " AND widget.id IN (SELECT widgetId FROM widget_parameter WHERE key = $\(bindings.count)"
-            switch value {
-            case .string(let text):
-                bindings.append(text)
-                sql += " AND type = 'text' AND textValue = $\(bindings.count))"
-            case .number(let number):
-                bindings.append(number)
-                sql += " AND type = 'number' AND numberValue = $\(bindings.count))"
-            case .bool(let flag):
-                bindings.append(flag ? "true" : "false")
-                sql += " AND type = $\(bindings.count))"
-            }
-        }
-        return sql
     }
 }

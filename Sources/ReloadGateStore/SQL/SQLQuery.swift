@@ -119,41 +119,43 @@ public enum SQLDialect: Sendable {
     case sqlite
     case postgres
 
-    /// `query`'s text in this dialect and its values in order.
-    func render(_ query: SQLQuery) -> (text: String, values: [SQLValue]) {
+    /// `query`'s text in this dialect and its values in order; PostgreSQL's placeholders are numbered from
+    /// `firstPlaceholder` (a query appended to one with parameters of its own).
+    func render(_ query: SQLQuery, firstPlaceholder: Int = 1) -> (text: String, values: [SQLValue]) {
         var text = ""
         var values: [SQLValue] = []
+        let offset = firstPlaceholder - 1
         for segment in query.segments {
             switch segment {
             case .text(let part):
                 text += part
             case .value(let value):
                 values.append(value)
-                text += placeholder(values.count)
+                text += placeholder(values.count, offset: offset)
             case .ids(let ids):
                 switch self {
                 case .sqlite:
                     values.append(.text("[" + ids.map(String.init).joined(separator: ",") + "]"))
-                    text += "(SELECT value FROM json_each(\(placeholder(values.count))))"
+                    text += "(SELECT value FROM json_each(\(placeholder(values.count, offset: offset))))"
                 case .postgres:
                     // Bound as a literal array: one parameter whatever the count.
                     values.append(.text("{" + ids.map(String.init).joined(separator: ",") + "}"))
-                    text += "(SELECT unnest(\(placeholder(values.count))::bigint[]))"
+                    text += "(SELECT unnest(\(placeholder(values.count, offset: offset))::bigint[]))"
                 }
             case .binaryCollation:
                 text += self == .sqlite ? " COLLATE BINARY" : " COLLATE \"C\""
             case .jsonArrayContains(let column, let value):
                 values.append(.integer(value))
                 switch self {
-                case .sqlite: text += "EXISTS (SELECT 1 FROM json_each(\(column)) WHERE value = \(placeholder(values.count)))"
-                case .postgres: text += "\(column)::jsonb @> jsonb_build_array(\(placeholder(values.count))::bigint)"
+                case .sqlite: text += "EXISTS (SELECT 1 FROM json_each(\(column)) WHERE value = \(placeholder(values.count, offset: offset)))"
+                case .postgres: text += "\(column)::jsonb @> jsonb_build_array(\(placeholder(values.count, offset: offset))::bigint)"
                 }
             }
         }
         return (text, values)
     }
 
-    private func placeholder(_ number: Int) -> String {
-        self == .sqlite ? "?" : "$\(number)"
+    private func placeholder(_ number: Int, offset: Int) -> String {
+        self == .sqlite ? "?" : "$\(number + offset)"
     }
 }

@@ -249,36 +249,6 @@ extension SQLiteStore {
         SELECT MAX(id) FROM (SELECT MAX(id) AS id FROM request UNION ALL SELECT MAX(lastRequest) FROM ledger_prune) AS ids
         """
 
-    /// Deliveries in the given states, oldest first (on start: `pending` and `sending` ones are sent again).
-    public func deliveries(in states: [RecordedDelivery.State]) throws -> [RecordedDelivery] {
-        try writer.read { db in
-            let marks = states.map { _ in "?" }.joined(separator: ",")
-            return try Row.fetchAll(
-                db,
-                sql: "SELECT * FROM delivery WHERE state IN (\(marks)) ORDER BY releasedAt, apnsId",
-                arguments: StatementArguments(states.map(\.rawValue))
-            ).compactMap(Self.recordedDelivery)
-        }
-    }
-
-    /// A `delivery` row as a value; `nil` for a row with an unknown priority or state.
-    static func recordedDelivery(_ row: Row) -> RecordedDelivery? {
-        guard let priority = Priority(rawValue: row["priority"]), let state = RecordedDelivery.State(rawValue: row["state"])
-        else { return nil }
-        return RecordedDelivery(
-            apnsID: row["apnsId"],
-            device: row["deviceId"],
-            released: Timestamp(milliseconds: row["releasedAt"]),
-            instances: IntegerList.parse(row["instances"]),
-            requests: IntegerList.parse(row["requests"]).map { RequestID(bitPattern: $0) },
-            requestCount: row["requestCount"],
-            priority: priority,
-            expiration: (row["expiration"] as Int64?).map(Timestamp.init(milliseconds:)),
-            state: state,
-            history: .init(attempts: row["attempts"], lastError: row["lastError"], unknownOutcomes: row["unknownOutcomes"])
-        )
-    }
-
     /// Moves a delivery to a new state (pending -> sending -> sent | failed) at `now`, counting attempts.
     public func setDeliveryState(apnsID: String, to state: RecordedDelivery.State, error: String? = nil, at now: Date) throws {
         try writer.write { db in

@@ -25,14 +25,6 @@ extension SQLiteStore {
         }
     }
 
-    public func markDeviceInvalid(device: Int64, since: Date) async throws -> Bool {
-        try await offThread { try self.markDeviceInvalid(device: device, since: since) }
-    }
-
-    public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) async throws -> (device: Int64, instance: Int64) {
-        try await offThread { try self.adoptDevice(app: app, token: token, pushType: pushType, now: now) }
-    }
-
 }
 
 /// Where the store's reads wait for the disk (``SQLiteStore/offThreadRead(_:)``): on the asking thread while
@@ -110,14 +102,6 @@ extension SQLiteStore {
     /// suspended.
     func offThreadRead<T: Sendable>(_ read: @escaping @Sendable () throws -> T) async throws -> T {
         try await readThreads.run(read)
-    }
-
-    public func pushDeviceStatus(app: App, token: DeviceToken) async throws -> PushDeviceStatus {
-        try await offThreadRead { try self.pushDeviceStatus(app: app, token: token) }
-    }
-
-    public func pushTargets(device: Int64, kind: String?, match: [String: WidgetConfiguration.Value]) async throws -> [Int64] {
-        try await offThreadRead { try self.pushTargets(device: device, kind: kind, match: match) }
     }
 
     public func targetInstances(app: App, target: ReloadTarget) async throws -> [(instance: Int64, device: Int64)] {

@@ -21,9 +21,9 @@ extension SQLiteStore {
             sql += " AND device.token IN (" + devices.map { _ in "?" }.joined(separator: ",") + ")"
             arguments += StatementArguments(devices.map(\.hex))
         }
-        let match = Self.matchFilter(target.match)
-        sql += match.sql + " ORDER BY widget.id"
-        arguments += match.arguments
+        let match = SQLDialect.sqlite.render(SQLDialect.sqlite.parameterMatch(target.match))
+        sql += match.text + " ORDER BY widget.id"
+        arguments += StatementArguments(match.values.map(\.databaseValue))
         return try writer.read { db in
             // Prepared once per shape of query (kind or not, how many devices and match keys).
             let rows = try RowCursor(db, sql: sql, arguments: arguments)
@@ -31,27 +31,5 @@ extension SQLiteStore {
             while try rows.next() { instances.append((rows.int64(0), rows.int64(1))) }
             return instances
         }
-    }
-
-    /// `AND` conditions on `widget.id` for a configuration match: each key is an indexed lookup in
-    /// widget_parameter (kept by triggers from the JSON).
-    static func matchFilter(_ match: [String: WidgetConfiguration.Value]) -> (sql: String, arguments: StatementArguments) {
-        var sql = ""
-        var arguments = StatementArguments()
-        for (key, value) in match.sorted(by: { $0.key < $1.key }) {
-            sql += " AND widget.id IN (SELECT widgetId FROM widget_parameter WHERE key = ?"
-            switch value {
-            case .string(let text):
-                sql += " AND value = ? AND type = 'text')"
-                arguments += [key, text]
-            case .number(let number):
-                sql += " AND value = ? AND type IN ('integer', 'real'))"
-                arguments += [key, number]
-            case .bool(let flag):
-                sql += " AND type = ?)"
-                arguments += [key, flag ? "true" : "false"]
-            }
-        }
-        return (sql, arguments)
     }
 }

@@ -102,3 +102,81 @@ public struct LedgerPruning: Sendable, Hashable {
         return "request \(id) is not in the ledger: requests up to \(latest?.lastRequest ?? id) were pruned\(before) (ledger.retention)"
     }
 }
+
+extension SQLStore {
+    /// What pruning deleted: the span of `request` (when one kept covers it), the newest and the oldest.
+    public func ledgerPruning(request: Int64?) async throws -> LedgerPruning {
+        try await reading { session in
+            let covering = try await request.asyncMap { id in
+                try await session.prunedSpan("""
+                    SELECT \(unescaped: PrunedSpan.columns) FROM ledger_prune WHERE firstRequest <= \(id) AND lastRequest >= \(id)
+                    ORDER BY firstRequest DESC LIMIT 1
+                    """)
+            }
+            return LedgerPruning(
+                span: covering ?? nil,
+                latest: try await session.prunedSpan("SELECT \(unescaped: PrunedSpan.columns) FROM ledger_prune ORDER BY until DESC LIMIT 1"),
+                oldest: try await session.prunedSpan("SELECT \(unescaped: PrunedSpan.columns) FROM ledger_prune ORDER BY since LIMIT 1")
+            )
+        }
+    }
+}
+
+extension SQLSession {
+    /// Records that requests `first` to `last` were pruned by `step`: the newest span grows when it takes
+    /// them (``PrunedSpan/takes(first:at:)``), else a span starts and the oldest past ``PrunedSpan/kept``
+    /// go.
+    func recordPrunedSpan(first: Int64, last: Int64, step: LedgerPruneStep) async throws {
+        let now = step.now.milliseconds
+        let before = step.receivedBefore.milliseconds
+        if let latest = try await prunedSpan("SELECT \(unescaped: PrunedSpan.columns) FROM ledger_prune ORDER BY until DESC LIMIT 1"),
+            latest.takes(first: first, at: now)
+        {
+            try await run("""
+                UPDATE ledger_prune SET lastRequest = CASE WHEN lastRequest > \(last) THEN lastRequest ELSE \(last) END,
+                    receivedBefore = CASE WHEN receivedBefore > \(before) THEN receivedBefore ELSE \(before) END, until = \(now)
+                WHERE firstRequest = \(latest.firstRequest)
+                """)
+            return
+        }
+        try await run("INSERT INTO ledger_prune (firstRequest, lastRequest, receivedBefore, since, until) VALUES (\(first), \(last), \(before), \(now), \(now))")
+        try await run("""
+            DELETE FROM ledger_prune WHERE since < (SELECT since FROM ledger_prune ORDER BY since DESC LIMIT 1 OFFSET \(Int64(PrunedSpan.kept - 1)))
+            """)
+    }
+
+    /// Deletes up to `step.limit` deliveries released before the bound and finished (`sent`, `failed`),
+    /// oldest first; returns how many.
+    func pruneDeliveries(_ step: LedgerPruneStep) async throws -> Int {
+        try await rows("""
+            DELETE FROM delivery WHERE apnsId IN (
+                SELECT apnsId FROM delivery WHERE releasedAt < \(step.receivedBefore.milliseconds)
+                    AND state IN (\(unescaped: LedgerPruneStep.finishedStatesSQL)) ORDER BY releasedAt LIMIT \(Int64(step.limit)))
+            RETURNING apnsId
+            """).count
+    }
+
+    /// The span of the query's one row of ``PrunedSpan/columns``, or `nil`.
+    func prunedSpan(_ query: SQLQuery) async throws -> PrunedSpan? {
+        try await row(query).map { row in
+            PrunedSpan(
+                firstRequest: try row.int64("firstRequest"), lastRequest: try row.int64("lastRequest"),
+                receivedBefore: Timestamp(milliseconds: try row.int64("receivedBefore")),
+                since: Timestamp(milliseconds: try row.int64("since")), until: Timestamp(milliseconds: try row.int64("until"))
+            )
+        }
+    }
+}
+
+extension PrunedSpan {
+    /// The columns of `ledger_prune`.
+    static let columns = "firstRequest, lastRequest, receivedBefore, since, until"
+}
+
+extension Optional {
+    /// `transform` of the wrapped value, awaited.
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
+    }
+}

@@ -218,6 +218,17 @@ extension SQLStore {
         }
     }
 
+    /// The highest request id recorded, pruned ones included (`ledger_prune`), so that ids keep growing
+    /// across restarts and an id is never given twice.
+    public func lastRequestID() async throws -> RequestID {
+        try await reading { session in
+            let row = try await session.row("""
+                SELECT MAX(id) AS last FROM (SELECT MAX(id) AS id FROM request UNION ALL SELECT MAX(lastRequest) FROM ledger_prune) AS ids
+                """)
+            return RequestID(bitPattern: try row?.optionalInt64("last") ?? 0)
+        }
+    }
+
     /// Counts the ledger's rows.
     public func ledgerCounts() async throws -> LedgerCounts {
         try await reading(scanning: true) { session in

@@ -367,12 +367,6 @@ extension PostgresStore {
         }
     }
 
-    /// The highest request id recorded, so that ids keep growing across restarts.
-    public func lastRequestID() async throws -> RequestID {
-        // Pruned ids included (``SQLiteStore/lastRequestIDSQL``): an id is never given twice.
-        let value = try await rows(PostgresQuery(unsafeSQL: SQLiteStore.lastRequestIDSQL)).first?.decode(Int64?.self) ?? 0
-        return RequestID(bitPattern: value)
-    }
 
 }
 

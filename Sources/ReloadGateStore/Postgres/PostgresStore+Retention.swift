@@ -37,83 +37,14 @@ extension PostgresStore {
             ).first!.decode((Int64, Int64?, Int64?, Int64).self)
             pruned.requests = Int(requests.0)
             pruned.more = requests.0 == limit
+            let session = PostgresSession(connection: connection, logger: logger)
             if let low = requests.1, let high = requests.2 {
-                try await Self.recordSpan(first: low, last: high, before: before, now: now, on: connection, logger: logger)
+                try await session.recordPrunedSpan(first: low, last: high, step: step)
             }
-            let deliveries = try await connection.rows(
-                """
-                WITH gone AS (DELETE FROM delivery WHERE apnsId IN (
-                    SELECT apnsId FROM delivery WHERE releasedAt < \(before) AND state IN (\(unescaped: LedgerPruneStep.finishedStatesSQL))
-                    ORDER BY releasedAt LIMIT \(limit)) RETURNING 1)
-                SELECT count(*) FROM gone
-                """,
-                logger: logger
-            ).first!.decode(Int64.self)
-            pruned.deliveries = Int(deliveries)
-            pruned.more = pruned.more || deliveries == limit
+            let deliveries = try await session.pruneDeliveries(step)
+            pruned.deliveries = deliveries
+            pruned.more = pruned.more || deliveries == step.limit
             return pruned
         }
-    }
-
-    /// The newest span grows when it takes the step (``PrunedSpan/takes(first:at:)``), else a span starts.
-    private static func recordSpan(first: Int64, last: Int64, before: Int64, now: Int64, on connection: PostgresConnection, logger: Logger) async throws {
-        if let latest = try span(try await connection.rows(
-            "SELECT \(unescaped: spanColumns) FROM ledger_prune ORDER BY until DESC LIMIT 1", logger: logger
-        ).first) {
-            let latestFirst = latest.firstRequest
-            if latest.takes(first: first, at: now) {
-                _ = try await connection.rows(
-                    """
-                    UPDATE ledger_prune SET lastRequest = greatest(lastRequest, \(last)),
-                        receivedBefore = greatest(receivedBefore, \(before)), until = \(now)
-                    WHERE firstRequest = \(latestFirst)
-                    """,
-                    logger: logger
-                )
-                return
-            }
-        }
-        _ = try await connection.rows(
-            "INSERT INTO ledger_prune (firstRequest, lastRequest, receivedBefore, since, until) VALUES (\(first), \(last), \(before), \(now), \(now))",
-            logger: logger
-        )
-        _ = try await connection.rows(
-            """
-            DELETE FROM ledger_prune WHERE firstRequest IN (
-                SELECT firstRequest FROM ledger_prune ORDER BY since DESC OFFSET \(Int64(PrunedSpan.kept)))
-            """,
-            logger: logger
-        )
-    }
-
-    /// The columns of `ledger_prune`, in the order ``span(_:)`` reads them.
-    static let spanColumns = "firstRequest, lastRequest, receivedBefore, since, until"
-
-    /// A row of `ledger_prune` (``spanColumns``) as a span.
-    static func span(_ row: PostgresRow?) throws -> PrunedSpan? {
-        guard let row else { return nil }
-        let (first, last, before, since, until) = try row.decode((Int64, Int64, Int64, Int64, Int64).self)
-        return PrunedSpan(
-            firstRequest: first, lastRequest: last, receivedBefore: Timestamp(milliseconds: before),
-            since: Timestamp(milliseconds: since), until: Timestamp(milliseconds: until)
-        )
-    }
-
-    public func ledgerPruning(request: Int64?) async throws -> LedgerPruning {
-        let columns = Self.spanColumns
-        var covering: PrunedSpan?
-        if let request {
-            covering = try Self.span(try await rows(
-                """
-                SELECT \(unescaped: columns) FROM ledger_prune WHERE firstRequest <= \(request) AND lastRequest >= \(request)
-                ORDER BY firstRequest DESC LIMIT 1
-                """
-            ).first)
-        }
-        return LedgerPruning(
-            span: covering,
-            latest: try Self.span(try await rows("SELECT \(unescaped: columns) FROM ledger_prune ORDER BY until DESC LIMIT 1").first),
-            oldest: try Self.span(try await rows("SELECT \(unescaped: columns) FROM ledger_prune ORDER BY since LIMIT 1").first)
-        )
     }
 }

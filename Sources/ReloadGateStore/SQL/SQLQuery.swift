@@ -123,7 +123,9 @@ public enum SQLDialect: Sendable {
     /// `firstPlaceholder` (a query appended to one with parameters of its own).
     func render(_ query: SQLQuery, firstPlaceholder: Int = 1) -> (text: String, values: [SQLValue]) {
         var text = ""
+        text.reserveCapacity(256)
         var values: [SQLValue] = []
+        values.reserveCapacity(query.segments.count / 2 + 1)
         let offset = firstPlaceholder - 1
         for segment in query.segments {
             switch segment {

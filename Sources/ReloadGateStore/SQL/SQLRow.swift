@@ -2,14 +2,12 @@ public import Foundation
 
 /// The rows of a query, each column read by its name.
 public struct SQLRows: Sendable, RandomAccessCollection {
-    /// Column names (lowercased: PostgreSQL folds unquoted names) to their positions.
-    let columns: [String: Int]
+    /// The columns' names, as the engine reports them.
+    let columns: SQLColumns
     let values: [[SQLValue]]
 
     init(names: [String], values: [[SQLValue]]) {
-        var columns: [String: Int] = [:]
-        for (index, name) in names.enumerated() { columns[name.lowercased()] = columns[name.lowercased()] ?? index }
-        self.columns = columns
+        self.columns = SQLColumns(names: names)
         self.values = values
     }
 
@@ -18,15 +16,28 @@ public struct SQLRows: Sendable, RandomAccessCollection {
     public subscript(position: Int) -> SQLRow { SQLRow(columns: columns, values: values[position]) }
 }
 
+/// The names of a result's columns. A name is found whatever its case (PostgreSQL folds unquoted names to
+/// lower case), by a scan: results have a few columns, and a scan allocates nothing.
+struct SQLColumns: Sendable {
+    let names: [String]
+
+    func index(of name: String) -> Int? {
+        names.firstIndex { candidate in
+            candidate.utf8.count == name.utf8.count
+                && zip(candidate.utf8, name.utf8).allSatisfy { $0 == $1 || ($0 | 0x20 == $1 | 0x20 && ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A) }
+        }
+    }
+}
+
 /// One row of ``SQLRows``. A column that is missing, or holds another type than asked, is
 /// ``StoreError/corrupt(reason:)``.
 public struct SQLRow: Sendable {
-    let columns: [String: Int]
+    let columns: SQLColumns
     let values: [SQLValue]
 
     /// The value of the column named `name` (any case).
     public func value(_ name: String) throws -> SQLValue {
-        guard let index = columns[name.lowercased()] else {
+        guard let index = columns.index(of: name) else {
             throw StoreError.corrupt(reason: "a query's rows have no column \(name)")
         }
         return values[index]

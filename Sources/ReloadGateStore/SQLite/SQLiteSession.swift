@@ -21,7 +21,10 @@ public struct SQLiteSession: SQLSession {
         let cursor = try Row.fetchCursor(statement)
         var rows: [[SQLValue]] = []
         while let row = try cursor.next() {
-            rows.append((0..<row.count).map { SQLValue(row[$0] as DatabaseValue) })
+            var values: [SQLValue] = []
+            values.reserveCapacity(row.count)
+            for index in 0..<row.count { values.append(SQLValue(row[index] as DatabaseValue)) }
+            rows.append(values)
         }
         return SQLRows(names: statement.columnNames, values: rows)
     }
@@ -30,7 +33,7 @@ public struct SQLiteSession: SQLSession {
         let (text, values) = dialect.render(query)
         let statement = try db.cachedStatement(sql: text)
         try statement.setArguments(StatementArguments(values.map(\.databaseValue)))
-        let columns = SQLRows(names: statement.columnNames, values: []).columns
+        let columns = SQLColumns(names: statement.columnNames)
         let cursor = try Row.fetchCursor(statement)
         while let row = try cursor.next() {
             try body(SQLRow(columns: columns, values: (0..<row.count).map { SQLValue(row[$0] as DatabaseValue) }))

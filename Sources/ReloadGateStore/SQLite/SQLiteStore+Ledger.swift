@@ -236,19 +236,6 @@ extension SQLiteStore {
         }
     }
 
-    /// The highest request id recorded, so that ids keep growing across restarts.
-    /// The highest request id recorded, pruned ones included (``ledger_prune``): an id is never given twice.
-    public func lastRequestID() throws -> RequestID {
-        try writer.read { db in
-            RequestID(bitPattern: try Int64.fetchOne(db, sql: Self.lastRequestIDSQL) ?? 0)
-        }
-    }
-
-    /// The highest request id in the ledger or in its pruned spans (the same text on both stores).
-    static let lastRequestIDSQL = """
-        SELECT MAX(id) FROM (SELECT MAX(id) AS id FROM request UNION ALL SELECT MAX(lastRequest) FROM ledger_prune) AS ids
-        """
-
     /// Moves a delivery to a new state (pending -> sending -> sent | failed) at `now`, counting attempts.
     public func setDeliveryState(apnsID: String, to state: RecordedDelivery.State, error: String? = nil, at now: Date) throws {
         try writer.write { db in

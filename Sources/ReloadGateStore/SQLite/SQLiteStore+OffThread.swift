@@ -124,10 +124,6 @@ extension SQLiteStore {
         try await offThreadRead { try self.instanceSnapshots() }
     }
 
-    public func lastRequestID() async throws -> RequestID {
-        try await offThreadRead { try self.lastRequestID() }
-    }
-
     public func idempotentAnswers(for keys: [IdempotencyKey]) async throws -> [IdempotencyKey: IdempotentAnswer] {
         try await offThreadRead { try self.idempotentAnswers(for: keys) }
     }

@@ -45,60 +45,28 @@ extension SQLiteStore {
     }
 
     static func prune(_ step: LedgerPruneStep, in db: Database) throws -> LedgerPruned {
-        var pruned = LedgerPruned()
-        let window = try Int64.fetchAll(db, sql: "SELECT id FROM request ORDER BY id LIMIT ?", arguments: [step.limit])
-        if let first = window.first, let last = window.last {
-            // The rows to delete, for the span; their decisions go with them (foreign keys cascade).
-            let condition = "id BETWEEN ?1 AND ?2 AND receivedAt < ?3 AND (answerExpiresAt IS NULL OR answerExpiresAt <= ?4)"
-            let arguments: StatementArguments = [first, last, step.receivedBefore.milliseconds, step.now.milliseconds]
-            let bounds = try Row.fetchOne(db, sql: "SELECT COUNT(*), MIN(id), MAX(id) FROM request WHERE \(condition)", arguments: arguments)
-            if let bounds, let count = bounds[0] as Int?, count > 0, let low = bounds[1] as Int64?, let high = bounds[2] as Int64? {
-                try db.execute(sql: "DELETE FROM request WHERE \(condition)", arguments: arguments)
-                pruned.requests = count
-                try recordSpan(first: low, last: high, step: step, in: db)
+        try SQLiteSession.run(db) { session in
+            var pruned = LedgerPruned()
+            let window = try await session.rows("SELECT id FROM request ORDER BY id LIMIT \(Int64(step.limit))").map { try $0.int64("id") }
+            if let first = window.first, let last = window.last {
+                // The rows to delete, for the span; their decisions go with them (foreign keys cascade). A
+                // request whose row keeps a live answer to a retried apns-id stays.
+                let condition: SQLQuery = """
+                    id BETWEEN \(first) AND \(last) AND receivedAt < \(step.receivedBefore.milliseconds)
+                    AND (answerExpiresAt IS NULL OR answerExpiresAt <= \(step.now.milliseconds))
+                    """
+                let gone = try await session.row("SELECT COUNT(*) AS count, MIN(id) AS low, MAX(id) AS high FROM request WHERE \(condition)")
+                if let gone, try gone.int("count") > 0, let low = try gone.optionalInt64("low"), let high = try gone.optionalInt64("high") {
+                    try await session.run("DELETE FROM request WHERE \(condition)")
+                    pruned.requests = try gone.int("count")
+                    try await session.recordPrunedSpan(first: low, last: high, step: step)
+                }
+                pruned.more = pruned.requests == step.limit
             }
-            pruned.more = pruned.requests == step.limit
+            pruned.deliveries = try await session.pruneDeliveries(step)
+            pruned.more = pruned.more || pruned.deliveries == step.limit
+            return pruned
         }
-        try db.execute(
-            sql: """
-                DELETE FROM delivery WHERE rowid IN (
-                    SELECT rowid FROM delivery WHERE releasedAt < ? AND state IN (\(LedgerPruneStep.finishedStatesSQL)) ORDER BY releasedAt LIMIT ?)
-                """,
-            arguments: [step.receivedBefore.milliseconds, step.limit]
-        )
-        pruned.deliveries = db.changesCount
-        pruned.more = pruned.more || pruned.deliveries == step.limit
-        return pruned
-    }
-
-    /// Adds the step's requests to the newest span when it began within ``PrunedSpan/joinWithin``, else
-    /// starts a span (and drops the oldest past ``PrunedSpan/kept``).
-    private static func recordSpan(first: Int64, last: Int64, step: LedgerPruneStep, in db: Database) throws {
-        let now = step.now.milliseconds
-        let before = step.receivedBefore.milliseconds
-        if let latest = try Self.span(Row.fetchOne(db, sql: "SELECT * FROM ledger_prune ORDER BY until DESC LIMIT 1")),
-            latest.takes(first: first, at: now)
-        {
-            try db.execute(
-                sql: """
-                    UPDATE ledger_prune SET lastRequest = MAX(lastRequest, ?), receivedBefore = MAX(receivedBefore, ?), until = ?
-                    WHERE firstRequest = ?
-                    """,
-                arguments: [last, before, now, latest.firstRequest]
-            )
-            return
-        }
-        try db.execute(
-            sql: "INSERT INTO ledger_prune (firstRequest, lastRequest, receivedBefore, since, until) VALUES (?, ?, ?, ?, ?)",
-            arguments: [first, last, before, now, now]
-        )
-        try db.execute(
-            sql: """
-                DELETE FROM ledger_prune WHERE firstRequest IN (
-                    SELECT firstRequest FROM ledger_prune ORDER BY since DESC LIMIT -1 OFFSET ?)
-                """,
-            arguments: [PrunedSpan.kept]
-        )
     }
 
     /// Free pages the file keeps for the next commits: an eighth of it, and at least this many.
@@ -119,34 +87,5 @@ extension SQLiteStore {
         let released = min(excess, releasedPagesPerStep)
         try db.execute(sql: "PRAGMA incremental_vacuum(\(released))")
         return released
-    }
-
-    /// A row of `ledger_prune` as a span.
-    private static func span(_ row: Row?) -> PrunedSpan? {
-        row.map {
-            PrunedSpan(
-                firstRequest: $0["firstRequest"], lastRequest: $0["lastRequest"],
-                receivedBefore: Timestamp(milliseconds: $0["receivedBefore"]),
-                since: Timestamp(milliseconds: $0["since"]), until: Timestamp(milliseconds: $0["until"])
-            )
-        }
-    }
-
-    /// What pruning deleted: the span of `request` (when one kept covers it), the newest and the oldest.
-    public func ledgerPruning(request: Int64?) async throws -> LedgerPruning {
-        try await writer.read { db in
-            let covering = try request.flatMap { id in
-                try Self.span(Row.fetchOne(
-                    db,
-                    sql: "SELECT * FROM ledger_prune WHERE firstRequest <= ?1 AND lastRequest >= ?1 ORDER BY firstRequest DESC LIMIT 1",
-                    arguments: [id]
-                ))
-            }
-            return LedgerPruning(
-                span: covering,
-                latest: try Self.span(Row.fetchOne(db, sql: "SELECT * FROM ledger_prune ORDER BY until DESC LIMIT 1")),
-                oldest: try Self.span(Row.fetchOne(db, sql: "SELECT * FROM ledger_prune ORDER BY since LIMIT 1"))
-            )
-        }
     }
 }

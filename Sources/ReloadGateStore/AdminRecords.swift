@@ -2,7 +2,7 @@ public import Foundation
 public import ReloadGateCore
 
 // What the store tells the operator (the admin API, `reloadgate pending`, `explain`, `budget`, `stats`,
-// `devices`): plain values read by SQLiteStore+Admin.swift.
+// `devices`): plain values the operator's queries read (OperatorQueries.swift).
 
 /// A pending reload as the operator sees it (`reloadgate pending`).
 public struct PendingReloadRow: Sendable, Hashable {

@@ -57,11 +57,14 @@ extension SQLStore {
     }
 
     /// The requests of the push with this apns-id (a sender may reuse one), oldest first: one seek of
-    /// `request_on_block_apns_id` per block of 1,024 request ids, from the newest block down to 0.
+    /// `request_on_block_apns_id` per block of 1,024 request ids the ledger holds, newest first.
     public func requests(apnsID: String) async throws -> [Int64] {
         try await reading { session in
-            let last = try await session.row("SELECT MAX(id) AS last FROM request")?.optionalInt64("last") ?? 0
-            return try await session.rows(LedgerLayout.requests(apnsID: apnsID.lowercased(), newestBlock: last >> LedgerLayout.apnsIDBlockBits)            ).map { try $0.int64("id") }
+            let bounds = try await session.row("SELECT MIN(id) AS first, MAX(id) AS last FROM request")
+            guard let first = try bounds?.optionalInt64("first"), let last = try bounds?.optionalInt64("last") else { return [] }
+            return try await session.rows(LedgerLayout.requests(
+                apnsID: apnsID.lowercased(), blocks: (first >> LedgerLayout.apnsIDBlockBits)...(last >> LedgerLayout.apnsIDBlockBits)
+            )            ).map { try $0.int64("id") }
         }
     }
 
@@ -315,10 +318,11 @@ enum LedgerLayout {
     static let apnsIDBlockBits: Int64 = 10
 
     /// The requests of an apns-id (lower case): one seek of `request_on_block_apns_id` per block of request
-    /// ids, from `newestBlock` down to 0.
-    static func requests(apnsID: String, newestBlock: Int64) -> SQLQuery {
+    /// ids in `blocks`, newest first.
+    static func requests(apnsID: String, blocks: ClosedRange<Int64>) -> SQLQuery {
         """
-        WITH RECURSIVE block(number) AS (SELECT \(newestBlock) UNION ALL SELECT number - 1 FROM block WHERE number > 0)
+        WITH RECURSIVE block(number) AS (
+            SELECT \(blocks.upperBound) UNION ALL SELECT number - 1 FROM block WHERE number > \(blocks.lowerBound))
         SELECT r.id FROM block JOIN request r ON (r.id >> \(unescaped: String(apnsIDBlockBits))) = block.number AND r.apnsId = \(apnsID)
         ORDER BY r.id
         """

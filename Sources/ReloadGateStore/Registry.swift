@@ -127,9 +127,8 @@ extension SQLSession {
     ) async throws -> DeviceRegistration {
         let time = now.storedMilliseconds
         // Refusals first, before any change (writeRegistry relies on it).
-        if let current = try await device(app: app, token: token), current.pushType != pushType {
-            throw RegistryError.otherPushType(token, registered: current.pushType)
-        }
+        let current = try await device(app: app, token: token)
+        if let current, current.pushType != pushType { throw RegistryError.otherPushType(token, registered: current.pushType) }
         var previous: StoredDevice?
         if let previousToken {
             previous = try await device(app: app, token: previousToken)
@@ -141,15 +140,27 @@ extension SQLSession {
             try await run("UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(old.id)")
             retired = (old.id, instances)
         }
-        guard let device = try await row("""
-            INSERT INTO device (appId, token, active, registeredAt, pushType) VALUES (\(app.id), \(token.hex), true, \(time), \(pushType.rawValue))
-            ON CONFLICT (appId, token) DO UPDATE SET active = true, registeredAt = excluded.registeredAt, unregisteredAt = NULL
-            RETURNING id
-            """)?.int64("id") else { throw StoreError.corrupt(reason: "registering a device returned no id") }
+        // A new token's row is inserted and has no widgets yet; a known one's is updated and its widgets
+        // read. An insert that races with another gateway's for the same token finds the other's row.
+        var device: Int64?
         var existing: [String: Int64] = [:]
-        for row in try await rows("SELECT id, widgetID FROM widget WHERE deviceId = \(device)") {
-            existing[try row.string("widgetID")] = try row.int64("id")
+        if current == nil {
+            device = try await row("""
+                INSERT INTO device (appId, token, active, registeredAt, pushType) VALUES (\(app.id), \(token.hex), true, \(time), \(pushType.rawValue))
+                ON CONFLICT (appId, token) DO NOTHING RETURNING id
+                """)?.int64("id")
         }
+        if device == nil {
+            guard let id = try await row("""
+                UPDATE device SET active = true, registeredAt = \(time), unregisteredAt = NULL WHERE appId = \(app.id) AND token = \(token.hex)
+                RETURNING id
+                """)?.int64("id") else { throw StoreError.unavailable(reason: "a device changed while it was registered; try again") }
+            device = id
+            for row in try await rows("SELECT id, widgetID FROM widget WHERE deviceId = \(id)") {
+                existing[try row.string("widgetID")] = try row.int64("id")
+            }
+        }
+        guard let device else { throw StoreError.corrupt(reason: "registering a device returned no id") }
         let wanted = Set(widgets.map(\.id))
         let removed = existing.filter { !wanted.contains($0.key) }.map(\.value).sorted()
         if !removed.isEmpty {

@@ -46,8 +46,8 @@ struct APNsIDLookupTests {
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
         let plan = try store.writer.read { db in
-            let (sql, _) = SQLDialect.sqlite.render(LedgerLayout.requests(apnsID: "x", newestBlock: 3))
-            return try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [3, "x"])
+            let (sql, values) = SQLDialect.sqlite.render(LedgerLayout.requests(apnsID: "x", blocks: 1...3))
+            return try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: StatementArguments(values.map(\.databaseValue)))
                 .map { $0["detail"] as String }
         }
         #expect(plan.contains { $0.contains("USING COVERING INDEX request_on_block_apns_id") }, "\(plan)")

@@ -73,9 +73,15 @@ extension PostgresStore: SQLStore {
         return try await transaction { connection in try await body(PostgresSession(connection: connection, logger: logger)) }
     }
 
+    /// A short read runs its statements on one connection without a transaction (each sees what was
+    /// committed when it began: one round trip each, as the reads of one gateway's requests need); a read
+    /// that scans runs in a transaction with the longer deadline, so that a snapshot can be asked for.
     public func reading<T: Sendable>(scanning: Bool, _ body: @escaping @Sendable (PostgresSession) async throws -> T) async throws -> T {
         let logger = logger
-        return try await transaction(deadline: scanning ? Self.readDeadline : nil) { connection in
+        guard scanning else {
+            return try await withConnection { connection in try await body(PostgresSession(connection: connection, logger: logger)) }
+        }
+        return try await transaction(deadline: Self.readDeadline) { connection in
             try await body(PostgresSession(connection: connection, logger: logger))
         }
     }

@@ -61,7 +61,7 @@ extension PostgresStore: ClusterStore {
 
     public func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance] {
         guard !partitions.isEmpty else { return [] }
-        return try await registeredInstances(where: "device.active AND " + Self.inPartitions("widget.deviceId", partitions))
+        return try await registeredInstances(where: "device.active AND \(unescaped: Self.inPartitions("widget.deviceId", partitions))")
     }
 
     public func schedulingState(instances: [Int64]) async throws
@@ -70,7 +70,7 @@ extension PostgresStore: ClusterStore {
         guard !instances.isEmpty else { return ([], []) }
         let list = "'{" + instances.map(String.init).joined(separator: ",") + "}'::bigint[]"
         return (
-            try await registeredInstances(where: "device.active AND widget.id = ANY(\(list))"),
+            try await registeredInstances(where: "device.active AND widget.id IN \(ids: instances)"),
             try await instanceSnapshots(instancesIn: "SELECT unnest(\(list))")
         )
     }
@@ -81,23 +81,6 @@ extension PostgresStore: ClusterStore {
 
     public func registeredInstances(device: Int64) async throws -> [RegisteredInstance] {
         try await registeredInstances(where: "device.active AND widget.deviceId = \(device)")
-    }
-
-    /// The instances of active devices that `condition` selects (SQL over `widget` and `device`), in
-    /// instance order.
-    func registeredInstances(where condition: String) async throws -> [RegisteredInstance] {
-        try await rows(
-            PostgresQuery(unsafeSQL: """
-                SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload, device.pushType
-                FROM widget JOIN device ON device.id = widget.deviceId LEFT JOIN timeline ON timeline.widgetId = widget.id
-                WHERE \(condition) ORDER BY widget.id
-                """), deadline: Self.readDeadline).map { row in
-            let (instance, device, kind, planned, pushType) = try row.decode((Int64, Int64, String, Int64?, String).self)
-            return RegisteredInstance(
-                instance: instance, device: device, kind: kind, pushType: PushType(rawValue: pushType) ?? .widgets,
-                plannedReload: planned.map(Timestamp.init(milliseconds:))
-            )
-        }
     }
 
     public func instanceSnapshots(partitions: [Int]) async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {

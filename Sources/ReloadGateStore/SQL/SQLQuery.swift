@@ -37,6 +37,8 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         case value(SQLValue)
         /// A list of ids for `x IN <list>`.
         case ids([Int64])
+        /// A list of strings for `x IN <list>`.
+        case texts([String])
         /// Ordering text by its bytes (SQLite's default; PostgreSQL's `COLLATE "C"`).
         case binaryCollation
         /// Whether the JSON array of integers in a column holds a value.
@@ -72,6 +74,11 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         /// A list of ids, for `column IN \(ids: list)` (an empty list matches nothing).
         public mutating func appendInterpolation(ids: [Int64]) {
             segments.append(.ids(ids))
+        }
+
+        /// A list of strings, for `column IN \(texts: list)` (an empty list matches nothing).
+        public mutating func appendInterpolation(texts: [String]) {
+            segments.append(.texts(texts))
         }
 
         /// A fragment of the query, its values kept bound.
@@ -144,6 +151,15 @@ public enum SQLDialect: Sendable {
                     values.append(.text("{" + ids.map(String.init).joined(separator: ",") + "}"))
                     text += "(SELECT unnest(\(placeholder(values.count, offset: offset))::bigint[]))"
                 }
+            case .texts(let texts):
+                switch self {
+                case .sqlite:
+                    values.append(.text("[" + texts.map(Self.jsonString).joined(separator: ",") + "]"))
+                    text += "(SELECT value FROM json_each(\(placeholder(values.count, offset: offset))))"
+                case .postgres:
+                    values.append(.text("{" + texts.map(Self.jsonString).joined(separator: ",") + "}"))
+                    text += "(SELECT unnest(\(placeholder(values.count, offset: offset))::text[]))"
+                }
             case .binaryCollation:
                 text += self == .sqlite ? " COLLATE BINARY" : " COLLATE \"C\""
             case .jsonArrayContains(let column, let value):
@@ -155,6 +171,21 @@ public enum SQLDialect: Sendable {
             }
         }
         return (text, values)
+    }
+
+    /// `text` quoted with its `"` and `\\` escaped, and control characters as `\\u` escapes: an element
+    /// of a JSON array, and of a PostgreSQL array literal.
+    private static func jsonString(_ text: String) -> String {
+        var quoted = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": quoted += "\\\""
+            case "\\": quoted += "\\\\"
+            case _ where scalar.value < 0x20: quoted += String(format: "\\u%04x", scalar.value)
+            default: quoted.unicodeScalars.append(scalar)
+            }
+        }
+        return quoted + "\""
     }
 
     private func placeholder(_ number: Int, offset: Int) -> String {

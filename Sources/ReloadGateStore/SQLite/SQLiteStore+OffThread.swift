@@ -104,22 +104,6 @@ extension SQLiteStore {
         try await readThreads.run(read)
     }
 
-    public func targetInstances(app: App, target: ReloadTarget) async throws -> [(instance: Int64, device: Int64)] {
-        try await offThreadRead { try self.targetInstances(app: app, target: target) }
-    }
-
-    public func pushAddress(device: Int64, instances: [Int64]) async throws -> PushAddress? {
-        try await offThreadRead { try self.pushAddress(device: device, instances: instances) }
-    }
-
-    public func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?] {
-        try await offThreadRead { try self.pushAddresses(deliveries) }
-    }
-
-    public func registeredInstances() async throws -> [RegisteredInstance] {
-        try await offThreadRead { try self.registeredInstances() }
-    }
-
     public func instanceSnapshots() async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
         try await offThreadRead { try self.instanceSnapshots() }
     }

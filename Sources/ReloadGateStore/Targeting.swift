@@ -63,8 +63,8 @@ extension SQLStore {
     }
 
     /// The addresses of many deliveries, in their order: `nil` for a device that is gone or unregistered.
-    /// Two queries for the whole batch, however many deliveries (one pair per delivery cost 7% of the
-    /// gateway's CPU in the delivery benchmark): the active devices with their app's bundle, and every
+    /// Two queries for the whole batch, however many deliveries (not a pair per delivery, which the
+    /// delivery benchmark felt): the active devices with their app's bundle, and every
     /// widget of those devices (a handful each, read from the (deviceId, widgetID) index alone), from
     /// which each delivery's own are picked here.
     public func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?] {

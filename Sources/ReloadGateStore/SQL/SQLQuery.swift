@@ -155,8 +155,7 @@ public enum SQLDialect: Sendable {
                 switch self {
                 case .sqlite:
                     // One parameter each: SQLite plans `IN (?, ?)` as index lookups, where it estimates
-                    // `json_each` at many rows and scans by another index instead (a webhook call naming
-                    // one device took four times as long).
+                    // `json_each` at many rows and scans by another index instead.
                     values += texts.map(SQLValue.text)
                     text += "(" + (texts.isEmpty ? "NULL" : Array(repeating: "?", count: texts.count).joined(separator: ", ")) + ")"
                 case .postgres:

@@ -37,8 +37,10 @@ public protocol SQLStore: GatewayStore {
     associatedtype Session: SQLSession
     /// Runs `body` in one write transaction (committed when it returns, rolled back when it throws).
     func writing<T: Sendable>(_ body: @escaping @Sendable (Session) async throws -> T) async throws -> T
-    /// Runs `body` in one read transaction, within the store's deadline or, for a read that may scan
-    /// whole tables (export, the dashboard), a longer one (`scanning`).
+    /// Runs `body`'s reads within the store's deadline or, for a read that may scan whole tables (export,
+    /// the dashboard, the load at start), a longer one (`scanning`). On SQLite they run in one read
+    /// transaction; on PostgreSQL a short read runs statement by statement, and a scan in a transaction
+    /// (which ``SQLSession/readSnapshot()`` can make one snapshot).
     func reading<T: Sendable>(scanning: Bool, _ body: @escaping @Sendable (Session) async throws -> T) async throws -> T
     /// `secret` sealed with the data directory's `secrets.key` (webhook secrets are stored so).
     func seal(_ secret: String) throws -> Data

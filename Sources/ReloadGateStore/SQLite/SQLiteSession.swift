@@ -8,8 +8,8 @@ import Synchronization
 /// GRDB hands a connection to a synchronous closure; the shared rules are `async` (PostgreSQL's
 /// statements are). ``run(_:_:)`` runs a rule to its end on the calling thread, inside that closure: the
 /// rule's task prefers an executor that runs each of its jobs here, and since none of this session's
-/// statements suspends, the rule never leaves the thread that holds the connection (nor waits on
-/// another: a run costs under a microsecond).
+/// statements suspends, the rule never leaves the thread that holds the connection, nor waits for
+/// another.
 public struct SQLiteSession: SQLSession {
     let db: Database
 
@@ -30,8 +30,8 @@ public struct SQLiteSession: SQLSession {
     }
 
     /// Runs `query`, handing each row's values to `body` as SQLite's own column functions read them
-    /// (GRDB's `Row` copies each row and converts each value: at a million rows on start that cost two
-    /// thirds of the gateway's start; docs/BENCHMARKS.md, "One machine at full size"). The values' array is
+    /// (GRDB's `Row` copies each row and converts each value, which a start that loads a million rows
+    /// cannot afford; docs/DECISIONS.md, "The stores' rules are written once"). The values' array is
     /// reused from row to row.
     private func step(_ query: SQLQuery, _ body: (SQLColumns, [SQLValue]) throws -> Void) throws {
         let (text, values) = dialect.render(query)

@@ -14,7 +14,7 @@ public struct LedgerPruneStep: Sendable, Hashable {
     public var limit: Int
 
     /// The states of a delivery that is finished and may be pruned, as an SQL list (both stores).
-    static let finishedStatesSQL = [RecordedDelivery.State.sent, .failed].map { "'\($0.rawValue)'" }.joined(separator: ", ")
+    static let finishedStatesSQL = RecordedDelivery.State.sqlList([.sent, .failed])
 
     public init(receivedBefore: Timestamp, now: Timestamp, limit: Int) {
         self.receivedBefore = receivedBefore

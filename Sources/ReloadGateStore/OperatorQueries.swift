@@ -132,7 +132,7 @@ extension SQLStore {
 
     /// The deliveries in `states`, in release order (the worker's queue at start).
     public func deliveries(in states: [RecordedDelivery.State]) async throws -> [RecordedDelivery] {
-        let names = states.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        let names = RecordedDelivery.State.sqlList(states)
         return try await reading(scanning: true) { session in
             try await session.rows("""
                 SELECT \(unescaped: RecordedDelivery.columns) FROM delivery dl WHERE dl.state IN (\(unescaped: names))
@@ -286,6 +286,13 @@ extension SQLSession {
             }
         }
         return decisions
+    }
+}
+
+extension RecordedDelivery.State {
+    /// `states` as the items of an SQL `IN (...)` list: their names quoted (names the code chose).
+    static func sqlList(_ states: [Self]) -> String {
+        states.map { "'\($0.rawValue)'" }.joined(separator: ", ")
     }
 }
 

@@ -53,4 +53,25 @@ struct APNsIDLookupTests {
         #expect(plan.contains { $0.contains("USING COVERING INDEX request_on_block_apns_id") }, "\(plan)")
         #expect(!plan.contains { $0.hasPrefix("SCAN r") }, "\(plan)")
     }
+
+    /// A list of tokens binds one parameter each on SQLite: `IN (?, ?)` is planned as a lookup per token,
+    /// where a list in one JSON parameter (`json_each`) was planned as a scan of the app's devices.
+    @Test func aListOfTokensIsLookedUpByToken() throws {
+        let directory = try TemporaryDirectory("token-list")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let tokens = [String(repeating: "ab", count: 32), String(repeating: "cd", count: 32)]
+        let (sql, values) = SQLDialect.sqlite.render("""
+            SELECT widget.id FROM widget JOIN device ON device.id = widget.deviceId
+            WHERE device.appId = \(Int64(1)) AND device.active AND device.token IN \(texts: tokens)
+            """)
+        #expect(values.count == 3)
+        let plan = try store.writer.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: StatementArguments(values.map(\.databaseValue)))
+                .map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.hasPrefix("SEARCH device") && $0.contains("token") }, "\(plan)")
+        #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(plan)")
+    }
 }

@@ -92,7 +92,7 @@ extension PostgresStore: ClusterStore {
 
     public func deliveries(in states: [RecordedDelivery.State], partitions: [Int]) async throws -> [RecordedDelivery] {
         guard !partitions.isEmpty else { return [] }
-        let names = states.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        let names = RecordedDelivery.State.sqlList(states)
         return try await reading(scanning: true) { session in
             try await session.rows("""
                 SELECT \(unescaped: RecordedDelivery.columns) FROM delivery dl WHERE dl.state IN (\(unescaped: names))

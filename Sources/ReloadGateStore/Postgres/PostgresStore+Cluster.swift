@@ -68,10 +68,9 @@ extension PostgresStore: ClusterStore {
         -> (instances: [RegisteredInstance], snapshots: [(instance: Int64, snapshot: InstanceSnapshot)])
     {
         guard !instances.isEmpty else { return ([], []) }
-        let list = "'{" + instances.map(String.init).joined(separator: ",") + "}'::bigint[]"
         return (
             try await registeredInstances(where: "device.active AND widget.id IN \(ids: instances)"),
-            try await instanceSnapshots(instancesIn: "SELECT unnest(\(list))")
+            try await instanceSnapshots(where: "s.instanceId IN \(ids: instances)")
         )
     }
 
@@ -86,7 +85,7 @@ extension PostgresStore: ClusterStore {
     public func instanceSnapshots(partitions: [Int]) async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
         guard !partitions.isEmpty else { return [] }
         return try await instanceSnapshots(
-            instancesIn: "SELECT widget.id FROM widget WHERE " + Self.inPartitions("widget.deviceId", partitions)
+            where: "s.instanceId IN (SELECT widget.id FROM widget WHERE \(unescaped: Self.inPartitions("widget.deviceId", partitions)))"
         )
     }
 

@@ -17,15 +17,22 @@ public struct SQLRows: Sendable, RandomAccessCollection {
 }
 
 /// The names of a result's columns. A name is found whatever its case (PostgreSQL folds unquoted names to
-/// lower case), by a scan: results have a few columns, and a scan allocates nothing.
+/// lower case): first as written (SQLite keeps the query's case), then folded to lower case. Results have
+/// a few columns, and both scans compare whole strings (no per-character loop: a start reads a million
+/// rows of a dozen columns by name).
 struct SQLColumns: Sendable {
     let names: [String]
+    /// `names` in lower case.
+    private let folded: [String]
+
+    init(names: [String]) {
+        self.names = names
+        folded = names.map { $0.lowercased() }
+    }
 
     func index(of name: String) -> Int? {
-        names.firstIndex { candidate in
-            candidate.utf8.count == name.utf8.count
-                && zip(candidate.utf8, name.utf8).allSatisfy { $0 == $1 || ($0 | 0x20 == $1 | 0x20 && ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A) }
-        }
+        if let index = names.firstIndex(of: name) { return index }
+        return folded.firstIndex(of: name.lowercased())
     }
 }
 

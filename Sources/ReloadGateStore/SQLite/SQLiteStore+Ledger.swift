@@ -194,82 +194,12 @@ extension SQLiteStore {
         return deleted
     }
 
-    /// The stored scheduling state of every instance that has one, to restore on start.
-    public func instanceSnapshots() throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
-        try writer.read { db in
-            // One pass in instance order, read column by column (RowCursor: a million rows on start).
-            let rows = try RowCursor(db, sql: """
-                SELECT s.instanceId, s.bucketFullAt, s.lastReload, s.plannedReload,
-                       p.instanceId, p.due, p.priority, p.expiration, p.requestCount, p.collapseId, p.team, p.exempt,
-                       l.requests
-                FROM instance_state s
-                LEFT JOIN pending_reload p ON p.instanceId = s.instanceId
-                LEFT JOIN pending_list l ON l.instanceId = s.instanceId
-                ORDER BY s.instanceId
-                """)
-            var snapshots: [(instance: Int64, snapshot: InstanceSnapshot)] = []
-            while try rows.next() {
-                var pending: PendingSnapshot?
-                if rows.optionalInt64(4) != nil, let priority = Priority(rawValue: Int(rows.int64(6))) {
-                    pending = PendingSnapshot(
-                        due: Timestamp(milliseconds: rows.int64(5)),
-                        priority: priority,
-                        expiration: rows.optionalInt64(7).map(Timestamp.init(milliseconds:)),
-                        requests: rows.integers(12).map { RequestID(bitPattern: $0) },
-                        requestCount: rows.optionalInt64(8).map(Int.init),
-                        collapseID: rows.string(9),
-                        team: rows.string(10),
-                        exempt: rows.bool(11)
-                    )
-                }
-                snapshots.append((
-                    rows.int64(0),
-                    InstanceSnapshot(
-                        bucketFullAt: rows.optionalInt64(1),
-                        lastReload: rows.optionalInt64(2).map(Timestamp.init(milliseconds:)),
-                        plannedReload: rows.optionalInt64(3).map(Timestamp.init(milliseconds:)),
-                        pending: pending
-                    )
-                ))
-            }
-            return snapshots
-        }
-    }
-
     /// Moves a delivery to a new state (pending -> sending -> sent | failed) at `now`, counting attempts.
     public func setDeliveryState(apnsID: String, to state: RecordedDelivery.State, error: String? = nil, at now: Date) throws {
         try writer.write { db in
             var change = DeliveryStateChange.Merged()
             change.add(DeliveryStateChange(apnsID: apnsID, state: state, error: error))
             try Self.apply(change, apnsID: apnsID, at: Self.timestamp(now), in: db)
-        }
-    }
-
-    /// The answers recorded for `keys`, expired or not: one read, one index seek per key (most keys are
-    /// new: a seek that finds no row reads nothing more).
-    public func idempotentAnswers(for keys: [IdempotencyKey]) throws -> [IdempotencyKey: IdempotentAnswer] {
-        guard !keys.isEmpty else { return [:] }
-        return try writer.read { db in
-            var seek = try BoundStatement(db, sql: "SELECT rowid FROM idempotency WHERE appId = ? AND key = ?")
-            var found: [IdempotencyKey: IdempotentAnswer] = [:]
-            for name in keys {
-                seek.bind(name.app)
-                seek.bind(name.key)
-                guard let rowid = try seek.firstRow(integers: 1)?[0],
-                    let row = try Row.fetchOne(
-                        db.cachedStatement(
-                            sql: "SELECT bodyHash, status, response, createdAt, expiresAt FROM idempotency WHERE rowid = ?"
-                        ),
-                        arguments: [rowid]
-                    )
-                else { continue }
-                found[name] = IdempotentAnswer(
-                    app: name.app, key: name.key, bodyHash: Array(row["bodyHash"] as Data), status: row["status"],
-                    response: row["response"], createdAt: Timestamp(milliseconds: row["createdAt"]),
-                    expiresAt: Timestamp(milliseconds: row["expiresAt"])
-                )
-            }
-            return found
         }
     }
 

@@ -104,14 +104,6 @@ extension SQLiteStore {
         try await readThreads.run(read)
     }
 
-    public func instanceSnapshots() async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {
-        try await offThreadRead { try self.instanceSnapshots() }
-    }
-
-    public func idempotentAnswers(for keys: [IdempotencyKey]) async throws -> [IdempotencyKey: IdempotentAnswer] {
-        try await offThreadRead { try self.idempotentAnswers(for: keys) }
-    }
-
     public func keptAnswers(requests: [RequestID]) async throws -> [RequestID: IdempotentAnswer] {
         try await offThreadRead { try self.keptAnswers(requests: requests) }
     }

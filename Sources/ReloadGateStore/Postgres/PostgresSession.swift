@@ -111,3 +111,15 @@ extension PostgresStore {
         )
     }
 }
+
+extension PostgresRow {
+    /// The column named `name` (any case: PostgreSQL folds unquoted names to lower case), decoded as `T`.
+    /// A missing column is ``StoreError/corrupt(reason:)``.
+    func value<T: PostgresDecodable>(_ name: String, as type: T.Type = T.self) throws -> T {
+        let folded = name.lowercased()
+        guard let cell = first(where: { $0.columnName == folded }) else {
+            throw StoreError.corrupt(reason: "a query's rows have no column \(name)")
+        }
+        return try cell.decode(T.self)
+    }
+}

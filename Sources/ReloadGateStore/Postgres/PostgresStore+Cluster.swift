@@ -16,7 +16,7 @@ extension PostgresStore: ClusterStore {
     public static let requestBlockSize: Int64 = 1024
 
     public func requestIDBlock() async throws -> ClosedRange<RequestID> {
-        let block = try await rows("SELECT nextval('request_block')").first!.decode(Int64.self)
+        let block = try await rows("SELECT nextval('request_block') AS block").first!.value("block", as: Int64.self)
         let first = block * Self.requestBlockSize
         return RequestID(first)...RequestID(first + Self.requestBlockSize - 1)
     }
@@ -31,7 +31,9 @@ extension PostgresStore: ClusterStore {
             SELECT id, partition, work FROM inbox WHERE partition = ANY(\(partitions.map(Int64.init))) ORDER BY id LIMIT \(Int64(limit))
             """
         ) {
-            let (id, partition, work) = try row.decode((Int64, Int64, String).self)
+            let id = try row.value("id", as: Int64.self)
+            let partition = try row.value("partition", as: Int64.self)
+            let work = try row.value("work", as: String.self)
             guard let decoded = try? decoder.decode(ForwardedWork.self, from: Data(work.utf8)) else {
                 logger.error("an inbox entry cannot be read; it is dropped", metadata: ["inbox-id": "\(id)", "work": "\(work)"])
                 unreadable.append(id)
@@ -75,7 +77,7 @@ extension PostgresStore: ClusterStore {
     }
 
     public func device(ofInstance instance: Int64) async throws -> Int64? {
-        try await rows("SELECT deviceId FROM widget WHERE id = \(instance)").first?.decode(Int64.self)
+        try await rows("SELECT deviceId FROM widget WHERE id = \(instance)").first?.value("deviceId", as: Int64.self)
     }
 
     public func registeredInstances(device: Int64) async throws -> [RegisteredInstance] {
@@ -102,8 +104,10 @@ extension PostgresStore: ClusterStore {
 
     public func partitionLeases() async throws -> [PartitionLease] {
         try await rows("SELECT partition, owner, epoch, expiresAt, acquiredAt FROM partition_lease ORDER BY partition").map { row in
-            let (partition, owner, epoch, expires, acquired) = try row.decode((Int64, String?, Int64, Int64, Int64?).self)
-            return PartitionLease(partition: Int(partition), owner: owner, epoch: epoch, expiresAt: expires, acquiredAt: acquired)
+            PartitionLease(
+                partition: Int(try row.value("partition", as: Int64.self)), owner: try row.value("owner"), epoch: try row.value("epoch"),
+                expiresAt: try row.value("expiresAt"), acquiredAt: try row.value("acquiredAt")
+            )
         }
     }
 

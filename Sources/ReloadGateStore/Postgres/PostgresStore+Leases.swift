@@ -80,8 +80,8 @@ extension PostgresStore {
             if let now {
                 time = now
             } else {
-                time = try await connection.rows("SELECT \(unescaped: Self.databaseMilliseconds)", logger: self.logger).first!
-                    .decode(Int64.self)
+                time = try await connection.rows("SELECT \(unescaped: Self.databaseMilliseconds) AS now", logger: self.logger).first!
+                    .value("now", as: Int64.self)
             }
             let expiry = time + leaseMilliseconds
             try await connection.run(
@@ -104,13 +104,12 @@ extension PostgresStore {
                 """,
                 logger: self.logger
             ) {
-                let (partition, epoch) = try row.decode((Int64, Int64).self)
-                held[Int(partition)] = epoch
+                held[Int(try row.value("partition", as: Int64.self))] = try row.value("epoch", as: Int64.self)
             }
             let live = try await connection.rows(
                 "SELECT id FROM gateway WHERE heartbeatAt > \(time - leaseMilliseconds) ORDER BY id COLLATE \"C\"",
                 logger: self.logger
-            ).map { try $0.decode(String.self) }
+            ).map { try $0.value("id", as: String.self) }
             let share = DevicePartition.fairShare(of: gateway, among: live)
             var acquired: [Int] = []
             var previousOwners = Set<String>()
@@ -122,11 +121,13 @@ extension PostgresStore {
                     FROM (SELECT partition, owner FROM partition_lease WHERE expiresAt <= \(time)
                         ORDER BY partition LIMIT \(Int64(share - held.count)) FOR UPDATE SKIP LOCKED) AS expired
                     WHERE partition_lease.partition = expired.partition
-                    RETURNING partition_lease.partition, partition_lease.epoch, expired.owner
+                    RETURNING partition_lease.partition, partition_lease.epoch, expired.owner AS previous
                     """,
                     logger: self.logger
                 ) {
-                    let (partition, epoch, previous) = try row.decode((Int64, Int64, String?).self)
+                    let partition = try row.value("partition", as: Int64.self)
+                    let epoch = try row.value("epoch", as: Int64.self)
+                    let previous = try row.value("previous", as: String?.self)
                     held[Int(partition)] = epoch
                     acquired.append(Int(partition))
                     if let previous, previous != gateway { previousOwners.insert(previous) }
@@ -139,7 +140,7 @@ extension PostgresStore {
             }
             let generation = try await connection.rows(
                 "SELECT generation FROM gateway_fence WHERE gateway = \(gateway)", logger: self.logger
-            ).first!.decode(Int64.self)
+            ).first!.value("generation", as: Int64.self)
             let surplus = held.count > share ? Array(held.keys.sorted().suffix(held.count - share).reversed()) : []
             // Gateways gone for a long time leave the list (their leases expired long ago).
             try await connection.run(
@@ -180,13 +181,15 @@ extension PostgresStore {
         try await rows(
             """
             SELECT g.id, g.address, g.startedAt, g.heartbeatAt,
-                (SELECT count(*) FROM partition_lease l WHERE l.owner = g.id AND l.expiresAt > \(unescaped: Self.databaseMilliseconds))
+                (SELECT count(*) FROM partition_lease l WHERE l.owner = g.id AND l.expiresAt > \(unescaped: Self.databaseMilliseconds)) AS partitions
             FROM gateway g WHERE g.heartbeatAt > \(unescaped: Self.databaseMilliseconds) - \(within)
             ORDER BY g.id COLLATE "C"
             """
         ).map { row in
-            let (id, address, started, beat, partitions) = try row.decode((String, String?, Int64, Int64, Int64).self)
-            return ClusterGateway(id: id, address: address, startedAt: started, heartbeatAt: beat, partitions: Int(partitions))
+            ClusterGateway(
+                id: try row.value("id"), address: try row.value("address"), startedAt: try row.value("startedAt"),
+                heartbeatAt: try row.value("heartbeatAt"), partitions: Int(try row.value("partitions", as: Int64.self))
+            )
         }
     }
 }

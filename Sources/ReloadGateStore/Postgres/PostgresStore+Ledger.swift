@@ -21,7 +21,7 @@ extension PostgresStore {
         // Nothing was written. Which partitions the gateway still holds is read apart from the statement, so
         // that the statement's answer stays one short row (see ``LedgerStatement``).
         let held = try await rows("SELECT partition FROM partition_lease WHERE owner = \(fence.gateway) ORDER BY partition")
-            .map { Int(try $0.decode(Int32.self)) }
+            .map { Int(try $0.value("partition", as: Int32.self)) }
         throw StoreError.fenced(generation: row.generation ?? 0, held: held)
     }
 
@@ -132,7 +132,7 @@ extension PostgresStore {
                     SELECT * FROM unnest($47::integer[], $48::text[], $49::bigint[])
                     WHERE (SELECT ok FROM fenced)),
                 consumed AS (DELETE FROM inbox WHERE id = ANY($50::bigint[]) AND (SELECT ok FROM fenced))
-            SELECT ok, CASE WHEN NOT ok THEN (SELECT generation FROM gateway_fence WHERE gateway = $52) END
+            SELECT ok, CASE WHEN NOT ok THEN (SELECT generation FROM gateway_fence WHERE gateway = $52) END AS generation
                 FROM fenced
                 LEFT JOIN LATERAL (SELECT pg_notify('\(PostgresStore.clusterChannel)', '\(ClusterChange.inbox.rawValue)')
                     WHERE cardinality($47::integer[]) > 0) notified ON ok
@@ -272,8 +272,7 @@ extension PostgresStore {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
-            let (ok, generation) = try row.decode((Bool, Int64?).self)
-            return (ok, generation)
+            (try row.value("ok"), try row.value("generation"))
         }
     }
 

@@ -294,7 +294,7 @@ extension PostgresStore {
             )
             var applied = Set<String>()
             for row in try await connection.rows("SELECT name FROM store_migration", logger: logger) {
-                applied.insert(try row.decode(String.self))
+                applied.insert(try row.value("name", as: String.self))
             }
             let wanted = last.flatMap { last in migrations.firstIndex { $0.name == last }.map { migrations[...$0] } } ?? migrations[...]
             for migration in wanted where !applied.contains(migration.name) {
@@ -309,6 +309,6 @@ extension PostgresStore {
 
     /// The names of the migrations applied to this store, oldest first.
     public func appliedMigrations() async throws -> [String] {
-        try await rows("SELECT name FROM store_migration ORDER BY appliedAt, name").map { try $0.decode(String.self) }
+        try await rows("SELECT name FROM store_migration ORDER BY appliedAt, name").map { try $0.value("name", as: String.self) }
     }
 }

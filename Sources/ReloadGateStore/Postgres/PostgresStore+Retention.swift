@@ -20,8 +20,8 @@ extension PostgresStore {
         let now = step.now.milliseconds
         return try await transaction { connection in
             var pruned = LedgerPruned()
-            guard try await connection.rows("SELECT pg_try_advisory_xact_lock(\(Self.pruneLock))", logger: logger)
-                .first?.decode(Bool.self) == true
+            guard try await connection.rows("SELECT pg_try_advisory_xact_lock(\(Self.pruneLock)) AS locked", logger: logger)
+                .first?.value("locked", as: Bool.self) == true
             else {
                 pruned.skipped = true
                 return pruned
@@ -31,14 +31,15 @@ extension PostgresStore {
                 WITH window_ AS (SELECT id FROM request ORDER BY id LIMIT \(limit)),
                 gone AS (DELETE FROM request WHERE id IN (SELECT id FROM window_) AND receivedAt < \(before) RETURNING id),
                 decisions AS (DELETE FROM decision_run WHERE requestId IN (SELECT id FROM gone))
-                SELECT count(*), min(id), max(id), (SELECT count(*) FROM window_) FROM gone
+                SELECT count(*) AS pruned, min(id) AS low, max(id) AS high FROM gone
                 """,
                 logger: logger
-            ).first!.decode((Int64, Int64?, Int64?, Int64).self)
-            pruned.requests = Int(requests.0)
-            pruned.more = requests.0 == limit
+            ).first!
+            let count = try requests.value("pruned", as: Int64.self)
+            pruned.requests = Int(count)
+            pruned.more = count == limit
             let session = PostgresSession(connection: connection, logger: logger)
-            if let low = requests.1, let high = requests.2 {
+            if let low = try requests.value("low", as: Int64?.self), let high = try requests.value("high", as: Int64?.self) {
                 try await session.recordPrunedSpan(first: low, last: high, step: step)
             }
             let deliveries = try await session.pruneDeliveries(step)

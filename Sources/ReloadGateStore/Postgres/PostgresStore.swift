@@ -121,7 +121,7 @@ public final class PostgresStore: Sendable {
                     logger: logger
                 )
                 let rows = try await connection.rows("SELECT value FROM store_info WHERE key = 'environment'", logger: logger)
-                guard let text = try rows.first?.decode(String.self), let stored = DeploymentEnvironment(rawValue: text) else {
+                guard let text = try rows.first?.value("value", as: String.self), let stored = DeploymentEnvironment(rawValue: text) else {
                     throw StoreError.corrupt(reason: "store_info lacks a valid environment")
                 }
                 guard stored == environment else { return stored }
@@ -158,10 +158,10 @@ public final class PostgresStore: Sendable {
     /// webhook secret does. A store without a check value gets this key's.
     private static func checkSecretsKey(_ sealer: SecretSealer, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         if let row = try await connection.rows("SELECT value FROM store_info WHERE key = 'secretsCheck'", logger: logger).first {
-            return sealer.opens(checkValue: try row.decode(String.self))
+            return sealer.opens(checkValue: try row.value("value", as: String.self))
         }
         if let row = try await connection.rows("SELECT webhookSecret FROM app ORDER BY id LIMIT 1", logger: logger).first {
-            let sealed = try row.decode(ByteBuffer.self)
+            let sealed = try row.value("webhookSecret", as: ByteBuffer.self)
             if sealer.opens(Data(sealed.readableBytesView)) == false { return false }
         }
         try await connection.run(
@@ -170,7 +170,7 @@ public final class PostgresStore: Sendable {
         )
         // Two gateways with different keys starting at once: the one whose value was not kept finds out here.
         let kept = try await connection.rows("SELECT value FROM store_info WHERE key = 'secretsCheck'", logger: logger).first
-        return try kept.map { sealer.opens(checkValue: try $0.decode(String.self)) } ?? false
+        return try kept.map { sealer.opens(checkValue: try $0.value("value", as: String.self)) } ?? false
     }
 
     /// Closes the connections (in the background: queries still running fail).

@@ -117,7 +117,7 @@ public protocol GatewayStore: GatewayStoreReading, SchedulingStore {
         -> DeviceRegistration
     /// Removes a device and its widgets, or a control; with `pushType`, a token of the other type is refused
     /// (``RegistryError/otherPushType(_:registered:)``) and nothing is removed.
-    func deleteDevice(app: App, token: DeviceToken, pushType: PushType?) async throws -> (device: Int64, instances: [Int64])
+    func deleteDevice(app: App, token: DeviceToken, pushType: PushType?, now: Date) async throws -> (device: Int64, instances: [Int64])
     /// Records a widget's reported timeline (its planned reload); returns the instance's id.
     func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64
     /// Writes many registry changes in one transaction, in order: each either whole or (refused for what
@@ -166,7 +166,7 @@ public protocol GatewayStore: GatewayStoreReading, SchedulingStore {
 
 extension GatewayStore {
     /// Removes a device (or control) of either push type.
-    public func deleteDevice(app: App, token: DeviceToken) async throws -> (device: Int64, instances: [Int64]) {
-        try await deleteDevice(app: app, token: token, pushType: nil)
+    public func deleteDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instances: [Int64]) {
+        try await deleteDevice(app: app, token: token, pushType: nil, now: now)
     }
 }

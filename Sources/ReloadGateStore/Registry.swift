@@ -57,14 +57,13 @@ extension SQLStore {
     /// Removes a device and its widgets (`DELETE .../devices/<token>`); with `pushType`, a token of the
     /// other type is refused and nothing is removed.
     /// - Returns: the device id and its removed instance ids.
-    public func deleteDevice(app: App, token: DeviceToken, pushType: PushType? = nil) async throws -> (device: Int64, instances: [Int64]) {
+    public func deleteDevice(app: App, token: DeviceToken, pushType: PushType? = nil, now: Date) async throws -> (device: Int64, instances: [Int64]) {
         let (device, instances) = try await writing { session in
             guard let device = try await session.device(app: app, token: token) else { throw RegistryError.deviceNotFound(token) }
             if let pushType, device.pushType != pushType { throw RegistryError.otherPushType(token, registered: device.pushType) }
             let instances = try await session.rows("SELECT id FROM widget WHERE deviceId = \(device.id) ORDER BY id").map { try $0.int64("id") }
             try await session.run("DELETE FROM device WHERE id = \(device.id)")
-            // A delete is given no time of its own; the notice's time is only for a person reading it.
-            try await session.registryChanged(devices: [device.id], at: Date())
+            try await session.registryChanged(devices: [device.id], at: now)
             return (device.id, instances)
         }
         return (device, instances)

@@ -91,14 +91,14 @@ struct ControlRegistryStoreTests {
                 .otherPushType(device, registered: .widgets), .otherPushType(front, registered: .controls),
             ])
             await #expect(throws: RegistryError.otherPushType(front, registered: .controls)) {
-                try await store.deleteDevice(app: app, token: front, pushType: .widgets)
+                try await store.deleteDevice(app: app, token: front, pushType: .widgets, now: now)
             }
             await #expect(throws: RegistryError.otherPushType(front, registered: .controls)) {
                 _ = try await store.adoptDevice(app: app, token: front, pushType: .widgets, now: now)
             }
             #expect(try await store.pushDeviceStatus(app: app, token: device) != .unknown)
             #expect(try await store.registeredInstances().count == 1)
-            #expect(try await store.deleteDevice(app: app, token: front, pushType: .controls).instances.count == 1)
+            #expect(try await store.deleteDevice(app: app, token: front, pushType: .controls, now: now).instances.count == 1)
         }
     }
 

@@ -40,10 +40,10 @@ struct RegistryNoticeTests {
         #expect(try await notices() == [adopted.device])
         #expect(try await store.markDeviceInvalid(device: adopted.device, since: Self.now.addingTimeInterval(1)))
         #expect(try await notices() == [adopted.device])
-        _ = try await store.deleteDevice(app: app, token: next)
+        _ = try await store.deleteDevice(app: app, token: next, now: Self.now)
         #expect(try await notices() == [moved.device])
         // Refused: nothing changed, nothing noticed.
-        await #expect(throws: RegistryError.self) { try await store.deleteDevice(app: app, token: next) }
+        await #expect(throws: RegistryError.self) { try await store.deleteDevice(app: app, token: next, now: Self.now) }
         #expect(try await notices().isEmpty)
     }
 }

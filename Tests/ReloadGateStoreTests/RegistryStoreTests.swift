@@ -77,7 +77,7 @@ struct RegistryStoreTests {
             let first = try await store.putDevice(app: app, token: a, widgets: [widget("w3"), widget("w1"), widget("w2")], previousToken: nil, now: now)
             let ids = Dictionary(uniqueKeysWithValues: first.instances.map { ($0.widget.id, $0.id) })
             let b = try await store.putDevice(app: app, token: try DeviceToken(Self.tokenB), widgets: [widget("x1")], previousToken: nil, now: now)
-            _ = try await store.deleteDevice(app: app, token: try DeviceToken(Self.tokenB))
+            _ = try await store.deleteDevice(app: app, token: try DeviceToken(Self.tokenB), now: now)
             let addresses = try await store.pushAddresses([
                 (first.device, [ids["w1"]!, ids["w3"]!]),   // listed by instance (w3 was registered first), not by name
                 (first.device, []),
@@ -130,10 +130,10 @@ struct RegistryStoreTests {
             await #expect(throws: RegistryError.widgetNotFound(token, "nope")) {
                 try await store.putTimeline(app: app, token: token, widgetID: "nope", timeline: timeline, now: now)
             }
-            let deleted = try await store.deleteDevice(app: app, token: token)
+            let deleted = try await store.deleteDevice(app: app, token: token, now: now)
             #expect(deleted.instances == [registration.instances[0].id])
             #expect(try await store.configurations(app: app, kind: nil).isEmpty)
-            await #expect(throws: RegistryError.deviceNotFound(token)) { try await store.deleteDevice(app: app, token: token) }
+            await #expect(throws: RegistryError.deviceNotFound(token)) { try await store.deleteDevice(app: app, token: token, now: now) }
         }
     }
 
@@ -143,7 +143,7 @@ struct RegistryStoreTests {
             let token = try DeviceToken(Self.tokenA)
             _ = try await store.putDevice(app: app, token: token, widgets: [widget("w1")], previousToken: nil, now: now)
             #expect(try await store.deviceStatus(app: other, token: token) == nil)
-            await #expect(throws: RegistryError.deviceNotFound(token)) { try await store.deleteDevice(app: other, token: token) }
+            await #expect(throws: RegistryError.deviceNotFound(token)) { try await store.deleteDevice(app: other, token: token, now: now) }
         }
     }
 }

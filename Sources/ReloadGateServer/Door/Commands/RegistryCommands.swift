@@ -47,7 +47,7 @@ struct DeleteDevice: GatewayCommand {
     var pushType: PushType? = nil
 
     func execute(at door: GatewayDoor) async throws -> (device: Int64, instances: [Int64]) {
-        let removed = try await door.store.deleteDevice(app: app, token: token, pushType: pushType)
+        let removed = try await door.store.deleteDevice(app: app, token: token, pushType: pushType, now: door.now())
         door.pushDevices.invalidate()
         await door.publish(.devices)
         try await door.engine.remove(instances: removed.instances, of: removed.device)

@@ -75,3 +75,17 @@ struct APNsIDLookupTests {
         #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(plan)")
     }
 }
+
+extension SQLValue {
+    /// The value as GRDB binds it (these tests plan a statement through GRDB's API).
+    fileprivate var databaseValue: DatabaseValue {
+        switch self {
+        case .null: .null
+        case .integer(let value): value.databaseValue
+        case .real(let value): value.databaseValue
+        case .text(let value): value.databaseValue
+        case .bool(let value): (value ? 1 : 0 as Int64).databaseValue
+        case .blob(let value): value.databaseValue
+        }
+    }
+}

@@ -15,7 +15,8 @@ public struct PostgresSession: SQLSession {
         for value in values { bindings.append(value) }
         let rows = try await connection.rows(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
         guard let first = rows.first else { return SQLRows(names: [], values: []) }
-        return SQLRows(names: first.map(\.columnName), values: try rows.map { try $0.map(SQLValue.init) })
+        // Names as PostgreSQL reports them: unquoted ones folded to lower case.
+        return SQLRows(names: first.map(\.columnName), folded: true, values: try rows.map { try $0.map(SQLValue.init) })
     }
 
     public func forEachRow(_ query: SQLQuery, _ body: (SQLRow) throws -> Void) async throws {

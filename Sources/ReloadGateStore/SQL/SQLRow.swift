@@ -6,8 +6,8 @@ public struct SQLRows: Sendable, RandomAccessCollection {
     let columns: SQLColumns
     let values: [[SQLValue]]
 
-    init(names: [String], values: [[SQLValue]]) {
-        self.columns = SQLColumns(names: names)
+    init(names: [String], folded: Bool = false, values: [[SQLValue]]) {
+        self.columns = SQLColumns(names: names, folded: folded)
         self.values = values
     }
 
@@ -16,23 +16,24 @@ public struct SQLRows: Sendable, RandomAccessCollection {
     public subscript(position: Int) -> SQLRow { SQLRow(columns: columns, values: values[position]) }
 }
 
-/// The names of a result's columns. A name is found whatever its case (PostgreSQL folds unquoted names to
-/// lower case): first as written (SQLite keeps the query's case), then folded to lower case. Results have
-/// a few columns, and both scans compare whole strings (no per-character loop: a start reads a million
-/// rows of a dozen columns by name).
+/// The names of a result's columns. A name is found whatever its case: SQLite reports names as the query
+/// wrote them, PostgreSQL folds unquoted ones to lower case (`folded`). Results have a few columns, and
+/// each lookup compares whole strings (a start reads a million rows of a dozen columns by name).
 struct SQLColumns: Sendable {
     let names: [String]
-    /// `names` in lower case.
-    private let folded: [String]
+    /// Whether every name is in lower case, as PostgreSQL reports unquoted ones.
+    let folded: Bool
 
-    init(names: [String]) {
+    init(names: [String], folded: Bool = false) {
         self.names = names
-        folded = names.map { $0.lowercased() }
+        self.folded = folded
     }
 
     func index(of name: String) -> Int? {
+        if folded { return names.firstIndex(of: name.lowercased()) }
         if let index = names.firstIndex(of: name) { return index }
-        return folded.firstIndex(of: name.lowercased())
+        let wanted = name.lowercased()
+        return names.firstIndex { $0.lowercased() == wanted }
     }
 }
 

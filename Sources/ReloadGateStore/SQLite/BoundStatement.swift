@@ -53,6 +53,20 @@ struct BoundStatement {
         }
     }
 
+    /// Binds a value of the shared layer's (``SQLiteSession``).
+    mutating func bind(_ value: SQLValue) {
+        switch value {
+        case .null: bindNull()
+        case .integer(let value): bind(value)
+        case .bool(let value): bind(value)
+        case .text(let value): bind(value)
+        case .blob(let value): bind(Array(value))
+        case .real(let value):
+            index += 1
+            sqlite3_bind_double(handle, index, value)
+        }
+    }
+
     mutating func bindNull() {
         index += 1
         sqlite3_bind_null(handle, index)
@@ -90,6 +104,29 @@ struct BoundStatement {
         case let code:
             let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
+        }
+    }
+
+    /// The column names of the statement's rows.
+    var columnNames: [String] { statement.columnNames }
+
+    /// Runs a query with the arguments bound since the last run, handing `body` the statement at each row
+    /// (read with `sqlite3_column_*`), then makes it ready for the next, whether `body` throws or not.
+    mutating func forEachRow(_ body: (SQLiteStatement) throws -> Void) throws {
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+            index = 0
+        }
+        precondition(index == sqlite3_bind_parameter_count(handle), "\(statement.sql): \(index) arguments bound")
+        while true {
+            switch sqlite3_step(handle) {
+            case SQLITE_ROW: try body(handle)
+            case SQLITE_DONE: return
+            case let code:
+                let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
+            }
         }
     }
 

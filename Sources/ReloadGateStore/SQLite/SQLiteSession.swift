@@ -31,27 +31,16 @@ public struct SQLiteSession: SQLSession {
 
     /// Runs `query`, handing each row's values to `body` as SQLite's own column functions read them
     /// (GRDB's `Row` copies each row and converts each value, which a start that loads a million rows
-    /// cannot afford; docs/DECISIONS.md, "The stores' rules are written once"). The values' array is
-    /// reused from row to row.
+    /// cannot afford; its `StatementArguments` box each argument: docs/DECISIONS.md, "The stores' rules
+    /// are written once"). The values' array is reused from row to row.
     private func step(_ query: SQLQuery, _ body: (SQLColumns, [SQLValue]) throws -> Void) throws {
         let (text, values) = dialect.render(query)
-        let statement = try db.cachedStatement(sql: text)
-        try statement.setArguments(StatementArguments(values.map(\.databaseValue)))
-        let handle = statement.sqliteStatement
-        // Reset when done or left early: a statement left stepping would hold its cursor open.
-        defer { sqlite3_reset(handle) }
+        var statement = try BoundStatement(db, sql: text)
+        for value in values { statement.bind(value) }
         let columns = SQLColumns(names: statement.columnNames)
-        let count = sqlite3_column_count(handle)
         var row: [SQLValue] = []
-        row.reserveCapacity(Int(count))
-        while true {
-            switch sqlite3_step(handle) {
-            case SQLITE_ROW: break
-            case SQLITE_DONE: return
-            case let code:
-                let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
-                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: text)
-            }
+        try statement.forEachRow { handle in
+            let count = sqlite3_column_count(handle)
             row.removeAll(keepingCapacity: true)
             for column in 0..<count {
                 switch sqlite3_column_type(handle, column) {
@@ -86,29 +75,6 @@ public struct SQLiteSession: SQLSession {
     private struct Held<T>: @unchecked Sendable {
         let session: SQLiteSession
         let rule: (SQLiteSession) async throws -> T
-    }
-}
-
-extension SQLValue {
-    var databaseValue: DatabaseValue {
-        switch self {
-        case .null: .null
-        case .integer(let value): value.databaseValue
-        case .real(let value): value.databaseValue
-        case .text(let value): value.databaseValue
-        case .bool(let value): (value ? 1 : 0 as Int64).databaseValue
-        case .blob(let value): value.databaseValue
-        }
-    }
-
-    init(_ value: DatabaseValue) {
-        switch value.storage {
-        case .null: self = .null
-        case .int64(let value): self = .integer(value)
-        case .double(let value): self = .real(value)
-        case .string(let value): self = .text(value)
-        case .blob(let data): self = .blob(data)
-        }
     }
 }
 

@@ -17,6 +17,9 @@ struct APNsAnswer: Sendable {
 enum APNsTransportError: Error, CustomStringConvertible, Equatable {
     /// Not processed: the connection was closing (GOAWAY below this stream) or the stream was refused.
     case notSent(String)
+    /// Not written: the connection chosen for it had begun closing (a GOAWAY read after the pool chose it).
+    /// The pool sends such a request again on another connection, without counting an attempt.
+    case connectionClosing
     /// The stream was reset with this error code before an answer.
     case reset(String)
     /// The connection closed before an answer.
@@ -27,6 +30,7 @@ enum APNsTransportError: Error, CustomStringConvertible, Equatable {
     var description: String {
         switch self {
         case .notSent(let why): "not sent: \(why)"
+        case .connectionClosing: "not sent: the connection is closing"
         case .reset(let code): "stream reset by the push service (\(code))"
         case .connectionLost: "connection lost before an answer"
         case .timedOut: "no answer in time"
@@ -35,8 +39,10 @@ enum APNsTransportError: Error, CustomStringConvertible, Equatable {
 
     /// Whether the push service certainly did not process the request.
     var wasNotSent: Bool {
-        if case .notSent = self { return true }
-        return false
+        switch self {
+        case .notSent, .connectionClosing: true
+        case .reset, .connectionLost, .timedOut: false
+        }
     }
 }
 
@@ -118,7 +124,7 @@ final class APNsClientHandler: ChannelInboundHandler {
         promise: EventLoopPromise<APNsAnswer>
     ) {
         guard let context, !isClosing, context.channel.isActive else {
-            promise.fail(APNsTransportError.notSent("the connection is closing"))
+            promise.fail(APNsTransportError.connectionClosing)
             return
         }
         let id = nextStreamID

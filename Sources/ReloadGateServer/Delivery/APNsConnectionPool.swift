@@ -62,26 +62,28 @@ final class APNsConnectionPool: Sendable {
     /// Sends one request and returns the answer. Throws ``APNsTransportError`` (or a connection error,
     /// which means it was not sent).
     func send(path: String, headers: [(String, String)], body: ByteBuffer, timeout: TimeAmount) async throws -> APNsAnswer {
-        let connection: Connection
-        do {
-            connection = try await self.connection().get()
-        } catch {
-            throw APNsTransportError.notSent("cannot connect to \(host):\(port): \(error)")
-        }
-        let eventLoop = connection.channel.eventLoop
-        let promise = eventLoop.makePromise(of: APNsAnswer.self)
-        let deadline = NIODeadline.now() + timeout
-        let authority = authority
-        eventLoop.execute {
-            connection.handler.value.send(path: path, authority: authority, headers: headers, body: body, deadline: deadline, promise: promise)
-        }
-        return try await promise.futureResult.get()
+        let request = APNsRequest(path: path, headers: headers)
+        return try await send(batch: [request], body: body, timeout: timeout)[0].get()
     }
 
     /// Sends requests on one connection, all written in one event-loop turn (and flushed together), and
     /// returns their answers in order: an ``APNsTransportError`` (or a connection error, which means
-    /// not sent) in place of a missing one.
+    /// not sent) in place of a missing one. Requests the chosen connection refused to write because it
+    /// had begun closing (a GOAWAY read after the choice) are sent once more, on the connection that
+    /// replaces it: they never left, so they cost their delivery no attempt.
     func send(batch requests: [APNsRequest], body: ByteBuffer, timeout: TimeAmount) async -> [Result<APNsAnswer, any Error>] {
+        var answers = await sendOnce(batch: requests, body: body, timeout: timeout)
+        let unwritten = answers.indices.filter { index in
+            if case .failure(APNsTransportError.connectionClosing) = answers[index] { return true }
+            return false
+        }
+        guard !unwritten.isEmpty else { return answers }
+        let again = await sendOnce(batch: unwritten.map { requests[$0] }, body: body, timeout: timeout)
+        for (index, answer) in zip(unwritten, again) { answers[index] = answer }
+        return answers
+    }
+
+    private func sendOnce(batch requests: [APNsRequest], body: ByteBuffer, timeout: TimeAmount) async -> [Result<APNsAnswer, any Error>] {
         let connection: Connection
         do {
             connection = try await self.connection().get()

@@ -12,7 +12,7 @@ public struct PostgresSession: SQLSession {
     public func rows(_ query: SQLQuery) async throws -> SQLRows {
         let (text, values) = dialect.render(query)
         var bindings = PostgresBindings(capacity: values.count)
-        for value in values { bindings.append(value) }
+        for value in values { value.bind(to: &bindings) }
         let rows = try await connection.rows(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
         guard let first = rows.first else { return SQLRows(names: [], values: []) }
         // Names as PostgreSQL reports them: unquoted ones folded to lower case.
@@ -33,18 +33,14 @@ public struct PostgresSession: SQLSession {
     }
 }
 
-extension PostgresBindings {
-    /// Binds `value` with the PostgreSQL type of its case.
-    mutating func append(_ value: SQLValue) {
-        switch value {
-        case .null: appendNull()
-        case .integer(let value): append(value)
-        case .real(let value): append(value)
-        case .text(let value): append(value)
-        case .bool(let value): append(value)
-        case .blob(let value): append(ByteBuffer(bytes: value))
-        }
-    }
+extension PostgresBindings: SQLBinder {
+    // Each value with the PostgreSQL type of its Swift type.
+    mutating func bindNull() { appendNull() }
+    mutating func bind(_ value: Int64) { append(value) }
+    mutating func bind(_ value: Double) { append(value) }
+    mutating func bind(_ value: String) { append(value) }
+    mutating func bind(_ value: Bool) { append(value) }
+    mutating func bind(_ value: Data) { append(ByteBuffer(bytes: value)) }
 }
 
 extension SQLValue {

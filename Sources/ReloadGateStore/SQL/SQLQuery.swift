@@ -10,6 +10,28 @@ public enum SQLValue: Sendable, Equatable {
     case bool(Bool)
     /// Bytes: a `blob` on SQLite, `bytea` on PostgreSQL.
     case blob(Data)
+
+    /// Hands the value to the `binder` method of its type (each engine binds the six types its own way).
+    func bind(to binder: inout some SQLBinder) {
+        switch self {
+        case .null: binder.bindNull()
+        case .integer(let value): binder.bind(value)
+        case .real(let value): binder.bind(value)
+        case .text(let value): binder.bind(value)
+        case .bool(let value): binder.bind(value)
+        case .blob(let value): binder.bind(value)
+        }
+    }
+}
+
+/// Where an engine binds a statement's arguments, one at a time in order.
+protocol SQLBinder {
+    mutating func bindNull()
+    mutating func bind(_ value: Int64)
+    mutating func bind(_ value: Double)
+    mutating func bind(_ value: String)
+    mutating func bind(_ value: Bool)
+    mutating func bind(_ value: Data)
 }
 
 /// A Swift value that binds as an ``SQLValue``.

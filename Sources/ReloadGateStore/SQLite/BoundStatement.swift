@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import GRDBSQLite
 
@@ -9,7 +10,7 @@ import GRDBSQLite
 /// statements that was about a quarter of the commit's CPU (docs/BENCHMARKS.md). The statement is
 /// still GRDB's (prepared and cached by the `Database`, inside GRDB's transaction); only the binding
 /// and stepping are done here. Use it on the writer's queue only, like any GRDB statement.
-struct BoundStatement {
+struct BoundStatement: SQLBinder {
     private let statement: Statement
     private var handle: SQLiteStatement { statement.sqliteStatement }
     private var index: CInt = 0
@@ -34,6 +35,8 @@ struct BoundStatement {
     }
 
     /// Binds text (SQLite copies it).
+    mutating func bind(_ value: String) { bind(Optional(value)) }
+
     mutating func bind(_ value: String?) {
         guard var value else { return bindNull() }
         index += 1
@@ -53,19 +56,14 @@ struct BoundStatement {
         }
     }
 
-    /// Binds a value of the shared layer's (``SQLiteSession``).
-    mutating func bind(_ value: SQLValue) {
-        switch value {
-        case .null: bindNull()
-        case .integer(let value): bind(value)
-        case .bool(let value): bind(value)
-        case .text(let value): bind(value)
-        case .blob(let value): bind(Array(value))
-        case .real(let value):
-            index += 1
-            sqlite3_bind_double(handle, index, value)
-        }
+    /// Binds a floating-point number.
+    mutating func bind(_ value: Double) {
+        index += 1
+        sqlite3_bind_double(handle, index, value)
     }
+
+    /// Binds bytes (SQLite copies them).
+    mutating func bind(_ value: Data) { bind(Array(value)) }
 
     mutating func bindNull() {
         index += 1

@@ -36,7 +36,7 @@ public struct SQLiteSession: SQLSession {
     private func step(_ query: SQLQuery, _ body: (SQLColumns, [SQLValue]) throws -> Void) throws {
         let (text, values) = dialect.render(query)
         var statement = try BoundStatement(db, sql: text)
-        for value in values { statement.bind(value) }
+        for value in values { value.bind(to: &statement) }
         let columns = SQLColumns(names: statement.columnNames)
         var row: [SQLValue] = []
         try statement.forEachRow { handle in

@@ -219,6 +219,14 @@ public final class MockAPNsServer: Sendable {
 
         /// Apple's checks of a widget or control push: token, topic, push type (the topic's suffix names
         /// it), body; a control's push also has priority 10 and `apns-expiration: 0`.
+        /// The push types the mock accepts, with the `apns-priority` and `apns-expiration` Apple requires
+        /// of each (`nil`: any). Written from Apple's documentation, not from the gateway's own table, so
+        /// that the mock checks the gateway rather than repeating it.
+        private static let pushTypes: [String: (priority: String?, expiration: String?)] = [
+            "widgets": (nil, nil),
+            "controls": ("10", "0"),
+        ]
+
         private func check(_ request: Received) -> String? {
             guard let authorization = request.headers["authorization"], authorization.hasPrefix("bearer ") else { return "MissingProviderToken" }
             let token = authorization.dropFirst(7)
@@ -227,14 +235,12 @@ public final class MockAPNsServer: Sendable {
             if known == nil { box.verifiedTokens.withLock { $0[token] = iat } }
             if iat < Int(Date().timeIntervalSince1970) - 3600 { return "ExpiredProviderToken" }
             guard let topic = request.headers["apns-topic"],
-                let pushType = ["widgets", "controls"].first(where: { topic.hasSuffix(".push-type." + $0) })
+                let pushType = Self.pushTypes.keys.first(where: { topic.hasSuffix(".push-type." + $0) })
             else { return "BadTopic" }
-            guard let sentType = request.headers["apns-push-type"], ["widgets", "controls"].contains(sentType) else { return "InvalidPushType" }
+            guard let sentType = request.headers["apns-push-type"], let rules = Self.pushTypes[sentType] else { return "InvalidPushType" }
             guard sentType == pushType else { return "BadTopic" }
-            if pushType == "controls" {
-                guard request.headers["apns-priority"] == "10" else { return "BadPriority" }
-                guard request.headers["apns-expiration"] == "0" else { return "BadExpirationDate" }
-            }
+            if let priority = rules.priority, request.headers["apns-priority"] != priority { return "BadPriority" }
+            if let expiration = rules.expiration, request.headers["apns-expiration"] != expiration { return "BadExpirationDate" }
             guard request.body == #"{"aps":{"content-changed":true}}"# else { return "BadPayload" }
             return nil
         }

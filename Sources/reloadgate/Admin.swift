@@ -535,7 +535,7 @@ struct Devices: AsyncParsableCommand {
                     [
                         device.bundle,
                         device.device,
-                        device.pushType == "controls" ? "control" : "widgets",
+                        PushType(rawValue: device.pushType).map { $0.descriptor.tokenScope == .appOnDevice ? "widgets" : $0.descriptor.label } ?? device.pushType,
                         device.active ? "active" : "unregistered \(AdminText.text(device.unregisteredAt))",
                         device.registeredAt,
                         String(device.widgets),

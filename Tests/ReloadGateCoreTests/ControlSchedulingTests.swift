@@ -80,7 +80,9 @@ struct ControlSchedulingTests {
     @Test func aControlKindsOwnPolicyAppliesToThatKindOnly() {
         var fast = SchedulingPolicy.controlsDefault
         fast.minimumInterval = 10
-        var harness = SchedulerHarness(configuration: SchedulerConfiguration(controlPoliciesByKind: ["garage": fast]))
+        var configuration = SchedulerConfiguration()
+        configuration[.controls].byKind = ["garage": fast]
+        var harness = SchedulerHarness(configuration: configuration)
         harness.register(1, device: 1, kind: "garage", pushType: .controls)
         harness.register(2, device: 2, kind: "lights", pushType: .controls)
         harness.register(3, device: 3, kind: "garage")

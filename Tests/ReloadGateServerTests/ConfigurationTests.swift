@@ -260,16 +260,16 @@ struct ConfigurationTests {
         let configuration = try GatewayConfiguration.load(file: file, environment: ["RELOADGATE_SCHEDULING_CONTROLS_DAILY_BUDGET": "200"])
         let resolved = configuration.scheduling.resolved
         #expect(resolved.defaultPolicy == SchedulingPolicy())
-        #expect(resolved.controlsDefaultPolicy.burst == 4)
-        #expect(resolved.controlsDefaultPolicy.dailyBudget == 200)
-        #expect(resolved.controlsDefaultPolicy.minimumInterval == 60)
-        let garage = try #require(resolved.controlPoliciesByKind["garage"])
+        #expect(resolved[.controls].defaultPolicy.burst == 4)
+        #expect(resolved[.controls].defaultPolicy.dailyBudget == 200)
+        #expect(resolved[.controls].defaultPolicy.minimumInterval == 60)
+        let garage = try #require(resolved[.controls].byKind["garage"])
         #expect(garage.minimumInterval == 5)
         #expect(garage.burst == 4)
         #expect(garage.dailyBudget == 200)
         #expect(resolved.policiesByKind["garage"]?.dailyBudget == 10)
         #expect(resolved.policy(kind: "garage", pushType: .controls) == garage)
-        #expect(resolved.policy(kind: "lights", pushType: .controls) == resolved.controlsDefaultPolicy)
+        #expect(resolved.policy(kind: "lights", pushType: .controls) == resolved[.controls].defaultPolicy)
 
         let wrong = try Self.write("scheduling:\n  controls:\n    kinds:\n      garage:\n        dailyBudjet: 5\n", in: directory)
         #expect(throws: ConfigurationError.self) { try GatewayConfiguration.load(file: wrong, environment: [:]) }
@@ -282,8 +282,8 @@ struct ConfigurationTests {
         #expect(scheduling.set("control:daily=12") == nil)
         #expect(scheduling.set("control:garage.interval=7") == nil)
         #expect(scheduling.set("control:garage.burst=x") != nil)
-        #expect(scheduling.resolved.controlsDefaultPolicy.dailyBudget == 12)
-        #expect(scheduling.resolved.controlPoliciesByKind["garage"]?.minimumInterval == 7)
+        #expect(scheduling.resolved[.controls].defaultPolicy.dailyBudget == 12)
+        #expect(scheduling.resolved[.controls].byKind["garage"]?.minimumInterval == 7)
         #expect(scheduling.resolved.defaultPolicy.dailyBudget == 40)
     }
 

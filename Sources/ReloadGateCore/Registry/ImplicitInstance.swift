@@ -9,9 +9,6 @@ public enum ImplicitInstance {
     /// (`*`, `*`, standing for widgets not registered yet), or a control's (its one instance, of kind `*`
     /// until the app registers the control).
     public static func of(_ pushType: PushType) -> (widgetID: String, family: String) {
-        switch pushType {
-        case .widgets: (kind, kind)
-        case .controls: (ControlRegistration.instanceID, ControlRegistration.family)
-        }
+        pushType.descriptor.implicitInstance
     }
 }

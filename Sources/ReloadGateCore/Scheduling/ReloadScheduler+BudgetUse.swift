@@ -4,7 +4,7 @@ public struct BudgetUse: Hashable, Sendable {
     /// The instances of one policy: a kind configured with its own (`scheduling.kinds`), or `nil` for the
     /// default policy that every other kind has.
     public struct Policy: Hashable, Sendable {
-        /// Widgets, or controls (whose policies are apart: `scheduling.controls`).
+        /// The push type whose policies these are (each type's apart: ``PushTypeDescriptor/configurationPrefix``).
         public var pushType: PushType
         public var kind: String?
         public var burst: Int
@@ -39,9 +39,10 @@ extension ReloadScheduler {
     /// have the fewest tokens. O(instances): for the dashboard, not for a hot path.
     public func budgetUse(at now: Timestamp, lowest count: Int) -> BudgetUse {
         var kinds = [String?](repeating: nil, count: policies.count)
-        for (kind, index) in policyIndexByKind { kinds[Int(index)] = kind }
-        for (kind, index) in controlPolicyIndexByKind { kinds[Int(index)] = kind }
-        func pushType(_ index: Int) -> PushType { index >= Int(controlsDefaultPolicyIndex) ? .controls : .widgets }
+        for index in policyIndexes {
+            for (kind, position) in index.byKind { kinds[Int(position)] = kind }
+        }
+        func pushType(_ index: Int) -> PushType { policyPushTypes[index] }
         var totals = policies.indices.map { index in
             BudgetUse.Policy(
                 pushType: pushType(index), kind: kinds[index], burst: policies[index].burst, dailyBudget: policies[index].dailyBudget, instances: 0, tokens: 0, empty: 0

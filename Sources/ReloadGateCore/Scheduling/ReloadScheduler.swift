@@ -44,11 +44,18 @@ public struct ReloadScheduler: Sendable {
 
     /// The configuration the machine was made with.
     public let configuration: SchedulerConfiguration
+    /// Every push type's policies, one after another: an instance keeps the index of its own.
     var policies: [SchedulingPolicy]
-    var policyIndexByKind: [String: UInt16]
-    var controlPolicyIndexByKind: [String: UInt16]
-    /// The index of ``SchedulerConfiguration/controlsDefaultPolicy`` in `policies`.
-    let controlsDefaultPolicyIndex: UInt16
+    /// Where each push type's policies are in `policies` (in ``PushType/allCases`` order).
+    let policyIndexes: [PolicyIndex]
+    /// The push type of each of `policies`.
+    let policyPushTypes: [PushType]
+
+    /// One push type's policies in ``policies``.
+    struct PolicyIndex {
+        var defaultIndex: UInt16
+        var byKind: [String: UInt16]
+    }
     var instances = InstanceTable()
     var firstInstanceOfDevice: [Int32] = []
     var pending = PendingTable()
@@ -63,28 +70,29 @@ public struct ReloadScheduler: Sendable {
 
     public init(configuration: SchedulerConfiguration = SchedulerConfiguration()) {
         self.configuration = configuration
-        var policies = [configuration.defaultPolicy]
-        var index: [String: UInt16] = [:]
-        for (kind, policy) in configuration.policiesByKind.sorted(by: { $0.key < $1.key }) {
-            index[kind] = UInt16(policies.count)
-            policies.append(policy)
-        }
-        controlsDefaultPolicyIndex = UInt16(policies.count)
-        policies.append(configuration.controlsDefaultPolicy)
-        var controlIndex: [String: UInt16] = [:]
-        for (kind, policy) in configuration.controlPoliciesByKind.sorted(by: { $0.key < $1.key }) {
-            controlIndex[kind] = UInt16(policies.count)
-            policies.append(policy)
+        var policies: [SchedulingPolicy] = []
+        var types: [PushType] = []
+        var indexes: [PolicyIndex] = []
+        for pushType in PushType.allCases {
+            let set = configuration[pushType]
+            var index = PolicyIndex(defaultIndex: UInt16(policies.count), byKind: [:])
+            policies.append(set.defaultPolicy)
+            for (kind, policy) in set.byKind.sorted(by: { $0.key < $1.key }) {
+                index.byKind[kind] = UInt16(policies.count)
+                policies.append(policy)
+            }
+            types += repeatElement(pushType, count: policies.count - types.count)
+            indexes.append(index)
         }
         self.policies = policies
-        self.policyIndexByKind = index
-        self.controlPolicyIndexByKind = controlIndex
+        self.policyIndexes = indexes
+        self.policyPushTypes = types
     }
 
     // MARK: Registry
 
-    /// Registers a widget instance of `device` (or, with `pushType` `.controls`, the one control of a
-    /// control's token), or updates its kind. The handle's budget and history are kept when it is
+    /// Registers an instance of `device` (a widget, or the one instance of a token of another push type),
+    /// or updates its kind. The handle's budget and history are kept when it is
     /// registered again. The kind and push type choose the policy.
     public mutating func register(_ instance: InstanceHandle, device: DeviceHandle, kind: String, pushType: PushType = .widgets) {
         let i = Int(instance.rawValue)
@@ -109,11 +117,8 @@ public struct ReloadScheduler: Sendable {
                 firstInstanceOfDevice[Int(device.rawValue)] = Int32(i)
             }
         }
-        instances[i].policy =
-            switch pushType {
-            case .widgets: policyIndexByKind[kind] ?? 0
-            case .controls: controlPolicyIndexByKind[kind] ?? controlsDefaultPolicyIndex
-            }
+        let index = policyIndexes[pushType.ordinal]
+        instances[i].policy = index.byKind[kind] ?? index.defaultIndex
     }
 
     /// Removes an instance (its widget was removed, or its device unregistered).

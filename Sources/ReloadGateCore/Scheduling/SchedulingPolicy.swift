@@ -40,34 +40,54 @@ public struct SchedulingPolicy: Hashable, Sendable {
     var emissionInterval: Int64 { 86_400_000 / Int64(max(dailyBudget, 1)) }
 }
 
-/// The default policy and the per-kind overrides, of widgets and of controls.
-public struct SchedulerConfiguration: Hashable, Sendable {
-    /// The policy of widget kinds without an override.
-    public var defaultPolicy = SchedulingPolicy()
-    /// Overrides by widget kind.
-    public var policiesByKind: [String: SchedulingPolicy] = [:]
-    /// The policy of control kinds without an override.
-    public var controlsDefaultPolicy = SchedulingPolicy.controlsDefault
-    /// Overrides by control kind.
-    public var controlPoliciesByKind: [String: SchedulingPolicy] = [:]
+/// One push type's policies: its default and the overrides by kind.
+public struct PolicySet: Hashable, Sendable {
+    /// The policy of kinds without an override.
+    public var defaultPolicy: SchedulingPolicy
+    /// Overrides by kind.
+    public var byKind: [String: SchedulingPolicy]
 
-    public init(
-        defaultPolicy: SchedulingPolicy = SchedulingPolicy(),
-        policiesByKind: [String: SchedulingPolicy] = [:],
-        controlsDefaultPolicy: SchedulingPolicy = .controlsDefault,
-        controlPoliciesByKind: [String: SchedulingPolicy] = [:]
-    ) {
+    public init(defaultPolicy: SchedulingPolicy, byKind: [String: SchedulingPolicy] = [:]) {
         self.defaultPolicy = defaultPolicy
-        self.policiesByKind = policiesByKind
-        self.controlsDefaultPolicy = controlsDefaultPolicy
-        self.controlPoliciesByKind = controlPoliciesByKind
+        self.byKind = byKind
+    }
+
+    /// The policy of `kind` (`nil`: the default).
+    public func policy(kind: String?) -> SchedulingPolicy {
+        kind.flatMap { byKind[$0] } ?? defaultPolicy
+    }
+}
+
+/// The policies of every push type (each type's defaults: ``PushTypeDescriptor/defaultPolicy``).
+public struct SchedulerConfiguration: Hashable, Sendable {
+    /// Per push type, in ``PushType/allCases`` order.
+    private var sets: [PolicySet] = PushType.allCases.map { PolicySet(defaultPolicy: $0.descriptor.defaultPolicy) }
+
+    /// The widgets' default policy and overrides by widget kind; every other type with its defaults.
+    public init(defaultPolicy: SchedulingPolicy = SchedulingPolicy(), policiesByKind: [String: SchedulingPolicy] = [:]) {
+        self[.widgets] = PolicySet(defaultPolicy: defaultPolicy, byKind: policiesByKind)
+    }
+
+    /// The policies of `pushType`.
+    public subscript(pushType: PushType) -> PolicySet {
+        get { sets[pushType.ordinal] }
+        set { sets[pushType.ordinal] = newValue }
+    }
+
+    /// The widgets' default policy.
+    public var defaultPolicy: SchedulingPolicy {
+        get { self[.widgets].defaultPolicy }
+        set { self[.widgets].defaultPolicy = newValue }
+    }
+
+    /// The widgets' overrides by kind.
+    public var policiesByKind: [String: SchedulingPolicy] {
+        get { self[.widgets].byKind }
+        set { self[.widgets].byKind = newValue }
     }
 
     /// The policy of an instance of `kind` reached by pushes of `pushType`.
     public func policy(kind: String?, pushType: PushType = .widgets) -> SchedulingPolicy {
-        switch pushType {
-        case .widgets: kind.flatMap { policiesByKind[$0] } ?? defaultPolicy
-        case .controls: kind.flatMap { controlPoliciesByKind[$0] } ?? controlsDefaultPolicy
-        }
+        self[pushType].policy(kind: kind)
     }
 }

@@ -79,7 +79,7 @@ struct DashboardRoutes {
             pending: pending.map { row in
                 Figures.DashboardPending(
                     instance: row.instance, bundle: row.bundle, device: row.deviceToken, widget: row.widgetID, kind: row.kind,
-                    pushType: row.family == ControlRegistration.family ? PushType.controls.rawValue : PushType.widgets.rawValue,
+                    pushType: PushTypeDescriptor.of(family: row.family).pushType.rawValue,
                     due: row.due.rfc3339, priority: row.priority, requestCount: row.requestCount
                 )
             },

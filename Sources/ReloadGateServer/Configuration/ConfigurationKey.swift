@@ -143,7 +143,7 @@ public struct ConfigurationKey: Sendable {
         .choice("environment", "APNs environment of this gateway", \.environment, DeploymentEnvironment.allCases.map { ($0.rawValue, $0) }),
         .choice("log.level", "lowest log level written", \.log.level, Logger.Level.allCases.map { ($0.rawValue, $0) }),
         .choice("log.format", "log line format", \.log.format, GatewayConfiguration.Log.Format.allCases.map { ($0.rawValue, $0) }),
-    ] + SchedulingField.all.map(ConfigurationKey.scheduling) + SchedulingField.all.map(ConfigurationKey.controlsScheduling)
+    ] + PushType.allCases.flatMap { type in SchedulingField.all.map { ConfigurationKey.scheduling($0, of: type) } }
 
     /// The key with this dotted name.
     public static func named(_ name: String) -> ConfigurationKey? {
@@ -158,21 +158,16 @@ public struct ConfigurationKey: Sendable {
 }
 
 extension ConfigurationKey {
-    /// `scheduling.<field>`: a number of the default scheduling policy.
-    static func scheduling(_ field: SchedulingField) -> ConfigurationKey {
-        ConfigurationKey(name: "scheduling." + field.name, summary: field.summary, expected: field.expected) { configuration, text in
-            field.apply(text, to: &configuration.scheduling.defaultPolicy)
-        }
-    }
-
-    /// `scheduling.controls.<field>`: a number of the controls' default policy.
-    static func controlsScheduling(_ field: SchedulingField) -> ConfigurationKey {
-        ConfigurationKey(
-            name: "scheduling.controls." + field.name,
-            summary: "controls: " + field.summary,
+    /// `<prefix>.<field>`: a number of the push type's default policy (`scheduling.<field>` for widgets,
+    /// `scheduling.controls.<field>` for controls).
+    static func scheduling(_ field: SchedulingField, of pushType: PushType) -> ConfigurationKey {
+        let type = pushType.descriptor
+        return ConfigurationKey(
+            name: type.configurationPrefix + "." + field.name,
+            summary: type.tokenScope == .appOnDevice ? field.summary : type.label + "s: " + field.summary,
             expected: field.expected
         ) { configuration, text in
-            field.apply(text, to: &configuration.scheduling.controlsDefaultPolicy)
+            field.apply(text, to: &configuration.scheduling[pushType].defaultPolicy)
         }
     }
 

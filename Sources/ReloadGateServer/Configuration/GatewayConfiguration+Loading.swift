@@ -56,14 +56,14 @@ extension GatewayConfiguration {
             let name = prefix + key
             let origin = ConfigurationError.Origin.file(path: source, line: keyNode.mark?.line)
             switch value {
-            case .mapping(let child) where name == "scheduling.kinds" || name == "scheduling.controls.kinds":
-                try apply(kinds: child, controls: name == "scheduling.controls.kinds", source: source)
-            case _ where name == "scheduling.kinds" || name == "scheduling.controls.kinds":
+            case .mapping(let child) where Self.pushType(ofKinds: name) != nil:
+                try apply(kinds: child, of: Self.pushType(ofKinds: name)!, source: source)
+            case _ where Self.pushType(ofKinds: name) != nil:
                 // `kinds:` with every kind commented out is empty; anything else is the wrong shape.
                 if value.null != nil { continue }
                 throw .wrongShape(
                     key: name, origin: origin, found: "a single value or list",
-                    expected: name == "scheduling.kinds" ? "a mapping of widget kinds" : "a mapping of control kinds"
+                    expected: "a mapping of \(Self.pushType(ofKinds: name)!.descriptor.label) kinds"
                 )
             case .mapping(let child):
                 guard ConfigurationKey.isSection(name) else {
@@ -95,21 +95,27 @@ extension GatewayConfiguration {
         }
     }
 
-    /// `scheduling.kinds` (`scheduling.controls.kinds` when `controls`): a mapping of widget (control)
+    /// The push type whose kinds the key `name` lists (`<prefix>.kinds`), if it is such a key.
+    private static func pushType(ofKinds name: String) -> PushType? {
+        PushType.allCases.first { $0.descriptor.configurationPrefix + ".kinds" == name }
+    }
+
+    /// `<prefix>.kinds` of `pushType` (`scheduling.kinds`, `scheduling.controls.kinds`): a mapping of its
     /// kinds to mappings of scheduling fields.
-    private mutating func apply(kinds: Node.Mapping, controls: Bool, source: String) throws(ConfigurationError) {
+    private mutating func apply(kinds: Node.Mapping, of pushType: PushType, source: String) throws(ConfigurationError) {
+        let type = pushType.descriptor
         for (kindNode, value) in kinds {
             let origin = ConfigurationError.Origin.file(path: source, line: kindNode.mark?.line)
             guard let kind = kindNode.string, !kind.isEmpty else {
                 throw .malformedFile(
-                    path: source, reason: "line \(kindNode.mark?.line ?? 0): a \(controls ? "control" : "widget") kind must be a word"
+                    path: source, reason: "line \(kindNode.mark?.line ?? 0): a \(type.label) kind must be a word"
                 )
             }
-            let prefix = controls ? "scheduling.controls.kinds.\(kind)" : "scheduling.kinds.\(kind)"
+            let prefix = "\(type.configurationPrefix).kinds.\(kind)"
             guard case .mapping(let fields) = value else {
                 throw .wrongShape(key: prefix, origin: origin, found: "a single value", expected: "a mapping of scheduling fields")
             }
-            var overrides = (controls ? scheduling.controlKindOverrides[kind] : scheduling.kindOverrides[kind]) ?? [:]
+            var overrides = scheduling[pushType].kindOverrides[kind] ?? [:]
             for (fieldNode, fieldValue) in fields {
                 let fieldOrigin = ConfigurationError.Origin.file(path: source, line: fieldNode.mark?.line)
                 let fieldName = fieldNode.string ?? ""
@@ -125,11 +131,7 @@ extension GatewayConfiguration {
                 }
                 overrides[field.name] = scalar.string
             }
-            if controls {
-                scheduling.controlKindOverrides[kind] = overrides
-            } else {
-                scheduling.kindOverrides[kind] = overrides
-            }
+            scheduling[pushType].kindOverrides[kind] = overrides
         }
     }
 

@@ -158,29 +158,49 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public init() {}
     }
 
-    /// The numbers of the scheduling rules (docs/DESIGN.md, "Scheduling rules").
+    /// The numbers of the scheduling rules (docs/DESIGN.md, "Scheduling rules"), per push type under its
+    /// ``PushTypeDescriptor/configurationPrefix`` (`scheduling`, `scheduling.controls`).
     public struct Scheduling: Sendable, Equatable {
-        /// The policy of every kind, unless overridden.
-        public var defaultPolicy = SchedulingPolicy()
-        /// Per kind, the fields set for it (`scheduling.kinds.<kind>.<field>`), as text already checked.
-        /// Unset fields follow ``defaultPolicy``, whatever order the keys were given in.
-        public var kindOverrides: [String: [String: String]] = [:]
-        /// The policy of every control kind, unless overridden (`scheduling.controls.<field>`).
-        public var controlsDefaultPolicy = SchedulingPolicy.controlsDefault
-        /// Per control kind, the fields set for it (`scheduling.controls.kinds.<kind>.<field>`); unset
-        /// fields follow ``controlsDefaultPolicy``.
-        public var controlKindOverrides: [String: [String: String]] = [:]
+        /// One push type's numbers.
+        public struct TypePolicies: Sendable, Equatable {
+            /// The policy of every kind, unless overridden (`<prefix>.<field>`).
+            public var defaultPolicy: SchedulingPolicy
+            /// Per kind, the fields set for it (`<prefix>.kinds.<kind>.<field>`), as text already checked.
+            /// Unset fields follow ``defaultPolicy``, whatever order the keys were given in.
+            public var kindOverrides: [String: [String: String]] = [:]
+        }
+
+        /// Per push type, in ``PushType/allCases`` order, each from its descriptor's defaults.
+        private var types: [TypePolicies] = PushType.allCases.map { TypePolicies(defaultPolicy: $0.descriptor.defaultPolicy) }
 
         public init() {}
 
+        /// The numbers of `pushType`.
+        public subscript(pushType: PushType) -> TypePolicies {
+            get { types[pushType.ordinal] }
+            set { types[pushType.ordinal] = newValue }
+        }
+
+        /// The widgets' default policy (`scheduling.<field>`).
+        public var defaultPolicy: SchedulingPolicy {
+            get { self[.widgets].defaultPolicy }
+            set { self[.widgets].defaultPolicy = newValue }
+        }
+
+        /// The widgets' fields per kind (`scheduling.kinds.<kind>.<field>`).
+        public var kindOverrides: [String: [String: String]] {
+            get { self[.widgets].kindOverrides }
+            set { self[.widgets].kindOverrides = newValue }
+        }
+
         /// Sets one field from `FIELD=VALUE` (every kind) or `KIND.FIELD=VALUE` (one kind), as
-        /// `reloadgate simulate --set` takes it; with the prefix `control:` (`control:FIELD=VALUE`,
-        /// `control:KIND.FIELD=VALUE`) for controls. `daily` and `interval` stand for `dailyBudget` and
-        /// `minimumInterval`. Returns what is wrong, or `nil` when it was set.
+        /// `reloadgate simulate --set` takes it; a push type other than widgets is named by its kind prefix
+        /// (`control:FIELD=VALUE`, `control:KIND.FIELD=VALUE`). `daily` and `interval` stand for
+        /// `dailyBudget` and `minimumInterval`. Returns what is wrong, or `nil` when it was set.
         public mutating func set(_ assignment: String) -> String? {
             guard let equals = assignment.firstIndex(of: "=") else { return "\(assignment): expected FIELD=VALUE or KIND.FIELD=VALUE" }
-            let controls = assignment.hasPrefix("control:")
-            let key = assignment[(controls ? assignment.index(assignment.startIndex, offsetBy: 8) : assignment.startIndex)..<equals]
+            let type = PushType.allCases.map(\.descriptor).first { !$0.kindPrefix.isEmpty && assignment.hasPrefix($0.kindPrefix) } ?? .widgets
+            let key = assignment[assignment.index(assignment.startIndex, offsetBy: type.kindPrefix.count)..<equals]
             let value = String(assignment[assignment.index(after: equals)...])
             var kind: String?
             var name = String(key)
@@ -195,39 +215,29 @@ public struct GatewayConfiguration: Sendable, Equatable {
             }
             if let kind {
                 guard !kind.isEmpty else { return "\(assignment): the kind is empty" }
-                var probe = defaultPolicy
+                var probe = self[type.pushType].defaultPolicy
                 guard field.apply(value, to: &probe) else { return "\(assignment): \(name) must be \(field.expected)" }
-                if controls {
-                    controlKindOverrides[kind, default: [:]][name] = value
-                } else {
-                    kindOverrides[kind, default: [:]][name] = value
-                }
-            } else if controls {
-                guard field.apply(value, to: &controlsDefaultPolicy) else { return "\(assignment): \(name) must be \(field.expected)" }
+                self[type.pushType].kindOverrides[kind, default: [:]][name] = value
             } else {
-                guard field.apply(value, to: &defaultPolicy) else { return "\(assignment): \(name) must be \(field.expected)" }
+                guard field.apply(value, to: &self[type.pushType].defaultPolicy) else { return "\(assignment): \(name) must be \(field.expected)" }
             }
             return nil
         }
 
-        /// The scheduler's configuration: the default policy and each kind's resolved policy.
+        /// The scheduler's configuration: each push type's default policy and each kind's resolved policy.
         public var resolved: SchedulerConfiguration {
-            var byKind: [String: SchedulingPolicy] = [:]
-            for (kind, fields) in kindOverrides {
-                var policy = defaultPolicy
-                for (name, text) in fields { _ = SchedulingField.named(name)?.apply(text, to: &policy) }
-                byKind[kind] = policy
+            var configuration = SchedulerConfiguration()
+            for pushType in PushType.allCases {
+                let numbers = self[pushType]
+                var byKind: [String: SchedulingPolicy] = [:]
+                for (kind, fields) in numbers.kindOverrides {
+                    var policy = numbers.defaultPolicy
+                    for (name, text) in fields { _ = SchedulingField.named(name)?.apply(text, to: &policy) }
+                    byKind[kind] = policy
+                }
+                configuration[pushType] = PolicySet(defaultPolicy: numbers.defaultPolicy, byKind: byKind)
             }
-            var byControlKind: [String: SchedulingPolicy] = [:]
-            for (kind, fields) in controlKindOverrides {
-                var policy = controlsDefaultPolicy
-                for (name, text) in fields { _ = SchedulingField.named(name)?.apply(text, to: &policy) }
-                byControlKind[kind] = policy
-            }
-            return SchedulerConfiguration(
-                defaultPolicy: defaultPolicy, policiesByKind: byKind,
-                controlsDefaultPolicy: controlsDefaultPolicy, controlPoliciesByKind: byControlKind
-            )
+            return configuration
         }
     }
 

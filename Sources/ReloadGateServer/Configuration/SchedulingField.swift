@@ -1,8 +1,8 @@
 import ReloadGateCore
 
-/// One number of the scheduling rules, settable as `scheduling.<name>` (every widget kind) and as
-/// `scheduling.kinds.<kind>.<name>` (one widget kind, YAML file only); for controls as
-/// `scheduling.controls.<name>` and `scheduling.controls.kinds.<kind>.<name>`.
+/// One number of the scheduling rules, settable for a push type as `<prefix>.<name>` (every kind) and as
+/// `<prefix>.kinds.<kind>.<name>` (one kind, YAML file only), where the prefix is the type's
+/// ``PushTypeDescriptor/configurationPrefix`` (`scheduling`, `scheduling.controls`).
 struct SchedulingField: Sendable {
     /// The key's last part, e.g. `dailyBudget`.
     let name: String

@@ -134,8 +134,8 @@ final class APNsUpstream: DeliveryUpstream {
             ("apns-priority", String(push.priority.rawValue)),
             ("content-type", "application/json"),
         ]
-        if push.pushType == .controls || push.expiration?.isNowOrNever == true {
-            // Now or never (Apple's contract for controls, and what a sender's 0 asked).
+        if push.expiration?.isNowOrNever == true {
+            // Now or never: what a sender's 0 asked, or what the push type requires (the worker set it).
             headers.append(("apns-expiration", "0"))
         } else if let expiration = push.expiration {
             headers.append(("apns-expiration", String(max(0, expiration.milliseconds / 1000))))

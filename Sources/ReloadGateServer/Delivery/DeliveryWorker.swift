@@ -293,9 +293,9 @@ struct DeliveryWorker: Sendable {
             finish(delivery, .failed, error: "the device is no longer registered", outcome: outcome)
             return .finished(outcome)
         }
-        // A control's push goes now or never, at priority 10, whatever the requests asked (Apple's
-        // contract for `controls`).
-        let isControl = address.pushType == .controls
+        // Some push types fix the priority or expiration, whatever the requests asked (controls: 10, now
+        // or never).
+        let type = address.pushType.descriptor
         return .push(OutgoingPush(
             apnsID: delivery.apnsID,
             bundle: address.bundle,
@@ -304,8 +304,8 @@ struct DeliveryWorker: Sendable {
             widgetIDs: address.widgetIDs,
             requests: delivery.requests,
             requestCount: delivery.requestCount,
-            priority: isControl ? .high : delivery.priority,
-            expiration: isControl ? .nowOrNever : delivery.expiration,
+            priority: type.deliveryPriority ?? delivery.priority,
+            expiration: type.deliversNowOrNever ? .nowOrNever : delivery.expiration,
             releasedAt: delivery.released
         ))
     }

@@ -248,7 +248,7 @@ public actor OutboxUpstream: DeliveryUpstream {
         }
         for push in pushes {
             logger.info(
-                push.pushType == .controls ? "outbox: control push" : "outbox: widget push",
+                "outbox: \(push.pushType.descriptor.label) push",
                 metadata: [
                     "apns-id": "\(push.apnsID)", "device": "\(push.deviceToken.shortened)", "bundle": "\(push.bundle)",
                     "widgets": "\(push.widgetIDs.count)", "request-count": "\(push.requestCount)",

@@ -105,7 +105,9 @@ final class ClusterSimulation {
         var controls = policy
         controls.minimumInterval = 3
         controls.coalescingWindow = 0
-        configuration = SchedulerConfiguration(defaultPolicy: policy, controlsDefaultPolicy: controls)
+        var configuration = SchedulerConfiguration(defaultPolicy: policy)
+        configuration[.controls].defaultPolicy = controls
+        self.configuration = configuration
         for index in 0..<deviceCount {
             let kinds = index % 3 == 0 ? ["scores", "news"] : ["scores"]
             devices.append(try store.register(app: app.id, token: Self.token(index), kinds: kinds, now: Timestamp(clock.date)).device)

@@ -2,8 +2,8 @@ public import Foundation
 public import ReloadGateCore
 
 /// The body of the reload webhook, `POST /v1/apps/<bundle>/reloads` (docs/DESIGN.md, Interfaces 3): which
-/// widget instances (or, with `"pushType":"controls"`, which controls) to reload and how urgently. Every
-/// field is optional.
+/// widget instances (or, with `pushType` naming another push type, which of its instances) to reload and
+/// how urgently. Every field is optional.
 public struct WebhookBody: Decodable, Sendable {
     public var target: ReloadTarget
     public var priority: Priority

@@ -39,7 +39,7 @@ public struct BundleID: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// The APNs topic of widget pushes for this app: `<bundle>.push-type.widgets`.
     public var widgetsTopic: String { topic(for: .widgets) }
 
-    /// The APNs topic of pushes of `pushType` for this app: `<bundle>.push-type.widgets` or `.controls`.
+    /// The APNs topic of pushes of `pushType` for this app: the bundle and the type's topic suffix.
     public func topic(for pushType: PushType) -> String { rawValue + pushType.topicSuffix }
 
     public var description: String { rawValue }

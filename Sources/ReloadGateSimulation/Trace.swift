@@ -70,7 +70,7 @@ public struct TraceWidget: Sendable, Hashable {
 
     /// The kind as reports and a trace's `kind` targets name it: `garage` for a widget, `control:garage`
     /// for a control.
-    public var reportedKind: String { pushType == .controls ? "control:" + kind : kind }
+    public var reportedKind: String { pushType.descriptor.kindPrefix + kind }
 }
 
 /// One event of a trace, in time order: a device's widgets (replacing what it had; none unregisters

@@ -76,10 +76,13 @@ public enum TraceFile {
         switch kind {
         case "registration":
             let device = names.device(try TraceFields.string(object["device"], "device"))
-            // `"pushType":"controls"`: the device is a control's token (its widget: the control).
+            // `"pushType"` (absent: widgets): the type of the device's token; for a type whose token names
+            // one instance (a control), its widget is that instance.
             var pushType = PushType.widgets
             if let text = try TraceFields.optionalString(object["pushType"], "pushType") {
-                guard let named = PushType(rawValue: text) else { throw .invalidField("pushType must be widgets or controls") }
+                guard let named = PushType(rawValue: text) else {
+                    throw .invalidField("pushType must be one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
                 pushType = named
             }
             var widgets: [TraceWidget] = []
@@ -178,7 +181,7 @@ public enum TraceFile {
         case .registration(_, let device, let widgets):
             add("event", JSONText.quoted("registration"))
             add("device", JSONText.quoted(names.name(of: device) ?? "\(device.rawValue)"))
-            if widgets.contains(where: { $0.pushType == .controls }) { add("pushType", JSONText.quoted(PushType.controls.rawValue)) }
+            if let type = widgets.first(where: { $0.pushType != .widgets })?.pushType { add("pushType", JSONText.quoted(type.rawValue)) }
             let listed = widgets.map { widget in
                 "{\"widget\":\(JSONText.quoted(names.name(of: widget.instance)?.widget ?? "\(widget.instance.rawValue)")),\"kind\":\(JSONText.quoted(widget.kind))}"
             }

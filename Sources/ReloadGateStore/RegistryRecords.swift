@@ -70,7 +70,7 @@ public enum RegistryError: Error, Equatable, CustomStringConvertible {
     case deviceNotFound(DeviceToken)
     case widgetNotFound(DeviceToken, String)
     case deviceUnregistered(DeviceToken)
-    /// The token is registered with the other push type (a widgets device's token named as a control's, or
+    /// The token is registered with another push type (a widgets device's token named as a control's, or
     /// the other way round).
     case otherPushType(DeviceToken, registered: PushType)
 
@@ -80,9 +80,7 @@ public enum RegistryError: Error, Equatable, CustomStringConvertible {
         case .widgetNotFound(let token, let id): "device \(token.shortened) has no widget '\(id)'"
         case .deviceUnregistered(let token): "device \(token.shortened) is unregistered; register its new token"
         case .otherPushType(let token, let registered):
-            registered == .controls
-                ? "token \(token.shortened) is a control's (PUT .../controls/<token>), not a device's"
-                : "token \(token.shortened) is a device's for widgets (PUT .../devices/<token>), not a control's"
+            "token \(token.shortened) is registered for \(registered.rawValue) (PUT .../\(registered.descriptor.registryPath)/<token>)"
         }
     }
 }

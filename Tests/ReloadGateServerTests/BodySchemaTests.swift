@@ -131,7 +131,11 @@ import Testing
                     Figures.Lowest(instance: 9, bundle: nil, device: nil, widget: nil, kind: nil, pushType: "controls", tokens: 8, burst: 8, nextToken: nil),
                 ]
             ),
-            unregistered: Figures.Unregistered(count: 1, recent: [.init(bundle: "com.example.app", device: token, since: time)])
+            unregistered: Figures.Unregistered(count: 1, recent: [.init(bundle: "com.example.app", device: token, since: time)]),
+            pushTypes: [
+                "widgets": Figures.PushTypeNames(label: "widget", kindPrefix: ""),
+                "controls": Figures.PushTypeNames(label: "control", kindPrefix: "control:"),
+            ]
         )
     }()
 

@@ -43,6 +43,8 @@ public struct PushTypeDescriptor: Sendable {
     public var topicSuffix: String
     /// What a token of this type stands for.
     public var tokenScope: TokenScope
+    /// The registry's collection of its tokens: `/v1/apps/<bundle>/<registryPath>/<token>`.
+    public var registryPath: String
     /// The widget id and family of the instance a token gets when a push adopts it before the app
     /// registered it (``ImplicitInstance``).
     public var implicitInstance: (widgetID: String, family: String)
@@ -63,14 +65,14 @@ public struct PushTypeDescriptor: Sendable {
 
     /// A device's widgets.
     public static let widgets = PushTypeDescriptor(
-        pushType: .widgets, topicSuffix: ".push-type.widgets", tokenScope: .appOnDevice,
+        pushType: .widgets, topicSuffix: ".push-type.widgets", tokenScope: .appOnDevice, registryPath: "devices",
         implicitInstance: (ImplicitInstance.kind, ImplicitInstance.kind), deliveryPriority: nil, deliversNowOrNever: false,
         configurationPrefix: "scheduling", label: "widget", kindPrefix: "", defaultPolicy: SchedulingPolicy()
     )
 
     /// One control. Apple's contract for `controls`: priority 10, now or never.
     public static let controls = PushTypeDescriptor(
-        pushType: .controls, topicSuffix: ".push-type.controls", tokenScope: .control,
+        pushType: .controls, topicSuffix: ".push-type.controls", tokenScope: .control, registryPath: "controls",
         implicitInstance: (ControlRegistration.instanceID, ControlRegistration.family), deliveryPriority: .high,
         deliversNowOrNever: true, configurationPrefix: "scheduling.controls", label: "control", kindPrefix: "control:",
         defaultPolicy: .controlsDefault

@@ -43,7 +43,7 @@ public struct OutgoingPush: Hashable, Sendable {
         self.releasedAt = releasedAt
     }
 
-    /// The APNs topic of the push: `<bundle>.push-type.widgets` or `<bundle>.push-type.controls`.
+    /// The APNs topic of the push: the bundle and its push type's ``PushTypeDescriptor/topicSuffix``.
     public var topic: String { bundle.topic(for: pushType) }
 }
 

@@ -25,6 +25,15 @@ extension AdminAPI {
         public var pending: [DashboardPending]
         public var budgets: Budgets
         public var unregistered: Unregistered
+        /// How the page names each push type (by `apns-push-type`) and its kinds.
+        public var pushTypes: [String: PushTypeNames]
+
+        public struct PushTypeNames: Codable, Sendable, Hashable {
+            /// One instance's name: `widget`, `control`.
+            public var label: String
+            /// Put before a kind where kinds of several types are listed together (`control:`), or empty.
+            public var kindPrefix: String
+        }
 
         public struct HourDecisions: Codable, Sendable, Hashable {
             public var hour: String

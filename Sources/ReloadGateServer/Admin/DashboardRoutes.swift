@@ -104,7 +104,10 @@ struct DashboardRoutes {
             unregistered: Figures.Unregistered(
                 count: figures.unregisteredDevices,
                 recent: figures.recentlyUnregistered.map { .init(bundle: $0.bundle, device: $0.token, since: $0.since.rfc3339) }
-            )
+            ),
+            pushTypes: Dictionary(uniqueKeysWithValues: PushType.allCases.map { type in
+                (type.rawValue, Figures.PushTypeNames(label: type.descriptor.label, kindPrefix: type.descriptor.kindPrefix))
+            })
         ))
     }
 }

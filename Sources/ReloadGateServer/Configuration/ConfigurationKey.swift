@@ -158,8 +158,8 @@ public struct ConfigurationKey: Sendable {
 }
 
 extension ConfigurationKey {
-    /// `<prefix>.<field>`: a number of the push type's default policy (`scheduling.<field>` for widgets,
-    /// `scheduling.controls.<field>` for controls).
+    /// `<prefix>.<field>`: a number of the push type's default policy, under the type's
+    /// ``PushTypeDescriptor/configurationPrefix``.
     static func scheduling(_ field: SchedulingField, of pushType: PushType) -> ConfigurationKey {
         let type = pushType.descriptor
         return ConfigurationKey(

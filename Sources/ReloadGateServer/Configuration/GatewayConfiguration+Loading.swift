@@ -100,7 +100,7 @@ extension GatewayConfiguration {
         PushType.allCases.first { $0.descriptor.configurationPrefix + ".kinds" == name }
     }
 
-    /// `<prefix>.kinds` of `pushType` (`scheduling.kinds`, `scheduling.controls.kinds`): a mapping of its
+    /// `<prefix>.kinds` of `pushType` (its ``PushTypeDescriptor/configurationPrefix``): a mapping of its
     /// kinds to mappings of scheduling fields.
     private mutating func apply(kinds: Node.Mapping, of pushType: PushType, source: String) throws(ConfigurationError) {
         let type = pushType.descriptor

@@ -159,7 +159,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
     }
 
     /// The numbers of the scheduling rules (docs/DESIGN.md, "Scheduling rules"), per push type under its
-    /// ``PushTypeDescriptor/configurationPrefix`` (`scheduling`, `scheduling.controls`).
+    /// ``PushTypeDescriptor/configurationPrefix``.
     public struct Scheduling: Sendable, Equatable {
         /// One push type's numbers.
         public struct TypePolicies: Sendable, Equatable {

@@ -2,7 +2,7 @@ import ReloadGateCore
 
 /// One number of the scheduling rules, settable for a push type as `<prefix>.<name>` (every kind) and as
 /// `<prefix>.kinds.<kind>.<name>` (one kind, YAML file only), where the prefix is the type's
-/// ``PushTypeDescriptor/configurationPrefix`` (`scheduling`, `scheduling.controls`).
+/// ``PushTypeDescriptor/configurationPrefix``.
 struct SchedulingField: Sendable {
     /// The key's last part, e.g. `dailyBudget`.
     let name: String

@@ -128,24 +128,28 @@ function shellWord(text) {
 
 // The commands that replay the last 24 hours (of the chosen app) with other settings: `reloadgate export`,
 // then `reloadgate simulate` with today's budgets as the second policy's starting point.
-function whatIfCommands(policies, bundle) {
+function whatIfCommands(policies, bundle, pushTypes) {
   const trace = "last-24h.jsonl";
   const exportWords = ["reloadgate", "export", "--since", "24h", ...(bundle ? ["--bundle", bundle] : []),
     "--config", "reloadgate.yaml", "--output", trace];
   const changes = policies.flatMap(policy => {
-    const prefix = (policy.pushType === "controls" ? "control:" : "") + (policy.kind == null ? "" : policy.kind + ".");
+    const prefix = (pushTypes[policy.pushType]?.kindPrefix ?? "") + (policy.kind == null ? "" : policy.kind + ".");
     return ["--compare-set", `${prefix}daily=${policy.dailyBudget}`, "--compare-set", `${prefix}burst=${policy.burst}`];
   });
   const simulateWords = ["reloadgate", "simulate", trace, "--policy", "reloadgate.yaml", ...changes, "--report", "last-24h.html"];
   return [exportWords, simulateWords].map(words => words.map(shellWord).join(" ")).join("\n");
 }
 
-// A kind as the tables show it: controls' kinds say so ("control: garage"), widgets' stand alone.
+// A kind as the tables show it: a push type with a kind prefix says so ("control: garage"); widgets' kinds
+// stand alone. `pushTypes`: the figures' names of each push type.
+let pushTypes = {};
 function kindLabel(kind, pushType) {
-  return pushType === "controls" ? `control: ${kind ?? "–"}` : (kind ?? "–");
+  const names = pushTypes[pushType];
+  return names && names.kindPrefix ? `${names.label}: ${kind ?? "–"}` : (kind ?? "–");
 }
 
 function render(data) {
+  pushTypes = data.pushTypes;
   setFigure("pendingReloads", data.pendingReloads);
   setFigure("pendingDueNow", data.pendingDueNow);
   setFigure("pendingLater", data.pendingLater);
@@ -177,8 +181,9 @@ function render(data) {
   fill("#budget-policies", budgets.policies.map(policy => {
     const capacity = policy.instances * policy.burst;
     const share = capacity > 0 ? Math.round(policy.tokens / capacity * 100) : 0;
-    const name = policy.pushType === "controls"
-      ? (policy.kind == null ? "other controls" : kindLabel(policy.kind, policy.pushType))
+    const names = pushTypes[policy.pushType];
+    const name = names && names.kindPrefix
+      ? (policy.kind == null ? `other ${names.label}s` : kindLabel(policy.kind, policy.pushType))
       : (policy.kind ?? "other kinds");
     return element("tr", {}, cell(name), cell(policy.instances, true),
       cell(`${share}%`, true), cell(policy.empty, true), cell(`${policy.dailyBudget} / ${policy.burst}`, true));
@@ -188,7 +193,7 @@ function render(data) {
     cell(entry.widget ?? "–"), cell(kindLabel(entry.kind, entry.pushType)), cell(`${entry.tokens} of ${entry.burst}`, true),
     cell(time(entry.nextToken)))));
 
-  $("#whatif-commands").textContent = whatIfCommands(budgets.policies, $("#bundle").value);
+  $("#whatif-commands").textContent = whatIfCommands(budgets.policies, $("#bundle").value, pushTypes);
 
   fill("#failures", Object.entries(data.failures).sort((a, b) => b[1] - a[1]).map(([reason, count]) =>
     element("tr", {}, cell(reason), cell(count, true))));

@@ -76,6 +76,23 @@ struct APNsIDLookupTests {
     }
 }
 
+/// SQLite's session binds every value itself (`sqlite3_bind_*`): a statement whose placeholders and values
+/// disagree fails as a store error, and the process goes on.
+struct SQLiteSessionBindingTests {
+    @Test func aPlaceholderWithoutAValueIsAnErrorNotATrap() throws {
+        let directory = try TemporaryDirectory("session-binding")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date(timeIntervalSince1970: 1_790_000_000))
+        defer { try? store.close() }
+        #expect(throws: StoreError.self) {
+            try store.readingHere { session in try await session.rows("SELECT \(Int64(1)), \(unescaped: "?")") }
+        }
+        // The session is usable after (the statement was reset).
+        let one = try store.readingHere { session in try await session.rows("SELECT \(Int64(1)) AS one").first?.int64("one") }
+        #expect(one == 1)
+    }
+}
+
 extension SQLValue {
     /// The value as GRDB binds it (these tests plan a statement through GRDB's API).
     fileprivate var databaseValue: DatabaseValue {

@@ -116,7 +116,11 @@ struct BoundStatement: SQLBinder {
             sqlite3_clear_bindings(handle)
             index = 0
         }
-        precondition(index == sqlite3_bind_parameter_count(handle), "\(statement.sql): \(index) arguments bound")
+        // A statement of the shared rules: its placeholders and values come from one rendering, but a
+        // mismatch must fail the statement, not the process.
+        guard index == sqlite3_bind_parameter_count(handle) else {
+            throw StoreError.corrupt(reason: "\(statement.sql): \(index) arguments bound for \(sqlite3_bind_parameter_count(handle)) placeholders")
+        }
         while true {
             switch sqlite3_step(handle) {
             case SQLITE_ROW: try body(handle)

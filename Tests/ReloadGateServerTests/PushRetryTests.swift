@@ -59,6 +59,9 @@ struct PushRetryTests {
                 #expect(Self.decisionHeaders(retry).dropLast() == Self.decisionHeaders(first).dropLast())
                 #expect(retry.answer.header("apns-id") == retryID)
             }
+            // Both retries are counted as answered by their key, not decided.
+            let series = try await Self.scrape(gateway)
+            #expect(series[#"reloadgate_idempotent_answers_total{outcome="replay"}"#] == 2, "\(series.lines)")
             // The same apns-id for another token is another push: decided (and scheduled: its budget is full).
             let elsewhere = try await gateway.push(Self.other, bundle: Self.bundle, sender: sender, apnsID: apnsID)
             #expect(elsewhere.decision == "scheduled")

@@ -82,6 +82,7 @@ extension SchedulerEngine {
         let name = KeyName(app: submission.app.id, key: idempotency.key)
         if var inFlight = inFlightKeys[name] {
             guard inFlight.bodyHash == idempotency.bodyHash else {
+                metrics.idempotentAnswer("conflict")
                 reply(.success(.conflict))
                 return false
             }
@@ -98,9 +99,11 @@ extension SchedulerEngine {
         }
         switch IdempotentAnswer.lookup(answers[name], bodyHash: idempotency.bodyHash, now: submission.received) {
         case .replay(let status, let body):
+            metrics.idempotentAnswer("replay")
             reply(.success(.replay(status: status, body: body)))
             return false
         case .conflict:
+            metrics.idempotentAnswer("conflict")
             reply(.success(.conflict))
             return false
         case .new:
@@ -154,7 +157,10 @@ extension SchedulerEngine {
         for name in committed.keys {
             guard let inFlight = inFlightKeys.removeValue(forKey: name) else { continue }
             if !inFlight.waiters.isEmpty, let answer = committed.ledger.answer(for: name) {
-                for waiter in inFlight.waiters { waiter(.success(.replay(status: answer.status, body: answer.response))) }
+                for waiter in inFlight.waiters {
+                    metrics.idempotentAnswer("replay")
+                    waiter(.success(.replay(status: answer.status, body: answer.response)))
+                }
             }
         }
     }

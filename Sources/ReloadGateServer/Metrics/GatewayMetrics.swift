@@ -47,6 +47,7 @@ public final class GatewayMetrics: Sendable {
         "reloadgate_delivery_queue_depth": "Deliveries released and not yet sent or failed.",
         "reloadgate_ledger_pruned_total": "Rows of the ledger deleted past ledger.retention, by table: requests (with their decisions) or deliveries.",
         "reloadgate_apns_ids_in_memory": "Pushes' apns-ids within their retry window in the index in memory (embedded store).",
+        "reloadgate_idempotent_answers_total": "Requests answered by their idempotency key (a push's apns-id, a webhook call's idempotency-key) without a decision, by outcome: replay (the first answer again) or conflict (the key with another body).",
     ]
 
     static func descriptor(_ name: String) -> MetricNameDescriptor {
@@ -133,6 +134,11 @@ public final class GatewayMetrics: Sendable {
     }
 
     /// The index of kept answers holds `count` apns-ids.
+    /// A request answered by its idempotency key: `replay` or `conflict`.
+    func idempotentAnswer(_ outcome: String) {
+        increment("reloadgate_idempotent_answers_total", ["outcome": outcome])
+    }
+
     func keptAnswers(_ count: Int) {
         keptAnswerKeys.set(Int64(count))
     }

@@ -25,8 +25,8 @@ struct SchedulerHarness {
         start.adding(milliseconds: Int64(minutes * 60_000))
     }
 
-    mutating func register(_ instance: Int32, device: Int32, kind: String = "scores", pushType: PushType = .widgets) {
-        scheduler.register(InstanceHandle(instance), device: DeviceHandle(device), kind: kind, pushType: pushType)
+    mutating func register(_ instance: Int32, device: Int32, kind: String = "scores", pushType: PushType = .widgets, frequentUpdates: Bool = false) {
+        scheduler.register(InstanceHandle(instance), device: DeviceHandle(device), kind: kind, pushType: pushType, frequentUpdates: frequentUpdates)
     }
 
     /// Sends a request at `minutes` after the start, after ticking up to then.
@@ -37,7 +37,8 @@ struct SchedulerHarness {
         priority: Priority = .high,
         expiration: Timestamp? = nil,
         collapseID: String? = nil,
-        exempt: Bool = false
+        exempt: Bool = false,
+        activity: ActivityContent? = nil
     ) -> [Decision] {
         let now = Self.at(minutes: minutes)
         tick(to: now)
@@ -51,7 +52,8 @@ struct SchedulerHarness {
                 collapseID: collapseID,
                 team: collapseID == nil ? nil : "TEAM",
                 exempt: exempt,
-                received: now
+                received: now,
+                activity: activity
             )
         )
     }

@@ -1,10 +1,12 @@
-/// What a push token reloads (`apns-push-type`): the widgets of an app on a device, or one control
-/// (WidgetKit controls: one push token per control, handed to the app's `ControlPushHandler`). What
+/// What a push token reaches (`apns-push-type`): the widgets of an app on a device, one control
+/// (WidgetKit controls: one push token per control, handed to the app's `ControlPushHandler`), or one Live
+/// Activity (ActivityKit: a token per activity, and a push-to-start token per app and device). What
 /// differs between the types is data, in ``descriptor``: the rest of the gateway reads it rather than
 /// asking which type it has.
 public enum PushType: String, Sendable, CaseIterable, Hashable {
     case widgets
     case controls
+    case liveactivity
 
     /// The topic's suffix for this push type: `<bundle-id>.push-type.widgets` / `.push-type.controls`.
     public var topicSuffix: String { descriptor.topicSuffix }
@@ -14,6 +16,7 @@ public enum PushType: String, Sendable, CaseIterable, Hashable {
         switch self {
         case .widgets: 0
         case .controls: 1
+        case .liveactivity: 2
         }
     }
 
@@ -22,6 +25,7 @@ public enum PushType: String, Sendable, CaseIterable, Hashable {
         switch self {
         case .widgets: .widgets
         case .controls: .controls
+        case .liveactivity: .liveActivities
         }
     }
 }
@@ -35,6 +39,24 @@ public struct PushTypeDescriptor: Sendable {
         case appOnDevice
         /// One control: the token reaches that control only.
         case control
+        /// One Live Activity (its update token), or an app's push-to-start token on a device.
+        case activity
+    }
+
+    /// What a push's body must be (Apple's rules for the type).
+    public enum PayloadRule: Sendable {
+        /// `{"aps":{"content-changed":true}}`, with ReloadGate's optional targeting.
+        case contentChanged
+        /// ActivityKit's: `aps.event` and `aps.timestamp`, content, alert, attributes for a start.
+        case liveActivity
+    }
+
+    /// What a delivery carries when several requests merged into it.
+    public enum MergeRule: Sendable {
+        /// The type's fixed body: a reload needs nothing more.
+        case reload
+        /// The newest content (``ContentStamp``) with the newest alert among the merged requests.
+        case newestContent
     }
 
     /// The `apns-push-type` value.
@@ -62,6 +84,17 @@ public struct PushTypeDescriptor: Sendable {
     public var kindPrefix: String
     /// The policy of its kinds that the configuration names none for.
     public var defaultPolicy: SchedulingPolicy
+    /// Kinds with a policy of their own by default (a push-to-start token's kind).
+    public var kindPolicies: [String: SchedulingPolicy] = [:]
+    /// How many times the budget (daily and burst) of an instance whose app asked for frequent updates is
+    /// its kind's (`NSSupportsLiveActivitiesFrequentUpdates`); 1: the type has no such thing.
+    public var frequentUpdatesFactor = 1
+    /// Whether a push may come over a client certificate's connection (Apple: not for Live Activities).
+    public var allowsCertificates = true
+    public var payloadRule = PayloadRule.contentChanged
+    public var mergeRule = MergeRule.reload
+    /// Whether priority 5 draws on the budget (ActivityKit: only priority 10 does).
+    public var chargesLowPriority = true
 
     /// A device's widgets.
     public static let widgets = PushTypeDescriptor(
@@ -77,6 +110,28 @@ public struct PushTypeDescriptor: Sendable {
         deliversNowOrNever: true, configurationPrefix: "scheduling.controls", label: "control", kindPrefix: "control:",
         defaultPolicy: .controlsDefault
     )
+
+    /// Live Activities (ActivityKit). A token is an activity's update token (kind: the attributes type) or an
+    /// app's push-to-start token (kind ``pushToStartKind``); priorities 10 and 5, the decided one; updates
+    /// merge to the newest content. Policies: docs/DECISIONS.md, "Live Activities' default budgets".
+    public static let liveActivities: PushTypeDescriptor = {
+        var descriptor = PushTypeDescriptor(
+            pushType: .liveactivity, topicSuffix: ".push-type.liveactivity", tokenScope: .activity, registryPath: "activities",
+            implicitInstance: ("activity", "activity"), deliveryPriority: nil, deliversNowOrNever: false,
+            configurationPrefix: "scheduling.liveactivity", label: "activity", kindPrefix: "activity:",
+            defaultPolicy: .liveActivityDefault
+        )
+        descriptor.kindPolicies = [pushToStartKind: .pushToStartDefault]
+        descriptor.frequentUpdatesFactor = 4
+        descriptor.allowsCertificates = false
+        descriptor.payloadRule = .liveActivity
+        descriptor.mergeRule = .newestContent
+        descriptor.chargesLowPriority = false
+        return descriptor
+    }()
+
+    /// The kind of a push-to-start token's instance (its starts draw on their own budget).
+    public static let pushToStartKind = "push-to-start"
 
     /// The descriptor of the type whose implicit instance has `family` (a control's instance has the
     /// controls' family); widgets for any other family.

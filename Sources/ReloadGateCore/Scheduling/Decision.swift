@@ -20,12 +20,17 @@ public enum DecisionKind: String, Sendable, CaseIterable {
     /// on one database: another one holds the device's partition); it was handed to that gateway, whose
     /// decision follows in the ledger.
     case forwarded
+    /// A Live Activity update older than the content the activity was sent already: the device would
+    /// ignore it (Apple: the newer timestamp wins).
+    case outdated
+    /// A Live Activity update after the activity's end (sent or pending).
+    case afterEnd = "after-end"
 
     /// The kinds a request gets when it is decided by the scheduler (all but ``cancelled`` and
     /// ``forwarded``).
     public static let onArrival: [DecisionKind] = allCases.filter { $0 != .cancelled && $0 != .forwarded }
 
-    /// The kind's place in ``allCases`` (0 to 7), for counting in an array instead of a dictionary.
+    /// The kind's place in ``allCases`` (0 to 9), for counting in an array instead of a dictionary.
     public var index: Int {
         switch self {
         case .scheduled: 0
@@ -36,6 +41,8 @@ public enum DecisionKind: String, Sendable, CaseIterable {
         case .noMatch: 5
         case .cancelled: 6
         case .forwarded: 7
+        case .outdated: 8
+        case .afterEnd: 9
         }
     }
 }
@@ -55,6 +62,8 @@ public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
     case deviceUnregistered(since: Timestamp)
     case removedFromRegistry
     case forwardedToOwner(partition: Int)
+    case outdated(timestamp: Int64, delivered: Int64)
+    case activityEnded
 
     public var description: String {
         switch self {
@@ -77,6 +86,9 @@ public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
         case .removedFromRegistry: "cancelled: the widget or its device was removed from the registry"
         case .forwardedToOwner(let partition):
             "forwarded: partition \(partition) of the device is scheduled by another gateway, which decides it"
+        case .outdated(let timestamp, let delivered):
+            "outdated: timestamp \(timestamp) is older than \(delivered), the content the activity was sent already"
+        case .activityEnded: "after-end: the activity's end was sent or is pending"
         }
     }
 }

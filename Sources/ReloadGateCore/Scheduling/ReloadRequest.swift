@@ -45,6 +45,8 @@ public struct ReloadRequest: Sendable {
     public var exempt: Bool
     /// When it was received.
     public var received: Timestamp
+    /// A Live Activity push's event and timestamp (merged by the newest content); `nil` for other requests.
+    public var activity: ActivityContent?
 
     public init(
         id: RequestID,
@@ -54,8 +56,10 @@ public struct ReloadRequest: Sendable {
         collapseID: String? = nil,
         team: String? = nil,
         exempt: Bool = false,
-        received: Timestamp
+        received: Timestamp,
+        activity: ActivityContent? = nil
     ) {
+        self.activity = activity
         self.id = id
         self.targets = targets
         self.priority = priority

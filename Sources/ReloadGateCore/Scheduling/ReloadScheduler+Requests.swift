@@ -36,6 +36,24 @@ extension ReloadScheduler {
     private mutating func decide(_ request: ReloadRequest, for i: Int32, at now: Int64) -> Decision {
         let policy = policy(of: i)
         let instance = InstanceHandle(i)
+        var request = request
+        var activity: ActivitySnapshot?
+        if let content = request.activity, let state = activities[i] {
+            // A Live Activity: nothing after its end, nothing older than what it shows; an end, and what
+            // is not priority 10, skip the budget.
+            if state.ended || state.ending && content.event != .end {
+                return Decision(request: request.id, instance: instance, kind: .afterEnd, due: nil, reason: .activityEnded)
+            }
+            if let delivered = state.delivered, content.timestamp < delivered.timestamp {
+                return Decision(
+                    request: request.id, instance: instance, kind: .outdated, due: nil,
+                    reason: .outdated(timestamp: content.timestamp, delivered: delivered.timestamp)
+                )
+            }
+            let descriptor = policyPushTypes[Int(instances[Int(i)].policy)].descriptor
+            request.exempt = request.exempt || content.event == .end || !descriptor.chargesLowPriority && request.priority != .high
+            activity = state
+        }
 
         // Rules 4 and 5: the request's own due time and what bounds it.
         let (earliest, bound) = earliest(i, at: now, exempt: request.exempt)
@@ -100,7 +118,12 @@ extension ReloadScheduler {
                 merged.due = min(existing.due, due)
                 merged.priority = max(existing.priority, request.priority)
                 merged.expiration = existing.expiration.flatMap { current in expiration.map { max(current, $0) } }
-                merged.exempt = existing.exempt || request.exempt
+                // An activity's uncharged request (priority 5) makes the reload uncharged only if every
+                // one it serves is; its end, always.
+                merged.exempt =
+                    activity == nil
+                    ? existing.exempt || request.exempt
+                    : existing.exempt && request.exempt || activity!.ending || request.activity?.event == .end
                 merged.collapseID = request.collapseID ?? existing.collapseID
                 merged.team = request.collapseID == nil ? existing.team : request.team
             }
@@ -110,6 +133,7 @@ extension ReloadScheduler {
                 return expired(request, instance, earliest: merged.due, expiration: expiration!)
             }
             merged.requests.append(request.id)
+            if let activity { take(request, into: activity, of: i) }
             if merged.due != existing.due {
                 timers.insert(.init(time: merged.due, instance: i, kind: .pendingReload))
             }
@@ -139,6 +163,7 @@ extension ReloadScheduler {
             exempt: request.exempt
         )
         timers.insert(.init(time: due, instance: i, kind: .pendingReload))
+        if let activity { take(request, into: activity, of: i) }
         markChanged(i)
         return Decision(
             request: request.id,
@@ -147,6 +172,18 @@ extension ReloadScheduler {
             due: Timestamp(milliseconds: due),
             reason: reason
         )
+    }
+
+    /// Records an activity's request in its pending content: the newest content and the newest alert win
+    /// (``ContentStamp``), and an end stays an end.
+    private mutating func take(_ request: ReloadRequest, into state: ActivitySnapshot, of i: Int32) {
+        guard let content = request.activity else { return }
+        var state = state
+        let stamp = ContentStamp(timestamp: content.timestamp, request: request.id)
+        if state.content.map({ $0 < stamp }) ?? true { state.content = stamp }
+        if content.hasAlert, state.alert.map({ $0 < stamp }) ?? true { state.alert = stamp }
+        state.ending = state.ending || content.event == .end
+        activities[i] = state
     }
 
     private func expired(_ request: ReloadRequest, _ instance: InstanceHandle, earliest: Int64, expiration: Int64)

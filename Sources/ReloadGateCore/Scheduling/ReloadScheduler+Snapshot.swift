@@ -6,8 +6,13 @@ public struct InstanceSnapshot: Hashable, Sendable {
     public var lastReload: Timestamp?
     public var plannedReload: Timestamp?
     public var pending: PendingSnapshot?
+    /// A Live Activity's content state (``ActivitySnapshot``); `nil` for other instances.
+    public var activity: ActivitySnapshot?
 
-    public init(bucketFullAt: Int64?, lastReload: Timestamp?, plannedReload: Timestamp?, pending: PendingSnapshot?) {
+    public init(
+        bucketFullAt: Int64?, lastReload: Timestamp?, plannedReload: Timestamp?, pending: PendingSnapshot?, activity: ActivitySnapshot? = nil
+    ) {
+        self.activity = activity
         self.bucketFullAt = bucketFullAt
         self.lastReload = lastReload
         self.plannedReload = plannedReload
@@ -83,7 +88,8 @@ extension ReloadScheduler {
                     team: $0.team,
                     exempt: $0.exempt
                 )
-            }
+            },
+            activity: activities.isEmpty ? nil : activities[i]
         )
     }
 
@@ -112,5 +118,7 @@ extension ReloadScheduler {
         } else {
             self[pending: i] = nil
         }
+        // After the pending reload: clearing it clears an activity's pending content.
+        if activities[i] != nil, let activity = snapshot.activity { activities[i] = activity }
     }
 }

@@ -117,6 +117,7 @@ extension ReloadScheduler {
         var latestExpiration = Int64.min
         var unlimited = false
         func add(_ i: Int32, _ member: PendingReload) {
+            let activity = activities.isEmpty ? nil : activities[i]
             self[pending: i] = nil
             markChanged(i)
             let charged = !member.exempt && hasToken(i, at: time)
@@ -133,6 +134,17 @@ extension ReloadScheduler {
                     if delivery.requests.contains(id) { repeated += 1 } else { delivery.requests.append(id) }
                 }
                 delivery.requestCount += member.requests.count - repeated
+            }
+            if var activity, let content = activity.content {
+                // The delivery carries the newest content and alert: their requests are listed whatever
+                // the list's length, so that the merge finds them (``ActivityMerge``).
+                for winner in [content, activity.alert].compactMap(\.self) where !delivery.requests.contains(winner.request) {
+                    delivery.requests.append(winner.request)
+                }
+                activity.delivered = max(activity.delivered ?? content, content)
+                activity.ended = activity.ended || activity.ending
+                activity.clearPending()
+                activities[i] = activity
             }
             delivery.reloaded.append(.init(instance: InstanceHandle(i), charged: charged))
             delivery.priority = max(delivery.priority, member.priority)

@@ -51,11 +51,16 @@ public struct ReloadScheduler: Sendable {
     /// The push type of each of `policies`.
     let policyPushTypes: [PushType]
 
-    /// One push type's policies in ``policies``.
+    /// One push type's policies in ``policies``; for a type with frequent updates, their raised copies too.
     struct PolicyIndex {
         var defaultIndex: UInt16
         var byKind: [String: UInt16]
+        var frequentDefault: UInt16? = nil
+        var frequentByKind: [String: UInt16] = [:]
     }
+    /// The Live Activities among the instances, with their content's state (few next to the widgets: kept
+    /// beside the instance table rather than in it).
+    var activities: [Int32: ActivitySnapshot] = [:]
     var instances = InstanceTable()
     var firstInstanceOfDevice: [Int32] = []
     var pending = PendingTable()
@@ -77,9 +82,19 @@ public struct ReloadScheduler: Sendable {
             let set = configuration[pushType]
             var index = PolicyIndex(defaultIndex: UInt16(policies.count), byKind: [:])
             policies.append(set.defaultPolicy)
-            for (kind, policy) in set.byKind.sorted(by: { $0.key < $1.key }) {
+            let kinds = set.byKind.sorted(by: { $0.key < $1.key })
+            for (kind, policy) in kinds {
                 index.byKind[kind] = UInt16(policies.count)
                 policies.append(policy)
+            }
+            let factor = pushType.descriptor.frequentUpdatesFactor
+            if factor > 1 {
+                index.frequentDefault = UInt16(policies.count)
+                policies.append(set.defaultPolicy.raised(by: factor))
+                for (kind, policy) in kinds {
+                    index.frequentByKind[kind] = UInt16(policies.count)
+                    policies.append(policy.raised(by: factor))
+                }
             }
             types += repeatElement(pushType, count: policies.count - types.count)
             indexes.append(index)
@@ -93,8 +108,11 @@ public struct ReloadScheduler: Sendable {
 
     /// Registers an instance of `device` (a widget, or the one instance of a token of another push type),
     /// or updates its kind. The handle's budget and history are kept when it is
-    /// registered again. The kind and push type choose the policy.
-    public mutating func register(_ instance: InstanceHandle, device: DeviceHandle, kind: String, pushType: PushType = .widgets) {
+    /// registered again. The kind and push type choose the policy; `frequentUpdates` (an activity whose app
+    /// asked for them) its raised copy.
+    public mutating func register(
+        _ instance: InstanceHandle, device: DeviceHandle, kind: String, pushType: PushType = .widgets, frequentUpdates: Bool = false
+    ) {
         let i = Int(instance.rawValue)
         precondition(i >= 0 && device.rawValue >= 0, "handles are non-negative")
         if i >= instances.count {
@@ -118,7 +136,16 @@ public struct ReloadScheduler: Sendable {
             }
         }
         let index = policyIndexes[pushType.ordinal]
-        instances[i].policy = index.byKind[kind] ?? index.defaultIndex
+        if frequentUpdates, let frequent = index.frequentDefault {
+            instances[i].policy = index.frequentByKind[kind] ?? frequent
+        } else {
+            instances[i].policy = index.byKind[kind] ?? index.defaultIndex
+        }
+        if pushType.descriptor.mergeRule == .newestContent {
+            if activities[Int32(i)] == nil { activities[Int32(i)] = ActivitySnapshot() }
+        } else {
+            activities[Int32(i)] = nil
+        }
     }
 
     /// Removes an instance (its widget was removed, or its device unregistered).
@@ -130,6 +157,7 @@ public struct ReloadScheduler: Sendable {
         let dropped = removePending(i)?.requests.array ?? []
         unlink(i)
         instances[Int(i)] = InstanceState()
+        activities[i] = nil
         markChanged(i)
         return dropped
     }
@@ -143,6 +171,7 @@ public struct ReloadScheduler: Sendable {
         guard isRegistered(i) else { return }
         _ = removePending(i)
         unlink(i)
+        activities[i] = nil
         // A change not yet taken is dropped with the state (the changed list skips unmarked entries).
         instances[Int(i)] = InstanceState()
     }
@@ -232,6 +261,8 @@ public struct ReloadScheduler: Sendable {
             case (true, nil):
                 pending.free(slot)
                 instances[Int(i)].pendingSlot = -1
+                // An activity's pending content goes with its pending reload.
+                if !activities.isEmpty { activities[i]?.clearPending() }
             case (false, let value?):
                 instances[Int(i)].pendingSlot = pending.add(value)
             case (false, nil):
@@ -332,6 +363,11 @@ public struct ReloadScheduler: Sendable {
     public func pendingReload(of instance: InstanceHandle) -> (due: Timestamp, priority: Priority, requests: [RequestID])? {
         guard isRegistered(instance.rawValue) else { return nil }
         return self[pending: instance.rawValue].map { (Timestamp(milliseconds: $0.due), $0.priority, $0.requests.array) }
+    }
+
+    /// The content state of a registered Live Activity (`nil` for other instances).
+    public func activity(of instance: InstanceHandle) -> ActivitySnapshot? {
+        isRegistered(instance.rawValue) ? activities[instance.rawValue] : nil
     }
 
     /// The last reload of an instance (delivery or timeline), if any.

@@ -36,6 +36,45 @@ public struct SchedulingPolicy: Hashable, Sendable {
         return policy
     }()
 
+    /// The default policy of a Live Activity's update token (docs/DECISIONS.md, "Live Activities' default
+    /// budgets"): Apple throttles priority-10 updates per activity and publishes no number. 240 a day (ten
+    /// an hour on average) with a burst of 12 covers a match's or a delivery's busy minutes; 5 s between two
+    /// updates lets a flurry merge to its newest content. Priority 5 is not charged and does not wait
+    /// (Apple paces it itself); an activity has no timeline and is alone on its token: no absorbing, no
+    /// coalescing.
+    public static let liveActivityDefault: SchedulingPolicy = {
+        var policy = SchedulingPolicy()
+        policy.dailyBudget = 240
+        policy.burst = 12
+        policy.minimumInterval = 5
+        policy.absorbWindow = 0
+        policy.lowPriorityDelay = 0
+        policy.backgroundDelay = 0
+        policy.coalescingWindow = 0
+        return policy
+    }()
+
+    /// The default policy of a push-to-start token: Apple limits how often an app may start activities
+    /// remotely; 12 starts a day with a burst of 3. A start waiting for a token is replaced by a newer one.
+    public static let pushToStartDefault: SchedulingPolicy = {
+        var policy = liveActivityDefault
+        policy.dailyBudget = 12
+        policy.burst = 3
+        policy.minimumInterval = 0
+        return policy
+    }()
+
+    /// This policy with its budget (daily and burst) `factor` times as large (frequent updates). The
+    /// configuration bounds both (burst at most 1,000); the product is bounded again so that the bucket's
+    /// arithmetic (burst times the emission interval, in milliseconds) cannot overflow.
+    public func raised(by factor: Int) -> SchedulingPolicy {
+        let factor = min(max(factor, 1), 16)
+        var policy = self
+        policy.dailyBudget = min(dailyBudget, 86_400_000) * factor
+        policy.burst = min(burst, 1_000_000) * factor
+        return policy
+    }
+
     /// Milliseconds to refill one token.
     var emissionInterval: Int64 { 86_400_000 / Int64(max(dailyBudget, 1)) }
 }
@@ -61,7 +100,9 @@ public struct PolicySet: Hashable, Sendable {
 /// The policies of every push type (each type's defaults: ``PushTypeDescriptor/defaultPolicy``).
 public struct SchedulerConfiguration: Hashable, Sendable {
     /// Per push type, in ``PushType/allCases`` order.
-    private var sets: [PolicySet] = PushType.allCases.map { PolicySet(defaultPolicy: $0.descriptor.defaultPolicy) }
+    private var sets: [PolicySet] = PushType.allCases.map {
+        PolicySet(defaultPolicy: $0.descriptor.defaultPolicy, byKind: $0.descriptor.kindPolicies)
+    }
 
     /// The widgets' default policy and overrides by widget kind; every other type with its defaults.
     public init(defaultPolicy: SchedulingPolicy = SchedulingPolicy(), policiesByKind: [String: SchedulingPolicy] = [:]) {

@@ -16,7 +16,7 @@ extension SQLStore {
         try await reading(scanning: true) { session in
             var snapshots: [(instance: Int64, snapshot: InstanceSnapshot)] = []
             try await session.forEachRow("""
-                SELECT s.instanceId, s.bucketFullAt, s.lastReload, s.plannedReload,
+                SELECT s.instanceId, s.bucketFullAt, s.lastReload, s.plannedReload, s.activity,
                     p.due, p.priority, p.expiration, p.requestCount, p.collapseId, p.team, p.exempt, l.requests
                 FROM instance_state s
                 LEFT JOIN pending_reload p ON p.instanceId = s.instanceId
@@ -44,7 +44,9 @@ extension SQLStore {
                         bucketFullAt: try row.optionalInt64("bucketFullAt"),
                         lastReload: try row.optionalInt64("lastReload").map(Timestamp.init(milliseconds:)),
                         plannedReload: try row.optionalInt64("plannedReload").map(Timestamp.init(milliseconds:)),
-                        pending: pending
+                        pending: pending,
+                        // A state this gateway cannot read restarts the activity's (its content is in the ledger).
+                        activity: try row.optionalString("activity").flatMap(ActivitySnapshot.init(text:))
                     )
                 ))
             }

@@ -133,4 +133,27 @@ struct PendingListTests {
         #expect(try await store.pendingReloads(PendingFilter()).first?.requests == [4, 5, 6])
         #expect(try await store.pendingReloads(PendingFilter()).first?.requestCount == 12)
     }
+
+    /// A Live Activity's content state is written with its instance's and read back on start, on both
+    /// engines; changing only it is a change (PostgreSQL's update compares the columns).
+    @Test(arguments: StoreImplementation.all) func anActivitysContentStateIsStoredWithItsInstance(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, instance in
+            func write(_ activity: ActivitySnapshot?) async throws {
+                var batch = LedgerBatch()
+                batch.instanceStates = [(instance, InstanceSnapshot(bucketFullAt: 5, lastReload: nil, plannedReload: nil, pending: nil, activity: activity))]
+                try await store.commit(batch)
+            }
+            func stored() async throws -> ActivitySnapshot? {
+                try await store.instanceSnapshots().first { $0.instance == instance }?.snapshot.activity
+            }
+            let pending = ActivitySnapshot(delivered: ContentStamp(timestamp: 10, request: 1), content: ContentStamp(timestamp: 12, request: 3), ending: true)
+            try await write(pending)
+            #expect(try await stored() == pending)
+            let ended = ActivitySnapshot(delivered: ContentStamp(timestamp: 12, request: 3), ended: true)
+            try await write(ended)
+            #expect(try await stored() == ended)
+            try await write(nil)
+            #expect(try await stored() == nil)
+        }
+    }
 }

@@ -97,13 +97,14 @@ extension PostgresStore {
                 removedPending AS (DELETE FROM pending_reload WHERE instanceId = ANY($21::bigint[]) AND (SELECT ok FROM fenced)),
                 removedLists AS (DELETE FROM pending_list WHERE instanceId = ANY($21::bigint[]) AND (SELECT ok FROM fenced)),
                 statesChanged AS (UPDATE instance_state s SET bucketFullAt = x.bucketFullAt, lastReload = x.lastReload,
-                        plannedReload = x.plannedReload
-                    FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[])
-                        AS x(instanceId, bucketFullAt, lastReload, plannedReload)
+                        plannedReload = x.plannedReload, activity = x.activity
+                    FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[], $64::text[])
+                        AS x(instanceId, bucketFullAt, lastReload, plannedReload, activity)
                     WHERE s.instanceId = x.instanceId AND (SELECT ok FROM fenced)
-                        AND (s.bucketFullAt, s.lastReload, s.plannedReload) IS DISTINCT FROM (x.bucketFullAt, x.lastReload, x.plannedReload)),
-                statesAdded AS (INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload)
-                    SELECT * FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[]) AS x(instanceId, b, l, p)
+                        AND (s.bucketFullAt, s.lastReload, s.plannedReload, s.activity)
+                            IS DISTINCT FROM (x.bucketFullAt, x.lastReload, x.plannedReload, x.activity)),
+                statesAdded AS (INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload, activity)
+                    SELECT * FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[], $64::text[]) AS x(instanceId, b, l, p, a)
                     WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM instance_state s WHERE s.instanceId = x.instanceId)),
                 pendingChanged AS (UPDATE pending_reload p SET due = x.due, priority = x.priority, expiration = x.expiration,
                         requestCount = x.requestCount, collapseId = x.collapseId, team = x.team, exempt = x.exempt
@@ -148,7 +149,7 @@ extension PostgresStore {
         let fence: LeaseFence?
 
         init(_ batch: LedgerBatch) {
-            var bindings = PostgresBindings(capacity: 63)
+            var bindings = PostgresBindings(capacity: 64)
             func nullable<Element: PostgresArrayEncodable & PostgresNonThrowingEncodable>(_ values: [Element?]) {
                 bindings.append(PostgresNullableArray(values))
             }
@@ -252,6 +253,7 @@ extension PostgresStore {
             bindings.append(batch.expiredBy?.milliseconds ?? Int64.min)
             bindings.append(Int64(batch.pruneLimit))
             bindings.append(runs.map { Int64($0.count) })
+            nullable(states.map { $0.snapshot.activity?.text })
             self.bindings = bindings
             self.fence = batch.fence
         }

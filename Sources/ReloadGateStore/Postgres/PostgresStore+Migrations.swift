@@ -273,6 +273,14 @@ extension PostgresStore {
                 """,
             ]
         ),
+        (
+            "pg10-activity-state",
+            [
+                // A Live Activity's content state (the SQLite store's `v21-activity-state`). Gateways of the
+                // version before leave it as it is: they schedule no activities.
+                "ALTER TABLE instance_state ADD COLUMN activity text",
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

@@ -105,9 +105,9 @@ extension SQLiteStore {
         }
         if !batch.instanceStates.isEmpty {
             var upsertState = try BoundStatement(db, sql: """
-                INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload) VALUES (?, ?, ?, ?)
+                INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload, activity) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
-                    lastReload = excluded.lastReload, plannedReload = excluded.plannedReload
+                    lastReload = excluded.lastReload, plannedReload = excluded.plannedReload, activity = excluded.activity
                 """)
             var upsertPending = try BoundStatement(db, sql: """
                 INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
@@ -143,6 +143,7 @@ extension SQLiteStore {
                 upsertState.bind(snapshot.bucketFullAt)
                 upsertState.bind(snapshot.lastReload?.milliseconds)
                 upsertState.bind(snapshot.plannedReload?.milliseconds)
+                upsertState.bind(snapshot.activity?.text)
                 try upsertState.run()
                 guard let pending = snapshot.pending else {
                     try removePending(instance)

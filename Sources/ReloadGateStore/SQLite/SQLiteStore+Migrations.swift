@@ -320,6 +320,11 @@ extension SQLiteStore {
                 CREATE INDEX decision_run_on_request ON decision_run (requestId);
                 """)
         }
+        migrator.registerMigration("v21-activity-state") { db in
+            // A Live Activity's content state beside its instance's (``ActivitySnapshot/text``); NULL for
+            // widgets and controls.
+            try db.execute(sql: "ALTER TABLE instance_state ADD COLUMN activity TEXT")
+        }
         return migrator
     }
 

@@ -3,7 +3,7 @@
 "use strict";
 
 const refreshSeconds = 5;
-const decisionKinds = ["scheduled", "merged", "absorbed", "deferred", "expired", "no-match", "cancelled", "forwarded"];
+const decisionKinds = ["scheduled", "merged", "absorbed", "deferred", "expired", "no-match", "cancelled", "forwarded", "outdated", "after-end"];
 const deliveryStates = ["pending", "sending", "sent", "failed"];
 const svgNS = "http://www.w3.org/2000/svg";
 

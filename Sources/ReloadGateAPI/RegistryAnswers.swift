@@ -63,6 +63,26 @@ public enum RegistryAPI {
                 + #""retiredPreviousToken":\#(retiredPreviousToken)}"#
         }
     }
+    /// `PUT .../activities/<token>`: the activity's (or push-to-start token's) instance.
+    public struct ActivityRegistered: DocumentedBody {
+        public static let schema = "ActivityRegistered"
+        public var activity: String
+        public var instance: Int64
+        public var attributesType: String
+        public var frequentUpdates: Bool
+        public var pushToStart: Bool
+        public var retiredPreviousToken: Bool
+
+        public init(activity: String, instance: Int64, attributesType: String, frequentUpdates: Bool, pushToStart: Bool, retiredPreviousToken: Bool) {
+            self.activity = activity
+            self.instance = instance
+            self.attributesType = attributesType
+            self.frequentUpdates = frequentUpdates
+            self.pushToStart = pushToStart
+            self.retiredPreviousToken = retiredPreviousToken
+        }
+    }
+
     /// `PUT .../widgets/<id>/timeline`: when WidgetKit will reload the widget without a push (`null` for
     /// `never`).
     public struct TimelineRecorded: DocumentedBody {

@@ -13,10 +13,15 @@ public struct WebhookBody: Decodable, Sendable {
     public var collapseID: String?
     /// The exemption claimed, if any (rule 9; the route checks that the app may claim one).
     public var exemption: Exemption?
+    /// A Live Activity update's payload (`pushType` `liveactivity`: required), as a push would carry it;
+    /// the route checks it by Apple's rules.
+    public var payload: Data?
+    /// Whether the body had a `payload`.
+    private var payloadSent = false
 
     /// The fields a body may have.
     public static let fieldNames: Set<String> = [
-        "pushType", "kind", "match", "devices", "priority", "expiration", "collapseId", "exempt",
+        "pushType", "kind", "match", "devices", "priority", "expiration", "collapseId", "exempt", "payload",
     ]
     /// Most device tokens one call may name.
     public static let deviceLimit = 1000
@@ -27,6 +32,16 @@ public struct WebhookBody: Decodable, Sendable {
     public init(json data: Data, received: Timestamp) throws(APIError) {
         self = try BodyJSON.decode(Self.self, from: data)
         expiration = Timestamp.expiration(expiration, receivedAt: received)
+        // The payload as sent (a push type's own rule checks it): taken from the body again, since a
+        // decoder hands out values, not their JSON.
+        if target.pushType.descriptor.mergeRule == .newestContent {
+            guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any], let payload = object["payload"] as? [String: Any],
+                let bytes = try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])
+            else { throw APIError.invalidField("payload must be an object: the \(target.pushType.rawValue) push to deliver (its aps)") }
+            self.payload = bytes
+        } else if payloadSent {
+            throw APIError.invalidField("payload is only for pushType liveactivity")
+        }
     }
 
     public init(from decoder: any Decoder) throws {
@@ -47,6 +62,7 @@ public struct WebhookBody: Decodable, Sendable {
             target.kind = kind
         }
         if !fields.isAbsent(AnyKey("match")) { target.match = try fields.flatObject(AnyKey("match")) }
+        payloadSent = !fields.isAbsent(AnyKey("payload"))
         if !fields.isAbsent(AnyKey("devices")) {
             var list = try fields.array(AnyKey("devices"))
             let count = list.count ?? 0
@@ -94,4 +110,5 @@ public struct WebhookBody: Decodable, Sendable {
             self.exemption = exemption
         }
     }
+
 }

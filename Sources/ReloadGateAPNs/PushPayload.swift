@@ -1,10 +1,11 @@
 public import Foundation
 public import ReloadGateCore
 
-/// A widget push's body, checked: a JSON object of at most 4096 bytes whose `aps` has
-/// `"content-changed": true`, with ReloadGate's optional `"reloadgate": {"kind", "match"}` targeting.
+/// A push's body, checked: a JSON object of at most 4096 bytes (Apple's limit for widget, control and Live
+/// Activity pushes). A widget's or control's `aps` has `"content-changed": true`, with ReloadGate's
+/// optional `"reloadgate": {"kind", "match"}` targeting; a Live Activity's follows ``ActivityPayload``.
 public struct PushPayload: Sendable {
-    /// The largest body accepted (Apple's limit for widget pushes).
+    /// The largest body accepted (Apple's limit for these push types).
     public static let limit = 4096
 
     static let plain = Array(#"{"aps":{"content-changed":true}}"#.utf8)
@@ -13,11 +14,20 @@ public struct PushPayload: Sendable {
     public var kind: String?
     /// Only widgets whose configuration has these values.
     public var match: [String: WidgetConfiguration.Value]
+    /// A Live Activity push's event and timestamp (``ActivityPayload``).
+    public var activity: ActivityContent?
 
-    /// Checks a body that was read in full (at most ``limit`` bytes; a larger one never gets here).
-    public init(_ body: some Collection<UInt8>) throws(APNsFailure) {
+    /// Checks a body that was read in full (at most ``limit`` bytes; a larger one never gets here) by its
+    /// push type's rule.
+    public init(_ body: some Collection<UInt8>, rule: PushTypeDescriptor.PayloadRule = .contentChanged) throws(APNsFailure) {
         guard !body.isEmpty else { throw APNsFailure(.payloadEmpty) }
         guard body.count <= Self.limit else { throw APNsFailure(.payloadTooLarge) }
+        if case .liveActivity = rule {
+            kind = nil
+            match = [:]
+            activity = try ActivityPayload.check(body)
+            return
+        }
         // The body nearly every widget push carries, byte for byte: no JSON parser needed. Compared as
         // contiguous bytes: this initializer is generic across modules, so a generic `elementsEqual`
         // here ran unspecialized, element by element through witness tables (3.5% of the ingress).

@@ -123,6 +123,9 @@ public struct PushHeaders: Sendable {
         guard topic.hasSuffix(kind.topicSuffix),
             let bundle = try? BundleID(String(decoding: topic.utf8.dropLast(kind.topicSuffix.utf8.count), as: UTF8.self))
         else { throw APNsFailure(.badTopic) }
+        guard kind.descriptor.priorities.contains(level) else {
+            throw APNsFailure(.badPriority, detail: "\(kind.rawValue) pushes take apns-priority \(kind.descriptor.priorities.map { "\($0.rawValue)" }.joined(separator: " or "))")
+        }
         self.pushType = kind
 
         self.apnsID = apnsID

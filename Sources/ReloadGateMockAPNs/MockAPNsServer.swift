@@ -55,6 +55,10 @@ public final class MockAPNsServer: Sendable {
     struct State {
         var received: [Received] = []
         var answer: @Sendable (Received) -> Answer = { _ in .status(200) }
+        /// The newest `aps.timestamp` accepted per Live Activity token.
+        var activityTimestamps: [String: Int64] = [:]
+        /// Live Activity pushes whose timestamp was older than one accepted before for the same token.
+        var timestampsWentBack: [Received] = []
     }
 
     private let channel: any Channel
@@ -101,6 +105,11 @@ public final class MockAPNsServer: Sendable {
 
     /// Everything received so far (also requests that failed the checks).
     public var received: [Received] { box.state.withLock { $0.received } }
+
+    /// The Live Activity pushes that passed the checks with an `aps.timestamp` older than one the mock
+    /// accepted before for the same token: a device would show older content after newer (Apple drops
+    /// them; a gateway that merges by timestamp should never send one).
+    public var timestampsWentBack: [Received] { box.state.withLock { $0.timestampsWentBack } }
 
     public func stop() async {
         try? await channel.close()
@@ -181,6 +190,15 @@ public final class MockAPNsServer: Sendable {
                       reason: reason, timestamp: nil, retryAfter: nil, apnsID: request.headers["apns-id"], context: context)
                 return
             }
+            if request.headers["apns-push-type"] == "liveactivity", let timestamp = Self.activityTimestamp(request.body) {
+                box.state.withLock { state in
+                    if let newest = state.activityTimestamps[request.deviceToken], timestamp < newest {
+                        state.timestampsWentBack.append(request)
+                    } else {
+                        state.activityTimestamps[request.deviceToken] = timestamp
+                    }
+                }
+            }
             answer(id, rule(request), apnsID: request.headers["apns-id"], context: context)
         }
 
@@ -217,15 +235,27 @@ public final class MockAPNsServer: Sendable {
             context.fireChannelReadComplete()
         }
 
-        /// Apple's checks of a widget or control push: token, topic, push type (the topic's suffix names
-        /// it), body; a control's push also has priority 10 and `apns-expiration: 0`.
-        /// The push types the mock accepts, with the `apns-priority` and `apns-expiration` Apple requires
-        /// of each (`nil`: any). Written from Apple's documentation, not from the gateway's own table, so
-        /// that the mock checks the gateway rather than repeating it.
-        private static let pushTypes: [String: (priority: String?, expiration: String?)] = [
+        /// Apple's checks of a push: token, topic, push type (the topic's suffix names it), body; a
+        /// control's push also has priority 10 and `apns-expiration: 0`, a Live Activity's priority 5 or 10.
+        /// The push types the mock accepts, with the `apns-priority` values and `apns-expiration` Apple
+        /// requires of each (`nil`: any). Written from Apple's documentation, not from the gateway's own
+        /// table, so that the mock checks the gateway rather than repeating it.
+        private static let pushTypes: [String: (priorities: Set<String>?, expiration: String?)] = [
             "widgets": (nil, nil),
-            "controls": ("10", "0"),
+            "controls": (["10"], "0"),
+            "liveactivity": (["5", "10"], nil),
         ]
+
+        /// A Live Activity body's `aps.timestamp` when the body is one (an object whose `aps` has an
+        /// `event` of start, update or end and a whole-number timestamp).
+        static func activityTimestamp(_ body: String) -> Int64? {
+            guard let object = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any],
+                let aps = object["aps"] as? [String: Any],
+                let event = aps["event"] as? String, ["start", "update", "end"].contains(event),
+                let timestamp = aps["timestamp"] as? NSNumber, timestamp.doubleValue == timestamp.doubleValue.rounded()
+            else { return nil }
+            return timestamp.int64Value
+        }
 
         private func check(_ request: Received) -> String? {
             guard let authorization = request.headers["authorization"], authorization.hasPrefix("bearer ") else { return "MissingProviderToken" }
@@ -239,9 +269,13 @@ public final class MockAPNsServer: Sendable {
             else { return "BadTopic" }
             guard let sentType = request.headers["apns-push-type"], let rules = Self.pushTypes[sentType] else { return "InvalidPushType" }
             guard sentType == pushType else { return "BadTopic" }
-            if let priority = rules.priority, request.headers["apns-priority"] != priority { return "BadPriority" }
+            if let priorities = rules.priorities, !priorities.contains(request.headers["apns-priority"] ?? "10") { return "BadPriority" }
             if let expiration = rules.expiration, request.headers["apns-expiration"] != expiration { return "BadExpirationDate" }
-            guard request.body == #"{"aps":{"content-changed":true}}"# else { return "BadPayload" }
+            if sentType == "liveactivity" {
+                guard Self.activityTimestamp(request.body) != nil else { return "BadPayload" }
+            } else {
+                guard request.body == #"{"aps":{"content-changed":true}}"# else { return "BadPayload" }
+            }
             return nil
         }
 

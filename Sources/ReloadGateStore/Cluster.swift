@@ -40,11 +40,14 @@ public struct ForwardedRequest: Sendable, Hashable, Codable {
     public var team: String?
     public var exempt: Bool
     public var received: Int64
+    /// A Live Activity push's event and timestamp (absent in work forwarded by a gateway before them).
+    public var activity: ActivityContent?
 
     public init(
         id: RequestID, targets: [Int64], priority: Int, expiration: Int64?, collapseID: String?, team: String?,
-        exempt: Bool, received: Int64
+        exempt: Bool, received: Int64, activity: ActivityContent? = nil
     ) {
+        self.activity = activity
         self.id = id
         self.targets = targets
         self.priority = priority

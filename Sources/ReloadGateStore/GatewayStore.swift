@@ -41,6 +41,9 @@ public protocol GatewayStoreReading: Sendable {
     func pushAddress(device: Int64, instances: [Int64]) async throws -> PushAddress?
     /// ``pushAddress(device:instances:)`` for many deliveries in one read, in their order.
     func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?]
+    /// The recorded bodies of `requests` (those still in the ledger), for a delivery that carries content
+    /// (a Live Activity's merged update).
+    func requestBodies(_ requests: [RequestID]) async throws -> [(request: RequestID, body: String)]
     /// The distinct configurations of the app's active widgets and controls (of `kind`), with counts.
     func configurations(app: App, kind: String?) async throws -> [ConfigurationUsage]
     /// Whether the app's device with `token` is active, and since when it is not (`nil`: never registered).

@@ -30,13 +30,13 @@ extension SQLStore {
         }
     }
 
-    /// Adopts a token never registered: records the device (or control) with one implicit instance of
-    /// kind `*` (until its widgets or control are registered), so budgets and coalescing apply from its
-    /// first push. An adoption that races with another (another push, another gateway) finds the row the
+    /// Adopts a token never registered: records the device (or control, or activity, or push-to-start
+    /// token) with one implicit instance of kind `*` (until its widgets, control or activity are
+    /// registered), so budgets and coalescing apply from its first push. An adoption that races with another (another push, another gateway) finds the row the
     /// other one wrote.
     /// - Returns: the device id and the instance id.
-    public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) async throws -> (device: Int64, instance: Int64) {
-        let (implicit, family) = ImplicitInstance.of(pushType)
+    public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool, now: Date) async throws -> (device: Int64, instance: Int64) {
+        let (implicit, family) = ImplicitInstance.of(pushType, pushToStart: pushToStart)
         let adopted = try await writing { session in
             let created = try await session.rows("""
                 INSERT INTO device (appId, token, active, registeredAt, pushType)

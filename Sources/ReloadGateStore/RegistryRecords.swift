@@ -40,6 +40,14 @@ public struct InstanceRegistration: Hashable, Sendable {
         self.pushEnabled = widget.pushEnabled
     }
 
+    public init(_ activity: ActivityRegistration) {
+        self.id = activity.instance.widgetID
+        self.kind = activity.attributesType
+        self.family = activity.instance.family
+        self.configuration = activity.attributes
+        self.pushEnabled = true
+    }
+
     public init(_ control: ControlRegistration) {
         self.id = ControlRegistration.instanceID
         self.kind = control.kind
@@ -96,8 +104,14 @@ public struct RegisteredInstance: Hashable, Sendable {
     public var pushType: PushType
     /// The planned reload of the instance's last reported timeline, if any.
     public var plannedReload: Timestamp?
+    /// The family of an instance that is not a widget (a control's, an activity's); empty for widgets.
+    public var family = ""
 
-    public init(instance: Int64, device: Int64, kind: String, pushType: PushType = .widgets, plannedReload: Timestamp?) {
+    /// How the scheduler files it.
+    public var scheduling: SchedulingKind { pushType.descriptor.scheduling(kind: kind, family: family) }
+
+    public init(instance: Int64, device: Int64, kind: String, pushType: PushType = .widgets, plannedReload: Timestamp?, family: String = "") {
+        self.family = family
         self.instance = instance
         self.device = device
         self.kind = kind

@@ -7,6 +7,8 @@ public enum RegistryWrite: Sendable {
     case putDevice(app: App, token: DeviceToken, widgets: [WidgetRegistration], previousToken: DeviceToken?)
     /// `PUT .../controls/<token>`: a control's token, kind and configuration (``SQLStore/putControl(app:token:control:previousToken:now:)``).
     case putControl(app: App, token: DeviceToken, control: ControlRegistration, previousToken: DeviceToken?)
+    /// `PUT .../activities/<token>`: a Live Activity's token (or a push-to-start token) and its attributes.
+    case putActivity(app: App, token: DeviceToken, activity: ActivityRegistration, previousToken: DeviceToken?)
     /// `PUT .../widgets/<id>/timeline` (``SQLStore/putTimeline(app:token:widgetID:timeline:now:)``).
     case putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline)
 }
@@ -32,6 +34,8 @@ extension RegistryWrite {
             .instances(app: app, token: token, pushType: .widgets, instances: widgets.map(InstanceRegistration.init), previousToken: previousToken)
         case .putControl(let app, let token, let control, let previousToken):
             .instances(app: app, token: token, pushType: .controls, instances: [InstanceRegistration(control)], previousToken: previousToken)
+        case .putActivity(let app, let token, let activity, let previousToken):
+            .instances(app: app, token: token, pushType: .liveactivity, instances: [InstanceRegistration(activity)], previousToken: previousToken)
         case .putTimeline(let app, let token, let widgetID, let timeline):
             .timeline(app: app, token: token, widgetID: widgetID, timeline: timeline)
         }

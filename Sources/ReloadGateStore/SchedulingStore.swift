@@ -40,7 +40,7 @@ public protocol SchedulingStore: Sendable {
     /// Registers the device (or control, for `pushType` `controls`) of a push to an unknown token
     /// (`ingress.unknownDevices: adopt`) with one implicit instance of kind `*`; the same device and
     /// instance when it exists already.
-    func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) async throws -> (device: Int64, instance: Int64)
+    func adoptDevice(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool, now: Date) async throws -> (device: Int64, instance: Int64)
 
     // MARK: Health
     /// Whether the store answers a trivial query within `timeout` (a database server that is up and
@@ -101,7 +101,12 @@ public struct KeptAnswerKey: Hashable, Sendable {
 extension SchedulingStore {
     /// Adopts a device for widget pushes.
     public func adoptDevice(app: App, token: DeviceToken, now: Date) async throws -> (device: Int64, instance: Int64) {
-        try await adoptDevice(app: app, token: token, pushType: .widgets, now: now)
+        try await adoptDevice(app: app, token: token, pushType: .widgets, pushToStart: false, now: now)
+    }
+
+    /// Adopts a token of `pushType` (not a push-to-start token).
+    public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) async throws -> (device: Int64, instance: Int64) {
+        try await adoptDevice(app: app, token: token, pushType: pushType, pushToStart: false, now: now)
     }
 }
 

@@ -15,6 +15,8 @@ extension SQLStore {
                 WHERE device.appId = \(app.id) AND device.active AND device.pushType = \(target.pushType.rawValue) AND widget.pushEnabled
                 """
             if let kind = target.kind { query += " AND widget.kind = \(kind)" }
+            // A webhook updates activities; a push-to-start token has none to update.
+            if let start = target.pushType.descriptor.pushToStartInstance { query += " AND widget.family <> \(start.family)" }
             if let devices = target.devices { query += " AND device.token IN \(texts: devices.map(\.hex))" }
             query += session.dialect.parameterMatch(target.match) + " ORDER BY widget.id"
             var instances: [TargetedInstance] = []
@@ -40,7 +42,8 @@ extension SQLStore {
             // Kinds are few: one string each, shared by its instances.
             var kinds: [String: String] = [:]
             try await session.forEachRow("""
-                SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload, device.pushType
+                SELECT widget.id, widget.deviceId, widget.kind, timeline.plannedReload, device.pushType,
+                    CASE WHEN device.pushType = 'widgets' THEN '' ELSE widget.family END AS family
                 FROM widget JOIN device ON device.id = widget.deviceId LEFT JOIN timeline ON timeline.widgetId = widget.id
                 WHERE \(condition) ORDER BY widget.id
                 """) { row in
@@ -50,10 +53,21 @@ extension SQLStore {
                 instances.append(RegisteredInstance(
                     instance: try row.int64("id"), device: try row.int64("deviceId"), kind: kind,
                     pushType: PushType(rawValue: try row.string("pushType")) ?? .widgets,
-                    plannedReload: try row.optionalInt64("plannedReload").map(Timestamp.init(milliseconds:))
+                    plannedReload: try row.optionalInt64("plannedReload").map(Timestamp.init(milliseconds:)),
+                    family: try row.string("family")
                 ))
             }
             return instances
+        }
+    }
+
+    public func requestBodies(_ requests: [RequestID]) async throws -> [(request: RequestID, body: String)] {
+        guard !requests.isEmpty else { return [] }
+        let ids = requests.map { Int64(bitPattern: $0) }
+        return try await reading { session in
+            try await session.rows("SELECT id, summary FROM request WHERE id IN \(ids: ids) ORDER BY id").map { row in
+                (RequestID(bitPattern: try row.int64("id")), try row.string("summary"))
+            }
         }
     }
 

@@ -54,6 +54,23 @@ public struct GatewayAPIClient: Sendable {
         return try await send(.PUT, "/v1/apps/\(bundle)/controls/\(token)", body: body, headers: ["authorization": "bearer \(apiKey)"])
     }
 
+    /// `PUT /v1/apps/<bundle>/activities/<token>`: a Live Activity's (or push-to-start) token.
+    public func putActivity(
+        bundle: String,
+        token: String,
+        apiKey: String,
+        attributesType: String,
+        attributes: [String: Any] = [:],
+        frequentUpdates: Bool = false,
+        pushToStart: Bool = false
+    ) async throws -> Answer {
+        let object: [String: Any] = [
+            "attributesType": attributesType, "attributes": attributes, "frequentUpdates": frequentUpdates, "pushToStart": pushToStart,
+        ]
+        let body = try JSONSerialization.data(withJSONObject: object)
+        return try await send(.PUT, "/v1/apps/\(bundle)/activities/\(token)", body: body, headers: ["authorization": "bearer \(apiKey)"])
+    }
+
     /// `PUT .../widgets/<id>/timeline`.
     public func putTimeline(
         bundle: String,

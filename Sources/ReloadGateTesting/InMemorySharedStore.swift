@@ -248,7 +248,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
     }
 
 
-    public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, now: Date) async throws -> (device: Int64, instance: Int64) {
+    public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool, now: Date) async throws -> (device: Int64, instance: Int64) {
         try writing { state in
             let name = "\(app.id)/\(token.hex)"
             let device: Int64
@@ -264,7 +264,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
                 state.deviceByToken[name] = device
                 Self.noticeOwner(of: device, in: &state)
             }
-            let implicit = ImplicitInstance.of(pushType).widgetID
+            let implicit = ImplicitInstance.of(pushType, pushToStart: pushToStart).widgetID
             if let instance = state.instances.values.first(where: { $0.device == device && $0.widgetID == implicit }) {
                 return (device, instance.id)
             }

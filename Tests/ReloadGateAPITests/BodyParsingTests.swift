@@ -57,7 +57,7 @@ struct BodyParsingTests {
         (#"{"priority":7}"#, "priority must be 10, 5 or 1"),
         (#"{"collapseId":""}"#, "collapseId must be 1 to 64 bytes"),
         (#"{"exempt":"always"}"#, "exempt must be one of appForeground, audioSession, navigationSession, appIntent, animation, localeChange, accessibilityChange"),
-        (#"{"kinds":"x"}"#, "unknown field 'kinds'; the fields are collapseId, devices, exempt, expiration, kind, match, priority, pushType"),
+        (#"{"kinds":"x"}"#, "unknown field 'kinds'; the fields are collapseId, devices, exempt, expiration, kind, match, payload, priority, pushType"),
     ])
     func webhookFieldErrorsNameTheField(_ body: String, _ message: String) {
         #expect(throws: APIError.invalidField(message)) { try WebhookBody(json: Data(body.utf8), received: Timestamp(seconds: 0)) }
@@ -67,7 +67,7 @@ struct BodyParsingTests {
         let parsed = try WebhookBody(json: Data(#"{"pushType":"controls","kind":"garage","match":{"door":"front"}}"#.utf8), received: Timestamp(seconds: 0))
         #expect(parsed.target == ReloadTarget(pushType: .controls, kind: "garage", match: ["door": .string("front")]))
         #expect(try WebhookBody(json: Data("{}".utf8), received: Timestamp(seconds: 0)).target.pushType == .widgets)
-        #expect(throws: APIError.invalidField("pushType must be one of widgets, controls")) {
+        #expect(throws: APIError.invalidField("pushType must be one of widgets, controls, liveactivity")) {
             try WebhookBody(json: Data(#"{"pushType":"alert"}"#.utf8), received: Timestamp(seconds: 0))
         }
     }

@@ -156,6 +156,11 @@ import Testing
         RegistryAPI.ControlRegistered(control: token, instance: 0, kind: awkward, retiredPreviousToken: true),
     ]
 
+    static let activities = [
+        RegistryAPI.ActivityRegistered(activity: token, instance: 7, attributesType: "AdventureAttributes", frequentUpdates: true, pushToStart: false, retiredPreviousToken: false),
+        RegistryAPI.ActivityRegistered(activity: token, instance: 0, attributesType: awkward, frequentUpdates: false, pushToStart: true, retiredPreviousToken: true),
+    ]
+
     static let accepted = [
         RegistryAPI.ReloadAccepted(requestId: 41, targets: 2, decisions: ["scheduled": 1, "merged": 1, "no-match": 0]),
         RegistryAPI.ReloadAccepted(requestId: UInt64.max, targets: 0, decisions: [:]),
@@ -229,6 +234,7 @@ import Testing
         try add(uses)
         try add(registrations)
         try add(controls)
+        try add(activities)
         // The webhook's 202 as the route renders it.
         let accepted = WebhookRoutes.render(RequestID(41), [])
         try add([try JSONDecoder().decode(RegistryAPI.ReloadAccepted.self, from: Data(accepted.body.utf8))])

@@ -26,15 +26,18 @@ extension RegistryLimits {
     }
 
     /// The kind and configuration rules a widget and a control share; `path` prefixes the field names.
-    func problem(kind: String, configuration: WidgetConfiguration, at path: String) -> String? {
+    /// `names`: the two fields' names in the body.
+    func problem(
+        kind: String, configuration: WidgetConfiguration, at path: String, names: (kind: String, configuration: String) = ("kind", "configuration")
+    ) -> String? {
         let kindIsValid = !kind.isEmpty && kind.count <= identifierLength
             && kind.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
         if !kindIsValid {
-            return "\(path)kind must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
+            return "\(path)\(names.kind) must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
         }
         let size = configuration.canonicalJSON.utf8.count
         if size > configurationBytes {
-            return "\(path)configuration has \(size) bytes, more than \(configurationBytes)"
+            return "\(path)\(names.configuration) has \(size) bytes, more than \(configurationBytes)"
         }
         return nil
     }

@@ -8,7 +8,7 @@ public enum ImplicitInstance {
     /// The widget id and family of the implicit instance of a token adopted for `pushType`: a device's
     /// (`*`, `*`, standing for widgets not registered yet), or a control's (its one instance, of kind `*`
     /// until the app registers the control).
-    public static func of(_ pushType: PushType) -> (widgetID: String, family: String) {
-        pushType.descriptor.implicitInstance
+    public static func of(_ pushType: PushType, pushToStart: Bool = false) -> (widgetID: String, family: String) {
+        pushToStart ? pushType.descriptor.pushToStartInstance ?? pushType.descriptor.implicitInstance : pushType.descriptor.implicitInstance
     }
 }

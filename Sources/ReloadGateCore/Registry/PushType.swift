@@ -30,6 +30,20 @@ public enum PushType: String, Sendable, CaseIterable, Hashable {
     }
 }
 
+/// How the scheduler files an instance: its push type, the kind its policy is looked up by, and whether
+/// its app asked for frequent updates (``PushTypeDescriptor/scheduling(kind:family:)``).
+public struct SchedulingKind: Hashable, Sendable {
+    public var pushType: PushType
+    public var kind: String
+    public var frequentUpdates: Bool
+
+    public init(pushType: PushType, kind: String, frequentUpdates: Bool = false) {
+        self.pushType = pushType
+        self.kind = kind
+        self.frequentUpdates = frequentUpdates
+    }
+}
+
 /// Everything the gateway knows of one push type: its names, what its token stands for, how its pushes
 /// are delivered, where its policies are configured and how operators see it.
 public struct PushTypeDescriptor: Sendable {
@@ -95,6 +109,28 @@ public struct PushTypeDescriptor: Sendable {
     public var mergeRule = MergeRule.reload
     /// Whether priority 5 draws on the budget (ActivityKit: only priority 10 does).
     public var chargesLowPriority = true
+    /// The `apns-priority` values Apple takes for the type (Live Activities: 5 and 10).
+    public var priorities: [Priority] = Priority.allCases
+    /// The widget id and family of a push-to-start token's one instance (`nil`: the type has none).
+    public var pushToStartInstance: (widgetID: String, family: String)? = nil
+    /// The family of an instance whose app asked for frequent updates (`nil`: the type has none).
+    public var frequentFamily: String? = nil
+
+    /// The families of the type's instances other than widgets' (a control's; an activity's, plain or
+    /// with frequent updates, and a push-to-start token's).
+    public var families: [String] {
+        [implicitInstance.family] + [pushToStartInstance?.family, frequentFamily].compactMap(\.self)
+    }
+
+    /// How the scheduler files an instance of this type with `kind` and `family`: a push-to-start token
+    /// under ``pushToStartKind``, frequent updates when its family says so.
+    public func scheduling(kind: String, family: String) -> SchedulingKind {
+        SchedulingKind(
+            pushType: pushType,
+            kind: family == pushToStartInstance?.family ? Self.pushToStartKind : kind,
+            frequentUpdates: family == frequentFamily
+        )
+    }
 
     /// A device's widgets.
     public static let widgets = PushTypeDescriptor(
@@ -127,6 +163,9 @@ public struct PushTypeDescriptor: Sendable {
         descriptor.payloadRule = .liveActivity
         descriptor.mergeRule = .newestContent
         descriptor.chargesLowPriority = false
+        descriptor.priorities = [.low, .high]
+        descriptor.pushToStartInstance = ("push-to-start", "push-to-start")
+        descriptor.frequentFamily = "activity-frequent"
         return descriptor
     }()
 
@@ -136,6 +175,6 @@ public struct PushTypeDescriptor: Sendable {
     /// The descriptor of the type whose implicit instance has `family` (a control's instance has the
     /// controls' family); widgets for any other family.
     public static func of(family: String) -> PushTypeDescriptor {
-        PushType.allCases.map(\.descriptor).first { $0.tokenScope != .appOnDevice && $0.implicitInstance.family == family } ?? .widgets
+        PushType.allCases.map(\.descriptor).first { $0.tokenScope != .appOnDevice && $0.families.contains(family) } ?? .widgets
     }
 }

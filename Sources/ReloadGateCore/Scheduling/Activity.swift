@@ -1,7 +1,7 @@
 /// What a Live Activity push carries that the scheduler decides on (Apple's `aps.event`, `aps.timestamp`
 /// and whether it has an `alert`); the content itself stays in the request's recorded body.
-public struct ActivityContent: Hashable, Sendable {
-    public enum Event: String, Sendable {
+public struct ActivityContent: Hashable, Sendable, Codable {
+    public enum Event: String, Sendable, Codable {
         case start, update, end
     }
 

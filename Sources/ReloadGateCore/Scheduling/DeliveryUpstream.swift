@@ -18,6 +18,9 @@ public struct OutgoingPush: Hashable, Sendable {
     public var expiration: Timestamp?
     /// When the scheduler released it.
     public var releasedAt: Timestamp
+    /// The body, for a push type that carries content (a Live Activity's merged update); `nil`: the
+    /// type's fixed body.
+    public var payload: [UInt8]? = nil
 
     public init(
         apnsID: String,

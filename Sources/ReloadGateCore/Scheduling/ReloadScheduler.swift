@@ -148,6 +148,11 @@ public struct ReloadScheduler: Sendable {
         }
     }
 
+    /// Registers an instance as ``PushTypeDescriptor/scheduling(kind:family:)`` files it.
+    public mutating func register(_ instance: InstanceHandle, device: DeviceHandle, _ kind: SchedulingKind) {
+        register(instance, device: device, kind: kind.kind, pushType: kind.pushType, frequentUpdates: kind.frequentUpdates)
+    }
+
     /// Removes an instance (its widget was removed, or its device unregistered).
     /// - Returns: the requests of its pending reload, which will not be delivered.
     @discardableResult

@@ -10,6 +10,8 @@ import Synchronization
 struct APNsRequest: Sendable {
     var path: String
     var headers: [(String, String)]
+    /// Its own body (a push that carries content); `nil`: the batch's.
+    var body: ByteBuffer? = nil
 }
 
 /// The HTTP/2 connections to the push service: `count` connections, opened when first needed and again
@@ -98,7 +100,9 @@ final class APNsConnectionPool: Sendable {
             let handler = connection.handler.value
             let futures = requests.map { request in
                 let promise = eventLoop.makePromise(of: APNsAnswer.self)
-                handler.send(path: request.path, authority: authority, headers: request.headers, body: body, deadline: deadline, promise: promise)
+                handler.send(
+                    path: request.path, authority: authority, headers: request.headers, body: request.body ?? body, deadline: deadline, promise: promise
+                )
                 return promise.futureResult
             }
             EventLoopFuture.whenAllComplete(futures, on: eventLoop).cascade(to: answers)

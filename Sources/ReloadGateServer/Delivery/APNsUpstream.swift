@@ -94,7 +94,9 @@ final class APNsUpstream: DeliveryUpstream {
     /// `ExpiredProviderToken` get a new token and one more try each, as in ``send(_:)``.
     func send(batch pushes: [OutgoingPush]) async -> [Result<DeliveryOutcome, any Error>] {
         let authorization = "bearer \(token.token(now: Timestamp(now()).milliseconds / 1000))"
-        let requests = pushes.map { APNsRequest(path: Self.path(of: $0), headers: Self.headers(of: $0, authorization: authorization)) }
+        let requests = pushes.map {
+            APNsRequest(path: Self.path(of: $0), headers: Self.headers(of: $0, authorization: authorization), body: $0.payload.map(ByteBuffer.init(bytes:)))
+        }
         let answers = await pool.send(batch: requests, body: Self.body, timeout: timeout)
         var outcomes: [Result<DeliveryOutcome, any Error>] = []
         outcomes.reserveCapacity(pushes.count)
@@ -114,7 +116,8 @@ final class APNsUpstream: DeliveryUpstream {
         let authorization = "bearer \(token.token(now: Timestamp(now()).milliseconds / 1000))"
         let answer: Result<APNsAnswer, any Error>
         do {
-            answer = .success(try await pool.send(path: Self.path(of: push), headers: Self.headers(of: push, authorization: authorization), body: Self.body, timeout: timeout))
+            let body = push.payload.map(ByteBuffer.init(bytes:)) ?? Self.body
+            answer = .success(try await pool.send(path: Self.path(of: push), headers: Self.headers(of: push, authorization: authorization), body: body, timeout: timeout))
         } catch {
             answer = .failure(error)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
 
@@ -177,9 +178,10 @@ struct DeliveryWorker: Sendable {
                 retries.append(Retry(delivery: delivery, outcome: nil))   // its address could not be read with the others
                 continue
             }
-            switch prepare(delivery, address: address) {
+            switch await prepare(delivery, address: address) {
             case .push(let push): ready.append((delivery, push))
             case .finished: break
+            case .retry(let outcome): retries.append(Retry(delivery: delivery, outcome: outcome))
             }
         }
         leaveBehindUnowned(&ready)
@@ -280,14 +282,17 @@ struct DeliveryWorker: Sendable {
         return now > expiration ? "not tried again after its expiration \(expiration)" : nil
     }
 
-    /// What a delivery is before its attempt: a push to send, or finished (device gone).
+    /// What a delivery is before its attempt: a push to send, finished (device gone, content gone), or
+    /// to try again (its content could not be read).
     private enum Prepared {
         case push(OutgoingPush)
         case finished(DeliveryOutcome)
+        case retry(DeliveryOutcome)
     }
 
-    /// The push of a delivery to `address`, or its end when the device is gone.
-    private func prepare(_ delivery: RecordedDelivery, address: PushAddress?) -> Prepared {
+    /// The push of a delivery to `address`, or its end when the device is gone. A push type whose
+    /// deliveries carry content gets its body by its merge rule from the requests' recorded bodies.
+    private func prepare(_ delivery: RecordedDelivery, address: PushAddress?) async -> Prepared {
         guard let address else {
             let outcome = DeliveryOutcome.failed(reason: "device gone")
             finish(delivery, .failed, error: "the device is no longer registered", outcome: outcome)
@@ -296,7 +301,21 @@ struct DeliveryWorker: Sendable {
         // Some push types fix the priority or expiration, whatever the requests asked (controls: 10, now
         // or never).
         let type = address.pushType.descriptor
-        return .push(OutgoingPush(
+        var payload: [UInt8]?
+        if case .newestContent = type.mergeRule {
+            do {
+                payload = ActivityPayload.merged(try await store.requestBodies(delivery.requests))
+            } catch {
+                return .retry(.retry(reason: "store: \(error)", retryAfter: nil))
+            }
+            guard payload != nil else {
+                // The ledger no longer holds what it was to carry (pruned by retention).
+                let outcome = DeliveryOutcome.failed(reason: "content gone")
+                finish(delivery, .failed, error: "the requests' content is no longer in the ledger (ledger.retention)", outcome: outcome)
+                return .finished(outcome)
+            }
+        }
+        var push = OutgoingPush(
             apnsID: delivery.apnsID,
             bundle: address.bundle,
             deviceToken: address.token,
@@ -307,7 +326,9 @@ struct DeliveryWorker: Sendable {
             priority: type.deliveryPriority ?? delivery.priority,
             expiration: type.deliversNowOrNever ? .nowOrNever : delivery.expiration,
             releasedAt: delivery.released
-        ))
+        )
+        push.payload = payload
+        return .push(push)
     }
 
     private func attemptOnce(_ delivery: RecordedDelivery, address lookup: Lookup) async -> DeliveryOutcome {
@@ -329,9 +350,9 @@ struct DeliveryWorker: Sendable {
             }
         }
         let push: OutgoingPush
-        switch prepare(delivery, address: address) {
+        switch await prepare(delivery, address: address) {
         case .push(let prepared): push = prepared
-        case .finished(let outcome): return outcome
+        case .finished(let outcome), .retry(let outcome): return outcome
         }
         do {
             // Committed before the request leaves: after a crash, `sending` means it may have reached Apple.

@@ -264,13 +264,17 @@ public actor OutboxUpstream: DeliveryUpstream {
             timestamp.date
                 .formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
         }
-        let fields: [(String, String)] = [
+        var fields: [(String, String)] = [
             ("apnsId", JSONText.quoted(push.apnsID)),
             ("at", JSONText.quoted(time(push.releasedAt))),
             ("bundle", JSONText.quoted(push.bundle.rawValue)),
             ("deviceToken", JSONText.quoted(push.deviceToken.hex)),
             // A time, null (none), or 0: now or never, as `apns-expiration` says it.
             ("expiration", push.expiration.map { $0.isNowOrNever ? "0" : JSONText.quoted(time($0)) } ?? "null"),
+        ]
+        // The body a push that carries content would send (JSON on one line: the merge writes it so).
+        if let payload = push.payload { fields.append(("payload", String(decoding: payload, as: UTF8.self))) }
+        fields += [
             ("priority", String(push.priority.rawValue)),
             ("pushType", JSONText.quoted(push.pushType.rawValue)),
             ("requestCount", String(push.requestCount)),

@@ -97,11 +97,12 @@ final class GatewayDoor: Sendable {
         app: App,
         token: DeviceToken,
         pushType: PushType,
+        pushToStart: Bool = false,
         received: Date,
         then: @escaping @Sendable (Result<Int64, any Error>) -> Void
     ) {
         let devices = pushDevices
-        engine.enqueue(SchedulerEngine.Adoption(app: app, token: token, pushType: pushType, received: received) { result in
+        engine.enqueue(SchedulerEngine.Adoption(app: app, token: token, pushType: pushType, pushToStart: pushToStart, received: received) { result in
             if case .success = result { devices.invalidate() }
             then(result)
         })

@@ -83,7 +83,8 @@ extension SchedulerEngine {
                 collapseID: forwarded.collapseID,
                 team: forwarded.team,
                 exempt: forwarded.exempt,
-                received: Timestamp(milliseconds: forwarded.received)
+                received: Timestamp(milliseconds: forwarded.received),
+                activity: forwarded.activity
             )
             scheduler.receive(request, into: &pipeline.open.ledger.decisions)
         case .device(let device):
@@ -115,7 +116,7 @@ extension SchedulerEngine {
         for instance in registered {
             guard let handle = Self.handle(instance.instance) else { continue }
             let known = scheduler.isRegistered(handle)
-            scheduler.register(handle, device: deviceHandle, kind: instance.kind, pushType: instance.pushType)
+            scheduler.register(handle, device: deviceHandle, instance.scheduling)
             if !known || scheduler.snapshot(of: handle)?.plannedReload != instance.plannedReload {
                 scheduler.setPlannedReload(handle, instance.plannedReload)
             }

@@ -43,7 +43,7 @@ extension SchedulerEngine {
             guard let handle = Self.handle(instance.instance), let device = Self.deviceHandle(instance.device) else {
                 throw StoreError.corrupt(reason: "instance \(instance.instance) or device \(instance.device) exceeds 2^31")
             }
-            scheduler.register(handle, device: device, kind: instance.kind, pushType: instance.pushType)
+            scheduler.register(handle, device: device, instance.scheduling)
             registered.insert(instance.instance)
         }
         var restored = Set<Int64>()

@@ -69,7 +69,8 @@ extension SchedulerEngine {
                             collapseID: submission.collapseID,
                             team: submission.team,
                             exempt: submission.exempt,
-                            received: submission.received.milliseconds
+                            received: submission.received.milliseconds,
+                            activity: submission.activity
                         )
                     )
                 )

@@ -36,7 +36,9 @@ extension SchedulerEngine {
         let dropped = drop(removed.compactMap(Self.handle), reason: .removedFromRegistry)
         if let device = Self.deviceHandle(registration.device) {
             for (id, widget) in registration.instances {
-                if let handle = Self.handle(id) { scheduler.register(handle, device: device, kind: widget.kind, pushType: registration.pushType) }
+                if let handle = Self.handle(id) {
+                    scheduler.register(handle, device: device, registration.pushType.descriptor.scheduling(kind: widget.kind, family: widget.family))
+                }
             }
         }
         return dropped > 0

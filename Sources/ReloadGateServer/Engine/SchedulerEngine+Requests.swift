@@ -72,11 +72,13 @@ extension SchedulerEngine {
                 // Rare (once per new token): written here, on the commit loop, in its own transaction.
                 do {
                     let adopted = try await store.adoptDevice(
-                        app: adoption.app, token: adoption.token, pushType: adoption.pushType, now: adoption.received
+                        app: adoption.app, token: adoption.token, pushType: adoption.pushType, pushToStart: adoption.pushToStart, now: adoption.received
                     )
                     if isLocal(device: adopted.device) {
                         if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
-                            scheduler.register(handle, device: device, kind: ImplicitInstance.kind, pushType: adoption.pushType)
+                            let descriptor = adoption.pushType.descriptor
+                            let family = ImplicitInstance.of(adoption.pushType, pushToStart: adoption.pushToStart).family
+                            scheduler.register(handle, device: device, descriptor.scheduling(kind: ImplicitInstance.kind, family: family))
                         }
                     }
                     // Another gateway schedules the new device: the store's notice in the adoption's own
@@ -125,7 +127,8 @@ extension SchedulerEngine {
             collapseID: submission.collapseID,
             team: submission.team,
             exempt: submission.exempt,
-            received: submission.received
+            received: submission.received,
+            activity: submission.activity
         )
         let first = pipeline.open.ledger.decisions.count
         if !local.isEmpty || forwarded.isEmpty { scheduler.receive(request, into: &pipeline.open.ledger.decisions) }

@@ -46,6 +46,8 @@ actor SchedulerEngine {
         var token: DeviceToken
         /// A device's widgets, or a control.
         var pushType: PushType
+        /// Whether the token is a push-to-start token (adopted by a Live Activity's `start`).
+        var pushToStart = false
         var received: Date
         var then: @Sendable (Result<Int64, any Error>) -> Void
     }

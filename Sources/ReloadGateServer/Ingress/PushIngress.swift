@@ -116,6 +116,10 @@ final class PushIngress: Sendable {
             var tokenTeam: String?
             if let certificate {
                 // A connection with a client certificate: its topics decide; authorization is ignored.
+                // Apple takes Live Activity pushes over provider tokens only.
+                guard checked.pushType.descriptor.allowsCertificates else {
+                    throw APNsFailure(.topicDisallowed, detail: "\(checked.pushType.rawValue) pushes need a provider token; a certificate is refused, as at Apple")
+                }
                 if revokedSerials.contains(certificate.serial) {
                     throw APNsFailure(.badCertificate, detail: "the certificate's serial \(certificate.serial) is revoked")
                 }
@@ -273,7 +277,7 @@ final class PushIngress: Sendable {
 
     /// The payload, then the device token (docs/APNS.md's order).
     private static func parse(_ head: AcceptedHead, body: some Collection<UInt8>) throws(APNsFailure) -> (PushPayload, DeviceToken) {
-        let payload = try PushPayload(body)
+        let payload = try PushPayload(body, rule: head.headers.pushType.descriptor.payloadRule)
         guard !head.deviceToken.utf8.isEmpty else { throw APNsFailure(.missingDeviceToken) }
         guard let token = try? DeviceToken(String(head.deviceToken)) else { throw APNsFailure(.badDeviceToken) }
         return (payload, token)
@@ -339,6 +343,7 @@ final class PushIngress: Sendable {
                 summary: summary,
                 apnsID: head.apnsID.lowercased(),
                 received: Timestamp(received),
+                activity: payload.activity,
                 // A sender's own apns-id names the push: its retry is answered, not decided again.
                 idempotency: head.headers.apnsID.map { .push(apnsID: $0, device: device) }
             )
@@ -380,7 +385,9 @@ final class PushIngress: Sendable {
             // Adopting writes the device (rare: once per new token): the door's commit loop does it, not
             // the event loop; the push is submitted once the device is there. An adopted device has one
             // implicit instance, which every push targets.
-            door.adopt(app: app, token: token, pushType: head.headers.pushType, received: received) { [logger, store] result in
+            // A start pushed to a token never seen is a push-to-start token's.
+            let pushToStart = payload.activity?.event == .start
+            door.adopt(app: app, token: token, pushType: head.headers.pushType, pushToStart: pushToStart, received: received) { [logger, store] result in
                 switch result {
                 case .success(let device):
                     Task {
@@ -451,7 +458,7 @@ final class PushIngress: Sendable {
     /// `reloadgate-decision` (the most consequential of the push's decisions) and `reloadgate-due`
     /// (the earliest due time, when something is pending).
     static func decisionHeaders(_ decisions: [Decision]) -> [(String, String)] {
-        let order: [DecisionKind] = [.scheduled, .deferred, .merged, .absorbed, .expired, .forwarded, .noMatch]
+        let order: [DecisionKind] = [.scheduled, .deferred, .merged, .absorbed, .expired, .outdated, .afterEnd, .forwarded, .noMatch]
         let kind = order.first { kind in decisions.contains { $0.kind == kind } } ?? .noMatch
         var headers = [("reloadgate-decision", kind.rawValue)]
         if let due = decisions.compactMap(\.due).min() {

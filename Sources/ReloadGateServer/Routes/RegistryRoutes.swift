@@ -29,6 +29,12 @@ struct RegistryRoutes {
         apps.delete("controls/:token") { request, context in
             try await respond(request, context) { try await deleteDevice(request, context, pushType: .controls) }
         }
+        apps.put("activities/:token") { request, context in
+            try await respond(request, context) { try await putActivity(request, context) }
+        }
+        apps.delete("activities/:token") { request, context in
+            try await respond(request, context) { try await deleteDevice(request, context, pushType: .liveactivity) }
+        }
         apps.put("devices/:token/widgets/:widget/timeline") { request, context in
             try await respond(request, context) { try await putTimeline(request, context) }
         }
@@ -138,7 +144,22 @@ struct RegistryRoutes {
         )
     }
 
-    /// `DELETE .../devices/<token>` or `.../controls/<token>` (`pushType`): a token of the other type is
+    /// `PUT .../activities/<token>`: a Live Activity's token, or a push-to-start token.
+    private func putActivity(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let app = try await authenticate(request, context)
+        let token = try token(context)
+        let body = try ActivityRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
+        try Self.check(environment: body.environment, of: app)
+        let registration = try await door.execute(
+            PutRegistry(app: app, write: .putActivity(app: app, token: token, activity: body.activity, previousToken: body.previousToken))
+        )
+        return try json(RegistryAPI.ActivityRegistered(
+            activity: token.hex, instance: registration.instances.first?.id ?? 0, attributesType: body.activity.attributesType,
+            frequentUpdates: body.activity.frequentUpdates, pushToStart: body.activity.pushToStart, retiredPreviousToken: registration.retired != nil
+        ))
+    }
+
+    /// `DELETE .../devices/<token>`, `.../controls/<token>` or `.../activities/<token>` (`pushType`): a token of the other type is
     /// refused (409), so that a path never removes what it does not name.
     private func deleteDevice(_ request: Request, _ context: some RequestContext, pushType: PushType = .widgets) async throws -> Response {
         let app = try await authenticate(request, context)

@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import ReloadGateAPI
+import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
 
@@ -82,6 +83,10 @@ struct WebhookRoutes {
                 message: "\(app.bundle) may not claim exemptions (reloadgate apps add --allow-exemptions)"
             )
         }
+        var activity: ActivityContent?
+        if let payload = parsed.payload {
+            activity = try Self.activityContent(payload, of: parsed)
+        }
         let found = try await door.reader.targetInstances(app: app, target: parsed.target)
         let targets = found.map(\.instance)
         let submission = ReloadCommand(
@@ -96,6 +101,7 @@ struct WebhookRoutes {
             exempt: parsed.exemption != nil,
             summary: String(decoding: body, as: UTF8.self),
             received: Timestamp(received),
+            activity: activity,
             idempotency: idempotency
         )
         switch try await door.reload(submission, render: Self.render) {
@@ -143,6 +149,28 @@ struct WebhookRoutes {
             headers: headers,
             body: ResponseBody(byteBuffer: ByteBuffer(string: body))
         )
+    }
+
+    /// A Live Activity update's payload, checked by Apple's rules as a push's would be: an update or an
+    /// end (a start goes to a push-to-start token, through the APNs listener), at a priority Apple takes.
+    static func activityContent(_ payload: Data, of body: WebhookBody) throws -> ActivityContent {
+        let descriptor = body.target.pushType.descriptor
+        guard payload.count <= PushPayload.limit else {
+            throw APIError.invalidField("payload has \(payload.count) bytes, more than Apple's \(PushPayload.limit)")
+        }
+        let content: ActivityContent
+        do {
+            content = try ActivityPayload.check(payload)
+        } catch {
+            throw APIError.invalidField("payload: \(error.detail ?? error.reason.rawValue)")
+        }
+        guard content.event != .start else {
+            throw APIError.invalidField("payload: a start goes to a push-to-start token through the APNs listener; a webhook sends update or end")
+        }
+        guard descriptor.priorities.contains(body.priority) else {
+            throw APIError.invalidField("priority must be \(descriptor.priorities.map { "\($0.rawValue)" }.joined(separator: " or ")) for \(descriptor.pushType.rawValue)")
+        }
+        return content
     }
 }
 

@@ -38,6 +38,20 @@ struct PutControl: GatewayCommand {
     }
 }
 
+/// A registry write that answers with the token's registration (``RegistryWrite/putActivity(app:token:activity:previousToken:)``).
+struct PutRegistry: GatewayCommand {
+    var app: App
+    var write: RegistryWrite
+
+    /// Written with the registry's next group commit (``RegistryLog``).
+    func execute(at door: GatewayDoor) async throws -> DeviceRegistration {
+        guard case .device(let registration) = try await door.registry.write(write) else {
+            throw StoreError.corrupt(reason: "a token's registration answered without its instances")
+        }
+        return registration
+    }
+}
+
 /// `DELETE /v1/apps/<bundle>/devices/<token>` (or `.../controls/<token>`) and `reloadgate devices remove`:
 /// the device and its widgets (or the control) are gone; their pending reloads are dropped with a
 /// `cancelled` decision. `pushType` `nil` removes a token of either type (the operator's command).

@@ -23,6 +23,8 @@ struct ReloadCommand: Sendable {
     /// A push's apns-id, for `explain`.
     var apnsID: String? = nil
     var received: Timestamp
+    /// A Live Activity push's event and timestamp.
+    var activity: ActivityContent? = nil
     var idempotency: Idempotency?
 
     /// An idempotency key, the hash of the body it came with, and how long its answer is kept: a webhook

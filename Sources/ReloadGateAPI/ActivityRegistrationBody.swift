@@ -1,0 +1,36 @@
+public import Foundation
+public import ReloadGateCore
+
+/// The body of `PUT /v1/apps/<bundle>/activities/<token>`: a Live Activity's update token (from
+/// `activity.pushTokenUpdates`) or a push-to-start token (from `Activity<Attributes>.pushToStartTokenUpdates`),
+/// with its attributes type and whether the app asked for frequent updates.
+public struct ActivityRegistrationBody: Decodable, Sendable {
+    /// `sandbox` or `production` when sent; the route checks it against the app's.
+    public var environment: String?
+    public var activity: ActivityRegistration
+    /// The activity's token this one replaces (ActivityKit may hand a new one during an activity).
+    public var previousToken: DeviceToken?
+
+    /// The fields a body may have.
+    public static let fieldNames: Set<String> = ["attributesType", "attributes", "frequentUpdates", "pushToStart", "environment", "previousToken"]
+
+    /// Parses and checks the body against `limits`.
+    public init(json data: Data, limits: RegistryLimits) throws(APIError) {
+        self = try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits])
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
+        let fields = try decoder.container(keyedBy: AnyKey.self)
+        try fields.refuseUnknown(Self.fieldNames)
+        environment = try fields.optionalString(AnyKey("environment"))
+        activity = ActivityRegistration(
+            attributesType: try fields.string(AnyKey("attributesType")),
+            attributes: try fields.configuration(AnyKey("attributes")),
+            frequentUpdates: try fields.bool(AnyKey("frequentUpdates"), default: false),
+            pushToStart: try fields.bool(AnyKey("pushToStart"), default: false)
+        )
+        if let problem = limits.problem(with: activity) { throw APIError.invalidField(problem) }
+        previousToken = try fields.optionalDeviceToken(AnyKey("previousToken"))
+    }
+}

@@ -1,0 +1,92 @@
+public import Foundation
+public import ReloadGateCore
+
+/// A Live Activity push's body, by Apple's rules ("Starting and updating Live Activities with ActivityKit
+/// push notifications"): `aps.event` (`start`, `update`, `end`) and `aps.timestamp` are required;
+/// `content-state`, `stale-date`, `dismissal-date`, `relevance-score` and `alert` are optional and checked
+/// for their type; a `start` also needs `attributes-type` and `attributes`, and may carry
+/// `input-push-token`. Other keys pass, as at Apple.
+public enum ActivityPayload {
+    /// UNIX seconds from 0 to 9999-12-31T23:59:59, the range every date from outside is held to.
+    static let seconds: ClosedRange<Int64> = 0...253_402_300_799
+
+    /// Checks a body (at most ``PushPayload/limit`` bytes) and returns what the scheduler decides on.
+    public static func check(_ body: some Collection<UInt8>) throws(APNsFailure) -> ActivityContent {
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            throw APNsFailure(.invalidPayload, detail: "a Live Activity's body is a JSON object with an `aps` object")
+        }
+        return try check(object)
+    }
+
+    /// ``check(_:)`` of a parsed body.
+    static func check(_ object: [String: Any]) throws(APNsFailure) -> ActivityContent {
+        guard let aps = object["aps"] as? [String: Any] else {
+            throw APNsFailure(.invalidPayload, detail: "a Live Activity's body is a JSON object with an `aps` object")
+        }
+        guard let name = aps["event"] as? String, let event = ActivityContent.Event(rawValue: name) else {
+            throw APNsFailure(.invalidPayload, detail: "aps.event must be start, update or end")
+        }
+        guard let timestamp = aps["timestamp"].flatMap(Self.unixSeconds) else {
+            throw APNsFailure(.invalidPayload, detail: "aps.timestamp must be UNIX seconds from 0 to 253402300799")
+        }
+        if let state = aps["content-state"], !(state is [String: Any]) {
+            throw APNsFailure(.invalidPayload, detail: "aps.content-state must be an object")
+        }
+        for key in ["stale-date", "dismissal-date"] where aps[key] != nil && Self.unixSeconds(aps[key]!) == nil {
+            throw APNsFailure(.invalidPayload, detail: "aps.\(key) must be UNIX seconds from 0 to 253402300799")
+        }
+        if let score = aps["relevance-score"], !Self.isNumber(score) {
+            throw APNsFailure(.invalidPayload, detail: "aps.relevance-score must be a number")
+        }
+        if let alert = aps["alert"], !(alert is [String: Any] || alert is String) {
+            throw APNsFailure(.invalidPayload, detail: "aps.alert must be an object or a string")
+        }
+        if event == .start {
+            guard let type = aps["attributes-type"] as? String, !type.isEmpty, aps["attributes"] is [String: Any] else {
+                throw APNsFailure(.invalidPayload, detail: "a start needs aps.attributes-type (a string) and aps.attributes (an object)")
+            }
+        }
+        return ActivityContent(event: event, timestamp: timestamp, hasAlert: aps["alert"] != nil)
+    }
+
+    /// The body delivered for merged requests (the merge rule ``PushTypeDescriptor/MergeRule/newestContent``):
+    /// the newest content's body (``ContentStamp``: newest timestamp, then the later request), with the
+    /// newest alert among them (or none), and `end` with its dismissal date if one of them is an end.
+    /// A request's recorded body is a push's, or a webhook call's whose `payload` is the push's. `nil` when
+    /// no body is a Live Activity's.
+    public static func merged(_ requests: [(request: RequestID, body: String)]) -> [UInt8]? {
+        var newest: (stamp: ContentStamp, object: [String: Any])?
+        var alert: (stamp: ContentStamp, alert: Any)?
+        var end: [String: Any]?
+        for (request, body) in requests {
+            guard let recorded = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] else { continue }
+            let object = recorded["aps"] == nil ? recorded["payload"] as? [String: Any] ?? recorded : recorded
+            guard let content = try? check(object), let aps = object["aps"] as? [String: Any] else { continue }
+            let stamp = ContentStamp(timestamp: content.timestamp, request: request)
+            if newest.map({ $0.stamp < stamp }) ?? true { newest = (stamp, object) }
+            if let value = aps["alert"], alert.map({ $0.stamp < stamp }) ?? true { alert = (stamp, value) }
+            if content.event == .end { end = aps }
+        }
+        guard var (_, object) = newest, var aps = object["aps"] as? [String: Any] else { return nil }
+        aps["alert"] = alert?.alert
+        if let end {
+            aps["event"] = ActivityContent.Event.end.rawValue
+            if let dismissal = end["dismissal-date"] { aps["dismissal-date"] = dismissal }
+        }
+        object["aps"] = aps
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map(Array.init)
+    }
+
+    /// A whole number of seconds in ``seconds`` (JSON gives numbers as NSNumber; a boolean is not one).
+    static func unixSeconds(_ value: Any) -> Int64? {
+        guard isNumber(value), let number = value as? NSNumber else { return nil }
+        let double = number.doubleValue
+        guard double.rounded() == double, double >= Double(seconds.lowerBound), double <= Double(seconds.upperBound) else { return nil }
+        return Int64(double)
+    }
+
+    static func isNumber(_ value: Any) -> Bool {
+        guard let number = value as? NSNumber, !(value is String) else { return false }
+        return !PushPayload.isBoolean(number) && number.doubleValue.isFinite
+    }
+}

@@ -96,6 +96,8 @@ public struct PushTypeDescriptor: Sendable {
     public var label: String
     /// Put before a kind where kinds of several types are listed together (`control:` + kind).
     public var kindPrefix: String
+    /// ``label`` for several: `controls`, `activities`.
+    public var pluralLabel: String { label.hasSuffix("y") ? label.dropLast() + "ies" : label + "s" }
     /// The policy of its kinds that the configuration names none for.
     public var defaultPolicy: SchedulingPolicy
     /// Kinds with a policy of their own by default (a push-to-start token's kind).

@@ -164,7 +164,7 @@ extension ConfigurationKey {
         let type = pushType.descriptor
         return ConfigurationKey(
             name: type.configurationPrefix + "." + field.name,
-            summary: type.tokenScope == .appOnDevice ? field.summary : type.label + "s: " + field.summary,
+            summary: type.tokenScope == .appOnDevice ? field.summary : type.pluralLabel + ": " + field.summary,
             expected: field.expected
         ) { configuration, text in
             field.apply(text, to: &configuration.scheduling[pushType].defaultPolicy)

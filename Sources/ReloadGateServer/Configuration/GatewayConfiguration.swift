@@ -229,9 +229,10 @@ public struct GatewayConfiguration: Sendable, Equatable {
             var configuration = SchedulerConfiguration()
             for pushType in PushType.allCases {
                 let numbers = self[pushType]
-                var byKind: [String: SchedulingPolicy] = [:]
+                // A kind with a default policy of its own (a push-to-start token's) starts from it.
+                var byKind = pushType.descriptor.kindPolicies
                 for (kind, fields) in numbers.kindOverrides {
-                    var policy = numbers.defaultPolicy
+                    var policy = byKind[kind] ?? numbers.defaultPolicy
                     for (name, text) in fields { _ = SchedulingField.named(name)?.apply(text, to: &policy) }
                     byKind[kind] = policy
                 }

@@ -115,6 +115,17 @@ public final class MockAPNsServer: Sendable {
         try? await channel.close()
     }
 
+    /// A Live Activity body's `aps.timestamp` when the body is one (an object whose `aps` has an
+    /// `event` of start, update or end and a whole-number timestamp).
+    public static func activityTimestamp(_ body: String) -> Int64? {
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any],
+            let aps = object["aps"] as? [String: Any],
+            let event = aps["event"] as? String, ["start", "update", "end"].contains(event),
+            let timestamp = aps["timestamp"] as? NSNumber, timestamp.doubleValue == timestamp.doubleValue.rounded()
+        else { return nil }
+        return timestamp.int64Value
+    }
+
     /// The state, shared with the connection handlers.
     final class StateBox: Sendable {
         let state = Mutex(State())
@@ -190,7 +201,7 @@ public final class MockAPNsServer: Sendable {
                       reason: reason, timestamp: nil, retryAfter: nil, apnsID: request.headers["apns-id"], context: context)
                 return
             }
-            if request.headers["apns-push-type"] == "liveactivity", let timestamp = Self.activityTimestamp(request.body) {
+            if request.headers["apns-push-type"] == "liveactivity", let timestamp = MockAPNsServer.activityTimestamp(request.body) {
                 box.state.withLock { state in
                     if let newest = state.activityTimestamps[request.deviceToken], timestamp < newest {
                         state.timestampsWentBack.append(request)
@@ -246,17 +257,6 @@ public final class MockAPNsServer: Sendable {
             "liveactivity": (["5", "10"], nil),
         ]
 
-        /// A Live Activity body's `aps.timestamp` when the body is one (an object whose `aps` has an
-        /// `event` of start, update or end and a whole-number timestamp).
-        static func activityTimestamp(_ body: String) -> Int64? {
-            guard let object = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any],
-                let aps = object["aps"] as? [String: Any],
-                let event = aps["event"] as? String, ["start", "update", "end"].contains(event),
-                let timestamp = aps["timestamp"] as? NSNumber, timestamp.doubleValue == timestamp.doubleValue.rounded()
-            else { return nil }
-            return timestamp.int64Value
-        }
-
         private func check(_ request: Received) -> String? {
             guard let authorization = request.headers["authorization"], authorization.hasPrefix("bearer ") else { return "MissingProviderToken" }
             let token = authorization.dropFirst(7)
@@ -272,7 +272,7 @@ public final class MockAPNsServer: Sendable {
             if let priorities = rules.priorities, !priorities.contains(request.headers["apns-priority"] ?? "10") { return "BadPriority" }
             if let expiration = rules.expiration, request.headers["apns-expiration"] != expiration { return "BadExpirationDate" }
             if sentType == "liveactivity" {
-                guard Self.activityTimestamp(request.body) != nil else { return "BadPayload" }
+                guard MockAPNsServer.activityTimestamp(request.body) != nil else { return "BadPayload" }
             } else {
                 guard request.body == #"{"aps":{"content-changed":true}}"# else { return "BadPayload" }
             }

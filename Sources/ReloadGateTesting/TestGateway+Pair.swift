@@ -42,3 +42,47 @@ extension TestGateway {
         }
     }
 }
+
+extension TestGateway {
+    /// `count` gateways on a new PostgreSQL database of the test cluster, as ``withTwoOnPostgres(_:prepare:_:)``,
+    /// each changed by `configure` too (an upstream, say), once every one holds some of the partitions.
+    public static func withSeveralOnPostgres<Prepared: Sendable>(
+        _ name: String,
+        count: Int,
+        configure: @escaping @Sendable (inout GatewayConfiguration) -> Void = { _ in },
+        prepare: (PostgresStore) async throws -> Prepared,
+        _ body: @Sendable (_ gateways: [TestGateway], _ store: PostgresStore, _ prepared: Prepared) async throws -> Void
+    ) async throws {
+        let url = try await TestPostgres.newDatabase()
+        let data = try TemporaryDirectory(name)
+        defer { data.remove() }
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("g0"))
+        defer { try? store.close() }
+        let prepared = try await prepare(store)
+        for index in 1..<count {
+            try FileManager.default.createDirectory(atPath: data.path("g\(index)"), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: data.path("g0/secrets.key"), toPath: data.path("g\(index)/secrets.key"))
+        }
+        @Sendable func running(_ started: [TestGateway]) async throws {
+            guard started.count < count else {
+                var shares: [Int] = []
+                let shared = try await eventually(every: .milliseconds(100)) {
+                    shares = try await store.clusterGateways(within: 10_000).map(\.partitions)
+                    return shares.count == count && shares.allSatisfy { $0 > 0 } && shares.reduce(0, +) == 1024
+                }
+                guard shared else { throw TestGatewayError.partitionsNotShared(shares) }
+                return try await body(started, store, prepared)
+            }
+            let directory = data.path("g\(started.count)")
+            try await withRunning(configure: { configuration in
+                configuration.store.kind = .postgres
+                configuration.store.url = url
+                configuration.dataDirectory = directory
+                configure(&configuration)
+            }) { gateway in
+                try await running(started + [gateway])
+            }
+        }
+        try await running([])
+    }
+}

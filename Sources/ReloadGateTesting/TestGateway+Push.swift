@@ -18,7 +18,7 @@ public struct PushAnswer: Sendable {
 }
 
 extension TestGateway {
-    /// Sends a widget push (or, with `pushType`, a controls push) (`{"aps":{"content-changed":true}}`) through
+    /// Sends a widget push (or, with `pushType`, another type's; `body`: `{"aps":{"content-changed":true}}` unless given) through
     /// the APNs listener on a connection of its own, signed by `sender`, with `apnsID` (a new one by default;
     /// `nil`: none, the gateway picks one).
     /// - Throws: ``TestGatewayError/unanswered(seconds:)`` when no answer came within `timeout`: a request
@@ -30,6 +30,7 @@ extension TestGateway {
         priority: Int = 10,
         pushType: PushType = .widgets,
         apnsID: String? = UUID().uuidString.lowercased(),
+        body: [UInt8] = Array(#"{"aps":{"content-changed":true}}"#.utf8),
         timeout: Duration = .seconds(30)
     ) async throws -> PushAnswer {
         let started = ContinuousClock.now
@@ -50,7 +51,7 @@ extension TestGateway {
                             ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(bundle)\(pushType.topicSuffix)"),
                             ("apns-push-type", pushType.rawValue), ("apns-priority", "\(priority)"),
                         ] + (apnsID.map { [("apns-id", $0)] } ?? [])),
-                        body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+                        body: body
                     )
                 )
             } catch {

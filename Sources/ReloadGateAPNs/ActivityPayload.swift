@@ -55,26 +55,49 @@ public enum ActivityPayload {
     /// A request's recorded body is a push's, or a webhook call's whose `payload` is the push's. `nil` when
     /// no body is a Live Activity's.
     public static func merged(_ requests: [(request: RequestID, body: String)]) -> [UInt8]? {
-        var newest: (stamp: ContentStamp, object: [String: Any])?
-        var alert: (stamp: ContentStamp, alert: Any)?
-        var end: [String: Any]?
-        for (request, body) in requests {
-            guard let recorded = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] else { continue }
-            let object = recorded["aps"] == nil ? recorded["payload"] as? [String: Any] ?? recorded : recorded
-            guard let content = try? check(object), let aps = object["aps"] as? [String: Any] else { continue }
-            let stamp = ContentStamp(timestamp: content.timestamp, request: request)
-            if newest.map({ $0.stamp < stamp }) ?? true { newest = (stamp, object) }
-            if let value = aps["alert"], alert.map({ $0.stamp < stamp }) ?? true { alert = (stamp, value) }
-            if content.event == .end { end = aps }
-        }
-        guard var (_, object) = newest, var aps = object["aps"] as? [String: Any] else { return nil }
-        aps["alert"] = alert?.alert
-        if let end {
+        guard let winners = winners(requests), var aps = winners.content.object["aps"] as? [String: Any] else { return nil }
+        var object = winners.content.object
+        aps["alert"] = winners.alert?.alert
+        if let end = winners.end {
             aps["event"] = ActivityContent.Event.end.rawValue
             if let dismissal = end["dismissal-date"] { aps["dismissal-date"] = dismissal }
         }
         object["aps"] = aps
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map(Array.init)
+    }
+
+    /// Which of merged requests a delivery takes what from: the newest content, the newest alert, an end
+    /// (the `aps` of the last one); and how many of the bodies are a Live Activity's. `nil` when none is.
+    public static func winners(_ requests: [(request: RequestID, body: String)]) -> Winners? {
+        var winners: Winners?
+        for (request, body) in requests {
+            guard let recorded = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] else { continue }
+            let object = recorded["aps"] == nil ? recorded["payload"] as? [String: Any] ?? recorded : recorded
+            guard let content = try? check(object), let aps = object["aps"] as? [String: Any] else { continue }
+            let stamp = ContentStamp(timestamp: content.timestamp, request: request)
+            guard var found = winners else {
+                winners = Winners(content: (stamp, object), alert: aps["alert"].map { (stamp, $0) }, end: content.event == .end ? aps : nil, merged: 1)
+                continue
+            }
+            if found.content.stamp < stamp { found.content = (stamp, object) }
+            if let value = aps["alert"], found.alert.map({ $0.stamp < stamp }) ?? true { found.alert = (stamp, value) }
+            if content.event == .end { found.end = aps }
+            found.merged += 1
+            winners = found
+        }
+        return winners
+    }
+
+    /// What ``winners(_:)`` found.
+    public struct Winners {
+        /// The request with the newest content, and its body's payload.
+        public var content: (stamp: ContentStamp, object: [String: Any])
+        /// The newest request with an alert, and the alert.
+        public var alert: (stamp: ContentStamp, alert: Any)?
+        /// The `aps` of an end among them.
+        public var end: [String: Any]?
+        /// How many of the bodies are a Live Activity's.
+        public var merged: Int
     }
 
     /// A whole number of seconds in ``seconds`` (JSON gives numbers as NSNumber; a boolean is not one).

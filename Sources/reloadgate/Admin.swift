@@ -325,6 +325,13 @@ struct Explain: AsyncParsableCommand {
                     + (delivery.unknownOutcomes > 0 ? ", \(delivery.unknownOutcomes) without an answer" : "")
                     + "; serves \(delivery.requestCount) request(s)"
             )
+            if let content = delivery.content {
+                lines.append(
+                    "  content of request \(content.request) (timestamp \(content.timestamp)): the newest of \(content.merged) merged update(s)"
+                        + (content.alertRequest.map { "; alert of request \($0), the newest with one" } ?? "; no alert")
+                        + (content.end ? "; sent as the activity's end" : "")
+                )
+            }
         }
         switch answer {
         case .request(let explanation):

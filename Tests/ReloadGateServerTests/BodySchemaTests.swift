@@ -64,6 +64,16 @@ import Testing
             apnsId: "0A1F3E2B-1C4D-4E5F-8A9B-0C1D2E3F4A5B", bundle: nil, device: nil, releasedAt: time, instances: [], requests: [],
             requestCount: 0, priority: 5, state: "failed", attempts: 3, unknownOutcomes: 1, lastError: "BadDeviceToken", updatedAt: nil
         ),
+        AdminAPI.Delivery(
+            apnsId: "1A1F3E2B-1C4D-4E5F-8A9B-0C1D2E3F4A5B", bundle: "com.example.app", device: token, releasedAt: time, instances: [9],
+            requests: [11, 12, 13], requestCount: 3, priority: 10, state: "sent", attempts: 1, unknownOutcomes: 0, lastError: nil, updatedAt: time,
+            content: AdminAPI.DeliveredContent(request: 12, timestamp: 1_795_000_000, alertRequest: 11, end: false, merged: 3)
+        ),
+        AdminAPI.Delivery(
+            apnsId: "2A1F3E2B-1C4D-4E5F-8A9B-0C1D2E3F4A5B", bundle: "com.example.app", device: token, releasedAt: time, instances: [9],
+            requests: [14], requestCount: 1, priority: 10, state: "pending", attempts: 0, unknownOutcomes: 0, lastError: nil, updatedAt: nil,
+            content: AdminAPI.DeliveredContent(request: 14, timestamp: 1_795_000_100, alertRequest: nil, end: true, merged: 1)
+        ),
     ]
 
     static let pending = [

@@ -62,6 +62,13 @@ struct LiveActivitiesEndToEndTests {
             try await api.reload(bundle: LiveActivitiesEndToEndTests.bundle, body: body, secret: credentials.webhookSecret)
         }
 
+        /// The operator's command with `--json`, on the gateway's admin socket.
+        func cli(_ arguments: [String]) async throws -> [String: Any] {
+            let result = try await ReloadGateProcess.run(arguments + ["--json", "--socket", gateway.configuration.adminSocketPath], in: gateway.directory.url)
+            try #require(result.status == 0, "\(arguments): \(result.stderr)")
+            return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        }
+
         /// The mock's accepted Live Activity pushes to `token`, as JSON objects.
         func delivered(to token: String) -> [[String: Any]] {
             mock.received.filter { $0.deviceToken == token && $0.headers["apns-push-type"] == "liveactivity" }.compactMap {
@@ -197,6 +204,15 @@ struct LiveActivitiesEndToEndTests {
             #expect((aps["timestamp"] as? NSNumber)?.int64Value == now + 3)
             #expect((aps["content-state"] as? [String: Any])?["currentHealthLevel"] as? Double == 0.7)
             #expect((aps["alert"] as? [String: Any])?["title"] as? String == "Third")
+            // `explain` of the merged delivery names the request whose content won, and why.
+            let merged = try #require(fixture.mock.received.last { $0.deviceToken == Self.activity }?.headers["apns-id"])
+            let explained = try await fixture.cli(["explain", merged.lowercased()])
+            let content = try #require((explained["delivery"] as? [String: Any])?["content"] as? [String: Any], "\(explained)")
+            #expect((content["timestamp"] as? NSNumber)?.int64Value == now + 3)
+            #expect((content["merged"] as? NSNumber)?.intValue == 3)
+            #expect(content["request"] as? Int == content["alertRequest"] as? Int)
+            let text = try await ReloadGateProcess.run(["explain", merged.lowercased(), "--socket", fixture.gateway.configuration.adminSocketPath], in: fixture.gateway.directory.url)
+            #expect(text.stdout.contains("(timestamp \(now + 3)): the newest of 3 merged update(s)"), "\(text.stdout)")
             // Older than what the activity shows: dropped with its own decision.
             let older = try await fixture.push(Self.activity, Self.update(now + 2))
             #expect(older.status == 200)
@@ -245,6 +261,36 @@ extension LiveActivitiesEndToEndTests {
                 #expect(refused.status == 422, "\(body)")
                 #expect(refused.body.contains(says), "\(refused.body)")
             }
+        }
+    }
+
+    // MARK: The operator
+
+    /// `pending`, `budget`, `devices list` and `stats` show an activity with its attributes type and the
+    /// Live Activities' policy (raised for frequent updates).
+    @Test func theOperatorsCommandsShowAnActivity() async throws {
+        try await Self.withFixture { fixture in
+            let now = Int64(Date().timeIntervalSince1970)
+            #expect(try await fixture.push(Self.activity, Self.update(now)).status == 200)
+            let deferred = try await fixture.push(Self.activity, Self.update(now + 1))
+            #expect(deferred.header("reloadgate-decision") == "deferred")
+            let pending = try #require(try await fixture.cli(["pending"])["pending"] as? [[String: Any]])
+            #expect(pending.map { $0["device"] as? String } == [Self.activity])
+            #expect(pending.first?["widget"] as? String == "activity")
+            #expect(pending.first?["kind"] as? String == "AdventureAttributes")
+
+            let budget = try #require((try await fixture.cli(["budget", Self.activity])["instances"] as? [[String: Any]])?.first)
+            #expect(budget["family"] as? String == "activity")
+            #expect(budget["dailyBudget"] as? Int == 240)
+            #expect(budget["burst"] as? Int == 12)
+            #expect(budget["tokens"] as? Int == 11)
+            let frequent = try #require((try await fixture.cli(["budget", Self.frequent])["instances"] as? [[String: Any]])?.first)
+            #expect(frequent["family"] as? String == "activity-frequent")
+            #expect(frequent["dailyBudget"] as? Int == 960)
+            #expect(frequent["burst"] as? Int == 48)
+
+            let devices = try #require(try await fixture.cli(["devices", "list"])["devices"] as? [[String: Any]])
+            #expect(devices.first { $0["device"] as? String == Self.activity }?["pushType"] as? String == "liveactivity")
         }
     }
 }

@@ -85,6 +85,21 @@ extension AdminAPI {
         /// Apple's reason (or the error) of the last failed or retried attempt.
         @Nullable public var lastError: String?
         @Nullable public var updatedAt: String?
+        /// A Live Activity update: which of its requests it took the content and the alert from.
+        public var content: DeliveredContent? = nil
+    }
+
+    /// Which merged request a Live Activity delivery took its content from, and why.
+    public struct DeliveredContent: Codable, Sendable, Hashable {
+        /// The request with the newest `aps.timestamp` (at one timestamp, the later request).
+        public var request: Int64
+        public var timestamp: Int64
+        /// The newest request with an alert (`nil`: none had one).
+        public var alertRequest: Int64?
+        /// Whether one of them was an `end`.
+        public var end: Bool
+        /// How many Live Activity requests merged into it.
+        public var merged: Int
     }
 
     /// `GET /v1/explain/<request id or a push's apns-id>`.

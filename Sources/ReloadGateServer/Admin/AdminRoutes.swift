@@ -233,7 +233,7 @@ struct AdminRoutes {
             return try Self.json(AdminAPI.RequestExplanation(
                 request: Self.request(record),
                 pending: pending.map { AdminAPI.ExplainedPending(instance: $0.instance, widget: $0.widgetID, device: $0.deviceToken, due: $0.due.rfc3339) },
-                deliveries: try await store.deliveries(serving: requestID).map(Self.delivery)
+                deliveries: try await explained(try await store.deliveries(serving: requestID))
             ))
         }
         guard let delivery = try await store.delivery(apnsID: id) else {
@@ -247,7 +247,25 @@ struct AdminRoutes {
         for request in delivery.delivery.requests {
             if let record = try await store.requestRecord(Int64(bitPattern: request)) { requests.append(record) }
         }
-        return try Self.json(AdminAPI.DeliveryExplanation(delivery: Self.delivery(delivery), requests: requests.map(Self.request)))
+        return try Self.json(AdminAPI.DeliveryExplanation(delivery: try await explained(delivery), requests: requests.map(Self.request)))
+    }
+
+    private func explained(_ records: [DeliveryRecord]) async throws -> [AdminAPI.Delivery] {
+        var deliveries: [AdminAPI.Delivery] = []
+        for record in records { deliveries.append(try await explained(record)) }
+        return deliveries
+    }
+
+    /// A delivery as `explain` shows it: for a push type that merges content, which request it took it from.
+    private func explained(_ record: DeliveryRecord) async throws -> AdminAPI.Delivery {
+        var delivery = Self.delivery(record)
+        if let winners = ActivityPayload.winners(try await store.requestBodies(record.delivery.requests)) {
+            delivery.content = AdminAPI.DeliveredContent(
+                request: Int64(bitPattern: winners.content.stamp.request), timestamp: winners.content.stamp.timestamp,
+                alertRequest: winners.alert.map { Int64(bitPattern: $0.stamp.request) }, end: winners.end != nil, merged: winners.merged
+            )
+        }
+        return delivery
     }
 
     // MARK: Budget

@@ -23,6 +23,13 @@ extension SQLStore {
         try await writeRegistered(.putControl(app: app, token: token, control: control, previousToken: previousToken), now: now).device
     }
 
+    /// Registers a Live Activity's token (or a push-to-start token) with its attributes type.
+    public func putActivity(app: App, token: DeviceToken, activity: ActivityRegistration, previousToken: DeviceToken?, now: Date) async throws
+        -> DeviceRegistration
+    {
+        try await writeRegistered(.putActivity(app: app, token: token, activity: activity, previousToken: previousToken), now: now).device
+    }
+
     /// Records a widget instance's timeline (`PUT .../widgets/<id>/timeline`). - Returns: the instance id.
     public func putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline, now: Date) async throws -> Int64 {
         try await writeRegistered(.putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline), now: now).instance

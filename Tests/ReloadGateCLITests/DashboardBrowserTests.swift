@@ -30,6 +30,8 @@ struct DashboardBrowserTests {
     static let deviceB = String(repeating: "b2", count: 32)
     /// A garage door control's token (issue 29).
     static let control = String(repeating: "c1", count: 32)
+    /// A Live Activity's token (issue 45).
+    static let activity = String(repeating: "a7", count: 32)
 
     /// The virtual environment's python with selenium. Made once per test process: the browser suites run
     /// in parallel, and two of them making the same venv at once left one with a python but no pip yet
@@ -106,6 +108,10 @@ struct DashboardBrowserTests {
             _ = try await store.putControl(
                 app: credentials.app, token: try DeviceToken(Self.control), control: ControlRegistration(kind: "garage"), previousToken: nil, now: Date()
             )
+            _ = try await store.putActivity(
+                app: credentials.app, token: try DeviceToken(Self.activity), activity: ActivityRegistration(attributesType: "DeliveryAttributes"),
+                previousToken: nil, now: Date()
+            )
         }
         try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
             configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
@@ -141,6 +147,20 @@ struct DashboardBrowserTests {
                         ("apns-push-type", "controls"),
                     ]),
                     body: Array(#"{"aps":{"content-changed":true}}"#.utf8)
+                )
+                await client.close()
+                #expect(answer.header("reloadgate-decision") == expected, "\(answer.body)")
+            }
+            // The activity: one update goes now, the next waits for the activity's 5 s interval.
+            let now = Int64(Date().timeIntervalSince1970)
+            for (offset, expected) in [(0, "scheduled"), (1, "deferred")] {
+                let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
+                let answer = try await client.send(
+                    RawHTTP2Client.push(token: Self.activity, [
+                        ("authorization", "bearer \(sender.token())"), ("apns-topic", "\(Self.bundle).push-type.liveactivity"),
+                        ("apns-push-type", "liveactivity"),
+                    ]),
+                    body: Array(#"{"aps":{"timestamp":\#(now + Int64(offset)),"event":"update","content-state":{"eta":12}}}"#.utf8)
                 )
                 await client.close()
                 #expect(answer.header("reloadgate-decision") == expected, "\(answer.body)")
@@ -195,6 +215,13 @@ struct DashboardBrowserTests {
             let controls = try #require(policies.first { $0.first == "other controls" }, "\(policies)")
             // One control, one token spent of 8 (one reload sent): 7 of 8 = 88%; the controls' 96 a day, burst 8.
             #expect(controls == ["other controls", "1", "88%", "0", "96 / 8"], "\(controls)")
+            // The activity's pending update, named by its attributes type, and the activities' budget: one
+            // token spent of 12 = 92%; 240 a day, burst 12.
+            let activityRow = try #require((pending["pending"] as? [[String: Any]] ?? []).first { $0["device"] as? String == Self.activity })
+            let activityInstance = try #require(activityRow["instance"] as? Int)
+            #expect((page["pendingKinds"] as? [String: String])?[String(activityInstance)] == "activity: DeliveryAttributes", "\(page["pendingKinds"] ?? "")")
+            let activities = try #require(policies.first { $0.first == "other activities" }, "\(policies)")
+            #expect(activities == ["other activities", "1", "92%", "0", "240 / 12"], "\(activities)")
             #expect(policies.contains { $0.first == "other kinds" }, "\(policies)")
             // The traffic made every kind the test expects (so the comparison is not of zeros).
             let decisions = stats["decisions"] as? [String: Int] ?? [:]
@@ -232,9 +259,9 @@ struct DashboardBrowserTests {
             let replay = try #require(try JSONSerialization.jsonObject(with: Data(simulated.stdout.utf8)) as? [String: Any])
             let runs = try #require(replay["runs"] as? [[String: Any]])
             #expect(runs.count == 2)
-            // Device A's three pushes, the control's two and the two webhook calls: device B's push is left out of the export,
-            // since Apple's 410 unregistered B (its widgets are gone from the registry).
-            #expect(runs.first?["requestsBySource"] as? [String: Int] == ["push": 5, "webhook": 2], "\(runs.first ?? [:])")
+            // Device A's three pushes, the control's two, the activity's two and the two webhook calls: device B's push is
+            // left out of the export, since Apple's 410 unregistered B (its widgets are gone from the registry).
+            #expect(runs.first?["requestsBySource"] as? [String: Int] == ["push": 7, "webhook": 2], "\(runs.first ?? [:])")
             #expect(FileManager.default.fileExists(atPath: directory.path("last-24h.html")))
         }
     }

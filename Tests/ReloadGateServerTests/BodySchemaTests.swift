@@ -143,8 +143,9 @@ import Testing
             ),
             unregistered: Figures.Unregistered(count: 1, recent: [.init(bundle: "com.example.app", device: token, since: time)]),
             pushTypes: [
-                "widgets": Figures.PushTypeNames(label: "widget", kindPrefix: ""),
-                "controls": Figures.PushTypeNames(label: "control", kindPrefix: "control:"),
+                "widgets": Figures.PushTypeNames(label: "widget", plural: "widgets", kindPrefix: ""),
+                "controls": Figures.PushTypeNames(label: "control", plural: "controls", kindPrefix: "control:"),
+                "liveactivity": Figures.PushTypeNames(label: "activity", plural: "activities", kindPrefix: "activity:"),
             ]
         )
     }()

@@ -31,6 +31,8 @@ extension AdminAPI {
         public struct PushTypeNames: Codable, Sendable, Hashable {
             /// One instance's name: `widget`, `control`.
             public var label: String
+            /// Several instances' name: `widgets`, `controls`, `activities`.
+            public var plural: String
             /// Put before a kind where kinds of several types are listed together (`control:`), or empty.
             public var kindPrefix: String
         }

@@ -106,7 +106,7 @@ struct DashboardRoutes {
                 recent: figures.recentlyUnregistered.map { .init(bundle: $0.bundle, device: $0.token, since: $0.since.rfc3339) }
             ),
             pushTypes: Dictionary(uniqueKeysWithValues: PushType.allCases.map { type in
-                (type.rawValue, Figures.PushTypeNames(label: type.descriptor.label, kindPrefix: type.descriptor.kindPrefix))
+                (type.rawValue, Figures.PushTypeNames(label: type.descriptor.label, plural: type.descriptor.pluralLabel, kindPrefix: type.descriptor.kindPrefix))
             })
         ))
     }

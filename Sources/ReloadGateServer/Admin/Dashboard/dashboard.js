@@ -183,7 +183,7 @@ function render(data) {
     const share = capacity > 0 ? Math.round(policy.tokens / capacity * 100) : 0;
     const names = pushTypes[policy.pushType];
     const name = names && names.kindPrefix
-      ? (policy.kind == null ? `other ${names.label}s` : kindLabel(policy.kind, policy.pushType))
+      ? (policy.kind == null ? `other ${names.plural}` : kindLabel(policy.kind, policy.pushType))
       : (policy.kind ?? "other kinds");
     return element("tr", {}, cell(name), cell(policy.instances, true),
       cell(`${share}%`, true), cell(policy.empty, true), cell(`${policy.dailyBudget} / ${policy.burst}`, true));

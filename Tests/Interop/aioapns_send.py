@@ -1,10 +1,11 @@
-"""Sends widget and control pushes to ReloadGate with aioapns (PyPI), a client no one here wrote.
+"""Sends widget, control and Live Activity pushes to ReloadGate with aioapns (PyPI), a client no one here wrote.
 
-Usage: aioapns_send.py HOST PORT CA_PEM KEY_P8 KEY_ID TEAM_ID BUNDLE DEVICE_TOKEN CONTROL_TOKEN
+Usage: aioapns_send.py HOST PORT CA_PEM KEY_P8 KEY_ID TEAM_ID BUNDLE DEVICE_TOKEN CONTROL_TOKEN ACTIVITY_TOKEN
 Prints one JSON object: the results of three pushes with a fresh token, of one controls push (push type
-`controls`, the `.push-type.controls` topic, priority 10, expiring now) to CONTROL_TOKEN, then of one push
-with a token issued two hours ago (the library's own JWT code, with its clock set back), through the
-library's API.
+`controls`, the `.push-type.controls` topic, priority 10, expiring now) to CONTROL_TOKEN, of one Live
+Activity update (the library's own `PushType.LIVEACTIVITY`, the `.push-type.liveactivity` topic) to
+ACTIVITY_TOKEN, then of one push with a token issued two hours ago (the library's own JWT code, with its
+clock set back), through the library's API.
 """
 import asyncio
 import json
@@ -14,9 +15,9 @@ import time
 from enum import Enum
 
 import aioapns.connection
-from aioapns import APNs, NotificationRequest
+from aioapns import APNs, NotificationRequest, PushType
 
-host, port, ca, key_file, key_id, team_id, bundle, device, control = sys.argv[1:10]
+host, port, ca, key_file, key_id, team_id, bundle, device, control, activity = sys.argv[1:11]
 
 
 class ControlsPushType(Enum):
@@ -66,6 +67,25 @@ async def main():
     )
     controls = {"status": controls.status, "description": controls.description}
 
+    # A Live Activity update shaped as Apple's example, with the library's own push type.
+    update = await apns.send_notification(
+        NotificationRequest(
+            device_token=activity,
+            message={
+                "aps": {
+                    "timestamp": int(time.time()),
+                    "event": "update",
+                    "content-state": {"currentHealthLevel": 0.941, "eventDescription": "Power Panda found a sword!"},
+                    "alert": {"title": "Power Panda found a sword!", "body": "In a cave.", "sound": "chime.aiff"},
+                }
+            },
+            push_type=PushType.LIVEACTIVITY,
+            apns_topic=bundle + ".push-type.liveactivity",
+            priority=10,
+        )
+    )
+    liveactivity = {"status": update.status, "description": update.description}
+
     # A stale token: the library signs with iat two hours in the past.
     real_time = time.time
 
@@ -79,7 +99,7 @@ async def main():
     result = await stale_client.send_notification(request())
     aioapns.connection.time = time
     stale = {"status": result.status, "description": result.description}
-    print(json.dumps({"fresh": fresh, "controls": controls, "stale": stale}))
+    print(json.dumps({"fresh": fresh, "controls": controls, "liveactivity": liveactivity, "stale": stale}))
 
 
 asyncio.run(main())

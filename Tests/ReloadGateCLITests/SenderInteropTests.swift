@@ -12,6 +12,7 @@ struct SenderInteropTests {
     static let bundle = "com.example.scores"
     static let device = String(repeating: "9f", count: 32)
     static let control = String(repeating: "c7", count: 32)
+    static let activity = String(repeating: "a9", count: 32)
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// Runs a program to completion (killed after `timeout`); returns its status and output.
@@ -97,7 +98,7 @@ struct SenderInteropTests {
         }
     }
 
-    @Test func aioapnsFromPyPISendsWidgetAndControlsPushesAndSeesAStaleTokenRefused() async throws {
+    @Test func aioapnsFromPyPISendsWidgetControlsAndLiveActivityPushesAndSeesAStaleTokenRefused() async throws {
         // A virtual environment under .build, made once per test process (PyPI).
         let python = try await InteropPython.python()
 
@@ -107,7 +108,7 @@ struct SenderInteropTests {
                 python,
                 [
                     script, "localhost", String(gateway.ingressPort), "certs/ca.pem", "AuthKey_KEYID12345.p8", "KEYID12345", "TEAMID1234",
-                    Self.bundle, Self.device, Self.control,
+                    Self.bundle, Self.device, Self.control, Self.activity,
                 ],
                 in: gateway.url
             )
@@ -118,13 +119,16 @@ struct SenderInteropTests {
             // The controls push (issue 29): accepted, and its unknown token adopted as a control.
             let controls = try #require(object["controls"] as? [String: Any])
             #expect(controls["status"] as? String == "200", "\(result.output)")
+            // The Live Activity update (issue 45): accepted, its unknown token adopted as an activity.
+            let liveactivity = try #require(object["liveactivity"] as? [String: Any])
+            #expect(liveactivity["status"] as? String == "200", "\(result.output)")
             let stale = try #require(object["stale"] as? [String: Any])
             #expect(stale["status"] as? String == "403", "\(result.output)")
             #expect(stale["description"] as? String == "ExpiredProviderToken", "\(result.output)")
 
             let store = try SQLiteStore(directory: gateway.directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            #expect(try await store.ledgerCounts().requests == 4)
+            #expect(try await store.ledgerCounts().requests == 5)
             let app = try await #require(try await store.app(bundle: try await BundleID(Self.bundle)))
             guard case .active(_, .controls) = try await store.pushDeviceStatus(app: app, token: try await DeviceToken(Self.control)) else {
                 Issue.record("the control's token was not adopted as a control")
@@ -139,6 +143,15 @@ struct SenderInteropTests {
             }
             #expect(line?.contains(#""pushType":"controls""#) == true, "\(line ?? "no line")")
             #expect(line?.contains(#""topic":"\#(Self.bundle).push-type.controls""#) == true, "\(line ?? "no line")")
+            // The activity's line carries the update it was sent.
+            var activityLine: String?
+            _ = try await eventually {
+                let outbox = (try? String(contentsOfFile: gateway.directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
+                activityLine = outbox.split(separator: "\n").map(String.init).first { $0.contains(Self.activity) }
+                return activityLine != nil
+            }
+            #expect(activityLine?.contains(#""pushType":"liveactivity""#) == true, "\(activityLine ?? "no line")")
+            #expect(activityLine?.contains(#""eventDescription":"Power Panda found a sword!""#) == true, "\(activityLine ?? "no line")")
         }
     }
 

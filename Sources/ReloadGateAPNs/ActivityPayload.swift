@@ -66,14 +66,26 @@ public enum ActivityPayload {
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map(Array.init)
     }
 
+    /// A recorded request's Live Activity content (a push's body, or a webhook call's `payload`); `nil`
+    /// for any other request.
+    public static func content(ofRecorded body: String) -> ActivityContent? {
+        recorded(body).flatMap { try? check($0) }
+    }
+
+    /// The payload a recorded request carries: a push's body, or a webhook call's `payload`.
+    static func recorded(_ body: String) -> [String: Any]? {
+        guard body.utf8.contains(UInt8(ascii: "{")), let object = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] else {
+            return nil
+        }
+        return object["aps"] == nil ? object["payload"] as? [String: Any] ?? object : object
+    }
+
     /// Which of merged requests a delivery takes what from: the newest content, the newest alert, an end
     /// (the `aps` of the last one); and how many of the bodies are a Live Activity's. `nil` when none is.
     public static func winners(_ requests: [(request: RequestID, body: String)]) -> Winners? {
         var winners: Winners?
         for (request, body) in requests {
-            guard let recorded = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] else { continue }
-            let object = recorded["aps"] == nil ? recorded["payload"] as? [String: Any] ?? recorded : recorded
-            guard let content = try? check(object), let aps = object["aps"] as? [String: Any] else { continue }
+            guard let object = recorded(body), let content = try? check(object), let aps = object["aps"] as? [String: Any] else { continue }
             let stamp = ContentStamp(timestamp: content.timestamp, request: request)
             guard var found = winners else {
                 winners = Winners(content: (stamp, object), alert: aps["alert"].map { (stamp, $0) }, end: content.event == .end ? aps : nil, merged: 1)

@@ -120,7 +120,7 @@ public struct Simulation: Sendable {
                 memberPosition[i] = Int32(members[kind].count)
                 members[kind].append(widget.instance.rawValue)
             }
-            scheduler.register(widget.instance, device: device, kind: widget.kind, pushType: widget.pushType)
+            scheduler.register(widget.instance, device: device, widget.scheduling)
         }
     }
 
@@ -156,7 +156,8 @@ public struct Simulation: Sendable {
                 collapseID: request.collapseID,
                 team: request.team,
                 exempt: request.exempt,
-                received: Timestamp(milliseconds: at)
+                received: Timestamp(milliseconds: at),
+                activity: request.activity
             ),
             into: &decisions
         )
@@ -360,7 +361,7 @@ public struct Simulation: Sendable {
 /// What the replay counted for one widget kind.
 struct KindTally: Sendable {
     /// Decisions on arrival, by ``DecisionKind/index``.
-    var decisions = [Int](repeating: 0, count: 8)
+    var decisions = [Int](repeating: 0, count: DecisionKind.allCases.count)
     var pushReloads = 0
     var timelineReloads = 0
     var throttled = 0

@@ -31,6 +31,8 @@ public struct TraceRequest: Sendable, Hashable {
     /// The gateway's decisions (exported traces): one per target of ``TraceTargets/instances(_:)`` in
     /// that order, or one `no-match`.
     public var recorded: [DecisionKind]?
+    /// A Live Activity update's event, timestamp and whether it has an alert.
+    public var activity: ActivityContent?
 
     public init(
         at: Timestamp,
@@ -41,8 +43,10 @@ public struct TraceRequest: Sendable, Hashable {
         collapseID: String? = nil,
         team: String? = nil,
         exempt: Bool = false,
-        recorded: [DecisionKind]? = nil
+        recorded: [DecisionKind]? = nil,
+        activity: ActivityContent? = nil
     ) {
+        self.activity = activity
         self.at = at
         self.source = source
         self.targets = targets
@@ -61,12 +65,19 @@ public struct TraceWidget: Sendable, Hashable {
     public var kind: String
     /// A widget, or a control (scheduled by the controls' policies; reports name its kind `control:<kind>`).
     public var pushType: PushType
+    /// The family of an instance that is not a widget (an activity's says whether it has frequent updates or
+    /// is a push-to-start token); empty for widgets.
+    public var family: String
 
-    public init(instance: InstanceHandle, kind: String, pushType: PushType = .widgets) {
+    public init(instance: InstanceHandle, kind: String, pushType: PushType = .widgets, family: String = "") {
         self.instance = instance
         self.kind = kind
         self.pushType = pushType
+        self.family = family
     }
+
+    /// How the scheduler files it.
+    public var scheduling: SchedulingKind { pushType.descriptor.scheduling(kind: kind, family: family) }
 
     /// The kind as reports and a trace's `kind` targets name it: `garage` for a widget, `control:garage`
     /// for a control.

@@ -90,7 +90,8 @@ public enum TraceFile {
                 let widget = try TraceFields.object(item, "widgets[\(index)]")
                 let id = try TraceFields.string(widget["widget"], "widgets[\(index)].widget")
                 let kind = try TraceFields.string(widget["kind"], "widgets[\(index)].kind")
-                widgets.append(TraceWidget(instance: names.instance(device: device, widget: id), kind: kind, pushType: pushType))
+                let family = try TraceFields.optionalString(widget["family"], "widgets[\(index)].family") ?? ""
+                widgets.append(TraceWidget(instance: names.instance(device: device, widget: id), kind: kind, pushType: pushType, family: family))
             }
             return .registration(at: at, device: device, widgets: widgets)
         case "timeline":
@@ -149,12 +150,25 @@ public enum TraceFile {
                     collapseID: try TraceFields.optionalString(object["collapseId"], "collapseId"),
                     team: try TraceFields.optionalString(object["team"], "team"),
                     exempt: try TraceFields.bool(object["exempt"], "exempt", default: false),
-                    recorded: recorded
+                    recorded: recorded,
+                    activity: try object["activity"].flatMap { $0 is NSNull ? nil : $0 }.map { value throws(APIError) in try Self.activity(value) }
                 )
             )
         default:
             throw .invalidField("event must be registration, timeline, push or webhook")
         }
+    }
+
+    /// A Live Activity update: `{"event": "start" | "update" | "end", "timestamp": UNIX seconds, "alert": bool}`.
+    static func activity(_ value: Any) throws(APIError) -> ActivityContent {
+        let object = try TraceFields.object(value, "activity")
+        let name = try TraceFields.string(object["event"], "activity.event")
+        guard let event = ActivityContent.Event(rawValue: name) else { throw .invalidField("activity.event must be start, update or end") }
+        return ActivityContent(
+            event: event,
+            timestamp: Int64(try TraceFields.integer(object["timestamp"], "activity.timestamp", in: 0...253_402_300_799)),
+            hasAlert: try TraceFields.bool(object["alert"], "activity.alert", default: false)
+        )
     }
 
     /// An APNs priority: 10, 5 or 1 (a number or a numeric string, as apns-priority is sent).
@@ -183,7 +197,8 @@ public enum TraceFile {
             add("device", JSONText.quoted(names.name(of: device) ?? "\(device.rawValue)"))
             if let type = widgets.first(where: { $0.pushType != .widgets })?.pushType { add("pushType", JSONText.quoted(type.rawValue)) }
             let listed = widgets.map { widget in
-                "{\"widget\":\(JSONText.quoted(names.name(of: widget.instance)?.widget ?? "\(widget.instance.rawValue)")),\"kind\":\(JSONText.quoted(widget.kind))}"
+                "{\"widget\":\(JSONText.quoted(names.name(of: widget.instance)?.widget ?? "\(widget.instance.rawValue)")),\"kind\":\(JSONText.quoted(widget.kind))"
+                    + (widget.family.isEmpty ? "" : ",\"family\":\(JSONText.quoted(widget.family))") + "}"
             }
             add("widgets", "[\(listed.joined(separator: ","))]")
         case .timeline(_, let instance, let planned):
@@ -213,6 +228,9 @@ public enum TraceFile {
             if let collapseID = request.collapseID { add("collapseId", JSONText.quoted(collapseID)) }
             if let team = request.team { add("team", JSONText.quoted(team)) }
             if request.exempt { add("exempt", "true") }
+            if let activity = request.activity {
+                add("activity", "{\"event\":\(JSONText.quoted(activity.event.rawValue)),\"timestamp\":\(activity.timestamp),\"alert\":\(activity.hasAlert)}")
+            }
             if let recorded = request.recorded {
                 add("decided", "[\(recorded.map { JSONText.quoted($0.rawValue) }.joined(separator: ","))]")
             }

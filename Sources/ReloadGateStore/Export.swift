@@ -15,14 +15,17 @@ extension SQLStore {
             try await session.forEachRow(devices + " ORDER BY d.id") { row in
                 export.add(device: try row.int64("id"), bundle: try row.string("bundle"), token: try row.string("token"), pushType: try row.string("pushType"))
             }
-            try await session.forEachRow("SELECT id, deviceId, widgetID, kind FROM widget ORDER BY id") { row in
-                export.add(widget: try row.int64("id"), device: try row.int64("deviceId"), widgetID: try row.string("widgetID"), kind: try row.string("kind"))
+            try await session.forEachRow("SELECT id, deviceId, widgetID, kind, family FROM widget ORDER BY id") { row in
+                export.add(
+                    widget: try row.int64("id"), device: try row.int64("deviceId"), widgetID: try row.string("widgetID"), kind: try row.string("kind"),
+                    family: try row.string("family")
+                )
             }
             try await session.forEachRow("SELECT widgetId, plannedReload, reportedAt FROM timeline ORDER BY reportedAt, widgetId") { row in
                 export.add(timeline: try row.int64("widgetId"), plannedReload: try row.optionalInt64("plannedReload"), reportedAt: try row.int64("reportedAt"))
             }
             var requests: SQLQuery = """
-                SELECT r.id, r.appId, r.source, r.receivedAt, r.priority, r.expiration, r.collapseId, r.exempt,
+                SELECT r.id, r.appId, r.source, r.receivedAt, r.priority, r.expiration, r.collapseId, r.exempt, r.summary,
                        r.decisionInstanceId, r.decisionKind
                 FROM request r JOIN app a ON a.id = r.appId
                 WHERE r.receivedAt >= \(since.milliseconds) AND r.source IN ('push', 'webhook')
@@ -34,7 +37,8 @@ extension SQLStore {
                         id: try row.int64("id"), app: try row.int64("appId"), source: try row.string("source"),
                         received: Timestamp(milliseconds: try row.int64("receivedAt")), priority: try row.int("priority"),
                         expiration: try row.optionalInt64("expiration").map(Timestamp.init(milliseconds:)),
-                        collapseID: try row.optionalString("collapseId"), exempt: try row.bool("exempt"), decisions: []
+                        collapseID: try row.optionalString("collapseId"), exempt: try row.bool("exempt"), summary: try row.string("summary"),
+                        decisions: []
                     ),
                     firstDecision: (try row.optionalInt64("decisionInstanceId"), try row.optionalString("decisionKind"))
                 )

@@ -16,6 +16,8 @@ public struct LedgerExport: Sendable {
         public var id: Int64
         public var widgetID: String
         public var kind: String
+        /// Its family (a control's, an activity's and how it is scheduled: ``PushTypeDescriptor/scheduling(kind:family:)``).
+        public var family: String = ""
     }
 
     public struct Timeline: Sendable {
@@ -33,6 +35,8 @@ public struct LedgerExport: Sendable {
         public var expiration: Timestamp?
         public var collapseID: String?
         public var exempt: Bool
+        /// The request as recorded (a Live Activity's content is in it).
+        public var summary: String = ""
         /// The decisions on arrival, in the order they were made: the instance (`nil`: `no-match`) and kind.
         public var decisions: [(instance: Int64?, kind: String)]
     }
@@ -76,10 +80,10 @@ extension LedgerExport {
         }
 
         /// A widget instance, kept when its device is exported.
-        mutating func add(widget id: Int64, device: Int64, widgetID: String, kind: String) {
+        mutating func add(widget id: Int64, device: Int64, widgetID: String, kind: String, family: String = "") {
             read()
             guard let index = deviceIndex[device] else { return }
-            devices[index].widgets.append(Widget(id: id, widgetID: widgetID, kind: kind))
+            devices[index].widgets.append(Widget(id: id, widgetID: widgetID, kind: kind, family: family))
             widgetIDs.insert(id)
         }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Crypto
 import Foundation
+import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateSimulation
 import ReloadGateStore
@@ -111,6 +112,8 @@ struct Export: AsyncParsableCommand {
     static func trace(_ ledger: LedgerExport, start: Timestamp, keepTokens: Bool, progress: ProgressLine? = nil) -> (lines: [String], leftOut: Int) {
         var names = TraceNames()
         var instances: [Int64: InstanceHandle] = [:]
+        // The instances whose requests carry content (Live Activities): only theirs are parsed.
+        var carryContent = Set<Int64>()
         var events: [TraceEvent] = []
         for device in ledger.devices {
             let name = keepTokens ? "\(device.bundle)/\(device.token)" : pseudonym(bundle: device.bundle, token: device.token)
@@ -118,7 +121,8 @@ struct Export: AsyncParsableCommand {
             let widgets = device.widgets.map { widget in
                 let instance = names.instance(device: handle, widget: widget.widgetID)
                 instances[widget.id] = instance
-                return TraceWidget(instance: instance, kind: widget.kind, pushType: device.pushType)
+                if device.pushType.descriptor.mergeRule == .newestContent { carryContent.insert(widget.id) }
+                return TraceWidget(instance: instance, kind: widget.kind, pushType: device.pushType, family: device.pushType == .widgets ? "" : widget.family)
             }
             events.append(.registration(at: start, device: handle, widgets: widgets))
         }
@@ -156,7 +160,10 @@ struct Export: AsyncParsableCommand {
                         collapseID: request.collapseID,
                         team: request.collapseID == nil ? nil : "\(request.source):\(request.app)",
                         exempt: request.exempt,
-                        recorded: recorded
+                        recorded: recorded,
+                        // A Live Activity update's event and timestamp, from its recorded body.
+                        activity: request.decisions.contains { $0.instance.map(carryContent.contains) == true }
+                            ? ActivityPayload.content(ofRecorded: request.summary) : nil
                     )
                 )
             )

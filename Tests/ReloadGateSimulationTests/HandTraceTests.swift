@@ -165,4 +165,45 @@ struct HandTraceTests {
         let written = events.map { TraceFile.line($0, names: names) }.joined(separator: "\n")
         #expect(written == text)
     }
+
+    /// A Live Activity replayed (issue 45) with the Live Activities' default policy (5 s between deliveries):
+    /// an update at 0 s leaves at once (timestamp 100); one at 1 s (timestamp 102) waits for 5 s and one at
+    /// 2 s (timestamp 101) merges into it: the delivery at 5 s carries timestamp 102. An update at 10 s with
+    /// timestamp 101 is older than what the activity shows: outdated, not delivered. So 1 scheduled, 1
+    /// deferred, 1 merged, 2 deliveries, 4 requests.
+    @Test func aLiveActivitysUpdatesMergeToTheNewestAndAnOlderOneIsDropped() throws {
+        var simulation = Simulation(configuration: SchedulerConfiguration())
+        simulation.keepsDeliveryTimes = true
+        let activity = InstanceHandle(0)
+        simulation.apply(.registration(
+            at: Self.start, device: DeviceHandle(0), widgets: [TraceWidget(instance: activity, kind: "ScoreAttributes", pushType: .liveactivity, family: "activity")]
+        ))
+        for (seconds, timestamp) in [(0, 100), (1, 102), (2, 101), (10, 101)] as [(Int64, Int64)] {
+            simulation.apply(.request(TraceRequest(
+                at: Self.at(seconds: seconds), targets: .instances([activity]),
+                activity: ActivityContent(event: .update, timestamp: timestamp, hasAlert: false)
+            )))
+        }
+        simulation.finish(at: Self.at(seconds: 60))
+        let kind = try #require(simulation.report().kinds.first)
+        #expect(kind.name == "activity:ScoreAttributes")
+        #expect(kind.requests == 4)
+        #expect(kind.scheduled == 1)
+        #expect(kind.deferred == 1)
+        #expect(kind.merged == 1)
+        #expect(simulation.deliveryTimes.map { ($0.milliseconds - Self.start.milliseconds) / 1000 } == [0, 5])
+    }
+
+    /// An activity's family and an update's content are written and read back.
+    @Test func aLiveActivityTraceWrittenBackReadsTheSame() throws {
+        let text = """
+            {"at":"2026-09-23T14:00:00.000Z","event":"registration","device":"d1","pushType":"liveactivity","widgets":[{"widget":"activity","kind":"ScoreAttributes","family":"activity-frequent"}]}
+            {"at":"2026-09-23T14:01:00.000Z","event":"push","targets":[["d1","activity"]],"priority":10,"activity":{"event":"end","timestamp":1790172060,"alert":true}}
+            """
+        var names = TraceNames()
+        let events = try TraceFile.read(Data(text.utf8), names: &names)
+        #expect(events.map { TraceFile.line($0, names: names) }.joined(separator: "\n") == text)
+        guard case .registration(_, _, let widgets) = events[0] else { Issue.record("not a registration"); return }
+        #expect(widgets.first?.scheduling == SchedulingKind(pushType: .liveactivity, kind: "ScoreAttributes", frequentUpdates: true))
+    }
 }

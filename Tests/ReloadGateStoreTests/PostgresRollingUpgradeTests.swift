@@ -108,7 +108,7 @@ struct PostgresRollingUpgradeTests {
         _ = try await other.query("COMMIT", logger: Self.logger)
         let store = try await opening.value
         defer { try? store.close() }
-        #expect(try await store.appliedMigrations().last == "pg9-decision-runs")
+        #expect(try await store.appliedMigrations().contains("pg9-decision-runs"))
 
         // The version before's prepared commit still runs, on the connection that prepared it before the
         // migration; every request's decisions read back in order through this version.

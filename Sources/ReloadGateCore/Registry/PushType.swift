@@ -33,7 +33,7 @@ public enum PushType: String, Sendable, CaseIterable, Hashable {
 /// How the scheduler files an instance: its push type, the kind its policy is looked up by, and whether
 /// its app asked for frequent updates (``PushTypeDescriptor/scheduling(kind:family:)``).
 public struct SchedulingKind: Hashable, Sendable {
-    public var pushType: PushType
+    public let pushType: PushType
     public var kind: String
     public var frequentUpdates: Bool
 
@@ -45,8 +45,9 @@ public struct SchedulingKind: Hashable, Sendable {
 }
 
 /// Everything the gateway knows of one push type: its names, what its token stands for, how its pushes
-/// are delivered, where its policies are configured and how operators see it.
-public struct PushTypeDescriptor: Sendable {
+/// are delivered, where its policies are configured and how operators see it. One shared instance per
+/// type (a class: reading it on the push path costs a reference, not a copy of every field).
+public final class PushTypeDescriptor: Sendable {
     /// What one token of the type stands for.
     public enum TokenScope: String, Sendable {
         /// An app on a device: the token reaches every widget of that app there.
@@ -74,49 +75,80 @@ public struct PushTypeDescriptor: Sendable {
     }
 
     /// The `apns-push-type` value.
-    public var pushType: PushType
+    public let pushType: PushType
     /// The topic's suffix: `<bundle-id>` + this.
-    public var topicSuffix: String
+    public let topicSuffix: String
     /// What a token of this type stands for.
-    public var tokenScope: TokenScope
+    public let tokenScope: TokenScope
     /// The registry's collection of its tokens: `/v1/apps/<bundle>/<registryPath>/<token>`.
-    public var registryPath: String
+    public let registryPath: String
     /// The widget id and family of the instance a token gets when a push adopts it before the app
     /// registered it (``ImplicitInstance``).
-    public var implicitInstance: (widgetID: String, family: String)
+    public let implicitInstance: (widgetID: String, family: String)
     /// The priority every delivery of this type is sent at, whatever its requests asked (`nil`: the
     /// decided one).
-    public var deliveryPriority: Priority?
+    public let deliveryPriority: Priority?
     /// Whether every delivery of this type is sent now or never (`apns-expiration: 0`), whatever its
     /// requests asked.
-    public var deliversNowOrNever: Bool
+    public let deliversNowOrNever: Bool
     /// Where its scheduling policies are configured: `<prefix>.<field>` and `<prefix>.kinds.<kind>.<field>`.
-    public var configurationPrefix: String
+    public let configurationPrefix: String
     /// One instance's name in logs, the CLI and the dashboard: `widget`, `control`.
-    public var label: String
+    public let label: String
     /// Put before a kind where kinds of several types are listed together (`control:` + kind).
-    public var kindPrefix: String
+    public let kindPrefix: String
     /// ``label`` for several: `controls`, `activities`.
     public var pluralLabel: String { label.hasSuffix("y") ? label.dropLast() + "ies" : label + "s" }
     /// The policy of its kinds that the configuration names none for.
-    public var defaultPolicy: SchedulingPolicy
+    public let defaultPolicy: SchedulingPolicy
     /// Kinds with a policy of their own by default (a push-to-start token's kind).
-    public var kindPolicies: [String: SchedulingPolicy] = [:]
+    public let kindPolicies: [String: SchedulingPolicy]
     /// How many times the budget (daily and burst) of an instance whose app asked for frequent updates is
     /// its kind's (`NSSupportsLiveActivitiesFrequentUpdates`); 1: the type has no such thing.
-    public var frequentUpdatesFactor = 1
+    public let frequentUpdatesFactor: Int
     /// Whether a push may come over a client certificate's connection (Apple: not for Live Activities).
-    public var allowsCertificates = true
-    public var payloadRule = PayloadRule.contentChanged
-    public var mergeRule = MergeRule.reload
+    public let allowsCertificates: Bool
+    public let payloadRule: PayloadRule
+    public let mergeRule: MergeRule
     /// Whether priority 5 draws on the budget (ActivityKit: only priority 10 does).
-    public var chargesLowPriority = true
+    public let chargesLowPriority: Bool
     /// The `apns-priority` values Apple takes for the type (Live Activities: 5 and 10).
-    public var priorities: [Priority] = Priority.allCases
+    public let priorities: [Priority]
     /// The widget id and family of a push-to-start token's one instance (`nil`: the type has none).
-    public var pushToStartInstance: (widgetID: String, family: String)? = nil
+    public let pushToStartInstance: (widgetID: String, family: String)?
     /// The family of an instance whose app asked for frequent updates (`nil`: the type has none).
-    public var frequentFamily: String? = nil
+    public let frequentFamily: String?
+
+    init(
+        pushType: PushType, topicSuffix: String, tokenScope: TokenScope, registryPath: String,
+        implicitInstance: (widgetID: String, family: String), deliveryPriority: Priority?, deliversNowOrNever: Bool,
+        configurationPrefix: String, label: String, kindPrefix: String, defaultPolicy: SchedulingPolicy,
+        kindPolicies: [String: SchedulingPolicy] = [:], frequentUpdatesFactor: Int = 1, allowsCertificates: Bool = true,
+        payloadRule: PayloadRule = .contentChanged, mergeRule: MergeRule = .reload, chargesLowPriority: Bool = true,
+        priorities: [Priority] = Priority.allCases, pushToStartInstance: (widgetID: String, family: String)? = nil,
+        frequentFamily: String? = nil
+    ) {
+        self.pushType = pushType
+        self.topicSuffix = topicSuffix
+        self.tokenScope = tokenScope
+        self.registryPath = registryPath
+        self.implicitInstance = implicitInstance
+        self.deliveryPriority = deliveryPriority
+        self.deliversNowOrNever = deliversNowOrNever
+        self.configurationPrefix = configurationPrefix
+        self.label = label
+        self.kindPrefix = kindPrefix
+        self.defaultPolicy = defaultPolicy
+        self.kindPolicies = kindPolicies
+        self.frequentUpdatesFactor = frequentUpdatesFactor
+        self.allowsCertificates = allowsCertificates
+        self.payloadRule = payloadRule
+        self.mergeRule = mergeRule
+        self.chargesLowPriority = chargesLowPriority
+        self.priorities = priorities
+        self.pushToStartInstance = pushToStartInstance
+        self.frequentFamily = frequentFamily
+    }
 
     /// The families of the type's instances other than widgets' (a control's; an activity's, plain or
     /// with frequent updates, and a push-to-start token's).
@@ -152,24 +184,14 @@ public struct PushTypeDescriptor: Sendable {
     /// Live Activities (ActivityKit). A token is an activity's update token (kind: the attributes type) or an
     /// app's push-to-start token (kind ``pushToStartKind``); priorities 10 and 5, the decided one; updates
     /// merge to the newest content. Policies: docs/DECISIONS.md, "Live Activities' default budgets".
-    public static let liveActivities: PushTypeDescriptor = {
-        var descriptor = PushTypeDescriptor(
-            pushType: .liveactivity, topicSuffix: ".push-type.liveactivity", tokenScope: .activity, registryPath: "activities",
-            implicitInstance: ("activity", "activity"), deliveryPriority: nil, deliversNowOrNever: false,
-            configurationPrefix: "scheduling.liveactivity", label: "activity", kindPrefix: "activity:",
-            defaultPolicy: .liveActivityDefault
-        )
-        descriptor.kindPolicies = [pushToStartKind: .pushToStartDefault]
-        descriptor.frequentUpdatesFactor = 4
-        descriptor.allowsCertificates = false
-        descriptor.payloadRule = .liveActivity
-        descriptor.mergeRule = .newestContent
-        descriptor.chargesLowPriority = false
-        descriptor.priorities = [.low, .high]
-        descriptor.pushToStartInstance = ("push-to-start", "push-to-start")
-        descriptor.frequentFamily = "activity-frequent"
-        return descriptor
-    }()
+    public static let liveActivities = PushTypeDescriptor(
+        pushType: .liveactivity, topicSuffix: ".push-type.liveactivity", tokenScope: .activity, registryPath: "activities",
+        implicitInstance: ("activity", "activity"), deliveryPriority: nil, deliversNowOrNever: false,
+        configurationPrefix: "scheduling.liveactivity", label: "activity", kindPrefix: "activity:", defaultPolicy: .liveActivityDefault,
+        kindPolicies: [pushToStartKind: .pushToStartDefault], frequentUpdatesFactor: 4, allowsCertificates: false,
+        payloadRule: .liveActivity, mergeRule: .newestContent, chargesLowPriority: false, priorities: [.low, .high],
+        pushToStartInstance: ("push-to-start", "push-to-start"), frequentFamily: "activity-frequent"
+    )
 
     /// The kind of a push-to-start token's instance (its starts draw on their own budget).
     public static let pushToStartKind = "push-to-start"

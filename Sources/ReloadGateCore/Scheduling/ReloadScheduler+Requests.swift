@@ -36,7 +36,8 @@ extension ReloadScheduler {
     private mutating func decide(_ request: ReloadRequest, for i: Int32, at now: Int64) -> Decision {
         let policy = policy(of: i)
         let instance = InstanceHandle(i)
-        var request = request
+        // Whether the reload skips the budget: the request's exemption, or an activity's rule below.
+        var exempt = request.exempt
         var activity: ActivitySnapshot?
         if let content = request.activity, let state = activities[i] {
             // A Live Activity: nothing after its end, nothing older than what it shows; an end, and what
@@ -51,12 +52,12 @@ extension ReloadScheduler {
                 )
             }
             let descriptor = policyPushTypes[Int(instances[Int(i)].policy)].descriptor
-            request.exempt = request.exempt || content.event == .end || !descriptor.chargesLowPriority && request.priority != .high
+            exempt = exempt || content.event == .end || !descriptor.chargesLowPriority && request.priority != .high
             activity = state
         }
 
         // Rules 4 and 5: the request's own due time and what bounds it.
-        let (earliest, bound) = earliest(i, at: now, exempt: request.exempt)
+        let (earliest, bound) = earliest(i, at: now, exempt: exempt)
         var due = earliest
         var reason: DecisionReason =
             switch bound {
@@ -113,7 +114,7 @@ extension ReloadScheduler {
                 merged.due = due
                 merged.priority = request.priority
                 merged.expiration = expiration
-                merged.exempt = request.exempt
+                merged.exempt = exempt
             } else {
                 merged.due = min(existing.due, due)
                 merged.priority = max(existing.priority, request.priority)
@@ -122,8 +123,8 @@ extension ReloadScheduler {
                 // one it serves is; its end, always.
                 merged.exempt =
                     activity == nil
-                    ? existing.exempt || request.exempt
-                    : existing.exempt && request.exempt || activity!.ending || request.activity?.event == .end
+                    ? existing.exempt || exempt
+                    : existing.exempt && exempt || activity!.ending || request.activity?.event == .end
                 merged.collapseID = request.collapseID ?? existing.collapseID
                 merged.team = request.collapseID == nil ? existing.team : request.team
             }
@@ -160,7 +161,7 @@ extension ReloadScheduler {
             requests: RequestList(request.id),
             collapseID: request.collapseID,
             team: request.team,
-            exempt: request.exempt
+            exempt: exempt
         )
         timers.insert(.init(time: due, instance: i, kind: .pendingReload))
         if let activity { take(request, into: activity, of: i) }

@@ -315,8 +315,12 @@ extension PostgresStore {
         }
     }
 
-    /// The names of the migrations applied to this store, oldest first.
+    /// The names of the migrations applied to this store, in the order of ``migrations`` (those applied in
+    /// one transaction share a time, and by name `pg10` would sort before `pg2`); names this version does
+    /// not know come last.
     public func appliedMigrations() async throws -> [String] {
-        try await rows("SELECT name FROM store_migration ORDER BY appliedAt, name").map { try $0.value("name", as: String.self) }
+        let applied = try await rows("SELECT name FROM store_migration").map { try $0.value("name", as: String.self) }
+        let order = Dictionary(uniqueKeysWithValues: Self.migrations.enumerated().map { ($0.element.name, $0.offset) })
+        return applied.sorted { (order[$0] ?? Int.max, $0) < (order[$1] ?? Int.max, $1) }
     }
 }

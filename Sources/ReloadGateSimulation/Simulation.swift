@@ -14,6 +14,9 @@ public struct Simulation: Sendable {
 
     // Kinds and the instances of each (for requests to a whole kind).
     var kindNames: [String] = []
+    /// How the scheduler files each reported kind (its push type, policy kind and frequent updates): the
+    /// report shows that policy.
+    var kindScheduling: [SchedulingKind] = []
     var kindIndex: [String: Int] = [:]
     /// The kind of each instance handle, or -1 when not registered.
     var instanceKind: [Int32] = []
@@ -113,7 +116,7 @@ public struct Simulation: Sendable {
         for widget in widgets {
             let i = Int(widget.instance.rawValue)
             grow(to: i + 1)
-            let kind = kindNumber(widget.reportedKind)
+            let kind = kindNumber(widget.reportedKind, scheduling: widget.scheduling)
             if instanceKind[i] != Int32(kind) {
                 if instanceKind[i] >= 0 { leaveKind(widget.instance.rawValue) }
                 instanceKind[i] = Int32(kind)
@@ -327,11 +330,12 @@ public struct Simulation: Sendable {
         waitingHead.append(contentsOf: repeatElement(-1, count: added))
     }
 
-    private mutating func kindNumber(_ name: String) -> Int {
+    private mutating func kindNumber(_ name: String, scheduling: SchedulingKind) -> Int {
         if let number = kindIndex[name] { return number }
         let number = kindNames.count
         kindIndex[name] = number
         kindNames.append(name)
+        kindScheduling.append(scheduling)
         members.append([])
         tallies.append(KindTally())
         return number

@@ -94,7 +94,7 @@ extension Simulation {
             func rank(_ fraction: Double) -> Double {
                 perDay[Swift.max(0, Int((fraction * Double(perDay.count)).rounded(.up)) - 1)]
             }
-            let policy = configuration.policiesByKind[kindNames[k]] ?? configuration.defaultPolicy
+            let policy = configuration.policy(for: kindScheduling[k])
             return SimulationReport.Kind(
                 name: kindNames[k],
                 policy: policy,

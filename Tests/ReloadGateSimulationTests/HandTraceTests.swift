@@ -187,6 +187,7 @@ struct HandTraceTests {
         simulation.finish(at: Self.at(seconds: 60))
         let kind = try #require(simulation.report().kinds.first)
         #expect(kind.name == "activity:ScoreAttributes")
+        #expect(kind.policy == SchedulingPolicy.liveActivityDefault)
         #expect(kind.requests == 4)
         #expect(kind.scheduled == 1)
         #expect(kind.deferred == 1)

@@ -156,6 +156,12 @@ public final class PushTypeDescriptor: Sendable {
         [implicitInstance.family] + [pushToStartInstance?.family, frequentFamily].compactMap(\.self)
     }
 
+    /// The policy of an instance whose app asked for frequent updates: `policy` raised by
+    /// ``frequentUpdatesFactor``.
+    public func frequentPolicy(_ policy: SchedulingPolicy) -> SchedulingPolicy {
+        policy.raised(by: frequentUpdatesFactor)
+    }
+
     /// How the scheduler files an instance of this type with `kind` and `family`: a push-to-start token
     /// under ``pushToStartKind``, frequent updates when its family says so.
     public func scheduling(kind: String, family: String) -> SchedulingKind {

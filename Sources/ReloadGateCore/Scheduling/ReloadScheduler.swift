@@ -87,13 +87,13 @@ public struct ReloadScheduler: Sendable {
                 index.byKind[kind] = UInt16(policies.count)
                 policies.append(policy)
             }
-            let factor = pushType.descriptor.frequentUpdatesFactor
-            if factor > 1 {
+            let descriptor = pushType.descriptor
+            if descriptor.frequentUpdatesFactor > 1 {
                 index.frequentDefault = UInt16(policies.count)
-                policies.append(set.defaultPolicy.raised(by: factor))
+                policies.append(descriptor.frequentPolicy(set.defaultPolicy))
                 for (kind, policy) in kinds {
                     index.frequentByKind[kind] = UInt16(policies.count)
-                    policies.append(policy.raised(by: factor))
+                    policies.append(descriptor.frequentPolicy(policy))
                 }
             }
             types += repeatElement(pushType, count: policies.count - types.count)

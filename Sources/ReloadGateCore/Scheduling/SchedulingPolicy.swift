@@ -127,6 +127,13 @@ public struct SchedulerConfiguration: Hashable, Sendable {
         set { self[.widgets].byKind = newValue }
     }
 
+    /// The policy of an instance as ``PushTypeDescriptor/scheduling(kind:family:)`` files it: its kind's,
+    /// raised when its app asked for frequent updates.
+    public func policy(for filed: SchedulingKind) -> SchedulingPolicy {
+        let policy = self[filed.pushType].policy(kind: filed.kind)
+        return filed.frequentUpdates ? filed.pushType.descriptor.frequentPolicy(policy) : policy
+    }
+
     /// The policy of an instance of `kind` reached by pushes of `pushType`.
     public func policy(kind: String?, pushType: PushType = .widgets) -> SchedulingPolicy {
         self[pushType].policy(kind: kind)

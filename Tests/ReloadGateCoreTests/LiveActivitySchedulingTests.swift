@@ -127,4 +127,28 @@ struct LiveActivitySchedulingTests {
         #expect(ActivitySnapshot(text: "") == ActivitySnapshot())
         #expect(ActivitySnapshot(text: "delivered=x:1") == nil)
     }
+
+    /// What the store writes for an activity brings its rules back after a restart: an update older than
+    /// the delivered content is still outdated, and the end still holds.
+    @Test func aRestoredActivityKeepsWhatItWasSent() throws {
+        var harness = SchedulerHarness()
+        harness.register(1, device: 1, kind: "score", pushType: .liveactivity)
+        harness.push([1], atMinutes: 0, activity: Self.update(300))
+        harness.tick(toMinutes: Self.seconds(1))
+        let written = try #require(harness.written[1] ?? nil)
+        var restarted = ReloadScheduler()
+        restarted.register(InstanceHandle(1), device: DeviceHandle(1), kind: "score", pushType: .liveactivity)
+        restarted.restore(InstanceHandle(1), written)
+        let older = restarted.receive(ReloadRequest(
+            id: 9, targets: [InstanceHandle(1)], received: SchedulerHarness.at(minutes: 1), activity: Self.update(299)
+        ))
+        #expect(older.map(\.kind) == [.outdated])
+        var ended = written
+        ended.activity?.ended = true
+        restarted.restore(InstanceHandle(1), ended)
+        let after = restarted.receive(ReloadRequest(
+            id: 10, targets: [InstanceHandle(1)], received: SchedulerHarness.at(minutes: 2), activity: Self.update(301)
+        ))
+        #expect(after.map(\.kind) == [.afterEnd])
+    }
 }

@@ -4,7 +4,7 @@ public import ReloadGateCore
 /// The body of `PUT /v1/apps/<bundle>/activities/<token>`: a Live Activity's update token (from
 /// `activity.pushTokenUpdates`) or a push-to-start token (from `Activity<Attributes>.pushToStartTokenUpdates`),
 /// with its attributes type and whether the app asked for frequent updates.
-public struct ActivityRegistrationBody: Decodable, Sendable {
+public struct ActivityRegistrationBody: RegistryBody, Sendable {
     /// `sandbox` or `production` when sent; the route checks it against the app's.
     public var environment: String?
     public var activity: ActivityRegistration
@@ -13,11 +13,6 @@ public struct ActivityRegistrationBody: Decodable, Sendable {
 
     /// The fields a body may have.
     public static let fieldNames: Set<String> = ["attributesType", "attributes", "frequentUpdates", "pushToStart", "environment", "previousToken"]
-
-    /// Parses and checks the body against `limits`.
-    public init(json data: Data, limits: RegistryLimits) throws(APIError) {
-        self = try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits])
-    }
 
     public init(from decoder: any Decoder) throws {
         let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()

@@ -4,7 +4,7 @@ public import ReloadGateCore
 /// The body of `PUT /v1/apps/<bundle>/controls/<token>`: one control, as the widget extension's
 /// `ControlPushHandler` hands it over in `pushTokensDidChange(controls:)` (a `ControlInfo` per control: its
 /// kind and its own push token, the path's).
-public struct ControlRegistrationBody: Decodable, Sendable {
+public struct ControlRegistrationBody: RegistryBody, Sendable {
     /// `sandbox` or `production` when sent; the route checks it against the app's.
     public var environment: String?
     public var control: ControlRegistration
@@ -13,11 +13,6 @@ public struct ControlRegistrationBody: Decodable, Sendable {
 
     /// The fields a body may have.
     public static let fieldNames: Set<String> = ["kind", "configuration", "environment", "previousToken"]
-
-    /// Parses and checks the body against `limits`.
-    public init(json data: Data, limits: RegistryLimits) throws(APIError) {
-        self = try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits])
-    }
 
     public init(from decoder: any Decoder) throws {
         let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()

@@ -3,17 +3,12 @@ public import ReloadGateCore
 
 /// The body of `PUT /v1/apps/<bundle>/devices/<token>` (docs/DESIGN.md, Interfaces 2): the device's whole
 /// widget set, as WidgetKit hands it over in `pushTokenDidChange(_:widgets:)`.
-public struct DeviceRegistrationBody: Decodable, Sendable {
+public struct DeviceRegistrationBody: RegistryBody, Sendable {
     /// `sandbox` or `production` when sent; the route checks it against the app's.
     public var environment: String?
     public var widgets: [WidgetRegistration]
     /// The token this one replaces (retired: 410 from then on).
     public var previousToken: DeviceToken?
-
-    /// Parses and checks the body against `limits`.
-    public init(json data: Data, limits: RegistryLimits) throws(APIError) {
-        self = try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits])
-    }
 
     private enum Field: String, CodingKey { case environment, widgets, previousToken }
     private enum WidgetField: String, CodingKey { case id, kind, family, configuration, pushEnabled }
@@ -48,5 +43,15 @@ public struct DeviceRegistrationBody: Decodable, Sendable {
         }
         if let problem = limits.problem(with: widgets) { throw APIError.invalidField(problem) }
         previousToken = try fields.optionalDeviceToken(.previousToken)
+    }
+}
+
+/// A registry API body: decoded with the registry's limits, which its decoder checks as it reads.
+public protocol RegistryBody: Decodable {}
+
+extension RegistryBody {
+    /// Parses and checks the body against `limits`.
+    public init(json data: Data, limits: RegistryLimits) throws(APIError) {
+        self = try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits])
     }
 }

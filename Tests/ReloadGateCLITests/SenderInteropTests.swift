@@ -134,22 +134,22 @@ struct SenderInteropTests {
                 Issue.record("the control's token was not adopted as a control")
                 return
             }
-            // Its delivery's outbox line says it is a control.
-            var line: String?
-            _ = try await eventually {
-                let outbox = (try? String(contentsOfFile: gateway.directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
-                line = outbox.split(separator: "\n").map(String.init).first { $0.contains(Self.control) }
-                return line != nil
+            // The outbox line of the delivery to `token`, once it is there.
+            func outboxLine(_ token: String) async throws -> String? {
+                var line: String?
+                _ = try await eventually {
+                    let outbox = (try? String(contentsOfFile: gateway.directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
+                    line = outbox.split(separator: "\n").map(String.init).first { $0.contains(token) }
+                    return line != nil
+                }
+                return line
             }
+            // Its delivery's outbox line says it is a control.
+            let line = try await outboxLine(Self.control)
             #expect(line?.contains(#""pushType":"controls""#) == true, "\(line ?? "no line")")
             #expect(line?.contains(#""topic":"\#(Self.bundle).push-type.controls""#) == true, "\(line ?? "no line")")
             // The activity's line carries the update it was sent.
-            var activityLine: String?
-            _ = try await eventually {
-                let outbox = (try? String(contentsOfFile: gateway.directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
-                activityLine = outbox.split(separator: "\n").map(String.init).first { $0.contains(Self.activity) }
-                return activityLine != nil
-            }
+            let activityLine = try await outboxLine(Self.activity)
             #expect(activityLine?.contains(#""pushType":"liveactivity""#) == true, "\(activityLine ?? "no line")")
             #expect(activityLine?.contains(#""eventDescription":"Power Panda found a sword!""#) == true, "\(activityLine ?? "no line")")
         }

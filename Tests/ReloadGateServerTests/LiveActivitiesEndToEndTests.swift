@@ -85,15 +85,7 @@ struct LiveActivitiesEndToEndTests {
         let mock = try await MockAPNsServer.start(pki: pki, operatorKeyFile: keyFile, keyID: "LAKEY00001", teamID: "LATEAM0001")
         defer { Task { await mock.stop() } }
         let sender = ProviderTokenFactory(keyID: "SENDER0045", teamID: "SENDTEAM45")
-        let credentials: AppCredentials
-        do {
-            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
-            defer { try? store.close() }
-            credentials = try await store.createApp(bundle: try BundleID(bundle), teamID: sender.teamID, now: Date())
-            try await store.addProviderKey(
-                StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
-            )
-        }
+        let credentials = try await sender.createApp(bundle: bundle, inStoreAt: directory.path("data"))
         try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
             configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
         }) { gateway in

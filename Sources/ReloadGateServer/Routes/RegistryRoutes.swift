@@ -131,7 +131,7 @@ struct RegistryRoutes {
         let body = try ControlRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
         try Self.check(environment: body.environment, of: app)
         let registration = try await door.execute(
-            PutControl(app: app, token: token, control: body.control, previousToken: body.previousToken)
+            PutRegistry(write: .putControl(app: app, token: token, control: body.control, previousToken: body.previousToken))
         )
         let instance = registration.instances.first?.id ?? 0
         let text = RegistryAPI.ControlRegistered(
@@ -151,7 +151,7 @@ struct RegistryRoutes {
         let body = try ActivityRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
         try Self.check(environment: body.environment, of: app)
         let registration = try await door.execute(
-            PutRegistry(app: app, write: .putActivity(app: app, token: token, activity: body.activity, previousToken: body.previousToken))
+            PutRegistry(write: .putActivity(app: app, token: token, activity: body.activity, previousToken: body.previousToken))
         )
         return try json(RegistryAPI.ActivityRegistered(
             activity: token.hex, instance: registration.instances.first?.id ?? 0, attributesType: body.activity.attributesType,

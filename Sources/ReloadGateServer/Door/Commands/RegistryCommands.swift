@@ -21,26 +21,10 @@ struct PutDevice: GatewayCommand {
     }
 }
 
-/// `PUT /v1/apps/<bundle>/controls/<token>`: one control (and a retired previous token of the control).
+/// `PUT /v1/apps/<bundle>/controls/<token>` or `.../activities/<token>`: a token of one instance (a control,
+/// an activity; and a retired previous token of it), written with the registry's next group commit.
 /// Registered again, it keeps its instance (and budget); a pending reload stays.
-struct PutControl: GatewayCommand {
-    var app: App
-    var token: DeviceToken
-    var control: ControlRegistration
-    var previousToken: DeviceToken?
-
-    /// Written with the registry's next group commit (``RegistryLog``).
-    func execute(at door: GatewayDoor) async throws -> DeviceRegistration {
-        guard case .device(let registration) = try await door.registry.write(
-            .putControl(app: app, token: token, control: control, previousToken: previousToken)
-        ) else { preconditionFailure("a control write answers with a registration") }
-        return registration
-    }
-}
-
-/// A registry write that answers with the token's registration (``RegistryWrite/putActivity(app:token:activity:previousToken:)``).
 struct PutRegistry: GatewayCommand {
-    var app: App
     var write: RegistryWrite
 
     /// Written with the registry's next group commit (``RegistryLog``).

@@ -293,7 +293,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "fuzz-push-payload",
-            dependencies: ["FuzzDriver", "ReloadGateAPNs"],
+            dependencies: ["FuzzDriver", "ReloadGateAPNs", "ReloadGateCore"],
             path: "Fuzz/PushPayload",
             swiftSettings: swiftSettings
         ),

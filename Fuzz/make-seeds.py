@@ -97,4 +97,7 @@ write("push-payload", "targeted", '{"aps":{"content-changed":true},"reloadgate":
 write("push-payload", "false", '{"aps":{"content-changed":false}}')
 write("push-payload", "nested", '{"aps":' + "[" * 600 + "]" * 600 + "}")
 write("push-payload", "large", '{"aps":{"content-changed":true},"x":"' + "a" * 5000 + '"}')
+write("push-payload", "activity-update", '{"aps":{"timestamp":1685952000,"event":"update","content-state":{"currentHealthLevel":0.941},"alert":{"title":"Sword","body":"Found","sound":"chime.aiff"}}}')
+write("push-payload", "activity-start", '{"aps":{"timestamp":1705560370,"event":"start","content-state":{},"attributes-type":"AdventureAttributes","attributes":{"hero":"Panda"},"input-push-token":1}}')
+write("push-payload", "activity-end", '{"aps":{"timestamp":1e10,"event":"end","dismissal-date":253402300800,"relevance-score":-0.5}}')
 print("seeds written to", root)

@@ -54,16 +54,24 @@ public enum ActivityPayload {
     /// newest alert among them (or none), and `end` with its dismissal date if one of them is an end.
     /// A request's recorded body is a push's, or a webhook call's whose `payload` is the push's. `nil` when
     /// no body is a Live Activity's.
+    /// Should the newest alert, taken from another request, make the body larger than Apple's limit, the
+    /// newest content's own alert (or none) goes instead.
     public static func merged(_ requests: [(request: RequestID, body: String)]) -> [UInt8]? {
-        guard let winners = winners(requests), var aps = winners.content.object["aps"] as? [String: Any] else { return nil }
-        var object = winners.content.object
-        aps["alert"] = winners.alert?.alert
-        if let end = winners.end {
-            aps["event"] = ActivityContent.Event.end.rawValue
-            if let dismissal = end["dismissal-date"] { aps["dismissal-date"] = dismissal }
+        guard let winners = winners(requests), let own = winners.content.object["aps"] as? [String: Any] else { return nil }
+        func body(alert: Any?) -> [UInt8]? {
+            var aps = own
+            aps["alert"] = alert
+            if let end = winners.end {
+                aps["event"] = ActivityContent.Event.end.rawValue
+                if let dismissal = end["dismissal-date"] { aps["dismissal-date"] = dismissal }
+            }
+            var object = winners.content.object
+            object["aps"] = aps
+            return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])).map(Array.init)
         }
-        object["aps"] = aps
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map(Array.init)
+        let merged = body(alert: winners.alert?.alert)
+        if let merged, merged.count > PushPayload.limit { return body(alert: own["alert"]) }
+        return merged
     }
 
     /// A recorded request's Live Activity content (a push's body, or a webhook call's `payload`); `nil`

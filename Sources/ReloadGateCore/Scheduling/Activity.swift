@@ -18,7 +18,7 @@ public struct ActivityContent: Hashable, Sendable, Codable {
 }
 
 /// A request's content as the merge rule orders it: the newer timestamp wins, and at one timestamp the
-/// later request. The scheduler and the delivery's merge (``ActivityMerge``) both order by this, so that
+/// later request. The scheduler and the delivery's merge (`ActivityPayload.merged`) both order by this, so that
 /// the content a delivery carries is the one the decisions named.
 public struct ContentStamp: Hashable, Sendable, Comparable {
     public var timestamp: Int64

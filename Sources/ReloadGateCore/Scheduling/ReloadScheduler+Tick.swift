@@ -137,7 +137,7 @@ extension ReloadScheduler {
             }
             if var activity, let content = activity.content {
                 // The delivery carries the newest content and alert: their requests are listed whatever
-                // the list's length, so that the merge finds them (``ActivityMerge``).
+                // the list's length, so that the merge at delivery (`ActivityPayload.merged`) finds them.
                 for winner in [content, activity.alert].compactMap(\.self) where !delivery.requests.contains(winner.request) {
                     delivery.requests.append(winner.request)
                 }

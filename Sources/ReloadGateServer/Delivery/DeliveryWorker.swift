@@ -181,7 +181,7 @@ struct DeliveryWorker: Sendable {
             switch await prepare(delivery, address: address) {
             case .push(let push): ready.append((delivery, push))
             case .finished: break
-            case .retry(let outcome): retries.append(Retry(delivery: delivery, outcome: outcome))
+            case .retry: retries.append(Retry(delivery: delivery, outcome: nil))   // its content could not be read: tried alone
             }
         }
         leaveBehindUnowned(&ready)

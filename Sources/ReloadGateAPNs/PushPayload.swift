@@ -30,7 +30,7 @@ public struct PushPayload: Sendable {
         }
         // The body nearly every widget push carries, byte for byte: no JSON parser needed. Compared as
         // contiguous bytes: this initializer is generic across modules, so a generic `elementsEqual`
-        // here ran unspecialized, element by element through witness tables (3.5% of the ingress).
+        // here would run unspecialized, element by element through witness tables.
         let isPlain =
             body.count == Self.plain.count
             && (body.withContiguousStorageIfAvailable { $0.elementsEqual(Self.plain) } ?? body.elementsEqual(Self.plain))

@@ -1,7 +1,7 @@
 /// SplitMix64: a small deterministic random number generator, so that a generated trace (`reloadgate
 /// simulate` with a seed), a property test, a benchmark or a hostile-input sample that fails can be replayed
-/// from its seed. In the core because the executable's trace generator uses it (issue 31: the executable
-/// links no test-support module).
+/// from its seed. In the core because the executable's trace generator uses it (the executable links no
+/// test-support module).
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     public var state: UInt64
 

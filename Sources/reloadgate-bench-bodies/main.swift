@@ -1,6 +1,6 @@
-// What parsing a request body costs (issue 31: the registry and webhook bodies became `Decodable` types
-// whose `init(from:)` holds the field checks), beside the reference of `JSONSerialization` parsing the same
-// bytes into a dictionary (what the bodies were read from before, the checks then walking the dictionary).
+// What parsing a request body costs (the registry and webhook bodies are `Decodable` types whose
+// `init(from:)` holds the field checks), beside the reference of `JSONSerialization` parsing the same bytes
+// into a dictionary (the other way to read them, the checks then walking the dictionary).
 //
 //   swift build -c release --product reloadgate-bench-bodies && .build/release/reloadgate-bench-bodies [CALLS]
 //

@@ -1,5 +1,5 @@
-// What Hummingbird's router costs when called directly, without a listener (issue 30: "Hummingbird's
-// router can stay the routing table if it costs little when called directly; measure it"): the router's
+// What Hummingbird's router costs when called directly, without a listener (it stays the API listener's
+// routing table as long as that costs little): the router's
 // responder with routes and middleware shaped like the API listener's, called in a loop with a request made
 // each time, beside the reference of a dictionary from method and path to a closure doing the same work.
 //

@@ -6,7 +6,7 @@ import ReloadGateAPI
 import ReloadGateCore
 import ReloadGateStore
 
-/// The dashboard (issue 18): a page served by the admin API (`GET /dashboard`, with its script and style
+/// The dashboard: a page served by the admin API (`GET /dashboard`, with its script and style
 /// sheet, all compiled into the binary: no CDN, no external fonts) and the figures it shows
 /// (`GET /v1/dashboard`), refreshed by the page every few seconds. People open it through
 /// `reloadgate dashboard`, a loopback proxy that holds the admin API behind a token.

@@ -6,7 +6,7 @@ import NIOHTTP2
 import NIOSSL
 import NIOTLS
 
-/// The API listener's connections (issue 30): TLS with ALPN, HTTP/2 served frame by frame by
+/// The API listener's connections: TLS with ALPN, HTTP/2 served frame by frame by
 /// ``APIHTTP2Handler`` in front of the router, HTTP/1.1 (the ALPN fallback) by Hummingbird's HTTP/1.1
 /// channel as before. The handshake deadline holds until the HTTP handlers take the connection.
 struct APIChannel: ServerChildChannel {

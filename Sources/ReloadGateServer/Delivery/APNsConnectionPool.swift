@@ -202,8 +202,8 @@ final class APNsConnectionPool: Sendable {
                     HTTP2Setting(parameter: .enablePush, value: 0),
                 ]
                 // The header blocks sent are built by APNsClientHandler (always valid); the answers'
-                // are read for `:status` and two headers only. NIO's check of every block cost 3% of
-                // the gateway's CPU in the delivery benchmark.
+                // are read for `:status` and two headers only: NIO's check of every block would be work
+                // for nothing on every delivery.
                 connection.headerBlockValidation = .disabled
                 // The peer is the push service, not an attacker: streams it resets under load (or that
                 // fail) must not make NIO close the connection as a denial-of-service defence (it did,

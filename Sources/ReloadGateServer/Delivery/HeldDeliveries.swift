@@ -5,9 +5,8 @@ import Synchronization
 /// it ends or is left behind. A delivery handed to the worker again meanwhile under the same epoch is not
 /// taken twice: a partition lost and taken again loads its unfinished deliveries from the store while the
 /// worker may still hold them. One handed over under another epoch is taken (the copy held before belongs
-/// to an earlier tenure and is left behind when its turn comes: ``RecordedDelivery/leaseEpoch``). (Found by
-/// the cluster simulation: a delivery sent twice by one gateway, and with an epoch-blind check, one never
-/// sent.)
+/// to an earlier tenure and is left behind when its turn comes: ``RecordedDelivery/leaseEpoch``). Without
+/// the first rule one gateway could send a delivery twice; with a check blind to epochs, never.
 final class HeldDeliveries: Sendable {
     private let held = Mutex<[String: Int64?]>([:])
 

@@ -40,8 +40,8 @@ extension SchedulerEngine {
 
     /// Reads the registration of the devices of `local` targets the scheduler does not know (a widget
     /// registered through another gateway, whose notice waits in this gateway's inbox): the request is
-    /// decided as the registry stands when it arrived, not as the inbox has told so far. (Found by the
-    /// cluster simulation: such a target was left out of the decisions of a push answered 200.)
+    /// decided as the registry stands when it arrived, not as the inbox has told so far: otherwise such a
+    /// target would be left out of the decisions of a push answered 200.
     func learnUnknownTargets(of submission: ReloadCommand, local: [Int64]) async throws {
         guard partitioning != nil, !local.isEmpty, submission.targetDevices.count == submission.targets.count else { return }
         var devices: [Int64] = []
@@ -132,9 +132,9 @@ extension SchedulerEngine {
     ///
     /// While a commit is in flight, or the open batch holds anything, the load waits for a turn of the commit
     /// loop with neither: they may write these partitions' state (decided before this gateway let them go
-    /// by its own clock, under a fence nobody raised), and a load before them would miss it. (Found by the
-    /// cluster simulation: a pending reload committed and never delivered; and, with the open batch, a
-    /// reload released twice.) Until then their requests go to the inbox.
+    /// by its own clock, under a fence nobody raised), and a load before them would miss it: a pending
+    /// reload committed and never delivered, or, with the open batch, a reload released twice. Until then
+    /// their requests go to the inbox.
     func takeOver(_ leases: [Int: Int64]) async throws {
         guard partitioning != nil, !leases.isEmpty else { return }
         guard pipeline.inFlight == nil, pipeline.open.ledger.isEmpty, !pipeline.isDegraded else {
@@ -147,8 +147,8 @@ extension SchedulerEngine {
     /// Brings the partitions scheduled here in line with the leases the membership holds after a heartbeat
     /// (`held`, without those being handed back): one held but neither scheduled nor waiting to be loaded
     /// under its epoch waits to be loaded. (A failed commit's answer prunes them by the leases held when it
-    /// was made, which may be older than a takeover since: found by the cluster simulation, a partition
-    /// held and never loaded, its inbox never read.)
+    /// was made, which may be older than a takeover since: without this, a partition could be held and
+    /// never loaded, its inbox never read.)
     func reconcile(with held: [Int: Int64]) {
         guard partitioning != nil else { return }
         for (partition, epoch) in held where owned[partition] != epoch && awaitingLoad[partition] != epoch {
@@ -214,8 +214,8 @@ extension SchedulerEngine {
         // without raising this gateway's fence generation: only the order keeps the next owner's load
         // after the last write). Lost: forgotten without writing anything (the state is the next owner's).
         // (Not while degraded: the state in memory is not the store's, and the next owner loads the store's.)
-        // The tick comes while they are still owned: its deliveries carry the lease's epoch. (Found by the
-        // cluster simulation: without one, a copy loaded again by this gateway's next tenure was sent too.)
+        // The tick comes while they are still owned: its deliveries carry the lease's epoch (without one, a
+        // copy loaded again by this gateway's next tenure would be sent too).
         if handingBack, !pipeline.isDegraded { collectTick() }
         for partition in given {
             owned[partition] = nil

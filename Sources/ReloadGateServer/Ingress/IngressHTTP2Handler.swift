@@ -16,7 +16,7 @@ final class IngressHTTP2Handler: FrameLevelHTTP2Connection {
     typealias OutboundOut = HTTP2Frame
 
     /// A stream's state, changed in place: a reference, so that a look-up in ``streams`` copies (and
-    /// retains) one pointer instead of every field of the stream (a struct's copies were 2% of a push).
+    /// retains) one pointer instead of every field of the stream, on every frame.
     private final class Stream {
         var accepted: PushIngress.AcceptedHead?
         var body: [UInt8] = []

@@ -44,7 +44,7 @@ actor SchedulerEngine {
     struct Adoption: Sendable {
         var app: App
         var token: DeviceToken
-        /// A device's widgets, or a control.
+        /// A device's widgets, a control, or a Live Activity (or a push-to-start token).
         var pushType: PushType
         /// Whether the token is a push-to-start token (adopted by a Live Activity's `start`).
         var pushToStart = false

@@ -38,25 +38,51 @@ struct TimestampTests {
         #expect(Timestamp(milliseconds: milliseconds).rfc3339 == expected)
     }
 
-    /// The canonical spelling reads back to the same time, over random times of the accepted range, with
-    /// and without the milliseconds; anything else, and dates that do not exist, are not read.
-    @Test func canonicalRFC3339ReadsBackWhatRFC3339Writes() {
+    /// The gateway's own spelling reads back to the same time, over random times of the accepted range,
+    /// with and without the milliseconds.
+    @Test func rfc3339ReadsBackWhatRFC3339Writes() {
         var generator = SystemRandomNumberGenerator()
         var samples: [Int64] = [0, 951_782_400_000, 4_102_444_799_999, Timestamp.acceptedRange.upperBound, 1_709_164_800_500]
         for _ in 0..<5_000 { samples.append(Int64.random(in: Timestamp.acceptedRange, using: &generator)) }
         for milliseconds in samples {
             let text = Timestamp(milliseconds: milliseconds).rfc3339
-            #expect(Timestamp(canonicalRFC3339: text)?.milliseconds == milliseconds, "\(text)")
+            #expect(Timestamp(rfc3339: text)?.milliseconds == milliseconds, "\(text)")
             let whole = String(text.prefix(19)) + "Z"
-            #expect(Timestamp(canonicalRFC3339: whole)?.milliseconds == milliseconds - milliseconds % 1000, "\(whole)")
+            #expect(Timestamp(rfc3339: whole)?.milliseconds == milliseconds - milliseconds % 1000, "\(whole)")
+        }
+    }
+
+    /// Every spelling RFC 3339 allows (section 5.6), computed by hand; nothing it does not allow, no date
+    /// that does not exist, and no time outside the accepted range once in UTC.
+    @Test func rfc3339ReadsEverySpellingTheRFCAllows() {
+        let cases: [(String, Int64)] = [
+            ("2024-02-29T12:30:45.250Z", 1_709_209_845_250),
+            ("2024-02-29t12:30:45.25z", 1_709_209_845_250),
+            ("2024-02-29T12:30:45.2509999Z", 1_709_209_845_250),
+            ("2024-02-29T12:30:45.2Z", 1_709_209_845_200),
+            ("2024-02-29T14:30:45+02:00", 1_709_209_845_000),
+            ("2024-02-29T12:30:45-00:00", 1_709_209_845_000),
+            // -21:04 is 21 h 4 min behind UTC: 10:39:47 there is 07:43:47 the next day in UTC.
+            ("2026-11-29T10:39:47-21:04", 1_796_024_627_000),  // 2026-11-30T07:43:47Z
+            ("2016-12-31T23:59:60Z", 1_483_228_800_000),
+            ("1970-01-01T01:00:00+01:00", 0),
+            ("9999-12-31T23:59:59.999Z", Timestamp.acceptedRange.upperBound),
+        ]
+        for (text, milliseconds) in cases {
+            #expect(Timestamp(rfc3339: text)?.milliseconds == milliseconds, "\(text)")
         }
         for text in [
             "2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-00-10T00:00:00Z", "2026-04-31T00:00:00Z", "2026-01-01T24:00:00Z",
-            "2026-01-01T00:60:00Z", "2026-01-01T00:00:60Z", "2026-01-01T00:00:00+01:00", "2026-01-01 00:00:00Z", "2026-1-01T00:00:00Z",
-            "2026-01-01T00:00:00.5Z", "+026-01-01T00:00:00Z", "1969-12-31T23:59:59.999Z", "",
+            "2026-01-01T00:60:00Z", "2026-01-01T00:00:61Z", "2026-01-01T00:00:00+24:00", "2026-01-01T00:00:00+01:60", "2026-01-01 00:00:00Z",
+            "2026-1-01T00:00:00Z", "2026-01-01T00:00:00.Z", "2026-01-01T00:00:00", "2026-01-01T00:00:00+0100", "+026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Zx", "",
         ] {
-            #expect(Timestamp(canonicalRFC3339: text) == nil, "\(text)")
+            #expect(Timestamp(rfc3339: text) == nil, "\(text)")
+            #expect(!Timestamp.isRFC3339(text), "\(text)")
         }
-        #expect(Timestamp(canonicalRFC3339: "2024-02-29T12:30:45.250Z")?.milliseconds == 1_709_209_845_250)
+        for text in ["1969-12-31T23:59:59.999Z", "1970-01-01T00:30:00+01:00", "9999-12-31T23:00:00-01:00", "0001-01-01T00:00:00Z"] {
+            #expect(Timestamp(rfc3339: text) == nil, "\(text)")
+            #expect(Timestamp.isRFC3339(text), "\(text) is RFC 3339, only out of range")
+        }
     }
 }

@@ -17,15 +17,8 @@ public enum JSONFields {
             return time
         }
         if let text {
-            // The spelling the gateway writes, without a formatter (trace files hold millions).
-            if let time = Timestamp(canonicalRFC3339: text) { return time }
-            let parsed =
-                (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
-                ?? (try? Date(text, strategy: .iso8601))
-            if let parsed {
-                guard let time = Timestamp(unixSeconds: parsed.timeIntervalSince1970) else { throw outOfRange }
-                return time
-            }
+            if let time = Timestamp(rfc3339: text) { return time }
+            if Timestamp.isRFC3339(text) { throw outOfRange }
         }
         throw .invalidField("\(path) must be an RFC 3339 date (2026-11-22T14:00:00Z) or UNIX seconds")
     }

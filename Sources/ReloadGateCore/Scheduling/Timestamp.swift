@@ -86,48 +86,82 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
 
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.milliseconds < rhs.milliseconds }
 
-    /// Parses the one spelling ``rfc3339`` writes, `2026-11-22T14:00:00Z` with or without `.mmm`, in UTC,
-    /// without a calendar or a formatter (trace files hold millions of them); `nil` for anything else
-    /// (other spellings are for a full RFC 3339 parser) or a date that does not exist.
-    public init?(canonicalRFC3339 text: String) {
+    /// Parses an RFC 3339 time (section 5.6: `2026-11-22T14:00:00Z`, `2026-11-22t14:00:00.5+05:30`, any
+    /// number of fraction digits, offsets from -23:59 to +23:59, a leap second `:60`) without a calendar or
+    /// a formatter; `nil` for anything else, a date that does not exist, or a time outside
+    /// ``acceptedRange`` once in UTC. Fractions are floored to the millisecond.
+    public init?(rfc3339 text: String) {
+        guard let milliseconds = Self.rfc3339Milliseconds(text), Self.acceptedRange.contains(milliseconds) else { return nil }
+        self.milliseconds = milliseconds
+    }
+
+    /// Whether `text` is spelled as RFC 3339 wants, whatever time it names (in range or not).
+    public static func isRFC3339(_ text: String) -> Bool { rfc3339Milliseconds(text) != nil }
+
+    /// Milliseconds since 1970 of an RFC 3339 time, not checked against ``acceptedRange`` (years 0000 to
+    /// 9999 cannot overflow); `nil` when the text is not one.
+    static func rfc3339Milliseconds(_ text: String) -> Int64? {
         var text = text
-        let parsed: Int64? = text.withUTF8 { bytes in
-            guard bytes.count == 20 || bytes.count == 24, bytes[bytes.count - 1] == UInt8(ascii: "Z"),
-                bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
-                bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":")
-            else { return nil }
-            func number(_ from: Int, _ count: Int) -> Int64? {
+        return text.withUTF8 { bytes -> Int64? in
+            var index = 0
+            func digits(_ count: Int) -> Int64? {
+                guard index + count <= bytes.count else { return nil }
                 var value: Int64 = 0
-                for index in from..<(from + count) {
+                for _ in 0..<count {
                     let digit = bytes[index] &- UInt8(ascii: "0")
                     guard digit < 10 else { return nil }
                     value = value * 10 + Int64(digit)
+                    index += 1
                 }
                 return value
             }
-            guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
-                let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2)
+            func expect(_ characters: String) -> Bool {
+                guard index < bytes.count, characters.utf8.contains(bytes[index]) else { return false }
+                index += 1
+                return true
+            }
+            guard let year = digits(4), expect("-"), let month = digits(2), expect("-"), let day = digits(2), expect("Tt"),
+                let hour = digits(2), expect(":"), let minute = digits(2), expect(":"), let second = digits(2)
             else { return nil }
             var millis: Int64 = 0
-            if bytes.count == 24 {
-                guard bytes[19] == UInt8(ascii: "."), let fraction = number(20, 3) else { return nil }
-                millis = fraction
+            if expect(".") {
+                let first = index
+                while index < bytes.count, bytes[index] &- UInt8(ascii: "0") < 10 {
+                    // The first three digits are milliseconds; the rest are floored away.
+                    if index - first < 3 { millis = millis * 10 + Int64(bytes[index] &- UInt8(ascii: "0")) }
+                    index += 1
+                }
+                let count = index - first
+                guard count > 0 else { return nil }
+                if count < 3 { for _ in count..<3 { millis *= 10 } }
             }
+            var offset: Int64 = 0
+            if expect("Zz") {
+                offset = 0
+            } else if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                let sign: Int64 = bytes[index] == UInt8(ascii: "-") ? -1 : 1
+                index += 1
+                guard let offsetHours = digits(2), expect(":"), let offsetMinutes = digits(2), offsetHours < 24, offsetMinutes < 60
+                else { return nil }
+                offset = sign * (offsetHours * 60 + offsetMinutes) * 60
+            } else {
+                return nil
+            }
+            guard index == bytes.count else { return nil }
             let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
             let monthDays: [Int64] = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-            guard (1...12).contains(month), day >= 1, day <= monthDays[Int(month - 1)], hour < 24, minute < 60, second < 60
+            guard (1...12).contains(month), day >= 1, day <= monthDays[Int(month - 1)], hour < 24, minute < 60, second <= 60
             else { return nil }
             // Civil date to days since 1970 (Howard Hinnant's algorithm, as in `rfc3339`).
             let y = month <= 2 ? year - 1 : year
-            let era = y / 400
+            let era = y >= 0 ? y / 400 : (y - 399) / 400
             let yearOfEra = y - era * 400
             let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
             let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
             let days = era * 146_097 + dayOfEra - 719_468
-            return ((days * 86_400 + hour * 3600 + minute * 60 + second) * 1000) + millis
+            // A leap second (`:60`) is the next second's first instant.
+            return ((days * 86_400 + hour * 3600 + minute * 60 + second - offset) * 1000) + millis
         }
-        guard let parsed, Self.acceptedRange.contains(parsed) else { return nil }
-        self.milliseconds = parsed
     }
 
     /// `HH:mm:ss` in UTC, as the explanations show times.

@@ -13,7 +13,7 @@ public struct TimelineBody: Decodable, Sendable {
     }
 
     private enum Field: String, CodingKey { case entries, policy }
-    private enum EntryField: String, CodingKey { case date }
+    private enum EntryField: String, CodingKey { case date, relevance }
 
     public init(from decoder: any Decoder) throws {
         let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
@@ -29,6 +29,10 @@ public struct TimelineBody: Decodable, Sendable {
             let path = "entries[\(entries.currentIndex)]"
             guard let entry = try? entries.nestedContainer(keyedBy: EntryField.self) else { throw APIError.invalidField("\(path) must be an object") }
             dates.append(try entry.date(.date))
+            // WidgetKit's relevance score is a number; the gateway does not use it, but refuses what it is not.
+            if !entry.isAbsent(.relevance), entry.number(.relevance) == nil {
+                throw APIError.invalidField("\(path).relevance must be a number")
+            }
         }
         let policy: Timeline.Policy
         switch try? fields.decode(String.self, forKey: .policy) {

@@ -25,7 +25,7 @@ public struct WebhookBody: Decodable, Sendable {
     ]
     /// Most device tokens one call may name.
     public static let deviceLimit = 1000
-    /// Longest `collapseId` (APNs' limit).
+    /// Longest `collapseId`, in characters (Unicode scalars, as JSON Schema counts a `maxLength`).
     public static let collapseIDLength = 64
 
     /// Parses and checks the body of a call received at `received`.
@@ -58,7 +58,8 @@ public struct WebhookBody: Decodable, Sendable {
         }
         if let kind = try fields.optionalString(AnyKey("kind")) {
             let limit = RegistryLimits().identifierLength
-            guard !kind.isEmpty, kind.count <= limit else { throw APIError.invalidField("kind must be 1 to \(limit) characters") }
+            // Characters as JSON Schema counts them (Unicode scalars), so the OpenAPI document's maxLength is this rule.
+            guard !kind.isEmpty, kind.unicodeScalars.count <= limit else { throw APIError.invalidField("kind must be 1 to \(limit) characters") }
             target.kind = kind
         }
         if !fields.isAbsent(AnyKey("match")) { target.match = try fields.flatObject(AnyKey("match")) }
@@ -99,8 +100,8 @@ public struct WebhookBody: Decodable, Sendable {
         }
 
         collapseID = try fields.optionalString(AnyKey("collapseId"))
-        if let collapseID, collapseID.isEmpty || collapseID.utf8.count > Self.collapseIDLength {
-            throw APIError.invalidField("collapseId must be 1 to \(Self.collapseIDLength) bytes")
+        if let collapseID, collapseID.isEmpty || collapseID.unicodeScalars.count > Self.collapseIDLength {
+            throw APIError.invalidField("collapseId must be 1 to \(Self.collapseIDLength) characters")
         }
 
         if let text = try fields.optionalString(AnyKey("exempt")) {

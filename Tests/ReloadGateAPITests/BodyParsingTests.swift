@@ -55,7 +55,7 @@ struct BodyParsingTests {
     @Test(arguments: [
         (#"{"priority":true}"#, "priority must be 10, 5 or 1"),
         (#"{"priority":7}"#, "priority must be 10, 5 or 1"),
-        (#"{"collapseId":""}"#, "collapseId must be 1 to 64 bytes"),
+        (#"{"collapseId":""}"#, "collapseId must be 1 to 64 characters"),
         (#"{"exempt":"always"}"#, "exempt must be one of appForeground, audioSession, navigationSession, appIntent, animation, localeChange, accessibilityChange"),
         (#"{"kinds":"x"}"#, "unknown field 'kinds'; the fields are collapseId, devices, exempt, expiration, kind, match, payload, priority, pushType"),
     ])

@@ -105,7 +105,7 @@ struct RegistryAPITests {
                 ("[1,2]", nil, .badRequest, "invalid-json"),
                 (#"{"widgets":[{"id":"w1","kind":"scores","family":"systemHuge"}]}"#, nil, .unprocessableEntity, "invalid-field"),
                 (#"{"widgets":[{"id":"w1","kind":"scores","family":"systemSmall","configuration":{"nested":{"a":1}}}]}"#, nil, .unprocessableEntity, "invalid-field"),
-                (#"{"environment":"production","widgets":[]}"#, nil, .unprocessableEntity, "invalid-field"),
+                (#"{"environment":"production","widgets":[]}"#, nil, .conflict, "other-environment"),
                 (#"{"widgets":[{"id":"w1","kind":"scores","family":"systemSmall","pushEnabled":1}]}"#, nil, .unprocessableEntity, "invalid-field"),
                 (#"{"widgets":[{"id":"w1","kind":"scores","family":"systemSmall"}],"previousToken":"xyz"}"#, nil, .unprocessableEntity, "invalid-field"),
                 (

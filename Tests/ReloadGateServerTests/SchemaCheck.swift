@@ -61,9 +61,20 @@ struct SchemaCheck {
             case "minimum", "maximum":
                 guard let number = value as? NSNumber, !Self.isBoolean(number), let bound = (rule as? NSNumber)?.doubleValue else { continue }
                 if keyword == "minimum" ? number.doubleValue < bound : number.doubleValue > bound { problems.append("\(path): \(number) (\(keyword) \(bound))") }
-            case "maxLength":
+            case "minLength", "maxLength":
+                // JSON Schema counts characters as Unicode scalars.
                 guard let text = value as? String, let bound = rule as? Int else { continue }
-                if text.count > bound { problems.append("\(path): \(text.count) characters (maxLength \(bound))") }
+                let count = text.unicodeScalars.count
+                if keyword == "minLength" ? count < bound : count > bound { problems.append("\(path): \(count) characters (\(keyword) \(bound))") }
+            case "const":
+                if !Self.equal(rule, value) { problems.append("\(path): \(Self.describe(value)) is not \(rule)") }
+            case "not":
+                if self.problems(value, against: rule, at: path).isEmpty { problems.append("\(path): \(Self.describe(value)) matches what `not` excludes") }
+            case "if":
+                let branch = self.problems(value, against: rule, at: path).isEmpty ? schema["then"] : schema["else"]
+                if let branch { problems += self.problems(value, against: branch, at: path) }
+            case "then", "else":
+                continue  // read with `if`
             case "pattern":
                 guard let text = value as? String, let pattern = rule as? String else { continue }
                 if text.range(of: pattern, options: .regularExpression) == nil { problems.append("\(path): \(text) does not match \(pattern)") }

@@ -41,7 +41,8 @@ public struct RegistryLimits: Sendable, Hashable {
         }
         var ids = Set<String>()
         for (index, widget) in widgets.enumerated() {
-            if widget.id.isEmpty || widget.id.count > identifierLength {
+            // Characters as JSON Schema counts them (Unicode scalars): the OpenAPI document's maxLength.
+            if widget.id.isEmpty || widget.id.unicodeScalars.count > identifierLength {
                 return "widgets[\(index)].id must have 1 to \(identifierLength) characters"
             }
             if !ids.insert(widget.id).inserted {

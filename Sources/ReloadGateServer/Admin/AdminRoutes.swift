@@ -103,13 +103,13 @@ struct AdminRoutes {
             guard let value = Int(text), (1...100_000).contains(value) else { throw APIError.invalidField("limit must be 1 to 100000") }
             limit = value
         }
-        let devices = try await store.devices(bundle: query["bundle"].map(String.init), token: nil, limit: limit)
+        let devices = try await store.devices(bundle: try Self.bundleFilter(query["bundle"]), token: nil, limit: limit)
         return try Self.json(AdminAPI.DeviceList(devices: devices.map { Self.device($0, widgets: $0.widgets) }))
     }
 
     private func device(_ token: String, _ request: Request) async throws -> Response {
         let token = try Self.deviceToken(token)
-        let bundle = request.uri.queryParameters["bundle"].map(String.init)
+        let bundle = try Self.bundleFilter(request.uri.queryParameters["bundle"])
         let devices = try await store.devices(bundle: bundle, token: token, limit: 100)
         guard !devices.isEmpty else { throw APIError.notFound("no device \(token)") }
         let instances = try await store.instances(ofDevice: token, bundle: bundle)
@@ -130,7 +130,7 @@ struct AdminRoutes {
 
     private func removeDevice(_ token: String, _ request: Request) async throws -> Response {
         let token = try Self.deviceToken(token)
-        let bundle = request.uri.queryParameters["bundle"].map(String.init)
+        let bundle = try Self.bundleFilter(request.uri.queryParameters["bundle"])
         let found = try await store.devices(bundle: bundle, token: token, limit: 100)
         guard let device = found.first else { throw APIError.notFound("no device \(token)") }
         guard found.count == 1 else {
@@ -174,12 +174,12 @@ struct AdminRoutes {
     private func pending(_ request: Request) async throws -> Response {
         let query = request.uri.queryParameters
         var filter = PendingFilter()
-        filter.bundle = query["bundle"].map(String.init)
+        filter.bundle = try Self.bundleFilter(query["bundle"])
         filter.kind = query["kind"].map(String.init)
         if let device = query["device"] { filter.deviceToken = try Self.deviceToken(String(device)) }
         if let text = query["dueBefore"] {
-            guard let time = Self.time(String(text)) else {
-                throw APIError.invalidField("dueBefore must be an RFC 3339 time, such as 2026-11-22T10:00:00Z")
+            guard let time = Timestamp(rfc3339: String(text)) else {
+                throw APIError.invalidField("dueBefore must be an RFC 3339 time from 1970 to 9999, such as 2026-11-22T10:00:00Z")
             }
             filter.dueBefore = time
         }
@@ -273,7 +273,7 @@ struct AdminRoutes {
     private func budget(_ token: String, _ request: Request) async throws -> Response {
         let token = try Self.deviceToken(token)
         let query = request.uri.queryParameters
-        var instances = try await store.instances(ofDevice: token, bundle: query["bundle"].map(String.init))
+        var instances = try await store.instances(ofDevice: token, bundle: try Self.bundleFilter(query["bundle"]))
         guard !instances.isEmpty else { throw APIError.notFound("no registered device \(token)") }
         if let widget = query["widget"] {
             instances = instances.filter { $0.instance.widgetID == widget }
@@ -337,7 +337,7 @@ struct AdminRoutes {
     private func flush(_ request: Request) async throws -> Response {
         let body = try await JSONBody.decode(AdminAPI.FlushRequest.self, request, limit: 4096)
         let device = try body.device.map(Self.deviceToken)
-        let bundle = body.bundle
+        let bundle = try Self.bundleFilter(body.bundle.map { Substring($0) })
         let ignoreBudget = body.ignoreBudget
         if device != nil, bundle != nil { throw APIError.invalidField("give device or bundle, not both") }
         let flushed = try await door.execute(FlushPending(deviceToken: device, bundle: bundle, ignoringBudget: ignoreBudget))
@@ -456,13 +456,12 @@ struct AdminRoutes {
         )
     }
 
-    /// An RFC 3339 time, with or without fractional seconds.
-    static func time(_ text: String) -> Timestamp? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return Timestamp(date) }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text).map { Timestamp($0) }
+    /// A `bundle` filter (a query's or a body's): absent or empty is none; anything else must be a bundle id,
+    /// as the OpenAPI document's pattern says.
+    static func bundleFilter(_ text: Substring?) throws -> String? {
+        guard let text, !text.isEmpty else { return nil }
+        guard (try? BundleID(String(text))) != nil else { throw APIError.invalidField("bundle: \(text) is not a bundle id") }
+        return String(text)
     }
 
     static func deviceToken(_ text: String) throws -> String {

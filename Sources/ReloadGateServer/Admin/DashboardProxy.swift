@@ -107,12 +107,18 @@ public struct DashboardProxy: Sendable {
             if let refusal = Self.crossOriginRefusal(request, port: port) { return refusal }
             let isPublic = [.get, .head].contains(request.method) && DashboardProxy.publicPaths.contains(request.uri.path)
             guard isPublic || Self.presentsToken(request, proxy) else { return Self.refusal() }
-            // What the admin API takes (anything else, TRACE and CONNECT among them, is never forwarded).
+            // What the admin API takes (anything else, TRACE and CONNECT among them, is never forwarded):
+            // another method is answered here, 405 with the methods the document lists for the path, or 404.
             guard [.get, .head, .post, .put, .delete].contains(request.method) else {
+                let allowed = OpenAPIDocument.allowedMethods(for: request.uri.path, admin: true)
+                guard !allowed.isEmpty else {
+                    return APIError(status: .notFound, code: "not-found", message: "no such route (the API is described at /openapi.json)").response
+                }
                 var response = APIError(
-                    status: .methodNotAllowed, code: "method-not-allowed", message: "the dashboard forwards GET, HEAD, POST, PUT and DELETE"
+                    status: .methodNotAllowed, code: "method-not-allowed",
+                    message: "\(request.uri.path) takes \(allowed.joined(separator: ", ")) (the API is described at /openapi.json)"
                 ).response
-                response.headers[.allow] = "GET, HEAD, POST, PUT, DELETE"
+                response.headers[.allow] = allowed.joined(separator: ", ")
                 return response
             }
             return try await forward(request)

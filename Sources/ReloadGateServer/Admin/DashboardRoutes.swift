@@ -40,8 +40,7 @@ struct DashboardRoutes {
     }
 
     private func figures(_ request: Request) async throws -> Response {
-        let bundle = request.uri.queryParameters["bundle"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
-        if let bundle, (try? BundleID(bundle)) == nil { throw APIError.invalidField("bundle: \(bundle) is not a bundle id") }
+        let bundle = try AdminRoutes.bundleFilter(request.uri.queryParameters["bundle"])
         let time = Timestamp(door.now())
         let figures = try await door.reader.dashboardFigures(bundle: bundle, now: time)
         let pending = try await door.reader.pendingReloads(PendingFilter(bundle: bundle, limit: Self.pendingListed))

@@ -117,10 +117,14 @@ struct RegistryRoutes {
         )
     }
 
-    /// A registration's `environment`, when given, must be the app's.
+    /// A registration's `environment`, when given, must be the app's: another is a conflict with the app
+    /// (409), not a malformed field, since the same body is right for an app of the other environment.
     private static func check(environment: String?, of app: App) throws {
         if let environment, environment != app.environment.rawValue {
-            throw APIError.invalidField("environment is \(environment) but \(app.bundle) is registered for \(app.environment)")
+            throw APIError(
+                status: 409, code: "other-environment",
+                message: "environment is \(environment) but \(app.bundle) is registered for \(app.environment)"
+            )
         }
     }
 

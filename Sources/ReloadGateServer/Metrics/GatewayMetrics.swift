@@ -32,27 +32,39 @@ public final class GatewayMetrics: Sendable {
         var labels: [String]
     }
 
-    /// Every metric's help text, by name.
-    static let help: [String: String] = [
-        "reloadgate_http_requests_total": "Answers of the API listener by route pattern, method and status.",
-        "reloadgate_apns_answers_total": "Answers of the APNs listener by status and APNs reason (empty for 200).",
-        "reloadgate_decisions_total": "Committed scheduling decisions by kind.",
-        "reloadgate_budget_exhausted_total": "Decisions deferred for want of a budget token (rule 1).",
-        "reloadgate_pending_reloads": "Pending reloads in the scheduler after the last commit.",
-        "reloadgate_store_commit_seconds": "Time of each group commit of requests and decisions.",
-        "reloadgate_delivery_attempts_total": "Delivery attempts by outcome and the push service's reason.",
-        "reloadgate_deliveries_total": "Deliveries that reached their end, by outcome.",
-        "reloadgate_pushes_sent_total": "Pushes the push service accepted (or the outbox took), by push type: widgets or controls.",
-        "reloadgate_delivery_latency_seconds": "Time from a request to the push service until its answer.",
-        "reloadgate_delivery_queue_depth": "Deliveries released and not yet sent or failed.",
-        "reloadgate_ledger_pruned_total": "Rows of the ledger deleted past ledger.retention, by table: requests (with their decisions) or deliveries.",
-        "reloadgate_apns_ids_in_memory": "Pushes' apns-ids within their retry window in the index in memory (embedded store).",
-        "reloadgate_idempotent_answers_total": "Requests answered by their idempotency key (a push's apns-id, a webhook call's idempotency-key) without a decision, by outcome: replay (the first answer again) or conflict (the key with another body).",
+    /// One series the gateway exports: its name, type, label names and help text. docs/METRICS.md lists
+    /// every one (a documentation test compares them).
+    public struct Series: Sendable {
+        public enum MetricType: String, Sendable { case counter, gauge, histogram }
+        public let name: String
+        public let type: MetricType
+        public let labels: [String]
+        public let help: String
+    }
+
+    /// Every series the gateway exports.
+    public static let series: [Series] = [
+        Series(name: "reloadgate_http_requests_total", type: .counter, labels: ["route", "method", "status"], help: "Answers of the API listener by route pattern, method and status."),
+        Series(name: "reloadgate_apns_answers_total", type: .counter, labels: ["status", "reason"], help: "Answers of the APNs listener by status and APNs reason (empty for 200)."),
+        Series(name: "reloadgate_decisions_total", type: .counter, labels: ["kind"], help: "Committed scheduling decisions by kind."),
+        Series(name: "reloadgate_budget_exhausted_total", type: .counter, labels: [], help: "Decisions deferred for want of a budget token (rule 1)."),
+        Series(name: "reloadgate_pending_reloads", type: .gauge, labels: [], help: "Pending reloads in the scheduler after the last commit."),
+        Series(name: "reloadgate_store_commit_seconds", type: .histogram, labels: [], help: "Time of each group commit of requests and decisions."),
+        Series(name: "reloadgate_delivery_attempts_total", type: .counter, labels: ["outcome", "reason"], help: "Delivery attempts by outcome and the push service's reason."),
+        Series(name: "reloadgate_deliveries_total", type: .counter, labels: ["outcome"], help: "Deliveries that reached their end, by outcome."),
+        Series(name: "reloadgate_pushes_sent_total", type: .counter, labels: ["push_type"], help: "Pushes the push service accepted (or the outbox took), by push type: widgets, controls or liveactivity."),
+        Series(name: "reloadgate_delivery_latency_seconds", type: .histogram, labels: [], help: "Time from a request to the push service until its answer."),
+        Series(name: "reloadgate_delivery_queue_depth", type: .gauge, labels: [], help: "Deliveries released and not yet sent or failed."),
+        Series(name: "reloadgate_ledger_pruned_total", type: .counter, labels: ["table"], help: "Rows of the ledger deleted past ledger.retention, by table: requests (with their decisions) or deliveries."),
+        Series(name: "reloadgate_apns_ids_in_memory", type: .gauge, labels: [], help: "Pushes' apns-ids within their retry window in the index in memory (embedded store)."),
+        Series(name: "reloadgate_idempotent_answers_total", type: .counter, labels: ["outcome"], help: "Requests answered by their idempotency key (a push's apns-id, a webhook call's idempotency-key) without a decision, by outcome: replay (the first answer again) or conflict (the key with another body)."),
     ]
+
+    private static let byName = Dictionary(uniqueKeysWithValues: series.map { ($0.name, $0) })
 
     static func descriptor(_ name: String) -> MetricNameDescriptor {
         // The unit is part of the names above (`_total`, `_seconds`): none here.
-        MetricNameDescriptor(metricName: name, unitName: "", helpText: help[name] ?? "")
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: byName[name]?.help ?? "")
     }
 
     public init() {
@@ -88,6 +100,7 @@ public final class GatewayMetrics: Sendable {
     }
 
     func increment(_ name: String, _ labels: KeyValuePairs<String, String>, by amount: Int = 1) {
+        assert(Self.byName[name]?.labels == labels.map(\.key), "\(name) is exported with the labels its Series names")
         let key = CounterKey(name: name, labels: labels.flatMap { [$0.key, $0.value] })
         let counter = counters.withLock { counters in
             if let counter = counters[key] { return counter }

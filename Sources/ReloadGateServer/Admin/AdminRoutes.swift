@@ -146,7 +146,9 @@ struct AdminRoutes {
 
     private func rotateKey(_ bundle: String, _ request: Request) async throws -> Response {
         guard let bundleID = try? BundleID(bundle) else { throw APIError.invalidField("\(bundle) is not a bundle id") }
-        let body = request.head.headerFields[.contentLength] == nil && request.head.headerFields[.transferEncoding] == nil
+        // The body is optional: none, or an empty one, rotates the API key alone.
+        let length = request.head.headerFields[.contentLength]
+        let body = (length == nil && request.head.headerFields[.transferEncoding] == nil) || length == "0"
             ? nil : try await JSONBody.decode(AdminAPI.RotateKeyRequest.self, request, limit: 4096)
         let rotateSecret = body?.webhookSecret ?? false
         guard let credentials = try await door.execute(RotateCredentials(bundle: bundleID, webhookSecret: rotateSecret)) else {

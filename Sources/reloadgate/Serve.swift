@@ -18,7 +18,7 @@ struct Serve: AsyncParsableCommand {
             admin.tls, on a TLS listener too (admin.host, admin.port, a bearer token); the SQLite store under \
             data/; deliveries to data/outbox.jsonl. It prints one line per listener (API, APNs, admin, admin \
             TLS, in that order) once all of them are bound. A YAML file (--config) and RELOADGATE_* \
-            environment variables override the defaults key by key; see README.md, "Configuration". SIGTERM \
+            environment variables override the defaults key by key; see docs/CONFIGURATION.md. SIGTERM \
             or SIGINT stops it gracefully. Exit status: 0 after a graceful stop, 1 when a listener cannot bind \
             or the store cannot open, 2 for a bad configuration.
             """

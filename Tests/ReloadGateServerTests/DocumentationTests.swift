@@ -37,11 +37,82 @@ struct DocumentationTests {
         }
     }
 
-    @Test func theREADMEListsEveryKeyAndItsVariable() throws {
-        let readme = try Self.read("README.md")
+    /// The reference pages a reader is sent to for configuration keys and metrics.
+    static let referencePages = [
+        "README.md", "docs/CONFIGURATION.md", "docs/API.md", "docs/CLI.md", "docs/METRICS.md", "docs/OPERATIONS.md",
+        "docs/DEPLOYMENT.md", "docs/APNS.md",
+    ]
+
+    /// Every key has its row in docs/CONFIGURATION.md: name, variable and the values it takes, as the
+    /// code parses them.
+    @Test func theConfigurationReferenceListsEveryKey() throws {
+        let page = try Self.read("docs/CONFIGURATION.md")
         for key in ConfigurationKey.all {
-            #expect(readme.contains("| `\(key.name)` | `\(key.environmentVariable)` |"), "README.md lacks \(key.name)")
+            #expect(
+                page.contains("| `\(key.name)` | `\(key.environmentVariable)` | \(key.expected) |"),
+                "docs/CONFIGURATION.md lacks the row of \(key.name): | `\(key.name)` | `\(key.environmentVariable)` | \(key.expected) |"
+            )
         }
+    }
+
+    /// A key named on a reference page (`listen.port`, `scheduling.kinds.scores.dailyBudget`) is a key
+    /// the gateway has.
+    @Test func theReferenceNamesNoKeyTheCodeLacks() throws {
+        let known = Set(ConfigurationKey.all.map(\.name))
+        let sections = Set(known.compactMap { $0.split(separator: ".").first.map(String.init) })
+        let fields = Set(known.filter { $0.hasPrefix("scheduling.") }.compactMap { $0.split(separator: ".").last.map(String.init) })
+        let named = /`([a-z]+(?:\.[A-Za-z<>][A-Za-z<> -]*)+)(?:[:=][^`]*)?`/
+        var unknown: [String] = []
+        for path in Self.referencePages {
+            for match in try Self.read(path).matches(of: named) {
+                let name = String(match.output.1)
+                let parts = name.split(separator: ".").map(String.init)
+                guard sections.contains(parts[0]), parts.count > 1, !name.hasSuffix(".md") else { continue }
+                if known.contains(name) { continue }
+                // `scheduling[.controls|.liveactivity].kinds.<kind>.<field>`, with a placeholder or a kind.
+                if let kinds = parts.firstIndex(of: "kinds"), parts[0] == "scheduling",
+                    known.contains(parts[..<kinds].joined(separator: ".") + ".dailyBudget"),
+                    parts.count == kinds + 1 || parts.count == kinds + 2
+                        || (parts.count == kinds + 3 && (fields.contains(parts[kinds + 2]) || parts[kinds + 2].hasPrefix("<")))
+                {
+                    continue
+                }
+                // A section alone, or a section's keys as a pattern (`scheduling.*`, `listen.*`).
+                if parts.count == 2, parts[1] == "*" || known.contains(where: { $0.hasPrefix(name + ".") }) { continue }
+                unknown.append("\(path): \(name)")
+            }
+        }
+        #expect(unknown.isEmpty, "keys named in the reference that the gateway does not have: \(unknown)")
+    }
+
+    /// docs/METRICS.md has a row per series the gateway exports, with its type and labels, and names no
+    /// series the gateway does not export; the sources name no series missing from the list.
+    @Test func theMetricsReferenceListsEverySeries() throws {
+        let page = try Self.read("docs/METRICS.md")
+        for series in GatewayMetrics.series {
+            let labels = series.labels.isEmpty ? "none" : series.labels.joined(separator: ", ")
+            #expect(
+                page.contains("| `\(series.name)` | \(series.type.rawValue) | \(labels) |"),
+                "docs/METRICS.md lacks the row of \(series.name): | `\(series.name)` | \(series.type.rawValue) | \(labels) |"
+            )
+        }
+        let exported = Set(GatewayMetrics.series.map(\.name))
+        // The store's SQL functions share the prefix; they are not metrics.
+        let functions = try Self.citingFiles().filter { $0.path.hasPrefix("Sources/ReloadGateStore") }
+            .flatMap { $0.text.matches(of: /CREATE FUNCTION (reloadgate_[a-z_]+)/).map { String($0.output.1) } }
+        let name = /\breloadgate_[a-z_]+[a-z]\b/
+        var unknown: [String] = []
+        for path in Self.referencePages {
+            for match in try Self.read(path).matches(of: name) where !exported.contains(String(match.output)) {
+                if !functions.contains(String(match.output)) { unknown.append("\(path): \(match.output)") }
+            }
+        }
+        for (path, text) in try Self.citingFiles() where path.hasPrefix("Sources/ReloadGateServer") {
+            for match in text.matches(of: /"(reloadgate_[a-z_]+)"/) where !exported.contains(String(match.output.1)) {
+                unknown.append("\(path): \(match.output.1)")
+            }
+        }
+        #expect(unknown.isEmpty, "metrics named that GatewayMetrics.series does not list: \(unknown)")
     }
 
     /// The repository's text files that may cite documents: sources, tests, scripts, fuzz targets, docs.
@@ -63,9 +134,8 @@ struct DocumentationTests {
     }
 
     /// Every document a file names (an upper-case name ending in `.md`, with or without a folder) is in the
-    /// repository: relative to the repository, to the citing file's folder, or in docs/ (issue 31: the design
-    /// documents were cited from a folder beside the repository). Absolute paths (an installed copy) are not
-    /// the repository's.
+    /// repository: relative to the repository, to the citing file's folder, or in docs/, and never in a folder
+    /// beside the repository. Absolute paths (an installed copy) are not the repository's.
     @Test func everyDocumentNamedIsInTheRepository() throws {
         let name = /[A-Za-z0-9_.\/-]*\b[A-Z][A-Z_]+\.md\b/
         var missing: [String] = []
@@ -75,8 +145,10 @@ struct DocumentationTests {
                 let cited = String(match.output)
                 if cited.hasPrefix("/") { continue }
                 let candidates = [cited, "\(folder)/\(cited)", "docs/\((cited as NSString).lastPathComponent)"]
-                let found = !cited.contains("../") && candidates.contains {
-                    FileManager.default.fileExists(atPath: Self.root.appendingPathComponent($0).path)
+                // A path with `..` counts only where it stays inside the repository.
+                let found = candidates.contains {
+                    let resolved = Self.root.appendingPathComponent($0).standardizedFileURL.path
+                    return resolved.hasPrefix(Self.root.standardizedFileURL.path + "/") && FileManager.default.fileExists(atPath: resolved)
                 }
                 if !found { missing.append("\(path): \(cited)") }
             }
@@ -84,17 +156,45 @@ struct DocumentationTests {
         #expect(missing.isEmpty, "documents named but not in the repository: \(Set(missing).sorted())")
     }
 
-    /// Every heading of docs/DECISIONS.md that a file cites (the file's name, a comma and the heading in
-    /// double quotes, a comment wrapped over lines included) exists, as written or as the start of a heading.
+    /// The decision records: docs/decisions/NNNN-title.md, each opening with `# NNNN. Title`.
+    static func decisionRecords() throws -> [(file: String, title: String, text: String)] {
+        let folder = root.appendingPathComponent("docs/decisions")
+        return try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".md") && $0 != "README.md" }
+            .sorted().map { file in
+                let text = try read("docs/decisions/\(file)")
+                let title = text.prefix { $0 != "\n" }.replacing(#/^\# \d{4}\. /#, with: "")
+                return (file, String(title), text)
+            }
+    }
+
+    /// Every record has a status, its three parts, and a line in the index; a superseded record names the
+    /// record that replaced it, and that record exists.
+    @Test func everyDecisionRecordHasAStatusAndIsInTheIndex() throws {
+        let records = try Self.decisionRecords()
+        let index = try Self.read("docs/DECISIONS.md")
+        #expect(records.count > 70)
+        for (number, record) in records.enumerated() {
+            #expect(record.file.hasPrefix(String(format: "%04d-", number + 1)), "records are numbered 0001 on, without gaps: \(record.file)")
+            #expect(record.text.hasPrefix(String(format: "# %04d. ", number + 1)), "\(record.file) opens with its number and title")
+            let status = record.text.firstMatch(of: /\n- Status: (Accepted\.|Superseded (?:in part )?by \[(\d{4})\]\(([^)]+)\))/)
+            #expect(status != nil, "\(record.file) has no status line")
+            if let replacement = status?.output.3 {
+                #expect(records.contains { $0.file == replacement }, "\(record.file) is superseded by \(replacement), which does not exist")
+            }
+            for part in ["## Context", "## Decision", "## Consequences"] {
+                #expect(record.text.contains("\n\(part)\n"), "\(record.file) lacks \(part)")
+            }
+            #expect(index.contains("](decisions/\(record.file))"), "docs/DECISIONS.md does not list \(record.file)")
+        }
+    }
+
+    /// Every decision that a file cites by title (the index's file name, a comma and the title in double
+    /// quotes, a comment wrapped over lines included) is a record, as written or as the start of its title.
     @Test func everyDecisionCitedExists() throws {
         func normalized(_ text: some StringProtocol) -> String {
             String(text).replacing("`", with: "").split(whereSeparator: \.isWhitespace).joined(separator: " ").lowercased()
         }
-        let headings = try Self.read("docs/DECISIONS.md").split(separator: "\n").compactMap { line -> String? in
-            guard line.hasPrefix("## ") else { return nil }
-            // Without the date and issue in parentheses at the end.
-            return normalized(line.dropFirst(3).replacing(/\s*\((?:\d{4}-\d{2}|foundation)[^)]*\)\s*$/, with: ""))
-        }
+        let headings = try Self.decisionRecords().map { normalized($0.title) }
         #expect(headings.count > 50)
         let citation = /DECISIONS(?:\.md)?\]?(?:\([^)]*\))?[,:]?\s+"([^"]+)"/
         var missing: [String] = []

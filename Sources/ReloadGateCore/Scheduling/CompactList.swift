@@ -1,7 +1,7 @@
 /// A list that keeps its first element inline and the others in an array: a list of one element, what
 /// almost every delivery has (one instance reloaded, one request served), allocates nothing. The
 /// scheduler releases a delivery for most requests, so two arrays each were a fifth of its time
-/// (docs/BENCHMARKS.md).
+/// (docs/benchmarks-history.md).
 public struct CompactList<Element: Hashable & Sendable>: RandomAccessCollection, Hashable, Sendable, ExpressibleByArrayLiteral {
     private var head: Element?
     private var tail: [Element] = []

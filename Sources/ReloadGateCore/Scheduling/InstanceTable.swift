@@ -8,7 +8,7 @@ import Darwin
 /// value type) that grows but never shrinks (handles are dense and reused). Unlike `Array` it asks for
 /// huge pages once it is large: a decision starts with a read of a random instance's state, and over tens
 /// of megabytes in 4 KiB pages nearly every such read also missed the TLB (8-20% more decisions a second
-/// with them, docs/BENCHMARKS.md).
+/// with them, docs/benchmarks-history.md).
 struct InstanceTable: @unchecked Sendable {
     typealias State = ReloadScheduler.InstanceState
 

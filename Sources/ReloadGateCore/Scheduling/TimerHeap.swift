@@ -58,7 +58,7 @@ struct TimerHeap: Sendable {
 /// ahead), a heap of pending reloads (few, minutes ahead), and a queue of pending reloads that were the
 /// earliest timer when they were set (a push due now, the common case). Kept apart, the busy pending
 /// heap stays small enough for the caches while the large planned heap is touched only when a timeline
-/// reload falls due; in one heap, every pop walked a million entries' depth (docs/BENCHMARKS.md). The
+/// reload falls due; in one heap, every pop walked a million entries' depth (docs/benchmarks-history.md). The
 /// queue takes what would go to the top of the heap only to be popped next: appended in time order,
 /// it is a sorted list, so it costs a comparison where the heap cost a sift.
 struct Timers: Sendable {

@@ -7,7 +7,7 @@ import ReloadGateStore
 /// their order, and each caller is answered once everything its write changed is committed.
 ///
 /// An app with millions of installs re-registers after every release: one transaction per registration
-/// was the limit (about 1,500 a second on this machine, docs/BENCHMARKS.md). A write refused for what it
+/// was the limit (about 1,500 a second on this machine, docs/benchmarks-history.md). A write refused for what it
 /// asks (a ``RegistryError``: an unknown device or widget) is refused alone; a transaction that fails
 /// refuses its whole batch, and nothing of it is written.
 final class RegistryLog: Sendable {

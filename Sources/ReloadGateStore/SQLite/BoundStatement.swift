@@ -7,7 +7,7 @@ import GRDBSQLite
 ///
 /// The group commit runs the same few statements for every push it records. GRDB's `StatementArguments`
 /// boxes each value as an existential and converts it to a `DatabaseValue` before binding; for these
-/// statements that was about a quarter of the commit's CPU (docs/BENCHMARKS.md). The statement is
+/// statements that was about a quarter of the commit's CPU (docs/benchmarks-history.md). The statement is
 /// still GRDB's (prepared and cached by the `Database`, inside GRDB's transaction); only the binding
 /// and stepping are done here. Use it on the writer's queue only, like any GRDB statement.
 struct BoundStatement: SQLBinder {

@@ -50,7 +50,9 @@ struct TraceCommandInputTests {
         let lines: [(line: String, message: String)] = [
             (#"{"at":1e300,"event":"push","device":"d"}"#, "at must be a time"),
             (#"{"at":-9223372036854775808,"event":"push","device":"d"}"#, "at must be a time"),
-            (#"{"at":"99999-11-26T00:00:01.000Z","event":"push","device":"d"}"#, "at must be a time"),
+            // A five-digit year is not RFC 3339 (four digits), so not a time at all.
+            (#"{"at":"99999-11-26T00:00:01.000Z","event":"push","device":"d"}"#, "at must be an RFC 3339 date"),
+            (#"{"at":"0001-11-26T00:00:01.000Z","event":"push","device":"d"}"#, "at must be a time"),
             (#"{"at":"2026-11-26T00:00:01Z","event":"push","device":"d","priority":99999999999999999999}"#, "priority must be"),
             (#"{"at":"2026-11-26T00:00:01Z","event":"push","device":"d","priority":-9223372036854775808}"#, "priority must be"),
             (#"{"at":"2026-11-26T00:00:01Z","event":"push","device":"d","expiration":9223372036854775807}"#, "expiration must be a time"),

@@ -96,4 +96,18 @@ struct BodyParsingTests {
         #expect(try WebhookBody(json: Data(#"{"expiration":0}"#.utf8), received: received).expiration == .nowOrNever)
         #expect(try WebhookBody(json: Data(#"{"expiration":-0.0}"#.utf8), received: received).expiration == .nowOrNever)
     }
+
+    /// A timeline entry's relevance is a number or absent (null too); anything else is refused naming it.
+    @Test func aTimelineEntrysRelevanceMustBeANumber() throws {
+        for relevance in ["0.5", "null", "1e3"] {
+            let body = #"{"entries":[{"date":0,"relevance":"# + relevance + #"}],"policy":"atEnd"}"#
+            _ = try TimelineBody.timeline(json: Data(body.utf8), limits: RegistryLimits())
+        }
+        for relevance in ["{}", "\"high\"", "true", "[1]"] {
+            let body = #"{"entries":[{"date":0,"relevance":"# + relevance + #"}],"policy":"atEnd"}"#
+            #expect(throws: APIError.invalidField("entries[0].relevance must be a number"), "\(relevance)") {
+                try TimelineBody.timeline(json: Data(body.utf8), limits: RegistryLimits())
+            }
+        }
+    }
 }

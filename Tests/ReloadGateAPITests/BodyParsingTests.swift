@@ -63,6 +63,18 @@ struct BodyParsingTests {
         #expect(throws: APIError.invalidField(message)) { try WebhookBody(json: Data(body.utf8), received: Timestamp(seconds: 0)) }
     }
 
+    /// Lengths count characters as JSON Schema's maxLength does (Unicode scalars), not bytes: 64 `é`s
+    /// (128 bytes) are a collapse id, 65 are not; 128 of them are a kind, 129 are not.
+    @Test func webhookLengthsCountCharactersNotBytes() throws {
+        func parse(_ field: String, _ value: String) throws -> WebhookBody {
+            try WebhookBody(json: Data(#"{"\#(field)":"\#(value)"}"#.utf8), received: Timestamp(seconds: 0))
+        }
+        #expect(try parse("collapseId", String(repeating: "é", count: 64)).collapseID?.utf8.count == 128)
+        #expect(throws: APIError.invalidField("collapseId must be 1 to 64 characters")) { try parse("collapseId", String(repeating: "é", count: 65)) }
+        #expect(try parse("kind", String(repeating: "é", count: 128)).target.kind?.unicodeScalars.count == 128)
+        #expect(throws: APIError.invalidField("kind must be 1 to 128 characters")) { try parse("kind", String(repeating: "é", count: 129)) }
+    }
+
     @Test func aWebhookBodyForControlsTargetsControls() throws {
         let parsed = try WebhookBody(json: Data(#"{"pushType":"controls","kind":"garage","match":{"door":"front"}}"#.utf8), received: Timestamp(seconds: 0))
         #expect(parsed.target == ReloadTarget(pushType: .controls, kind: "garage", match: ["door": .string("front")]))

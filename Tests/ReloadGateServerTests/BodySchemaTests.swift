@@ -331,6 +331,19 @@ import Testing
         #expect(!Self.check.problems(["x": 1], against: ["type": "object", "unknownKeyword": true]).isEmpty)
     }
 
+    /// The flush request's rule (at most one of `device` and `bundle`, an empty bundle being none) is
+    /// written as `if` both `then: false`; the check reads it as the server does.
+    @Test func aFlushNamesADeviceOrABundleNotBoth() throws {
+        let schema = try #require(Self.schemas["FlushRequest"])
+        let device = String(repeating: "ab", count: 32)
+        #expect(Self.check.problems(["device": device], against: schema).isEmpty)
+        #expect(Self.check.problems(["bundle": "com.example.app"], against: schema).isEmpty)
+        #expect(Self.check.problems(["device": device, "bundle": ""], against: schema).isEmpty)
+        #expect(Self.check.problems(["device": device, "bundle": NSNull()], against: schema).isEmpty)
+        #expect(Self.check.problems([String: Any](), against: schema).isEmpty)
+        #expect(!Self.check.problems(["device": device, "bundle": "com.example.app"], against: schema).isEmpty)
+    }
+
     /// A sender's JSON (a request's target, a configuration) comes back with its numbers as they were:
     /// integers past 2^53 keep every digit, fractions stay fractions.
     @Test func aSendersNumbersKeepTheirDigits() throws {

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import ReloadGateServer
+@testable import ReloadGateServer
 import ReloadGateTesting
 import Synchronization
 import Testing
@@ -85,6 +85,24 @@ struct DashboardProxyTests {
                 let allowed = try await send(client, .POST, base + "/v1/flush", headers: [("authorization", "Bearer \(proxy.token)")] + headers)
                 #expect(![.forbidden, .unauthorized].contains(allowed.status), "\(headers): \(allowed.status)")
             }
+        }
+    }
+
+    /// A method the admin API does not take is answered by the proxy, never forwarded: 405 with the
+    /// methods the document lists for the path in `allow`, or 404 for a path the document lacks.
+    @Test func anotherMethodIsAnsweredWithTheDocumentsMethods() async throws {
+        try await withProxy { proxy, base, client in
+            let bearer = [("authorization", "Bearer \(proxy.token)")]
+            let patch = try await send(client, .PATCH, base + "/v1/flush", headers: bearer)
+            #expect(patch.status == .methodNotAllowed)
+            #expect(patch.headers.first(name: "allow") == OpenAPIDocument.allowedMethods(for: "/v1/flush", admin: true).joined(separator: ", "))
+            #expect(patch.headers.first(name: "allow")?.contains("POST") == true)
+            let trace = try await send(client, .TRACE, base + "/v1/stats", headers: bearer)
+            #expect(trace.status == .methodNotAllowed)
+            #expect(trace.headers.first(name: "allow")?.contains("GET") == true)
+            let unknown = try await send(client, .PATCH, base + "/v1/nothing", headers: bearer)
+            #expect(unknown.status == .notFound)
+            #expect(unknown.headers.first(name: "allow") == nil)
         }
     }
 }

@@ -290,6 +290,39 @@ struct RouterTierTests {
                 #expect(rotated.status == .ok)
                 #expect(try await tier.door.apps.app(forAPIKey: tier.credentials.apiKey) == nil)
                 #expect(try await tier.door.apps.app(forAPIKey: try #require(rotated.json["apiKey"] as? String))?.bundle == bundle)
+
+                // An empty body (content-length 0, as curl -X POST sends) is no body: the API key alone.
+                let secret = try await tier.door.apps.appWithSecret(bundle: bundle)?.webhookSecret
+                let empty = try await client.call("/v1/apps/\(RouterTier.bundle)/rotate-key", .post, headers: [.contentLength: "0"], body: "")
+                #expect(empty.status == .ok, "\(empty.text)")
+                #expect(try await tier.door.apps.appWithSecret(bundle: bundle)?.webhookSecret == secret)
+                let both = try await client.call(
+                    "/v1/apps/\(RouterTier.bundle)/rotate-key", .post, headers: [.contentType: "application/json"], body: #"{"webhookSecret":true}"#
+                )
+                #expect(both.status == .ok, "\(both.text)")
+                #expect(try await tier.door.apps.appWithSecret(bundle: bundle)?.webhookSecret != secret)
+            }
+        }
+    }
+
+    /// A `bundle` filter of the admin API (a query's, the flush body's) is a bundle id or empty (none);
+    /// anything else is refused naming it, the rule the document's pattern states.
+    @Test func anAdminBundleFilterIsABundleIDOrNone() async throws {
+        try await RouterTier.with { tier in
+            try await tier.admin { client in
+                for uri in ["/v1/devices?bundle=a..b", "/v1/pending?bundle=a%20b", "/v1/budget/\(String(repeating: "ab", count: 32))?bundle=.a"] {
+                    let refused = try await client.call(uri, .get)
+                    #expect(refused.status == .unprocessableContent, "\(uri): \(refused.text)")
+                    #expect(refused.text.contains("is not a bundle id"), "\(uri): \(refused.text)")
+                }
+                #expect(try await client.call("/v1/devices?bundle=", .get).status == .ok)
+                #expect(try await client.call("/v1/pending?bundle=\(RouterTier.bundle)", .get).status == .ok)
+                let flush = try await client.call("/v1/flush", .post, headers: [.contentType: "application/json"], body: #"{"bundle":"a..b"}"#)
+                #expect(flush.status == .unprocessableContent, "\(flush.text)")
+                let empty = try await client.call(
+                    "/v1/flush", .post, headers: [.contentType: "application/json"], body: #"{"device":"\#(String(repeating: "ab", count: 32))","bundle":""}"#
+                )
+                #expect(empty.status == .ok, "\(empty.text)")
             }
         }
     }

@@ -12,6 +12,10 @@ struct SchemaCheck {
 
     /// What is wrong with `value` at `path` (empty: it conforms).
     func problems(_ value: Any, against schema: Any, at path: String = "$") -> [String] {
+        // A boolean schema: `true` takes every value, `false` none (`then: false` forbids what `if` matches).
+        if let boolean = schema as? NSNumber, Self.isBoolean(boolean) {
+            return boolean.boolValue ? [] : ["\(path): \(Self.describe(value)) is not allowed here"]
+        }
         guard let schema = schema as? [String: Any] else { return ["\(path): the schema is not an object"] }
         var problems: [String] = []
         for (keyword, rule) in schema {

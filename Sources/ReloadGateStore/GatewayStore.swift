@@ -83,6 +83,8 @@ public protocol GatewayStoreReading: Sendable {
     func ledgerCounts() async throws -> LedgerCounts
     /// The dashboard's figures for `bundle`'s app, or every app when `nil`, at `now`.
     func dashboardFigures(bundle: String?, now: Timestamp) async throws -> DashboardFigures
+    /// The reloads ahead per app, kind and minute, for the herd forecast (``HerdForecast``).
+    func herdForecastCounts(start: Timestamp, minutes: Int, bundle: String?, kind: String?) async throws -> [HerdForecast.Count]
     /// The given instances by name (those that no longer exist are left out).
     func instanceDescriptions(_ instances: [Int64]) async throws -> [InstanceDescription]
     /// What `reloadgate export` writes as a trace: the registry's active devices (of `bundle`, or all),

@@ -217,7 +217,7 @@ private func assembleServices(
     // The admin API: its own router and HTTP/1.1 server on a Unix socket (mode 0600), never on the
     // public listener.
     let adminPath = configuration.adminSocketPath
-    let adminRouter = GatewayRouters.admin(door: door, logger: logger)
+    let adminRouter = GatewayRouters.admin(door: door, logger: logger, forecast: configuration.forecast)
     let admin = Application(
         router: adminRouter,
         server: .http1(
@@ -254,7 +254,7 @@ private func assembleServices(
             try? store.close()
             throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
         }
-        let router = GatewayRouters.admin(door: door, logger: logger, token: token)
+        let router = GatewayRouters.admin(door: door, logger: logger, token: token, forecast: configuration.forecast)
         adminResponders.set(router.buildResponder())
         let adminHost = configuration.admin.host
         adminTLS = Application(
@@ -309,7 +309,13 @@ private func assembleServices(
     let retention = LedgerRetentionService(
         store: store, retention: Int64(configuration.ledger.retention) * 1000, now: now, metrics: metrics, logger: logger
     )
-    return [StoreService(store: store, readiness: readiness, logger: logger), retention] + clusterServices + [
+    let herdWatch = HerdWatchService(
+        watch: HerdWatch(
+            forecaster: HerdForecaster(store: door.reader, thresholds: configuration.forecast, now: now), metrics: metrics, logger: logger
+        ),
+        logger: logger
+    )
+    return [StoreService(store: store, readiness: readiness, logger: logger), retention, herdWatch] + clusterServices + [
         DoorService(
             door: door,
             worker: worker,
@@ -361,12 +367,15 @@ enum GatewayRouters {
     }
 
     /// The admin router; with `token`, every call must carry `authorization: bearer <token>`.
-    static func admin(door: GatewayDoor, logger: Logger, token: String? = nil) -> Router<BasicRequestContext> {
+    static func admin(
+        door: GatewayDoor, logger: Logger, token: String? = nil, forecast: GatewayConfiguration.Forecast = .init()
+    ) -> Router<BasicRequestContext> {
         let router = Router()
         if let token { router.add(middleware: AdminTokenMiddleware(token: token)) }
         router.add(middleware: APIErrorMiddleware(admin: true))
         OpenAPIDocument.register(on: router)
-        AdminRoutes(door: door, logger: logger).register(on: router)
+        let forecaster = HerdForecaster(store: door.reader, thresholds: forecast, now: door.now)
+        AdminRoutes(door: door, logger: logger, forecaster: forecaster).register(on: router)
         DashboardRoutes(door: door).register(on: router)
         return router
     }

@@ -148,6 +148,11 @@ struct AdminOptions: ParsableArguments {
 
 /// Text helpers for the commands' tables.
 enum AdminText {
+    /// A query parameter's value, percent-encoded (`&`, `=` and `+` too).
+    static func queryValue(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(["&", "=", "+"])) ?? value
+    }
+
     /// Columns padded to their widest cell.
     static func table(_ header: [String], _ rows: [[String]]) -> String {
         var widths = header.map(\.count)
@@ -241,7 +246,7 @@ struct Pending: AsyncParsableCommand {
         var query: [String] = []
         func add(_ name: String, _ value: String?) {
             guard let value else { return }
-            query.append("\(name)=\(value.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(["&", "=", "+"])) ?? value)")
+            query.append("\(name)=\(AdminText.queryValue(value))")
         }
         add("bundle", bundle)
         add("kind", kind)

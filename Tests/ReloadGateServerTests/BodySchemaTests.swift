@@ -205,6 +205,19 @@ import Testing
             decisions: ["scheduled": 1, "no-match": 0], deliveries: ["sent": 1], failures: [:], pendingReloads: 1, oldestPendingDue: time,
             deliveryQueue: 0, oldestOpenDelivery: nil, unknownOutcomes: 0
         )])
+        let minute = AdminAPI.ForecastMinute(minute: time, count: 10_000)
+        let series = [
+            AdminAPI.ForecastSeries(bundle: "com.example.app", kind: "scores", total: 10_400, peak: minute),
+            AdminAPI.ForecastSeries(bundle: "com.example.app", kind: "news", total: 0, peak: nil),
+        ]
+        let breach = AdminAPI.ForecastBreach(bundle: "com.example.app", minute: time, count: 10_000, threshold: 5_000)
+        try add([
+            AdminAPI.Forecast(start: time, minutes: 60, total: 10_400, peak: minute, busiest: [minute], perMinute: [10_000, 400], series: series, breaches: [breach]),
+            AdminAPI.Forecast(start: time, minutes: 60, total: 0, peak: nil, busiest: [], perMinute: [0], series: [], breaches: []),
+        ])
+        try add([minute])
+        try add(series)
+        try add([breach])
         let gateway = AdminAPI.ClusterGateway(id: "g1", address: "10.0.0.1:8443", partitions: 64, startedAt: time, heartbeatAgeMilliseconds: 120)
         let ranges = [
             AdminAPI.PartitionRange(first: 0, last: 63, owner: "g1", leaseAgeSeconds: 30, expiresInMilliseconds: 4200),

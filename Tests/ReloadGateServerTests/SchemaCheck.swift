@@ -123,6 +123,7 @@ struct SchemaCheck {
         switch (left, right) {
         case (let left as String, let right as String): left == right
         case (let left as NSNumber, let right as NSNumber): left == right
+        case (is NSNull, is NSNull): true
         default: false
         }
     }

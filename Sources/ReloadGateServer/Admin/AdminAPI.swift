@@ -245,6 +245,49 @@ extension AdminAPI {
         public var unknownOutcomes: Int
     }
 
+    /// `GET /v1/forecast`: the reload herd ahead (``HerdForecast``).
+    public struct Forecast: DocumentedBody {
+        public static let schema = "Forecast"
+        /// The first minute (RFC 3339, a whole minute in UTC).
+        public var start: String
+        public var minutes: Int
+        /// Reloads in the window.
+        public var total: Int
+        /// The busiest minute (`null`: no reload in the window).
+        @Nullable public var peak: ForecastMinute?
+        /// The ten busiest minutes, busiest first.
+        public var busiest: [ForecastMinute]
+        /// Reloads in each minute, all apps and kinds.
+        public var perMinute: [Int]
+        /// Per app and kind.
+        public var series: [ForecastSeries]
+        /// Minutes in which an app's reloads pass its threshold (`forecast.threshold`, `forecast.appThresholds`).
+        public var breaches: [ForecastBreach]
+    }
+
+    public struct ForecastMinute: DocumentedBody {
+        public static let schema = "ForecastMinute"
+        /// The minute's start (RFC 3339).
+        public var minute: String
+        public var count: Int
+    }
+
+    public struct ForecastSeries: DocumentedBody {
+        public static let schema = "ForecastSeries"
+        public var bundle: String
+        public var kind: String
+        public var total: Int
+        @Nullable public var peak: ForecastMinute?
+    }
+
+    public struct ForecastBreach: DocumentedBody {
+        public static let schema = "ForecastBreach"
+        public var bundle: String
+        public var minute: String
+        public var count: Int
+        public var threshold: Int
+    }
+
     /// `GET /v1/cluster`.
     public struct Cluster: DocumentedBody {
         public static let schema = "Cluster"

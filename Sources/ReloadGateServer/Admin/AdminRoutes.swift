@@ -16,6 +16,8 @@ struct AdminRoutes {
     /// ``GatewayDoor/reader``.
     let door: GatewayDoor
     let logger: Logger
+    /// The herd forecast with the configured thresholds.
+    let forecaster: HerdForecaster
 
     private var store: any GatewayStoreReading { door.reader }
     private func now() -> Date { door.now() }
@@ -28,6 +30,7 @@ struct AdminRoutes {
         router.post("/v1/flush") { request, _ in try await flush(request) }
         router.get("/v1/stats") { _, _ in try await stats() }
         router.get("/v1/cluster") { _, _ in try await cluster() }
+        router.get("/v1/forecast") { request, _ in try await forecast(request) }
         router.get("/v1/devices") { request, _ in try await devices(request) }
         router.get("/v1/devices/{token}") { request, context in try await device(try context.parameters.require("token"), request) }
         router.delete("/v1/devices/{token}") { request, context in try await removeDevice(try context.parameters.require("token"), request) }
@@ -368,6 +371,21 @@ struct AdminRoutes {
             oldestOpenDelivery: statistics.oldestOpenDelivery.map(\.rfc3339),
             unknownOutcomes: statistics.unknownOutcomes
         ))
+    }
+
+    /// The reload herd ahead: `hours` (1 to 48, default 24) from the current minute, of one app or kind.
+    private func forecast(_ request: Request) async throws -> Response {
+        let query = request.uri.queryParameters
+        var hours = 24
+        if let text = query["hours"] {
+            guard let value = Int(text), (1...HerdForecast.maximumMinutes / 60).contains(value) else {
+                throw APIError.invalidField("hours must be 1 to \(HerdForecast.maximumMinutes / 60)")
+            }
+            hours = value
+        }
+        let bundle = try Self.bundleFilter(query["bundle"])
+        let kind = query["kind"].flatMap { $0.isEmpty ? nil : String($0) }
+        return try Self.json(forecaster.answer(try await forecaster.forecast(hours: hours, bundle: bundle, kind: kind)))
     }
 
     /// The gateways sharing the database and who holds which partition (one gateway on SQLite: it

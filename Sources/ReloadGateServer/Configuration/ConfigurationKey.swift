@@ -140,6 +140,21 @@ public struct ConfigurationKey: Sendable {
             \.ledger.retention,
             range: 60...315_360_000
         ),
+        .integer(
+            "forecast.threshold",
+            "reloads in one minute of the herd forecast above which an app is warned of (0: none)",
+            \.forecast.threshold,
+            range: 0...100_000_000
+        ),
+        ConfigurationKey(
+            name: "forecast.appThresholds",
+            summary: "per app, the forecast's threshold instead of forecast.threshold (bundle=count, comma-separated)",
+            expected: "bundle=count pairs separated by commas, each count from 0 to 100000000"
+        ) { configuration, text in
+            guard let thresholds = GatewayConfiguration.Forecast.appThresholds(text ?? "") else { return false }
+            configuration.forecast.appThresholds = thresholds
+            return true
+        },
         .choice("environment", "APNs environment of this gateway", \.environment, DeploymentEnvironment.allCases.map { ($0.rawValue, $0) }),
         .choice("log.level", "lowest log level written", \.log.level, Logger.Level.allCases.map { ($0.rawValue, $0) }),
         .choice("log.format", "log line format", \.log.format, GatewayConfiguration.Log.Format.allCases.map { ($0.rawValue, $0) }),

@@ -284,6 +284,41 @@ public struct GatewayConfiguration: Sendable, Equatable {
 
     /// How long the ledger keeps requests, decisions and deliveries.
     public var ledger = Ledger()
+
+    /// The herd forecast's thresholds (`reloadgate forecast`, the dashboard, the warning in the log).
+    public struct Forecast: Sendable, Equatable {
+        /// Reloads in one minute above which an app's forecast warns (0: no warning).
+        public var threshold: Int = 0
+        /// Per app, a threshold instead of ``threshold``.
+        public var appThresholds: [String: Int] = [:]
+
+        public init() {}
+
+        /// The threshold of `bundle`'s app (`nil`: none).
+        public func threshold(of bundle: String) -> Int? {
+            let value = appThresholds[bundle] ?? threshold
+            return value > 0 ? value : nil
+        }
+
+        /// `com.example.a=5000, com.example.b=200` as a mapping; empty text is none; `nil` when a pair is
+        /// not a bundle id and a count from 0 to 100,000,000, or a bundle repeats.
+        static func appThresholds(_ text: String) -> [String: Int]? {
+            func trimmed(_ text: Substring) -> String { String(text.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
+            var thresholds: [String: Int] = [:]
+            for pair in text.split(separator: ",") {
+                let parts = pair.split(separator: "=", omittingEmptySubsequences: false)
+                guard parts.count == 2 else { return nil }
+                let bundle = trimmed(parts[0])
+                guard (try? BundleID(bundle)) != nil, thresholds[bundle] == nil,
+                    let count = Int(trimmed(parts[1])), (0...100_000_000).contains(count)
+                else { return nil }
+                thresholds[bundle] = count
+            }
+            return thresholds
+        }
+    }
+
+    public var forecast = Forecast()
     /// The data directory: the SQLite store, the outbox, the secrets key, the admin socket. Created with
     /// mode 0700.
     public var dataDirectory: String = "data"

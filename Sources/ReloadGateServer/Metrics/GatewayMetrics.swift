@@ -12,6 +12,8 @@ import Synchronization
 public final class GatewayMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     private let counters = Mutex<[CounterKey: Prometheus.Counter]>([:])
+    /// `reloadgate_forecast_next_hour_peak` per app.
+    private let forecastPeaks = Mutex<[String: Prometheus.Gauge]>([:])
 
     /// Deliveries released and not yet sent or failed: waiting, in flight or waiting for a retry.
     private let deliveryQueue: Prometheus.Gauge
@@ -57,6 +59,7 @@ public final class GatewayMetrics: Sendable {
         Series(name: "reloadgate_delivery_queue_depth", type: .gauge, labels: [], help: "Deliveries released and not yet sent or failed."),
         Series(name: "reloadgate_ledger_pruned_total", type: .counter, labels: ["table"], help: "Rows of the ledger deleted past ledger.retention, by table: requests (with their decisions) or deliveries."),
         Series(name: "reloadgate_apns_ids_in_memory", type: .gauge, labels: [], help: "Pushes' apns-ids within their retry window in the index in memory (embedded store)."),
+        Series(name: "reloadgate_forecast_next_hour_peak", type: .gauge, labels: ["bundle"], help: "The busiest minute of the next hour's herd forecast, per app: reloads planned in that minute (timelines and pending reloads), looked at once a minute."),
         Series(name: "reloadgate_idempotent_answers_total", type: .counter, labels: ["outcome"], help: "Requests answered by their idempotency key (a push's apns-id, a webhook call's idempotency-key) without a decision, by outcome: replay (the first answer again) or conflict (the key with another body)."),
     ]
 
@@ -160,6 +163,21 @@ public final class GatewayMetrics: Sendable {
     func ledgerPruned(_ pruned: LedgerPruned) {
         if pruned.requests > 0 { increment("reloadgate_ledger_pruned_total", ["table": "requests"], by: pruned.requests) }
         if pruned.deliveries > 0 { increment("reloadgate_ledger_pruned_total", ["table": "deliveries"], by: pruned.deliveries) }
+    }
+
+    // MARK: Forecast
+
+    /// The next hour's busiest minute per app (an app no longer in the forecast goes to 0).
+    func setForecastPeaks(_ peaks: [String: Int]) {
+        forecastPeaks.withLock { gauges in
+            for bundle in Set(gauges.keys).union(peaks.keys) {
+                let gauge = gauges[bundle] ?? registry.makeGauge(
+                    descriptor: Self.descriptor("reloadgate_forecast_next_hour_peak"), labels: [("bundle", bundle)]
+                )
+                gauges[bundle] = gauge
+                gauge.set(Int64(peaks[bundle] ?? 0))
+            }
+        }
     }
 
     // MARK: Delivery

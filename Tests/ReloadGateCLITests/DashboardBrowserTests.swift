@@ -115,6 +115,10 @@ struct DashboardBrowserTests {
         }
         try await TestGateway.withRunning(in: directory, pki: pki, configure: { configuration in
             configuration.upstream = mock.upstream(keyFile: keyFile, caFile: pki.caCertificatePath)
+            // The deferred control and activity wait an hour, not their minute and 5 s: the page is read
+            // later than `stats` and `pending`, and on a loaded machine that can be more than a minute.
+            configuration.scheduling[.controls].defaultPolicy.minimumInterval = 3600
+            configuration.scheduling[.liveactivity].defaultPolicy.minimumInterval = 3600
         }) { gateway in
             let socket = gateway.configuration.adminSocketPath
             // Known traffic: scores to both devices now (B's answered 410), a second one deferred by the
@@ -138,7 +142,7 @@ struct DashboardBrowserTests {
                 ]
             }
             #expect(calls == [202, 202])
-            // The garage door control: one push goes now, the next waits for the controls' minute.
+            // The garage door control: one push goes now, the next waits for the controls' interval.
             for expected in ["scheduled", "deferred"] {
                 let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
                 let answer = try await client.send(
@@ -151,7 +155,7 @@ struct DashboardBrowserTests {
                 await client.close()
                 #expect(answer.header("reloadgate-decision") == expected, "\(answer.body)")
             }
-            // The activity: one update goes now, the next waits for the activity's 5 s interval.
+            // The activity: one update goes now, the next waits for the activity's interval.
             let now = Int64(Date().timeIntervalSince1970)
             for (offset, expected) in [(0, "scheduled"), (1, "deferred")] {
                 let client = try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try gateway.pki.clientTLSConfiguration())
@@ -172,6 +176,7 @@ struct DashboardBrowserTests {
                 return stats["deliveryQueue"] as? Int == 0 && (stats["deliveries"] as? [String: Int])?["failed"] == 1
             }
             let pending = try await Self.cli(["pending"], socket: socket)
+            let forecast = try await Self.cli(["forecast"], socket: socket)
 
             let dashboard = try ReloadGateProcess(["dashboard", "--socket", socket], in: Self.root)
             defer { dashboard.send(SIGTERM) }
@@ -236,7 +241,13 @@ struct DashboardBrowserTests {
             let reasons = ((explanation["request"] as? [String: Any])?["decisions"] as? [[String: Any]] ?? []).compactMap { $0["reason"] as? String }
             #expect(!reasons.isEmpty)
             for reason in reasons { #expect(explained.contains(reason), "\(reason) not in \(explained)") }
-            #expect(page["charts"] as? Int == 2)
+            #expect(page["charts"] as? Int == 3)
+            // The herd forecast's panel: what `reloadgate forecast` says (the pending reloads, here).
+            let forecastTotal = try #require(forecast["total"] as? Int)
+            #expect(forecastTotal == stats["pendingReloads"] as? Int, "\(forecast)")
+            #expect(figures["forecast.total"] == String(forecastTotal))
+            #expect(figures["forecast.peak"] == String(try #require((forecast["peak"] as? [String: Any])?["count"] as? Int)))
+            #expect(figures["forecast.breaches"] == "0")
             #expect((page["phoneOverflow"] as? Int ?? 1) <= 0, "the page is wider than a phone")
             #expect((page["withoutToken"] as? String)?.contains("unauthorized") == true)
             #expect(FileManager.default.fileExists(atPath: shots + "/desktop.png"))

@@ -207,8 +207,8 @@ import Testing
         )])
         let minute = AdminAPI.ForecastMinute(minute: time, count: 10_000)
         let series = [
-            AdminAPI.ForecastSeries(bundle: "com.example.app", kind: "scores", total: 10_400, peak: minute),
-            AdminAPI.ForecastSeries(bundle: "com.example.app", kind: "news", total: 0, peak: nil),
+            AdminAPI.ForecastSeries(bundle: "com.example.app", kind: "scores", total: 10_400, perHour: [10_400], peak: minute),
+            AdminAPI.ForecastSeries(bundle: "com.example.app", kind: "news", total: 0, perHour: [0], peak: nil),
         ]
         let breach = AdminAPI.ForecastBreach(bundle: "com.example.app", minute: time, count: 10_000, threshold: 5_000)
         try add([

@@ -45,6 +45,7 @@ struct HerdForecastRouteTests {
                 #expect(forecast.peak == AdminAPI.ForecastMinute(minute: herdMinute, count: 4))
                 #expect(forecast.busiest.map(\.count) == [4, 1, 1, 1, 1])
                 #expect(forecast.series.map { "\($0.kind) \($0.total) \($0.peak?.count ?? 0)" } == ["news 4 1", "scores 4 4"])
+                #expect(forecast.series.map(\.perHour) == [[4], [4]])
                 #expect(forecast.breaches.isEmpty, "no threshold configured")
                 let scores = try JSONDecoder().decode(AdminAPI.Forecast.self, from: Data(try await client.call("/v1/forecast?kind=scores&hours=2", .get).text.utf8))
                 #expect(scores.total == 4)

@@ -277,6 +277,8 @@ extension AdminAPI {
         public var bundle: String
         public var kind: String
         public var total: Int
+        /// Reloads in each hour of the window.
+        public var perHour: [Int]
         @Nullable public var peak: ForecastMinute?
     }
 

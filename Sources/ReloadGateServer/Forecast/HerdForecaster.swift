@@ -36,7 +36,11 @@ struct HerdForecaster: Sendable {
             series: forecast.series.map { series in
                 let peak = series.perMinute.indices.max { (series.perMinute[$0], -$0) < (series.perMinute[$1], -$1) }
                     .flatMap { series.perMinute[$0] > 0 ? HerdForecast.Minute(start: forecast.minute($0).start, count: series.perMinute[$0]) : nil }
-                return AdminAPI.ForecastSeries(bundle: series.bundle, kind: series.kind, total: series.total, peak: peak.map(minute))
+                return AdminAPI.ForecastSeries(
+                    bundle: series.bundle, kind: series.kind, total: series.total,
+                    perHour: stride(from: 0, to: forecast.minutes, by: 60).map { series.perMinute[$0..<min(forecast.minutes, $0 + 60)].reduce(0, +) },
+                    peak: peak.map(minute)
+                )
             },
             breaches: breaches(forecast).map {
                 AdminAPI.ForecastBreach(bundle: $0.bundle, minute: $0.minute.start.rfc3339, count: $0.minute.count, threshold: $0.threshold)

@@ -209,14 +209,40 @@ function render(data) {
   select.value = chosen;
 }
 
+// The herd forecast: reloads per hour, stacked by kind (the seven with most reloads, then the rest).
+function renderForecast(forecast) {
+  setFigure("forecast.total", forecast.total);
+  setFigure("forecast.peak", forecast.peak ? forecast.peak.count : 0);
+  setFigure("forecast.peakAt", forecast.peak ? time(forecast.peak.minute) : "–");
+  setFigure("forecast.breaches", forecast.breaches.length);
+  const start = new Date(forecast.start).getTime();
+  const hours = Math.ceil(forecast.minutes / 60);
+  const labels = Array.from({ length: hours }, (_, hour) => hourLabel(new Date(start + hour * 3600000).toISOString()));
+  const totals = new Map();
+  for (const series of forecast.series) totals.set(series.kind, (totals.get(series.kind) || 0) + series.total);
+  const shown = [...totals.entries()].sort((a, b) => b[1] - a[1]).slice(0, 7).map(entry => entry[0]);
+  const stacks = {};
+  for (const series of forecast.series) {
+    const name = shown.includes(series.kind) ? series.kind : "other kinds";
+    stacks[name] = (stacks[name] || new Array(hours).fill(0)).map((value, hour) => value + (series.perHour[hour] || 0));
+  }
+  barChart("#forecast-chart", labels, stacks, "Reloads by the hour they are planned");
+  fill("#forecast-breaches", forecast.breaches.slice(0, 20).map(breach => element("tr", {},
+    cell(time(breach.minute)), cell(breach.bundle), cell(breach.count, true), cell(breach.threshold, true))));
+}
+
 async function refresh() {
   const status = $("#status");
   const bundle = $("#bundle").value;
   try {
-    const response = await call("/v1/dashboard" + (bundle ? "?bundle=" + encodeURIComponent(bundle) : ""));
+    const query = bundle ? "?bundle=" + encodeURIComponent(bundle) : "";
+    const [response, forecastResponse] = await Promise.all([call("/v1/dashboard" + query), call("/v1/forecast" + query)]);
     const data = await response.json();
     if (!response.ok) throw new Error(data.message || response.statusText);
+    const forecast = await forecastResponse.json();
+    if (!forecastResponse.ok) throw new Error(forecast.message || forecastResponse.statusText);
     render(data);
+    renderForecast(forecast);
     status.textContent = "Updated " + new Date(data.now).toLocaleTimeString();
     status.classList.remove("error");
     document.body.dataset.loaded = data.now;

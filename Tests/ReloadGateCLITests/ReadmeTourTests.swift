@@ -53,6 +53,7 @@ struct ReadmeTourTests {
                 .replacing(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/, with: "<uuid>")
                 .replacing(/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z/, with: "<time>")
                 .replacing(/\d{2}:\d{2}:\d{2}/, with: "<clock>")
+                .replacing(/\b\d{2}:\d{2}\b/, with: "<clock>")
                 .replacing(/in (\d+h )?(\d+m )?\d+s/, with: "in <duration>")
                 .replacing(/rg[ks]_[A-Za-z0-9_-]+/, with: "<secret>")
                 .replacing(/\/\S*\/certs\//, with: "<dir>/certs/")

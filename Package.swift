@@ -252,6 +252,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "reloadgate-bench-forecast",
+            dependencies: [
+                "ReloadGateCore",
+                "ReloadGateStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "reloadgate-bench-store",
             dependencies: [
                 "ReloadGateCore",

@@ -16,27 +16,46 @@ extension SQLStore {
         var filter: SQLQuery = ""
         if let bundle { filter += " AND a.bundle = \(bundle)" }
         if let kind { filter += " AND w.kind = \(kind)" }
-        let query: SQLQuery = """
-            SELECT bundle, kind, minute, CAST(sum(n) AS bigint) AS count FROM (
-                SELECT a.bundle, w.kind, (s.plannedReload - \(from)) / \(HerdForecast.minute) AS minute, 1 AS n
-                FROM instance_state s JOIN widget w ON w.id = s.instanceId JOIN device d ON d.id = w.deviceId
-                JOIN app a ON a.id = d.appId
-                WHERE s.plannedReload >= \(from) AND s.plannedReload < \(to) AND d.active\(filter)
-                UNION ALL
-                SELECT a.bundle, w.kind, CASE WHEN p.due < \(from) THEN 0 ELSE (p.due - \(from)) / \(HerdForecast.minute) END, 1
-                FROM pending_reload p JOIN widget w ON w.id = p.instanceId JOIN device d ON d.id = w.deviceId
-                JOIN app a ON a.id = d.appId
-                WHERE p.due < \(to) AND d.active\(filter)
-            ) ahead GROUP BY 1, 2, 3
+        // One row per reload ahead: its app, kind and minute (the rule of what counts, written once).
+        let reloads: SQLQuery = """
+            SELECT d.appId, w.kind, (s.plannedReload - \(from)) / \(HerdForecast.minute) AS minute
+            FROM instance_state s JOIN widget w ON w.id = s.instanceId JOIN device d ON d.id = w.deviceId
+            JOIN app a ON a.id = d.appId
+            WHERE s.plannedReload >= \(from) AND s.plannedReload < \(to) AND d.active\(filter)
+            UNION ALL
+            SELECT d.appId, w.kind, CASE WHEN p.due < \(from) THEN 0 ELSE (p.due - \(from)) / \(HerdForecast.minute) END
+            FROM pending_reload p JOIN widget w ON w.id = p.instanceId JOIN device d ON d.id = w.deviceId
+            JOIN app a ON a.id = d.appId
+            WHERE p.due < \(to) AND d.active\(filter)
             """
-        return try await reading(scanning: true) { [query] session in
-            var counts: [HerdForecast.Count] = []
-            try await session.forEachRow(query) { row in
-                counts.append(HerdForecast.Count(
-                    bundle: try row.string("bundle"), kind: try row.string("kind"), minute: Int(try row.int64("minute")), count: try row.int("count")
-                ))
+        return try await reading(scanning: true) { [reloads] session in
+            let bundles = Dictionary(uniqueKeysWithValues: try await session.rows("SELECT id, bundle FROM app").map {
+                (try $0.int64("id"), try $0.string("bundle"))
+            })
+            var counts: [CountKey: Int] = [:]
+            switch session.dialect {
+            case .sqlite:
+                // Counted here: SQLite groups through a B-tree (0.9 s of a million reloads' 1.2 s), a
+                // dictionary takes a fraction of that, and SQLite hands rows over one by one.
+                try await session.forEachRow(reloads) { row in
+                    counts[CountKey(app: try row.int64("appId"), kind: try row.string("kind"), minute: try row.int64("minute")), default: 0] += 1
+                }
+            case .postgres:
+                // Counted by PostgreSQL (a hash aggregate), whose result arrives whole.
+                try await session.forEachRow("SELECT appId, kind, minute, count(*) AS count FROM (\(reloads)) ahead GROUP BY 1, 2, 3") { row in
+                    counts[CountKey(app: try row.int64("appId"), kind: try row.string("kind"), minute: try row.int64("minute")), default: 0] += try row.int("count")
+                }
             }
-            return counts
+            return counts.compactMap { key, count in
+                bundles[key.app].map { HerdForecast.Count(bundle: $0, kind: key.kind, minute: Int(key.minute), count: count) }
+            }
         }
     }
+}
+
+/// The herd forecast's counts are kept by app id, kind and minute until the apps are named.
+private struct CountKey: Hashable {
+    var app: Int64
+    var kind: String
+    var minute: Int64
 }

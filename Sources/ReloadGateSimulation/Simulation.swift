@@ -37,6 +37,9 @@ public struct Simulation: Sendable {
     var reloadsOfInstance: [UInt32] = []
     var firstTime: Int64?
     var lastTime: Int64 = 0
+    /// Reloads (by push and by timeline, all kinds) in each minute from the first event's minute: the
+    /// herd the trace made, as `reloadgate forecast` draws one ahead.
+    var reloadsByMinute: [Int32] = []
 
     // Requests waiting for a reload, per instance: a pool of entries in singly linked lists.
     var waitingHead: [Int32] = []
@@ -227,6 +230,7 @@ public struct Simulation: Sendable {
             if keepsDeliveryTimes { deliveryTimes.append(delivery.at) }
             let at = delivery.at.milliseconds
             let hour = hourIndex(at)
+            addReloads(delivery.reloaded.count, at: at)
             for reloaded in delivery.reloaded {
                 let i = Int(reloaded.instance.rawValue)
                 let kind = Int(instanceKind[i])
@@ -242,6 +246,7 @@ public struct Simulation: Sendable {
             let i = Int(reload.instance.rawValue)
             let kind = Int(instanceKind[i])
             tallies[kind].timelineReloads += 1
+            addReloads(1, at: reload.at.milliseconds)
             tallies[kind].add(reloadAt: hourIndex(reload.at.milliseconds))
             reloadsOfInstance[i] &+= 1
             pendingExempt[i] = false
@@ -354,6 +359,13 @@ public struct Simulation: Sendable {
         }
         memberPosition[i] = -1
         // The kind is kept: an instance removed while requests wait is counted under it.
+    }
+
+    private mutating func addReloads(_ count: Int, at: Int64) {
+        guard let first = firstTime else { return }
+        let minute = Int(max(0, at - HerdForecast.minuteStart(of: Timestamp(milliseconds: first)).milliseconds) / HerdForecast.minute)
+        if minute >= reloadsByMinute.count { reloadsByMinute.append(contentsOf: repeatElement(0, count: minute - reloadsByMinute.count + 1)) }
+        reloadsByMinute[minute] &+= Int32(truncatingIfNeeded: count)
     }
 
     private func hourIndex(_ at: Int64) -> Int {

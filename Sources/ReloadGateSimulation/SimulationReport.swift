@@ -64,6 +64,9 @@ public struct SimulationReport: Sendable {
     public var pendingAtEnd: Int
     public var stillWaiting: Int
     public var kinds: [Kind]
+    /// The five minutes with most reloads (by push and by timeline, all kinds), most first: the herd the
+    /// trace made, as `reloadgate forecast` shows one ahead.
+    public var busiestMinutes: [HerdForecast.Minute] = []
     /// Decisions compared with those an exported trace recorded, and how many differ.
     public var compared: Int
     public var mismatchCount: Int
@@ -119,7 +122,11 @@ extension Simulation {
                 stalenessBuckets: tally.staleness.buckets(edges: SimulationReport.stalenessEdges)
             )
         }
-        return SimulationReport(
+        let firstMinute = HerdForecast.minuteStart(of: Timestamp(milliseconds: start)).milliseconds
+        let busiest = reloadsByMinute.indices.filter { reloadsByMinute[$0] > 0 }
+            .sorted { (reloadsByMinute[$0], -$0) > (reloadsByMinute[$1], -$1) }.prefix(5)
+            .map { HerdForecast.Minute(start: Timestamp(milliseconds: firstMinute + Int64($0) * HerdForecast.minute), count: Int(reloadsByMinute[$0])) }
+        var report = SimulationReport(
             start: Timestamp(milliseconds: start),
             end: Timestamp(milliseconds: lastTime),
             days: days,
@@ -134,6 +141,8 @@ extension Simulation {
             mismatchCount: mismatchCount,
             mismatches: mismatches
         )
+        report.busiestMinutes = Array(busiest)
+        return report
     }
 }
 
@@ -161,6 +170,10 @@ extension SimulationReport {
         let sources = TraceSource.allCases.map { "\(requestsBySource[$0] ?? 0) \($0.rawValue)" }.joined(separator: ", ")
         lines.append("trace: \(start.rfc3339) to \(end.rfc3339) (\(days) day\(days == 1 ? "" : "s")), \(requests) requests (\(sources)), \(unmatchedRequests) matched no widget")
         lines.append("APNs pushes: \(devicePushes); pending at the end: \(pendingAtEnd); requests still waiting: \(stillWaiting)")
+        if let peak = busiestMinutes.first {
+            let others = busiestMinutes.dropFirst().map { "\($0.count) at \($0.start.rfc3339)" }.joined(separator: ", ")
+            lines.append("reload herd: the busiest minute \(peak.start.rfc3339) with \(peak.count) reloads" + (others.isEmpty ? "" : "; then \(others)"))
+        }
         for kind in kinds {
             let policy = kind.policy
             lines.append("")
@@ -209,6 +222,7 @@ extension SimulationReport {
             + "\"requests\":\(requests),\"requestsBySource\":{\(sources)},\"unmatchedRequests\":\(unmatchedRequests),"
             + "\"devicePushes\":\(devicePushes),\"pendingAtEnd\":\(pendingAtEnd),\"stillWaiting\":\(stillWaiting),"
             + "\"kinds\":[\(kindObjects.joined(separator: ","))],"
+            + "\"busiestMinutes\":[\(busiestMinutes.map { "{\"minute\":\(JSONText.quoted($0.start.rfc3339)),\"count\":\($0.count)}" }.joined(separator: ","))],"
             + "\"compared\":\(compared),\"mismatchCount\":\(mismatchCount),\"mismatches\":[\(mismatchObjects.joined(separator: ","))]}"
     }
 }

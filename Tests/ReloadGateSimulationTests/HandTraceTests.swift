@@ -85,6 +85,26 @@ struct HandTraceTests {
         #expect(scores.staleness == .init(median: 240, p90: 270, max: 270))
     }
 
+    /// The herd a trace makes: ten widgets whose timelines all end at 15:00:20 reload in that minute, three
+    /// more at 15:30:00 and 15:30:59, one pushed at 14:10 (scheduled, at once). The busiest minutes: 15:00
+    /// with 10, 15:30 with 3, 14:10 with 1; the report's text names the first.
+    @Test func theBusiestMinutesOfATraceAreItsHerd() {
+        var simulation = Simulation(configuration: Self.scores())
+        let widgets = (0..<14).map { InstanceHandle(Int32($0)) }
+        for (index, widget) in widgets.enumerated() {
+            simulation.apply(.registration(at: Self.start, device: DeviceHandle(Int32(index)), widgets: [TraceWidget(instance: widget, kind: "scores")]))
+            let planned = index < 10 ? Self.at(seconds: 3620) : Self.at(seconds: index == 10 ? 5400 : 5459)
+            if index < 13 { simulation.apply(.timeline(at: Self.start, instance: widget, plannedReload: planned)) }
+        }
+        simulation.apply(.request(TraceRequest(at: Self.at(seconds: 600), targets: .instances([widgets[13]]))))
+        simulation.finish(at: Self.at(seconds: 7200))
+        let report = simulation.report()
+        #expect(report.busiestMinutes.map(\.count) == [10, 3, 1])
+        #expect(report.busiestMinutes.map(\.start) == [Self.at(seconds: 3600), Self.at(seconds: 5400), Self.at(seconds: 600)])
+        #expect(report.text().contains("reload herd: the busiest minute 2026-09-23T15:00:00.000Z with 10 reloads"), "\(report.text())")
+        #expect(report.json().contains(#""busiestMinutes":[{"minute":"2026-09-23T15:00:00.000Z","count":10}"#))
+    }
+
     /// Pushes to a device reach its widgets of the push's kind; a webhook call to a kind reaches every
     /// widget of the kind; a registration without a widget drops its pending reload (cancelled).
     @Test func targetsByDeviceAndKindAndARemovedWidget() throws {

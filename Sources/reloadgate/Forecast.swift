@@ -37,12 +37,12 @@ struct Forecast: AsyncParsableCommand {
 
     /// The forecast as text (the README shows it).
     static func text(_ answer: AdminAPI.Forecast) -> String {
-        var lines = ["herd forecast: \(answer.total) reloads in the \(answer.minutes / 60) h from \(answer.start)"]
+        var lines = ["herd forecast: \(Self.reloads(answer.total)) in the \(answer.minutes / 60) h from \(answer.start)"]
         guard let peak = answer.peak else {
             lines.append("no reload planned")
             return lines.joined(separator: "\n")
         }
-        lines.append("peak: \(peak.count) reloads in the minute from \(peak.minute)")
+        lines.append("peak: \(Self.reloads(peak.count)) in the minute from \(peak.minute)")
         lines.append("")
         lines.append("busiest minutes:")
         lines += answer.busiest.prefix(5).map { "  \($0.minute)  \($0.count)" }
@@ -64,13 +64,15 @@ struct Forecast: AsyncParsableCommand {
         if !answer.breaches.isEmpty {
             lines.append("")
             lines.append("above threshold:")
-            lines += answer.breaches.prefix(10).map { "  \($0.bundle): \($0.count) reloads in the minute from \($0.minute) (threshold \($0.threshold))" }
+            lines += answer.breaches.prefix(10).map { "  \($0.bundle): \(Self.reloads($0.count)) in the minute from \($0.minute) (threshold \($0.threshold))" }
             if answer.breaches.count > 10 { lines.append("  and \(answer.breaches.count - 10) more minutes") }
         }
         return lines.joined(separator: "\n")
     }
 
     static let barWidth = 40
+
+    static func reloads(_ count: Int) -> String { count == 1 ? "1 reload" : "\(count) reloads" }
 
     /// `HH:MM` `hours` later than `start` (`HH:MM`).
     static func clock(_ start: String, plusHours hours: Int) -> String {

@@ -1,8 +1,11 @@
-// ReloadGate dashboard: reads /v1/dashboard every few seconds and draws it (tables, and bar charts as SVG);
-// the explain box reads /v1/explain/<id>. No library: the page loads nothing but this file and its style sheet.
+// ReloadGate dashboard: reads /v1/dashboard every few seconds and /v1/forecast once a minute, and draws
+// them (tables, and bar charts as SVG); the explain box reads /v1/explain/<id>. No library: the page loads
+// nothing but this file and its style sheet.
 "use strict";
 
 const refreshSeconds = 5;
+const forecastSeconds = 60;
+let lastForecast = { at: 0, bundle: null, forecast: null };
 const decisionKinds = ["scheduled", "merged", "absorbed", "deferred", "expired", "no-match", "cancelled", "forwarded", "outdated", "after-end"];
 const deliveryStates = ["pending", "sending", "sent", "failed"];
 const svgNS = "http://www.w3.org/2000/svg";
@@ -236,13 +239,21 @@ async function refresh() {
   const bundle = $("#bundle").value;
   try {
     const query = bundle ? "?bundle=" + encodeURIComponent(bundle) : "";
-    const [response, forecastResponse] = await Promise.all([call("/v1/dashboard" + query), call("/v1/forecast" + query)]);
+    // The forecast scans every planned reload (half a second at a million): read once a minute, or
+    // when another app is chosen, not at every refresh.
+    const forecastDue = Date.now() - lastForecast.at >= forecastSeconds * 1000 || lastForecast.bundle !== bundle;
+    const [response, forecastResponse] = await Promise.all([
+      call("/v1/dashboard" + query), forecastDue ? call("/v1/forecast" + query) : null,
+    ]);
     const data = await response.json();
     if (!response.ok) throw new Error(data.message || response.statusText);
-    const forecast = await forecastResponse.json();
-    if (!forecastResponse.ok) throw new Error(forecast.message || forecastResponse.statusText);
+    if (forecastResponse) {
+      const forecast = await forecastResponse.json();
+      if (!forecastResponse.ok) throw new Error(forecast.message || forecastResponse.statusText);
+      lastForecast = { at: Date.now(), bundle, forecast };
+    }
     render(data);
-    renderForecast(forecast);
+    renderForecast(lastForecast.forecast);
     status.textContent = "Updated " + new Date(data.now).toLocaleTimeString();
     status.classList.remove("error");
     document.body.dataset.loaded = data.now;

@@ -1,0 +1,144 @@
+/// Follows each request from its decision to the reload that serves it and writes its wait into a
+/// ``FreshnessBook``: what the scheduler decided (``decided(_:received:)``), the deliveries the push
+/// service (or the outbox) took (``delivered(_:at:)``), the timeline reloads (``timelineReloaded(_:at:)``),
+/// and the pending reloads that expired or were dropped.
+///
+/// - A scheduled, deferred or merged request waits for the next delivery to its instance: its whole wait
+///   counts, from its arrival to the delivery's acceptance (a merged one included).
+/// - An absorbed request waits for the instance's timeline reload (or a delivery, if one comes first).
+/// - An expired request, at once or while waiting, and one whose pending reload was dropped, is never
+///   served: a miss of `expired` or `cancelled`.
+///
+/// A request's cause is what it waited for (its decision's reason); a merged one takes the cause of the
+/// request its pending reload was made for. Per instance at most ``listed`` requests are kept with their
+/// arrival times (as a pending reload lists its requests); more are counted with the arrival time of the
+/// last kept one, whose wait is at least theirs, so memory follows the pending reloads, not the traffic.
+public struct FreshnessTracker: Sendable {
+    /// Requests kept with their arrival per instance.
+    public static let listed = 100
+
+    struct Waiting: Sendable {
+        var received: Int64
+        var cause: FreshnessCause?
+        var absorbed: Bool
+    }
+
+    struct Instance: Sendable {
+        var key: FreshnessBook.Key
+        var objective: FreshnessObjective
+        var waiting: [Waiting] = []
+        /// Requests past ``listed``, counted as the last kept one.
+        var unlisted = 0
+    }
+
+    private var instances: [Int32: Instance] = [:]
+    public private(set) var book = FreshnessBook()
+
+    public init() {}
+
+    /// Requests waiting to be served, kept with their arrival.
+    public var waitingCount: Int { instances.values.reduce(0) { $0 + $1.waiting.count } }
+
+    /// Names an instance's app and kind, and its kind's objective (before its first decision).
+    public mutating func register(_ instance: InstanceHandle, key: FreshnessBook.Key, objective: FreshnessObjective) {
+        if var known = instances[instance.rawValue] {
+            known.key = key
+            known.objective = objective
+            instances[instance.rawValue] = known
+        } else {
+            instances[instance.rawValue] = Instance(key: key, objective: objective)
+        }
+    }
+
+    /// The decisions of a request received at `received`.
+    public mutating func decided(_ decisions: [Decision], received: Timestamp) {
+        for decision in decisions {
+            guard let handle = decision.instance, var instance = instances[handle.rawValue] else { continue }
+            switch decision.kind {
+            case .scheduled, .deferred:
+                add(&instance, Waiting(received: received.milliseconds, cause: FreshnessCause(waitingFor: decision.reason), absorbed: false))
+            case .merged:
+                // The pending reload's own cause: what the request it was made for waits for.
+                let cause = instance.waiting.first { !$0.absorbed }?.cause ?? .merge
+                add(&instance, Waiting(received: received.milliseconds, cause: cause, absorbed: false))
+            case .absorbed:
+                add(&instance, Waiting(received: received.milliseconds, cause: .timeline, absorbed: true))
+            case .expired:
+                book.missed(instance.key, at: received, cause: .expired)
+            case .cancelled:
+                book.missed(instance.key, at: received, cause: .cancelled)
+            case .noMatch, .forwarded, .outdated, .afterEnd:
+                break
+            }
+            instances[handle.rawValue] = instance
+        }
+    }
+
+    private func add(_ instance: inout Instance, _ waiting: Waiting) {
+        if instance.waiting.count < Self.listed {
+            instance.waiting.append(waiting)
+        } else {
+            instance.unlisted += 1
+        }
+    }
+
+    /// A delivery that reloads `instances` was taken at `at`: every request waiting for them is served.
+    public mutating func delivered(_ instances: [InstanceHandle], at: Timestamp) {
+        for instance in instances { serve(instance, at: at) }
+    }
+
+    /// The instance's timeline reload happened at `at`: its absorbed requests, and any pending, are served.
+    public mutating func timelineReloaded(_ instance: InstanceHandle, at: Timestamp) {
+        serve(instance, at: at)
+    }
+
+    /// The instance's pending reload expired at `at`: its waiting requests are misses (absorbed ones still
+    /// wait for the timeline reload).
+    public mutating func pendingExpired(_ instance: InstanceHandle, at: Timestamp) {
+        drop(instance, at: at, cause: .expired, keepingAbsorbed: true)
+    }
+
+    /// The instance's pending reload was dropped at `at` (cancelled, unregistered, removed): misses.
+    public mutating func pendingDropped(_ instance: InstanceHandle, at: Timestamp) {
+        drop(instance, at: at, cause: .cancelled, keepingAbsorbed: false)
+    }
+
+    /// Forgets an instance that left the registry (what waited for it is dropped first).
+    public mutating func remove(_ instance: InstanceHandle, at: Timestamp) {
+        pendingDropped(instance, at: at)
+        instances[instance.rawValue] = nil
+    }
+
+    private mutating func serve(_ handle: InstanceHandle, at: Timestamp) {
+        guard var instance = instances[handle.rawValue], !instance.waiting.isEmpty else { return }
+        for waiting in instance.waiting {
+            book.served(instance.key, wait: at.milliseconds - waiting.received, at: at, objective: instance.objective, cause: waiting.cause)
+        }
+        if instance.unlisted > 0, let last = instance.waiting.last {
+            for _ in 0..<instance.unlisted {
+                book.served(instance.key, wait: at.milliseconds - last.received, at: at, objective: instance.objective, cause: last.cause)
+            }
+        }
+        instance.waiting = []
+        instance.unlisted = 0
+        instances[handle.rawValue] = instance
+    }
+
+    private mutating func drop(_ handle: InstanceHandle, at: Timestamp, cause: FreshnessCause, keepingAbsorbed: Bool) {
+        guard var instance = instances[handle.rawValue], !instance.waiting.isEmpty else { return }
+        var kept: [Waiting] = []
+        for waiting in instance.waiting {
+            if keepingAbsorbed && waiting.absorbed {
+                kept.append(waiting)
+            } else {
+                book.missed(instance.key, at: at, cause: cause)
+            }
+        }
+        for _ in 0..<instance.unlisted where !(keepingAbsorbed && instance.waiting.last?.absorbed == true) {
+            book.missed(instance.key, at: at, cause: cause)
+        }
+        if !(keepingAbsorbed && instance.waiting.last?.absorbed == true) { instance.unlisted = 0 }
+        instance.waiting = kept
+        instances[handle.rawValue] = instance
+    }
+}

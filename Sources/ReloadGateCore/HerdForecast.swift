@@ -106,19 +106,27 @@ public struct HerdForecast: Hashable, Sendable {
 
     /// The `limit` busiest minutes with reloads, busiest first (equals in time order).
     public func busiest(_ limit: Int) -> [Minute] {
-        perMinute.indices.filter { perMinute[$0] > 0 }
-            .sorted { (perMinute[$0], -$0) > (perMinute[$1], -$1) }
-            .prefix(max(0, limit)).map(minute)
+        Self.busiest(perMinute, limit).map(minute)
+    }
+
+    /// The indexes of the `limit` largest counts above 0, largest first (equals by index): the busiest
+    /// minutes of any count per minute (a forecast's, a series', a replayed trace's).
+    public static func busiest<Count: BinaryInteger>(_ counts: [Count], _ limit: Int) -> [Int] {
+        Array(counts.indices.filter { counts[$0] > 0 }.sorted { (counts[$0], -$0) > (counts[$1], -$1) }.prefix(max(0, limit)))
+    }
+
+    /// Each app's reloads per minute, all its kinds together.
+    public var perApp: [String: [Int]] {
+        var perApp: [String: [Int]] = [:]
+        for series in series {
+            perApp[series.bundle] = zip(perApp[series.bundle] ?? [Int](repeating: 0, count: minutes), series.perMinute).map(+)
+        }
+        return perApp
     }
 
     /// Each app's minutes above `threshold(bundle)` reloads (all its kinds together), in time order; a
     /// threshold of `nil` or 0 is none.
     public func breaches(threshold: (String) -> Int?) -> [Breach] {
-        var perApp: [String: [Int]] = [:]
-        for series in series {
-            perApp[series.bundle, default: [Int](repeating: 0, count: minutes)] =
-                zip(perApp[series.bundle] ?? [Int](repeating: 0, count: minutes), series.perMinute).map(+)
-        }
         var breaches: [Breach] = []
         for (bundle, counts) in perApp.sorted(by: { $0.key < $1.key }) {
             guard let limit = threshold(bundle), limit > 0 else { continue }

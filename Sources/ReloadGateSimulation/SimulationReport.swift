@@ -123,9 +123,9 @@ extension Simulation {
             )
         }
         let firstMinute = HerdForecast.minuteStart(of: Timestamp(milliseconds: start)).milliseconds
-        let busiest = reloadsByMinute.indices.filter { reloadsByMinute[$0] > 0 }
-            .sorted { (reloadsByMinute[$0], -$0) > (reloadsByMinute[$1], -$1) }.prefix(5)
-            .map { HerdForecast.Minute(start: Timestamp(milliseconds: firstMinute + Int64($0) * HerdForecast.minute), count: Int(reloadsByMinute[$0])) }
+        let busiest = HerdForecast.busiest(reloadsByMinute, 5).map {
+            HerdForecast.Minute(start: Timestamp(milliseconds: firstMinute + Int64($0) * HerdForecast.minute), count: Int(reloadsByMinute[$0]))
+        }
         var report = SimulationReport(
             start: Timestamp(milliseconds: start),
             end: Timestamp(milliseconds: lastTime),

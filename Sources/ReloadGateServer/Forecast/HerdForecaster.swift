@@ -34,8 +34,8 @@ struct HerdForecaster: Sendable {
             start: forecast.start.rfc3339, minutes: forecast.minutes, total: forecast.total, peak: forecast.peak.map(minute),
             busiest: forecast.busiest(10).map(minute), perMinute: forecast.perMinute,
             series: forecast.series.map { series in
-                let peak = series.perMinute.indices.max { (series.perMinute[$0], -$0) < (series.perMinute[$1], -$1) }
-                    .flatMap { series.perMinute[$0] > 0 ? HerdForecast.Minute(start: forecast.minute($0).start, count: series.perMinute[$0]) : nil }
+                let peak = HerdForecast.busiest(series.perMinute, 1).first
+                    .map { HerdForecast.Minute(start: forecast.minute($0).start, count: series.perMinute[$0]) }
                 return AdminAPI.ForecastSeries(
                     bundle: series.bundle, kind: series.kind, total: series.total,
                     perHour: stride(from: 0, to: forecast.minutes, by: 60).map { series.perMinute[$0..<min(forecast.minutes, $0 + 60)].reduce(0, +) },
@@ -68,13 +68,7 @@ final class HerdWatch: Sendable {
     @discardableResult
     func check() async throws -> [HerdForecast.Breach] {
         let forecast = try await forecaster.forecast(hours: 1)
-        var peaks: [String: Int] = [:]
-        var perApp: [String: [Int]] = [:]
-        for series in forecast.series {
-            perApp[series.bundle] = zip(perApp[series.bundle] ?? [Int](repeating: 0, count: forecast.minutes), series.perMinute).map(+)
-        }
-        for (bundle, counts) in perApp { peaks[bundle] = counts.max() ?? 0 }
-        metrics.setForecastPeaks(peaks)
+        metrics.setForecastPeaks(forecast.perApp.mapValues { $0.max() ?? 0 })
         let breaches = forecaster.breaches(forecast)
         let fresh = warned.withLock { warned -> [HerdForecast.Breach] in
             for bundle in warned.keys { warned[bundle] = warned[bundle]!.filter { $0 >= forecast.start.milliseconds } }

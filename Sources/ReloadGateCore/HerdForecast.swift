@@ -137,8 +137,12 @@ public struct HerdForecast: Hashable, Sendable {
         return breaches.sorted { ($0.minute.start, $0.bundle) < ($1.minute.start, $1.bundle) }
     }
 
-    /// The reloads per `width` minutes (the last group may be shorter): a text chart's columns.
-    public func grouped(by width: Int) -> [Int] {
-        stride(from: 0, to: minutes, by: max(1, width)).map { perMinute[$0..<min(minutes, $0 + max(1, width))].reduce(0, +) }
+    /// The reloads per `width` minutes (the last group may be shorter): a chart's columns.
+    public func grouped(by width: Int) -> [Int] { Self.grouped(perMinute, by: width) }
+
+    /// `counts` added up `width` at a time (the last group may be shorter).
+    public static func grouped(_ counts: [Int], by width: Int) -> [Int] {
+        let width = max(1, width)
+        return stride(from: 0, to: counts.count, by: width).map { counts[$0..<min(counts.count, $0 + width)].reduce(0, +) }
     }
 }

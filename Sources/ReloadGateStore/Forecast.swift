@@ -9,7 +9,7 @@ extension SQLStore {
     /// whole cluster's, whichever gateway answers.
     ///
     /// One scan of `instance_state` and of `pending_reload`, each row joined to its widget, device and
-    /// app by primary key, grouped in the database; on a read connection, so no commit waits for it.
+    /// app by primary key; on a read connection, so no commit waits for it.
     public func herdForecastCounts(start: Timestamp, minutes: Int, bundle: String?, kind: String?) async throws -> [HerdForecast.Count] {
         let from = start.milliseconds
         let to = from + Int64(minutes) * HerdForecast.minute
@@ -35,8 +35,8 @@ extension SQLStore {
             var counts: [CountKey: Int] = [:]
             switch session.dialect {
             case .sqlite:
-                // Counted here: SQLite groups through a B-tree (0.9 s of a million reloads' 1.2 s), a
-                // dictionary takes a fraction of that, and SQLite hands rows over one by one.
+                // Counted here, in a dictionary: SQLite hands rows over one by one, and its GROUP BY (a
+                // B-tree) costs most of the query (docs/DECISIONS.md, "The herd forecast is read from the store").
                 try await session.forEachRow(reloads) { row in
                     counts[CountKey(app: try row.int64("appId"), kind: try row.string("kind"), minute: try row.int64("minute")), default: 0] += 1
                 }

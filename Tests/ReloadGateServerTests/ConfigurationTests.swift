@@ -297,3 +297,35 @@ struct ConfigurationTests {
         #expect(Set(names.values).count == names.count)
     }
 }
+
+/// `forecast.appThresholds`: `bundle=count` pairs, from the file or the environment; anything else (a
+/// count out of range or past Int64, a bad bundle, a bundle twice, a pair without `=`) is refused naming
+/// the key, and the configuration is not used.
+struct ForecastThresholdTests {
+    @Test func pairsAreReadAndAnAppWithoutOneTakesTheDefault() throws {
+        let configuration = try GatewayConfiguration.load(file: nil, environment: [
+            "RELOADGATE_FORECAST_THRESHOLD": "800",
+            "RELOADGATE_FORECAST_APP_THRESHOLDS": " com.example.scores=5000 ,com.example.news=0",
+        ])
+        #expect(configuration.forecast.appThresholds == ["com.example.scores": 5000, "com.example.news": 0])
+        #expect(configuration.forecast.threshold(of: "com.example.scores") == 5000)
+        #expect(configuration.forecast.threshold(of: "com.example.news") == nil, "0 turns the app's warning off")
+        #expect(configuration.forecast.threshold(of: "com.example.other") == 800)
+        #expect(try GatewayConfiguration.load(file: nil, environment: ["RELOADGATE_FORECAST_APP_THRESHOLDS": ""]).forecast.appThresholds == [:])
+    }
+
+    @Test(arguments: [
+        "com.example.scores=100000001", "com.example.scores=-1", "com.example.scores=99999999999999999999",
+        "com.example.scores=1e3", "a..b=5", "com.example.scores", "com.example.scores=5=6", "a=1,a=2", "=5",
+    ])
+    func aBadPairIsRefusedNamingTheKey(_ text: String) {
+        #expect(throws: ConfigurationError.self) {
+            try GatewayConfiguration.load(file: nil, environment: ["RELOADGATE_FORECAST_APP_THRESHOLDS": text])
+        }
+        do {
+            _ = try GatewayConfiguration.load(file: nil, environment: ["RELOADGATE_FORECAST_APP_THRESHOLDS": text])
+        } catch {
+            #expect("\(error)".contains("RELOADGATE_FORECAST_APP_THRESHOLDS") || "\(error)".contains("forecast.appThresholds"), "\(error)")
+        }
+    }
+}

@@ -38,7 +38,7 @@ struct HerdForecaster: Sendable {
                     .map { HerdForecast.Minute(start: forecast.minute($0).start, count: series.perMinute[$0]) }
                 return AdminAPI.ForecastSeries(
                     bundle: series.bundle, kind: series.kind, total: series.total,
-                    perHour: stride(from: 0, to: forecast.minutes, by: 60).map { series.perMinute[$0..<min(forecast.minutes, $0 + 60)].reduce(0, +) },
+                    perHour: HerdForecast.grouped(series.perMinute, by: 60),
                     peak: peak.map(minute)
                 )
             },

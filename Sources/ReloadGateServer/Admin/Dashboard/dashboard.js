@@ -239,8 +239,8 @@ async function refresh() {
   const bundle = $("#bundle").value;
   try {
     const query = bundle ? "?bundle=" + encodeURIComponent(bundle) : "";
-    // The forecast scans every planned reload (half a second at a million): read once a minute, or
-    // when another app is chosen, not at every refresh.
+    // The forecast scans every planned reload: read once a minute, or when another app is chosen, not at
+    // every refresh.
     const forecastDue = Date.now() - lastForecast.at >= forecastSeconds * 1000 || lastForecast.bundle !== bundle;
     const [response, forecastResponse] = await Promise.all([
       call("/v1/dashboard" + query), forecastDue ? call("/v1/forecast" + query) : null,

@@ -92,7 +92,9 @@ struct LedgerRetentionServiceTests {
         #expect(taken.allSatisfy { $0.requests <= LedgerRetentionService.StepSize.range.upperBound })
         #expect(taken.map(\.requests).reduce(0, +) == Self.backlog)
         let longest = taken.map(\.took).max() ?? .zero
-        #expect(slowest < .seconds(1), "the slowest of \(commits) commits took \(slowest); the longest of \(taken.count) steps \(longest)")
+        // Half the store's deadline: a loaded machine (the whole suite at once, PostgreSQL's own checkpoints)
+        // has stretched one commit past a second. The steps' sizes, above, are what keeps each step short.
+        #expect(slowest < .milliseconds(2_500), "the slowest of \(commits) commits took \(slowest); the longest of \(taken.count) steps \(longest)")
     }
 
     @Test func aStepSizeFollowsHowLongStepsTake() {

@@ -315,7 +315,11 @@ private func assembleServices(
         ),
         logger: logger
     )
-    return [StoreService(store: store, readiness: readiness, logger: logger), retention, herdWatch] + clusterServices + [
+    let freshness = FreshnessService(
+        watch: FreshnessWatch(monitor: door.engine.freshness, store: door.reader, metrics: metrics, logger: logger, now: now),
+        logger: logger
+    )
+    return [StoreService(store: store, readiness: readiness, logger: logger), retention, herdWatch, freshness] + clusterServices + [
         DoorService(
             door: door,
             worker: worker,

@@ -69,13 +69,13 @@ extension SQLStore {
         guard !instances.isEmpty else { return [] }
         return try await reading(scanning: true) { session in
             try await session.rows("""
-                SELECT w.id, a.bundle, d.token, w.widgetID, w.kind FROM widget w
+                SELECT w.id, a.bundle, d.token, w.widgetID, w.kind, d.pushType FROM widget w
                 JOIN device d ON d.id = w.deviceId JOIN app a ON a.id = d.appId
                 WHERE w.id IN \(ids: instances) ORDER BY w.id
                 """).map {
                 InstanceDescription(
                     instance: try $0.int64("id"), bundle: try $0.string("bundle"), token: try $0.string("token"),
-                    widgetID: try $0.string("widgetID"), kind: try $0.string("kind")
+                    widgetID: try $0.string("widgetID"), kind: try $0.string("kind"), pushType: try $0.string("pushType")
                 )
             }
         }

@@ -61,13 +61,16 @@ public struct InstanceDescription: Sendable, Equatable {
     public var token: String
     public var widgetID: String
     public var kind: String
+    /// Its push type's name (`widgets`, `controls`, `liveactivity`).
+    public var pushType: String
 
-    public init(instance: Int64, bundle: String, token: String, widgetID: String, kind: String) {
+    public init(instance: Int64, bundle: String, token: String, widgetID: String, kind: String, pushType: String = "widgets") {
         self.instance = instance
         self.bundle = bundle
         self.token = token
         self.widgetID = widgetID
         self.kind = kind
+        self.pushType = pushType
     }
 }
 

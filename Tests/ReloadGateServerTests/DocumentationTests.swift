@@ -60,7 +60,11 @@ struct DocumentationTests {
     @Test func theReferenceNamesNoKeyTheCodeLacks() throws {
         let known = Set(ConfigurationKey.all.map(\.name))
         let sections = Set(known.compactMap { $0.split(separator: ".").first.map(String.init) })
-        let fields = Set(known.filter { $0.hasPrefix("scheduling.") }.compactMap { $0.split(separator: ".").last.map(String.init) })
+        // A kind's fields: the widgets' keys after `scheduling.` (`dailyBudget`, `freshness.within`), and
+        // their groups (`freshness`).
+        let fields = Set(known.filter { $0.hasPrefix("scheduling.") }.map { String($0.dropFirst("scheduling.".count)) }.flatMap { field in
+            [field] + (field.contains(".") ? [String(field.split(separator: ".")[0])] : [])
+        })
         let named = /`([a-z]+(?:\.[A-Za-z<>][A-Za-z<> -]*)+)(?:[:=][^`]*)?`/
         var unknown: [String] = []
         for path in Self.referencePages {
@@ -73,7 +77,8 @@ struct DocumentationTests {
                 if let kinds = parts.firstIndex(of: "kinds"), parts[0] == "scheduling",
                     known.contains(parts[..<kinds].joined(separator: ".") + ".dailyBudget"),
                     parts.count == kinds + 1 || parts.count == kinds + 2
-                        || (parts.count == kinds + 3 && (fields.contains(parts[kinds + 2]) || parts[kinds + 2].hasPrefix("<")))
+                        || (parts.count >= kinds + 3
+                            && (fields.contains(parts[(kinds + 2)...].joined(separator: ".")) || parts[kinds + 2].hasPrefix("<")))
                 {
                     continue
                 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// How fresh an app's widgets of one kind must be: `quantile` of the requests (pushes, webhook calls)
 /// served within `within` of their arrival, for example 90% within 5 minutes.
 public struct FreshnessObjective: Hashable, Sendable {
@@ -13,6 +15,28 @@ public struct FreshnessObjective: Hashable, Sendable {
     }
 }
 
+extension FreshnessObjective {
+    /// "90% in 5m", as the CLI and the log say it.
+    public var text: String { "\(Self.percent(quantile)) in \(Self.duration(within))" }
+
+    /// `90%`, `99.5%`.
+    public static func percent(_ share: Double) -> String {
+        let value = share * 100
+        return value == value.rounded() ? "\(Int(value))%" : String(format: "%.1f%%", value)
+    }
+
+    /// Milliseconds as `90s`, `5m`, `2h`, `1d` (the largest unit that divides it), `1.5s`, or `40ms`
+    /// under a second.
+    public static func duration(_ milliseconds: Int64) -> String {
+        if milliseconds < 1000 { return "\(max(0, milliseconds))ms" }
+        for (unit, length) in [("d", Int64(86_400_000)), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
+        where milliseconds >= length && milliseconds % length == 0 {
+            return "\(milliseconds / length)\(unit)"
+        }
+        return String(format: "%.1fs", Double(milliseconds) / 1000)
+    }
+}
+
 /// Why a request was not served within its objective: what it waited for, or why it was never served.
 public enum FreshnessCause: String, CaseIterable, Hashable, Sendable {
     /// No budget token (rule 1).
@@ -25,7 +49,8 @@ public enum FreshnessCause: String, CaseIterable, Hashable, Sendable {
     case merge
     /// Absorbed: the timeline reload that serves it came later than the objective (rule 3).
     case timeline
-    /// Due at once, and the push service (or the outbox) took longer than the objective to take it.
+    /// Due at once, and the push service (or the outbox) took longer than the objective to take it (its
+    /// retries), or refused it for good.
     case upstream
     /// It expired while it could not go (rule 7).
     case expired
@@ -102,7 +127,30 @@ public struct FreshnessBook: Sendable {
 
     private var slots: [Key: [Slot]] = [:]
 
-    public init() {}
+    /// What was recorded since it was last taken, one entry per request, when kept (for counters that
+    /// outlive the day: the gateway's metrics).
+    public struct Entry: Hashable, Sendable {
+        public var key: Key
+        /// The wait of a served request (`nil`: never served).
+        public var wait: Int64?
+        /// Why it missed the objective (`nil`: within it).
+        public var miss: FreshnessCause?
+    }
+
+    /// The entries since ``takeJournal()``; `nil` when the book keeps none.
+    private var journal: [Entry]?
+
+    /// A book; with `journal`, it also lists each request it records until ``takeJournal()``.
+    public init(journal: Bool = false) {
+        self.journal = journal ? [] : nil
+    }
+
+    /// The entries recorded since the last call (none when the book keeps no journal).
+    public mutating func takeJournal() -> [Entry] {
+        guard let taken = journal else { return [] }
+        journal = []
+        return taken
+    }
 
     /// The apps and kinds with anything recorded in the last day.
     public var keys: [Key] { slots.keys.sorted { ($0.bundle, $0.kind) < ($1.bundle, $1.kind) } }
@@ -121,6 +169,7 @@ public struct FreshnessBook: Sendable {
                 slot.misses[FreshnessCause.allCases.firstIndex(of: cause ?? .upstream)!] += 1
             }
         }
+        journal?.append(Entry(key: key, wait: wait, miss: wait <= objective.within ? nil : cause ?? .upstream))
     }
 
     /// A request never served (expired, cancelled) at `at`: a miss of `cause`.
@@ -129,6 +178,7 @@ public struct FreshnessBook: Sendable {
             slot.requests += 1
             slot.misses[FreshnessCause.allCases.firstIndex(of: cause)!] += 1
         }
+        journal?.append(Entry(key: key, wait: nil, miss: cause))
     }
 
     private mutating func update(_ key: Key, at: Timestamp, _ change: (inout Slot) -> Void) {

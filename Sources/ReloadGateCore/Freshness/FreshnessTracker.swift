@@ -32,12 +32,38 @@ public struct FreshnessTracker: Sendable {
     }
 
     private var instances: [Int32: Instance] = [:]
-    public private(set) var book = FreshnessBook()
+    public private(set) var book: FreshnessBook
 
-    public init() {}
+    /// A tracker; with `journal`, its book lists each request it records (``takeJournal()``).
+    public init(journal: Bool = false) {
+        book = FreshnessBook(journal: journal)
+    }
+
+    /// The requests recorded since the last call (``FreshnessBook/takeJournal()``).
+    public mutating func takeJournal() -> [FreshnessBook.Entry] { book.takeJournal() }
 
     /// Requests waiting to be served, kept with their arrival.
     public var waitingCount: Int { instances.values.reduce(0) { $0 + $1.waiting.count } }
+
+    /// Whether the instance's app and kind are known (``register(_:key:objective:)``).
+    public func knows(_ instance: InstanceHandle) -> Bool { instances[instance.rawValue] != nil }
+
+    /// Instances known with their app and kind.
+    public var knownCount: Int { instances.count }
+
+    /// Forgets the instances nothing waits for (they are named again before their next decision), and
+    /// counts as dropped the requests still waiting after `longest` (their instance left the registry, or
+    /// its reload was lost with a store outage): memory follows the requests in flight, not the registry.
+    public mutating func sweep(now: Timestamp, longest: Int64 = 86_400_000) {
+        for (raw, instance) in instances {
+            if instance.waiting.isEmpty {
+                instances[raw] = nil
+            } else if let first = instance.waiting.first, now.milliseconds - first.received > longest {
+                drop(InstanceHandle(raw), at: now, cause: .cancelled, keepingAbsorbed: false)
+                instances[raw] = nil
+            }
+        }
+    }
 
     /// Names an instance's app and kind, and its kind's objective (before its first decision).
     public mutating func register(_ instance: InstanceHandle, key: FreshnessBook.Key, objective: FreshnessObjective) {
@@ -85,6 +111,12 @@ public struct FreshnessTracker: Sendable {
     /// A delivery that reloads `instances` was taken at `at`: every request waiting for them is served.
     public mutating func delivered(_ instances: [InstanceHandle], at: Timestamp) {
         for instance in instances { serve(instance, at: at) }
+    }
+
+    /// A delivery that would reload `instances` failed for good at `at` (the push service refused it):
+    /// the requests waiting for them are misses of ``FreshnessCause/upstream``.
+    public mutating func failed(_ instances: [InstanceHandle], at: Timestamp) {
+        for instance in instances { drop(instance, at: at, cause: .upstream, keepingAbsorbed: false) }
     }
 
     /// The instance's timeline reload happened at `at`: its absorbed requests, and any pending, are served.

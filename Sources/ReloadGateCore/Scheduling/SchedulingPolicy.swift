@@ -18,6 +18,10 @@ public struct SchedulingPolicy: Hashable, Sendable {
     public var backgroundDelay: Int64 = 3600
     /// Pending reloads of a device due within this many seconds of the first ride along with it (rule 8).
     public var coalescingWindow: Int64 = 120
+    /// How fresh the kind's instances must be: 90% of requests served within 10 minutes by default (the
+    /// longest a priority-5 request waits, 5 minutes, after a minimum interval of 5 minutes). It changes no
+    /// decision: the gateway measures against it (``FreshnessBook``).
+    public var freshness = FreshnessObjective(quantile: 0.9, within: 600_000)
 
     public init() {}
 
@@ -33,6 +37,7 @@ public struct SchedulingPolicy: Hashable, Sendable {
         policy.minimumInterval = 60
         policy.absorbWindow = 0
         policy.coalescingWindow = 0
+        policy.freshness = FreshnessObjective(quantile: 0.9, within: 120_000)
         return policy
     }()
 
@@ -51,6 +56,7 @@ public struct SchedulingPolicy: Hashable, Sendable {
         policy.lowPriorityDelay = 0
         policy.backgroundDelay = 0
         policy.coalescingWindow = 0
+        policy.freshness = FreshnessObjective(quantile: 0.9, within: 30_000)
         return policy
     }()
 

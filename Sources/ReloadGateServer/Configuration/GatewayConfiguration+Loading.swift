@@ -116,9 +116,18 @@ extension GatewayConfiguration {
                 throw .wrongShape(key: prefix, origin: origin, found: "a single value", expected: "a mapping of scheduling fields")
             }
             var overrides = scheduling[pushType].kindOverrides[kind] ?? [:]
+            // A group of fields (`freshness: {quantile: 0.9, within: 5m}`) stands for its dotted names.
+            var named: [(name: String, node: Node, value: Node)] = []
             for (fieldNode, fieldValue) in fields {
-                let fieldOrigin = ConfigurationError.Origin.file(path: source, line: fieldNode.mark?.line)
                 let fieldName = fieldNode.string ?? ""
+                if SchedulingField.isGroup(fieldName), case .mapping(let group) = fieldValue {
+                    for (memberNode, memberValue) in group { named.append((fieldName + "." + (memberNode.string ?? ""), memberNode, memberValue)) }
+                } else {
+                    named.append((fieldName, fieldNode, fieldValue))
+                }
+            }
+            for (fieldName, fieldNode, fieldValue) in named {
+                let fieldOrigin = ConfigurationError.Origin.file(path: source, line: fieldNode.mark?.line)
                 guard let field = SchedulingField.named(fieldName) else {
                     throw .unknownKey(key: "\(prefix).\(fieldName)", origin: fieldOrigin)
                 }

@@ -204,7 +204,12 @@ public struct GatewayConfiguration: Sendable, Equatable {
             let value = String(assignment[assignment.index(after: equals)...])
             var kind: String?
             var name = String(key)
-            if let dot = key.lastIndex(of: ".") {
+            // The field is the key's last part, or its last two for a dotted field (`freshness.within`).
+            let dotted = SchedulingField.all.map(\.name).first { $0.contains(".") && (key == $0 || key.hasSuffix("." + $0)) }
+            if let dotted {
+                name = dotted
+                if key.count > dotted.count { kind = String(key.dropLast(dotted.count + 1)) }
+            } else if let dot = key.lastIndex(of: ".") {
                 kind = String(key[..<dot])
                 name = String(key[key.index(after: dot)...])
             }

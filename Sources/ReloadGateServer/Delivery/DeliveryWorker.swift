@@ -431,6 +431,7 @@ struct DeliveryWorker: Sendable {
     private func finish(_ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome) {
         held.release([delivery])
         states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown))
+        if state == .sent || state == .failed { states.served(delivery, at: Timestamp(now()), failed: state == .failed) }
         metrics.deliveryFinished(outcome: state.rawValue)
     }
 

@@ -186,9 +186,16 @@ protocol DeliveryReports: Sendable {
     func recordDurably(_ changes: [DeliveryStateChange]) async throws
     /// Apple answered 410 for the device: unregistered since `since` (Apple's timestamp, or now).
     func markUnregistered(device: Int64, since: Timestamp) async
+    /// The push service (or the outbox) took `delivery` at `at`: the requests it serves are served; or
+    /// (`failed`) refused it for good: they never will be.
+    func served(_ delivery: RecordedDelivery, at: Timestamp, failed: Bool)
 }
 
 extension GatewayDoor: DeliveryReports {
+    func served(_ delivery: RecordedDelivery, at: Timestamp, failed: Bool) {
+        engine.freshness.delivered(instances: delivery.instances, at: at, failed: failed)
+    }
+
     func record(_ change: DeliveryStateChange) {
         deliveryStates.record(change)
     }

@@ -191,6 +191,11 @@ extension SchedulerEngine {
         guard let committed = actions.committed else { return actions.succeeded }
         metrics.committed(in: took, pending: scheduler.pendingCount)
         metrics.decisionsCommitted(committed.ledger.decisions)
+        freshness.committed(
+            requests: committed.ledger.requests, forwarded: committed.forwardedArrivals,
+            decisions: committed.ledger.decisions, timelineReloads: committed.timelineReloads,
+            at: committed.ledger.expiredBy ?? Timestamp(now())
+        )
         answerKeys(of: committed)
         let released = committed.ledger.deliveries
         if !released.isEmpty {
@@ -305,6 +310,7 @@ extension SchedulerEngine {
             if partitioning != nil { recorded.leaseEpoch = owned[DevicePartition.of(device: recorded.device)] }
             pipeline.open.ledger.deliveries.append(recorded)
         }
+        pipeline.open.timelineReloads += output.timelineReloads
         for expired in output.expired {
             for request in expired.requests {
                 pipeline.open.ledger.decisions.append(

@@ -87,6 +87,7 @@ extension SchedulerEngine {
                 activity: forwarded.activity
             )
             scheduler.receive(request, into: &pipeline.open.ledger.decisions)
+            pipeline.open.forwardedArrivals.append((request.id, request.received))
         case .device(let device):
             try await resync(device: device)
         case .cancel(let instances, let request):

@@ -119,6 +119,8 @@ actor SchedulerEngine {
 
     /// Counts released deliveries (the delivery queue's depth).
     nonisolated let metrics: GatewayMetrics
+    /// Live freshness: each committed batch's decisions and timeline reloads are handed to it.
+    nonisolated let freshness: FreshnessMonitor
     /// Called when the engine turns degraded, before it refuses anyone for the store: the gateway says
     /// `503` on `/ready` before a sender has seen a refusal (the commit loop marks it ready again).
     nonisolated let onDegraded: @Sendable () -> Void
@@ -152,6 +154,7 @@ actor SchedulerEngine {
         self.now = now
         self.logger = logger
         self.scheduler = ReloadScheduler(configuration: configuration)
+        self.freshness = FreshnessMonitor(scheduling: configuration, metrics: metrics)
         let (stream, continuation) = AsyncStream.makeStream(of: [RecordedDelivery].self)
         releasedDeliveries = stream
         deliveries = outlet ?? DeliveryOutlet(yield: { continuation.yield($0) }, finish: { continuation.finish() })

@@ -14,6 +14,11 @@ public final class GatewayMetrics: Sendable {
     private let counters = Mutex<[CounterKey: Prometheus.Counter]>([:])
     /// `reloadgate_forecast_next_hour_peak` per app.
     private let forecastPeaks = Mutex<[String: Prometheus.Gauge]>([:])
+    /// Freshness per app and kind: the waits' histograms and the gauges, made once per label set.
+    private let freshnessWaits = Mutex<[FreshnessBook.Key: DurationHistogram]>([:])
+    private let gauges = Mutex<[CounterKey: Prometheus.Gauge]>([:])
+    /// The freshness histogram's buckets: the book's edges and every configured objective's `within`.
+    private let freshnessBuckets = Mutex<[Duration]>(FreshnessBook.edges.map { .milliseconds($0) })
 
     /// Deliveries released and not yet sent or failed: waiting, in flight or waiting for a retry.
     private let deliveryQueue: Prometheus.Gauge
@@ -60,6 +65,11 @@ public final class GatewayMetrics: Sendable {
         Series(name: "reloadgate_ledger_pruned_total", type: .counter, labels: ["table"], help: "Rows of the ledger deleted past ledger.retention, by table: requests (with their decisions) or deliveries."),
         Series(name: "reloadgate_apns_ids_in_memory", type: .gauge, labels: [], help: "Pushes' apns-ids within their retry window in the index in memory (embedded store)."),
         Series(name: "reloadgate_forecast_next_hour_peak", type: .gauge, labels: ["bundle"], help: "The busiest minute of the next hour's herd forecast, per app: reloads planned in that minute (timelines and pending reloads), looked at once a minute."),
+        Series(name: "reloadgate_freshness_wait_seconds", type: .histogram, labels: ["bundle", "kind"], help: "Time from a request's arrival (a push, a webhook call) to the delivery that served it, taken by the push service or the outbox (absorbed ones: to the timeline reload), per app and kind; a control's or an activity's kind carries its prefix (control:garage)."),
+        Series(name: "reloadgate_freshness_misses_total", type: .counter, labels: ["bundle", "kind", "cause"], help: "Requests that missed their kind's freshness objective (served late or never), by cause: budget, interval, priority, merge, timeline, upstream, expired or cancelled."),
+        Series(name: "reloadgate_freshness_within_ratio", type: .gauge, labels: ["bundle", "kind", "window"], help: "The share of an app and kind's requests served within its freshness objective over the last hour or day (window 1h or 1d), looked at once a minute."),
+        Series(name: "reloadgate_freshness_breached", type: .gauge, labels: ["bundle", "kind"], help: "1 while an app and kind's share within objective over the last hour is below the objective's quantile, else 0; looked at once a minute."),
+        Series(name: "reloadgate_freshness_facts_lost_total", type: .counter, labels: [], help: "Batches and deliveries the freshness accounting dropped because it fell a million rows behind (its figures undercount by them)."),
         Series(name: "reloadgate_idempotent_answers_total", type: .counter, labels: ["outcome"], help: "Requests answered by their idempotency key (a push's apns-id, a webhook call's idempotency-key) without a decision, by outcome: replay (the first answer again) or conflict (the key with another body)."),
     ]
 
@@ -178,6 +188,63 @@ public final class GatewayMetrics: Sendable {
                 gauge.set(Int64(peaks[bundle] ?? 0))
             }
         }
+    }
+
+    // MARK: Freshness
+
+    /// Adds each objective's `within` to the freshness histogram's buckets (before the first wait).
+    func freshnessObjectives(_ objectives: [FreshnessObjective]) {
+        freshnessBuckets.withLock { buckets in
+            let milliseconds = Set(FreshnessBook.edges + objectives.map(\.within)).sorted()
+            buckets = milliseconds.map { .milliseconds($0) }
+        }
+    }
+
+    /// What the freshness accounting recorded: each served request's wait, each miss by cause.
+    func freshnessRecorded(_ entries: [FreshnessBook.Entry]) {
+        let buckets = freshnessBuckets.withLock { $0 }
+        for entry in entries {
+            if let wait = entry.wait {
+                let histogram = freshnessWaits.withLock { waits in
+                    if let known = waits[entry.key] { return known }
+                    let made = registry.makeDurationHistogram(
+                        descriptor: Self.descriptor("reloadgate_freshness_wait_seconds"),
+                        labels: [("bundle", entry.key.bundle), ("kind", entry.key.kind)], buckets: buckets
+                    )
+                    waits[entry.key] = made
+                    return made
+                }
+                histogram.record(.milliseconds(wait))
+            }
+            if let miss = entry.miss {
+                increment("reloadgate_freshness_misses_total", ["bundle": entry.key.bundle, "kind": entry.key.kind, "cause": miss.rawValue])
+            }
+        }
+    }
+
+    /// An app and kind's share within objective over the last hour and day, and whether the hour's is
+    /// below the objective.
+    func setFreshness(_ key: FreshnessBook.Key, hour: Double?, day: Double?, breached: Bool) {
+        set("reloadgate_freshness_within_ratio", ["bundle": key.bundle, "kind": key.kind, "window": "1h"], hour ?? 1)
+        set("reloadgate_freshness_within_ratio", ["bundle": key.bundle, "kind": key.kind, "window": "1d"], day ?? 1)
+        set("reloadgate_freshness_breached", ["bundle": key.bundle, "kind": key.kind], breached ? 1 : 0)
+    }
+
+    /// Facts the freshness accounting could not hold.
+    func freshnessFactsLost(_ count: Int) {
+        if count > 0 { increment("reloadgate_freshness_facts_lost_total", [:], by: count) }
+    }
+
+    private func set(_ name: String, _ labels: KeyValuePairs<String, String>, _ value: Double) {
+        assert(Self.byName[name]?.labels == labels.map(\.key), "\(name) is exported with the labels its Series names")
+        let key = CounterKey(name: name, labels: labels.flatMap { [$0.key, $0.value] })
+        let gauge = gauges.withLock { gauges in
+            if let gauge = gauges[key] { return gauge }
+            let gauge = registry.makeGauge(descriptor: Self.descriptor(name), labels: labels.map { ($0.key, $0.value) })
+            gauges[key] = gauge
+            return gauge
+        }
+        gauge.set(value)
     }
 
     // MARK: Delivery

@@ -479,6 +479,7 @@ struct Stats: AsyncParsableCommand {
             "pending reloads:  \(answer.pendingReloads) (oldest due \(AdminText.text(answer.oldestPendingDue)))",
             "delivery queue:   \(answer.deliveryQueue) (oldest released \(AdminText.text(answer.oldestOpenDelivery)))",
             "unknown outcomes: \(answer.unknownOutcomes)",
+            "freshness:        \(Freshness.line(try await admin.call(.GET, "/v1/freshness", as: AdminAPI.Freshness.self)))",
         ].joined(separator: "\n"))
     }
 }

@@ -12,7 +12,7 @@ struct ReloadGateCommand: AsyncParsableCommand {
             Exit status: 0 success, 1 failure while running, 2 bad arguments or configuration.
             """,
         subcommands: [
-            Serve.self, Pending.self, Explain.self, Budget.self, Cancel.self, Flush.self, Stats.self, Forecast.self, Cluster.self, Devices.self, Apps.self, Keys.self,
+            Serve.self, Pending.self, Explain.self, Budget.self, Cancel.self, Flush.self, Stats.self, Forecast.self, Freshness.self, Cluster.self, Devices.self, Apps.self, Keys.self,
             Dashboard.self, Export.self, Simulate.self, OpenAPI.self, Health.self, Certs.self, MockAPNs.self,
         ]
     )

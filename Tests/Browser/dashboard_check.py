@@ -75,6 +75,9 @@ def main():
             for row in driver.find_elements(By.CSS_SELECTOR, "#budget-lowest tbody tr")
         ]
         result["charts"] = len(driver.find_elements(By.CSS_SELECTOR, ".chart svg"))
+        result["freshnessKinds"] = [
+            row.get_attribute("data-kind") for row in driver.find_elements(By.CSS_SELECTOR, "#freshness-kinds tbody tr[data-kind]")
+        ]
         result["status"] = driver.find_element(By.ID, "status").text
         result["whatIf"] = driver.find_element(By.ID, "whatif-commands").text
         if explain_id:

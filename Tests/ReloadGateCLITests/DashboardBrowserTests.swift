@@ -188,6 +188,7 @@ struct DashboardBrowserTests {
             }
             let pending = try await Self.cli(["pending"], socket: socket)
             let forecast = try await Self.cli(["forecast"], socket: socket)
+            let freshness = try await Self.cli(["freshness"], socket: socket)
 
             let dashboard = try ReloadGateProcess(["dashboard", "--socket", socket], in: Self.root)
             defer { dashboard.send(SIGTERM) }
@@ -257,13 +258,28 @@ struct DashboardBrowserTests {
             let reasons = ((explanation["request"] as? [String: Any])?["decisions"] as? [[String: Any]] ?? []).compactMap { $0["reason"] as? String }
             #expect(!reasons.isEmpty)
             for reason in reasons { #expect(explained.contains(reason), "\(reason) not in \(explained)") }
-            #expect(page["charts"] as? Int == 3)
+            #expect(page["charts"] as? Int == 4)
             // The herd forecast's panel: what `reloadgate forecast` says (the pending reloads, here).
             let forecastTotal = try #require(forecast["total"] as? Int)
             #expect(forecastTotal == stats["pendingReloads"] as? Int, "\(forecast)")
             #expect(figures["forecast.total"] == String(forecastTotal))
             #expect(figures["forecast.peak"] == String(try #require((forecast["peak"] as? [String: Any])?["count"] as? Int)))
             #expect(figures["forecast.breaches"] == "0")
+            // The freshness panel: what `reloadgate freshness` says. Device A's pushes were served (the
+            // scores one at once, the deferred one by the flush); device B's failed with Apple's 410 (a miss
+            // of `upstream`); the controls' and the activity's first went at once.
+            let kinds = try #require(freshness["kinds"] as? [[String: Any]])
+            let hours = kinds.compactMap { $0["hour"] as? [String: Any] }
+            let judged = hours.filter { $0["met"] is Bool }
+            #expect(figures["freshness.kinds"] == String(kinds.count))
+            #expect(figures["freshness.met"] == String(judged.filter { $0["met"] as? Bool == true }.count))
+            #expect(figures["freshness.below"] == String(judged.filter { $0["met"] as? Bool == false }.count))
+            #expect(figures["freshness.requests"] == String(hours.compactMap { $0["requests"] as? Int }.reduce(0, +)))
+            let scoresHour = try #require(kinds.first { $0["kind"] as? String == "scores" }?["hour"] as? [String: Any])
+            #expect(scoresHour["served"] as? Int == 2 && scoresHour["requests"] as? Int == 3, "\(scoresHour)")
+            #expect((scoresHour["misses"] as? [[String: Any]])?.contains { $0["cause"] as? String == "upstream" } == true, "\(scoresHour)")
+            #expect(kinds.contains { $0["kind"] as? String == "control:garage" }, "\(kinds)")
+            #expect((page["freshnessKinds"] as? [String]) == kinds.compactMap { $0["kind"] as? String }, "\(page["freshnessKinds"] ?? "")")
             #expect((page["phoneOverflow"] as? Int ?? 1) <= 0, "the page is wider than a phone")
             #expect((page["withoutToken"] as? String)?.contains("unauthorized") == true)
             #expect(FileManager.default.fileExists(atPath: shots + "/desktop.png"))

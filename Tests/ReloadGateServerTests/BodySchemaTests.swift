@@ -218,6 +218,23 @@ import Testing
         try add([minute])
         try add(series)
         try add([breach])
+        let missed = [AdminAPI.FreshnessMiss(cause: "interval", count: 3), AdminAPI.FreshnessMiss(cause: "expired", count: 1)]
+        let window = AdminAPI.FreshnessWindow(requests: 10, served: 9, within: 6, share: 0.6, met: false, p50: 1000, p90: 300_000, p99: 301_250, misses: missed)
+        let empty = AdminAPI.FreshnessWindow(requests: 0, served: 0, within: 0, share: nil, met: nil, p50: nil, p90: nil, p99: nil, misses: [])
+        let kinds = [
+            AdminAPI.FreshnessKind(
+                bundle: "com.example.app", kind: "scores", objectiveQuantile: 0.9, objectiveWithin: 300_000, hour: empty, day: window,
+                hourlyRequests: Array(repeating: 0, count: 23) + [10], hourlyWithin: Array(repeating: 0, count: 23) + [6]
+            ),
+            AdminAPI.FreshnessKind(
+                bundle: "com.example.app", kind: "control:garage", objectiveQuantile: 1, objectiveWithin: 1000, hour: window, day: window,
+                hourlyRequests: Array(repeating: 1, count: 24), hourlyWithin: Array(repeating: 1, count: 24)
+            ),
+        ]
+        try add([AdminAPI.Freshness(at: time, kinds: kinds), AdminAPI.Freshness(at: time, kinds: [])])
+        try add(kinds)
+        try add([window, empty])
+        try add(missed)
         let gateway = AdminAPI.ClusterGateway(id: "g1", address: "10.0.0.1:8443", partitions: 64, startedAt: time, heartbeatAgeMilliseconds: 120)
         let ranges = [
             AdminAPI.PartitionRange(first: 0, last: 63, owner: "g1", leaseAgeSeconds: 30, expiresInMilliseconds: 4200),

@@ -290,6 +290,59 @@ extension AdminAPI {
         public var threshold: Int
     }
 
+    /// `GET /v1/freshness`: how long requests waited for the reload that served them, per app and kind,
+    /// against the kind's objective (``FreshnessBook``), as this gateway served them.
+    public struct Freshness: DocumentedBody {
+        public static let schema = "Freshness"
+        /// When the figures were read (RFC 3339).
+        public var at: String
+        /// Per app and kind with a request in the last day, by bundle then kind.
+        public var kinds: [FreshnessKind]
+    }
+
+    public struct FreshnessKind: DocumentedBody {
+        public static let schema = "FreshnessKind"
+        public var bundle: String
+        /// The kind; a control's or an activity's with its prefix (`control:garage`).
+        public var kind: String
+        /// The share of requests the objective wants served within `objectiveWithin`.
+        public var objectiveQuantile: Double
+        /// Milliseconds.
+        public var objectiveWithin: Int64
+        public var hour: FreshnessWindow
+        public var day: FreshnessWindow
+        /// Each of the last 24 hours, oldest first: requests counted.
+        public var hourlyRequests: [Int]
+        /// Each of the last 24 hours, oldest first: requests served within the objective.
+        public var hourlyWithin: [Int]
+    }
+
+    public struct FreshnessWindow: DocumentedBody {
+        public static let schema = "FreshnessWindow"
+        /// Requests counted: served ones and ones never served (expired, cancelled).
+        public var requests: Int
+        public var served: Int
+        /// Served within the objective.
+        public var within: Int
+        /// `within / requests` (`null`: no request).
+        @Nullable public var share: Double?
+        /// Whether the share meets the objective (`null`: no request).
+        @Nullable public var met: Bool?
+        /// The served waits' percentiles in milliseconds (`null`: nothing served).
+        @Nullable public var p50: Int64?
+        @Nullable public var p90: Int64?
+        @Nullable public var p99: Int64?
+        /// Misses of the objective by cause, most first.
+        public var misses: [FreshnessMiss]
+    }
+
+    public struct FreshnessMiss: DocumentedBody {
+        public static let schema = "FreshnessMiss"
+        /// `budget`, `interval`, `priority`, `merge`, `timeline`, `upstream`, `expired` or `cancelled`.
+        public var cause: String
+        public var count: Int
+    }
+
     /// `GET /v1/cluster`.
     public struct Cluster: DocumentedBody {
         public static let schema = "Cluster"

@@ -31,6 +31,7 @@ struct AdminRoutes {
         router.get("/v1/stats") { _, _ in try await stats() }
         router.get("/v1/cluster") { _, _ in try await cluster() }
         router.get("/v1/forecast") { request, _ in try await forecast(request) }
+        router.get("/v1/freshness") { request, _ in try await freshness(request) }
         router.get("/v1/devices") { request, _ in try await devices(request) }
         router.get("/v1/devices/{token}") { request, context in try await device(try context.parameters.require("token"), request) }
         router.delete("/v1/devices/{token}") { request, context in try await removeDevice(try context.parameters.require("token"), request) }
@@ -386,6 +387,38 @@ struct AdminRoutes {
         let bundle = try Self.bundleFilter(query["bundle"])
         let kind = query["kind"].flatMap { $0.isEmpty ? nil : String($0) }
         return try Self.json(forecaster.answer(try await forecaster.forecast(hours: hours, bundle: bundle, kind: kind)))
+    }
+
+    /// Freshness per app and kind over the last hour and day (this gateway's), of one app or kind.
+    private func freshness(_ request: Request) async throws -> Response {
+        let query = request.uri.queryParameters
+        let bundle = try Self.bundleFilter(query["bundle"])
+        let kind = query["kind"].flatMap { $0.isEmpty ? nil : String($0) }
+        // What is queued counts: the answer includes every delivery taken before the call.
+        let reader = door.reader
+        try await door.engine.freshness.applyNow { try await reader.instanceDescriptions($0) }
+        let time = Timestamp(door.now())
+        return try Self.json(Self.freshnessAnswer(door.engine.freshness.reports(bundle: bundle, kind: kind, now: time), at: time))
+    }
+
+    static func freshnessAnswer(_ reports: [FreshnessMonitor.Report], at time: Timestamp) -> AdminAPI.Freshness {
+        func window(_ summary: FreshnessSummary, _ objective: FreshnessObjective) -> AdminAPI.FreshnessWindow {
+            AdminAPI.FreshnessWindow(
+                requests: summary.requests, served: summary.served, within: summary.within, share: summary.share,
+                met: summary.meets(objective), p50: summary.p50, p90: summary.p90, p99: summary.p99,
+                misses: summary.misses.sorted { ($1.value, $0.key.rawValue) < ($0.value, $1.key.rawValue) }.map {
+                    AdminAPI.FreshnessMiss(cause: $0.key.rawValue, count: $0.value)
+                }
+            )
+        }
+        return AdminAPI.Freshness(at: time.rfc3339, kinds: reports.map { report in
+            AdminAPI.FreshnessKind(
+                bundle: report.key.bundle, kind: report.key.kind,
+                objectiveQuantile: report.objective.quantile, objectiveWithin: report.objective.within,
+                hour: window(report.hour, report.objective), day: window(report.day, report.objective),
+                hourlyRequests: report.hours.map(\.requests), hourlyWithin: report.hours.map(\.within)
+            )
+        })
     }
 
     /// The gateways sharing the database and who holds which partition (one gateway on SQLite: it

@@ -1,4 +1,4 @@
-// ReloadGate dashboard: reads /v1/dashboard every few seconds and /v1/forecast once a minute, and draws
+// ReloadGate dashboard: reads /v1/dashboard and /v1/freshness every few seconds and /v1/forecast once a minute, and draws
 // them (tables, and bar charts as SVG); the explain box reads /v1/explain/<id>. No library: the page loads
 // nothing but this file and its style sheet.
 "use strict";
@@ -234,6 +234,43 @@ function renderForecast(forecast) {
     cell(time(breach.minute)), cell(breach.bundle), cell(breach.count, true), cell(breach.threshold, true))));
 }
 
+// Freshness: per app and kind against its objective, and the day's requests by hour, within or not.
+function duration(milliseconds) {
+  if (milliseconds == null) return "–";
+  if (milliseconds < 1000) return `${milliseconds}ms`;
+  for (const [unit, length] of [["d", 86400000], ["h", 3600000], ["m", 60000], ["s", 1000]]) {
+    if (milliseconds >= length && milliseconds % length === 0) return `${milliseconds / length}${unit}`;
+  }
+  return `${(milliseconds / 1000).toFixed(1)}s`;
+}
+
+function share(window) {
+  return window.share == null ? "–" : `${window.within} of ${window.requests} (${Math.round(window.share * 1000) / 10}%)`;
+}
+
+function renderFreshness(freshness) {
+  const kinds = freshness.kinds;
+  const judged = kinds.filter(kind => kind.hour.met !== null);
+  setFigure("freshness.kinds", kinds.length);
+  setFigure("freshness.met", judged.filter(kind => kind.hour.met).length);
+  setFigure("freshness.below", judged.filter(kind => !kind.hour.met).length);
+  setFigure("freshness.requests", kinds.reduce((sum, kind) => sum + kind.hour.requests, 0));
+  const now = new Date(freshness.at).getTime();
+  const labels = Array.from({ length: 24 }, (_, index) => hourLabel(new Date(now - (23 - index) * 3600000).toISOString()));
+  const within = new Array(24).fill(0), missed = new Array(24).fill(0);
+  for (const kind of kinds) {
+    kind.hourlyRequests.forEach((count, hour) => {
+      within[hour] += kind.hourlyWithin[hour];
+      missed[hour] += count - kind.hourlyWithin[hour];
+    });
+  }
+  barChart("#freshness-chart", labels, { "within objective": within, "missed": missed }, "Requests by the hour, within their objective or not");
+  fill("#freshness-kinds", kinds.map(kind => element("tr", { "data-kind": kind.kind },
+    cell(kind.bundle), cell(kind.kind), cell(`${Math.round(kind.objectiveQuantile * 1000) / 10}% in ${duration(kind.objectiveWithin)}`),
+    cell(share(kind.hour), true), cell(share(kind.day), true), cell(kind.hour.p90 == null ? "–" : "≤" + duration(kind.hour.p90), true),
+    cell(kind.day.misses.slice(0, 3).map(miss => `${miss.cause} ${miss.count}`).join(", ") || "–"))));
+}
+
 async function refresh() {
   const status = $("#status");
   const bundle = $("#bundle").value;
@@ -242,8 +279,8 @@ async function refresh() {
     // The forecast scans every planned reload: read once a minute, or when another app is chosen, not at
     // every refresh.
     const forecastDue = Date.now() - lastForecast.at >= forecastSeconds * 1000 || lastForecast.bundle !== bundle;
-    const [response, forecastResponse] = await Promise.all([
-      call("/v1/dashboard" + query), forecastDue ? call("/v1/forecast" + query) : null,
+    const [response, forecastResponse, freshnessResponse] = await Promise.all([
+      call("/v1/dashboard" + query), forecastDue ? call("/v1/forecast" + query) : null, call("/v1/freshness" + query),
     ]);
     const data = await response.json();
     if (!response.ok) throw new Error(data.message || response.statusText);
@@ -252,8 +289,11 @@ async function refresh() {
       if (!forecastResponse.ok) throw new Error(forecast.message || forecastResponse.statusText);
       lastForecast = { at: Date.now(), bundle, forecast };
     }
+    const freshness = await freshnessResponse.json();
+    if (!freshnessResponse.ok) throw new Error(freshness.message || freshnessResponse.statusText);
     render(data);
     renderForecast(lastForecast.forecast);
+    renderFreshness(freshness);
     status.textContent = "Updated " + new Date(data.now).toLocaleTimeString();
     status.classList.remove("error");
     document.body.dataset.loaded = data.now;

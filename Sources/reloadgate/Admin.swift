@@ -460,7 +460,7 @@ struct Flush: AsyncParsableCommand {
 /// `reloadgate stats`.
 struct Stats: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Counts by decision and delivery outcome, the delivery queue, the oldest pending reload."
+        abstract: "Counts by decision and delivery outcome, the delivery queue, the oldest pending reload, the last hour's freshness."
     )
 
     @OptionGroup var admin: AdminOptions

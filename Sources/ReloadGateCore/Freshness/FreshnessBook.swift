@@ -184,14 +184,20 @@ public struct FreshnessBook: Sendable {
     private mutating func update(_ key: Key, at: Timestamp, _ change: (inout Slot) -> Void) {
         let number = Self.slotNumber(at)
         let index = Int(((number % Int64(Self.slotCount)) + Int64(Self.slotCount)) % Int64(Self.slotCount))
-        var ring = slots[key] ?? [Slot](repeating: Slot(), count: Self.slotCount)
+        // In place (the dictionary's default subscript modifies its value): a copy of the ring would copy
+        // its day of slots for every request.
+        Self.update(&slots[key, default: Self.emptyRing], index: index, number: number, change)
+    }
+
+    private static let emptyRing = [Slot](repeating: Slot(), count: slotCount)
+
+    private static func update(_ ring: inout [Slot], index: Int, number: Int64, _ change: (inout Slot) -> Void) {
         if ring[index].number != number {
             // A slot a day old (or never used) starts again; an event older than its slot's day is dropped.
             guard ring[index].number < number else { return }
             ring[index] = Slot(number: number)
         }
         change(&ring[index])
-        slots[key] = ring
     }
 
     static func slotNumber(_ time: Timestamp) -> Int64 {

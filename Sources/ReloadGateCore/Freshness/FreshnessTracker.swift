@@ -77,30 +77,30 @@ public struct FreshnessTracker: Sendable {
     }
 
     /// The decisions of a request received at `received`.
-    public mutating func decided(_ decisions: [Decision], received: Timestamp) {
+    public mutating func decided<Decisions: Collection<Decision>>(_ decisions: Decisions, received: Timestamp) {
         for decision in decisions {
-            guard let handle = decision.instance, var instance = instances[handle.rawValue] else { continue }
+            // The instance is changed in place (through its index): a copy would copy its waiting list.
+            guard let handle = decision.instance, let index = instances.index(forKey: handle.rawValue) else { continue }
             switch decision.kind {
             case .scheduled, .deferred:
-                add(&instance, Waiting(received: received.milliseconds, cause: FreshnessCause(waitingFor: decision.reason), absorbed: false))
+                Self.add(&instances.values[index], Waiting(received: received.milliseconds, cause: FreshnessCause(waitingFor: decision.reason), absorbed: false))
             case .merged:
                 // The pending reload's own cause: what the request it was made for waits for.
-                let cause = instance.waiting.first { !$0.absorbed }?.cause ?? .merge
-                add(&instance, Waiting(received: received.milliseconds, cause: cause, absorbed: false))
+                let cause = instances.values[index].waiting.first { !$0.absorbed }?.cause ?? .merge
+                Self.add(&instances.values[index], Waiting(received: received.milliseconds, cause: cause, absorbed: false))
             case .absorbed:
-                add(&instance, Waiting(received: received.milliseconds, cause: .timeline, absorbed: true))
+                Self.add(&instances.values[index], Waiting(received: received.milliseconds, cause: .timeline, absorbed: true))
             case .expired:
-                book.missed(instance.key, at: received, cause: .expired)
+                book.missed(instances.values[index].key, at: received, cause: .expired)
             case .cancelled:
-                book.missed(instance.key, at: received, cause: .cancelled)
+                book.missed(instances.values[index].key, at: received, cause: .cancelled)
             case .noMatch, .forwarded, .outdated, .afterEnd:
                 break
             }
-            instances[handle.rawValue] = instance
         }
     }
 
-    private func add(_ instance: inout Instance, _ waiting: Waiting) {
+    private static func add(_ instance: inout Instance, _ waiting: Waiting) {
         if instance.waiting.count < Self.listed {
             instance.waiting.append(waiting)
         } else {

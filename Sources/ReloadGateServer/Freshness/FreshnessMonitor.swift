@@ -183,7 +183,7 @@ final class FreshnessMonitor: Sendable {
                 while end < decisions.endIndex, decisions[end].request == request { end += 1 }
                 let group = decisions[index..<end]
                 if let arrival = received[request], decided.insert(request).inserted {
-                    tracker.decided(Array(group), received: arrival)
+                    tracker.decided(group, received: arrival)
                 } else {
                     for decision in group {
                         guard let instance = decision.instance else { continue }
@@ -203,9 +203,22 @@ final class FreshnessMonitor: Sendable {
         }
     }
 
-    /// Forgets idle instances and drops requests waiting past a day (``FreshnessTracker/sweep(now:longest:)``).
-    func sweep(now: Timestamp) {
-        state.withLock { $0.tracker.sweep(now: now) }
+    /// Forgets idle instances and drops requests waiting past a day (``FreshnessTracker/sweep(now:longest:)``);
+    /// skipped while facts are being applied (an instance named as known there must stay known). Returns
+    /// whether it swept.
+    @discardableResult
+    func sweep(now: Timestamp) -> Bool {
+        let mine = applying.withLock { busy in
+            defer { busy = true }
+            return !busy
+        }
+        guard mine else { return false }
+        defer { applying.withLock { $0 = false } }
+        state.withLock { state in
+            state.tracker.sweep(now: now)
+            metrics.freshnessRecorded(state.tracker.takeJournal())
+        }
+        return true
     }
 
     // MARK: Reading

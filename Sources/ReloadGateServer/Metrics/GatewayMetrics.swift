@@ -202,22 +202,30 @@ public final class GatewayMetrics: Sendable {
 
     /// What the freshness accounting recorded: each served request's wait, each miss by cause.
     func freshnessRecorded(_ entries: [FreshnessBook.Entry]) {
+        guard !entries.isEmpty else { return }
         let buckets = freshnessBuckets.withLock { $0 }
+        // Grouped first: one histogram and one counter looked up per app, kind (and cause), not per request.
+        var waits: [FreshnessBook.Key: [Int64]] = [:]
+        var misses: [FreshnessBook.Key: [FreshnessCause: Int]] = [:]
         for entry in entries {
-            if let wait = entry.wait {
-                let histogram = freshnessWaits.withLock { waits in
-                    if let known = waits[entry.key] { return known }
-                    let made = registry.makeDurationHistogram(
-                        descriptor: Self.descriptor("reloadgate_freshness_wait_seconds"),
-                        labels: [("bundle", entry.key.bundle), ("kind", entry.key.kind)], buckets: buckets
-                    )
-                    waits[entry.key] = made
-                    return made
-                }
-                histogram.record(.milliseconds(wait))
+            if let wait = entry.wait { waits[entry.key, default: []].append(wait) }
+            if let miss = entry.miss { misses[entry.key, default: [:]][miss, default: 0] += 1 }
+        }
+        for (key, recorded) in waits {
+            let histogram = freshnessWaits.withLock { histograms in
+                if let known = histograms[key] { return known }
+                let made = registry.makeDurationHistogram(
+                    descriptor: Self.descriptor("reloadgate_freshness_wait_seconds"),
+                    labels: [("bundle", key.bundle), ("kind", key.kind)], buckets: buckets
+                )
+                histograms[key] = made
+                return made
             }
-            if let miss = entry.miss {
-                increment("reloadgate_freshness_misses_total", ["bundle": entry.key.bundle, "kind": entry.key.kind, "cause": miss.rawValue])
+            for wait in recorded { histogram.record(.milliseconds(wait)) }
+        }
+        for (key, causes) in misses {
+            for (cause, count) in causes {
+                increment("reloadgate_freshness_misses_total", ["bundle": key.bundle, "kind": key.kind, "cause": cause.rawValue], by: count)
             }
         }
     }

@@ -119,6 +119,9 @@ struct FreshnessWatchTests {
         #expect(monitor.counts == (waiting: 0, known: 0, queued: 0))
         let day = try #require(monitor.reports(now: Self.at(86_401)).first?.day)
         #expect(day.requests == 1 && day.misses == [.cancelled: 1])
+        // A day later still, the app and kind has nothing in its day: forgotten.
+        monitor.sweep(now: Self.at(2 * 86_400 + 1))
+        #expect(monitor.reports(now: Self.at(2 * 86_400 + 1)).isEmpty)
     }
 
     /// Past the queue's limit, facts are counted as lost, not held.

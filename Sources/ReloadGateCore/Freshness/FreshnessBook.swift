@@ -152,8 +152,15 @@ public struct FreshnessBook: Sendable {
         return taken
     }
 
-    /// The apps and kinds with anything recorded in the last day.
+    /// The apps and kinds with anything recorded in the last day (``forget(before:)`` drops the others).
     public var keys: [Key] { slots.keys.sorted { ($0.bundle, $0.kind) < ($1.bundle, $1.kind) } }
+
+    /// Drops the apps and kinds with nothing recorded in the day to `now`: memory follows the kinds in use,
+    /// not every kind ever seen.
+    public mutating func forget(before now: Timestamp) {
+        let first = Self.slotNumber(now) - Int64(Self.slotCount) + 1
+        slots = slots.filter { _, ring in ring.contains { $0.number >= first } }
+    }
 
     /// A request served at `at` after waiting `wait` milliseconds; a wait past the objective is a miss of
     /// `cause` (``FreshnessCause/upstream`` when it waited for nothing else).

@@ -55,6 +55,7 @@ public struct FreshnessTracker: Sendable {
     /// counts as dropped the requests still waiting after `longest` (their instance left the registry, or
     /// its reload was lost with a store outage): memory follows the requests in flight, not the registry.
     public mutating func sweep(now: Timestamp, longest: Int64 = 86_400_000) {
+        defer { book.forget(before: now) }
         for (raw, instance) in instances {
             if instance.waiting.isEmpty {
                 instances[raw] = nil

@@ -113,15 +113,23 @@ public final class GatewayMetrics: Sendable {
     }
 
     func increment(_ name: String, _ labels: KeyValuePairs<String, String>, by amount: Int = 1) {
-        assert(Self.byName[name]?.labels == labels.map(\.key), "\(name) is exported with the labels its Series names")
+        Self.collector(name, labels, in: counters) { registry.makeCounter(descriptor: Self.descriptor(name), labels: $0) }
+            .increment(by: Int64(amount))
+    }
+
+    /// The collector of `name` with `labels`, made once (by `make`) and kept in `made`.
+    private static func collector<Collector: Sendable>(
+        _ name: String, _ labels: KeyValuePairs<String, String>, in made: borrowing Mutex<[CounterKey: Collector]>,
+        make: ([(String, String)]) -> Collector
+    ) -> Collector {
+        assert(byName[name]?.labels == labels.map(\.key), "\(name) is exported with the labels its Series names")
         let key = CounterKey(name: name, labels: labels.flatMap { [$0.key, $0.value] })
-        let counter = counters.withLock { counters in
-            if let counter = counters[key] { return counter }
-            let counter = registry.makeCounter(descriptor: Self.descriptor(name), labels: labels.map { ($0.key, $0.value) })
-            counters[key] = counter
-            return counter
+        return made.withLock { collectors in
+            if let known = collectors[key] { return known }
+            let collector = make(labels.map { ($0.key, $0.value) })
+            collectors[key] = collector
+            return collector
         }
-        counter.increment(by: Int64(amount))
     }
 
     // MARK: Requests
@@ -244,15 +252,7 @@ public final class GatewayMetrics: Sendable {
     }
 
     private func set(_ name: String, _ labels: KeyValuePairs<String, String>, _ value: Double) {
-        assert(Self.byName[name]?.labels == labels.map(\.key), "\(name) is exported with the labels its Series names")
-        let key = CounterKey(name: name, labels: labels.flatMap { [$0.key, $0.value] })
-        let gauge = gauges.withLock { gauges in
-            if let gauge = gauges[key] { return gauge }
-            let gauge = registry.makeGauge(descriptor: Self.descriptor(name), labels: labels.map { ($0.key, $0.value) })
-            gauges[key] = gauge
-            return gauge
-        }
-        gauge.set(value)
+        Self.collector(name, labels, in: gauges) { registry.makeGauge(descriptor: Self.descriptor(name), labels: $0) }.set(value)
     }
 
     // MARK: Delivery

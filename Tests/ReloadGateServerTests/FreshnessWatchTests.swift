@@ -103,25 +103,46 @@ struct FreshnessWatchTests {
         #expect(monitor.counts.known == 0, "the sweeps forgot the idle instances")
     }
 
-    /// A request that waits while its instance leaves the registry is dropped after a day (a miss of
-    /// `cancelled`), and the instance forgotten.
-    @Test func aRequestWaitingADayIsCountedAsCancelled() async throws {
+    /// A request still waiting after a day (its outcome was somewhere the gateway cannot see: another
+    /// gateway took its partition over) is forgotten, not counted; an app and kind with nothing in its day
+    /// is forgotten too.
+    @Test func aRequestWaitingADayIsForgottenNotCounted() async throws {
         let monitor = FreshnessMonitor(scheduling: try Self.scheduling())
         monitor.committed(
-            requests: [Self.request(1, at: 0)], forwarded: [],
-            decisions: [Decision(request: 1, instance: InstanceHandle(5), kind: .deferred, due: Self.at(300), reason: .waitingForInterval(until: Self.at(300), lastReload: Self.at(0), minimumInterval: 300))],
-            timelineReloads: [], at: Self.at(0)
+            requests: [Self.request(1, at: 0), Self.request(2, at: 1)], forwarded: [],
+            decisions: [
+                Decision(request: 1, instance: InstanceHandle(5), kind: .deferred, due: Self.at(300), reason: .waitingForInterval(until: Self.at(300), lastReload: Self.at(0), minimumInterval: 300)),
+                Decision(request: 2, instance: InstanceHandle(6), kind: .expired, due: nil, reason: .expired(earliest: Self.at(300), expiration: Self.at(1))),
+            ],
+            timelineReloads: [], at: Self.at(1)
         )
         _ = try await monitor.apply { Self.describe($0) }
+        let day = try #require(monitor.reports(now: Self.at(3600)).first?.day)
+        #expect(day.requests == 1 && day.misses == [.expired: 1], "the expired one; the one waiting is not counted yet")
         monitor.sweep(now: Self.at(3600))
         #expect(monitor.counts.waiting == 1)
         monitor.sweep(now: Self.at(86_401))
-        #expect(monitor.counts == (waiting: 0, known: 0, queued: 0))
-        let day = try #require(monitor.reports(now: Self.at(86_401)).first?.day)
-        #expect(day.requests == 1 && day.misses == [.cancelled: 1])
-        // A day later still, the app and kind has nothing in its day: forgotten.
-        monitor.sweep(now: Self.at(2 * 86_400 + 1))
-        #expect(monitor.reports(now: Self.at(2 * 86_400 + 1)).isEmpty)
+        #expect(monitor.counts == (waiting: 0, known: 0, queued: 0), "forgotten after a day")
+        // Nothing was recorded for it: the book's day (slot 0 has left it) holds nothing, and the app and
+        // kind is forgotten.
+        #expect(monitor.reports(now: Self.at(86_401)).isEmpty)
+    }
+
+    /// When the registry does not answer, the facts go back to the queue, in order, and the next apply
+    /// counts them as if nothing had happened.
+    @Test func factsWaitForARegistryThatDoesNotAnswer() async throws {
+        let monitor = FreshnessMonitor(scheduling: try Self.scheduling())
+        monitor.committed(
+            requests: [Self.request(1, at: 0)], forwarded: [],
+            decisions: [Decision(request: 1, instance: InstanceHandle(5), kind: .scheduled, due: Self.at(0), reason: .dueNow)],
+            timelineReloads: [], at: Self.at(0)
+        )
+        struct Away: Error {}
+        await #expect(throws: Away.self) { try await monitor.apply { _ in throw Away() } }
+        monitor.delivered(instances: [5], at: Self.at(2))
+        #expect(monitor.counts.queued == 2, "the decision back in front of the delivery")
+        let entries = try #require(try await monitor.apply { Self.describe($0) })
+        #expect(entries.map(\.wait) == [2000])
     }
 
     /// Past the queue's limit, facts are counted as lost, not held.

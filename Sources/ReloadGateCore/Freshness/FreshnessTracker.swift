@@ -52,18 +52,23 @@ public struct FreshnessTracker: Sendable {
     public var knownCount: Int { instances.count }
 
     /// Forgets the instances nothing waits for (they are named again before their next decision), and
-    /// counts as dropped the requests still waiting after `longest` (their instance left the registry, or
-    /// its reload was lost with a store outage): memory follows the requests in flight, not the registry.
-    public mutating func sweep(now: Timestamp, longest: Int64 = 86_400_000) {
+    /// those whose first request still waits after `longest`: its outcome happened where the tracker
+    /// cannot see it (another gateway took the partition over, or the facts were lost), so it is not
+    /// counted either way. Memory follows the requests in flight, not the registry. Returns the requests
+    /// forgotten so.
+    @discardableResult
+    public mutating func sweep(now: Timestamp, longest: Int64 = 86_400_000) -> Int {
         defer { book.forget(before: now) }
+        var forgotten = 0
         for (raw, instance) in instances {
             if instance.waiting.isEmpty {
                 instances[raw] = nil
             } else if let first = instance.waiting.first, now.milliseconds - first.received > longest {
-                drop(InstanceHandle(raw), at: now, cause: .cancelled, keepingAbsorbed: false)
+                forgotten += instance.waiting.count + instance.unlisted
                 instances[raw] = nil
             }
         }
+        return forgotten
     }
 
     /// Names an instance's app and kind, and its kind's objective (before its first decision).

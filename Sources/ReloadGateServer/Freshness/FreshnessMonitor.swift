@@ -8,7 +8,7 @@ import Synchronization
 /// per app and kind, against the kind's objective (`<prefix>.freshness.*`).
 ///
 /// The commit loop and the delivery worker only hand facts over (``committed(requests:forwarded:decisions:timelineReloads:at:)``,
-/// ``delivered(instances:at:)``): a committed batch's decisions and the timeline reloads its tick made,
+/// ``delivered(instances:at:failed:)``): a committed batch's decisions and the timeline reloads its tick made,
 /// a delivery the push service (or the outbox) took. ``FreshnessService`` applies them in that order
 /// once a second, after naming the instances' apps and kinds from the registry, so that the commit loop
 /// never waits for the accounting. At most ``queueLimit`` facts wait; more are counted as lost
@@ -203,7 +203,7 @@ final class FreshnessMonitor: Sendable {
         }
     }
 
-    /// Forgets idle instances and drops requests waiting past a day (``FreshnessTracker/sweep(now:longest:)``);
+    /// Forgets idle instances and requests waiting past a day (``FreshnessTracker/sweep(now:longest:)``);
     /// skipped while facts are being applied (an instance named as known there must stay known). Returns
     /// whether it swept.
     @discardableResult
@@ -214,10 +214,7 @@ final class FreshnessMonitor: Sendable {
         }
         guard mine else { return false }
         defer { applying.withLock { $0 = false } }
-        state.withLock { state in
-            state.tracker.sweep(now: now)
-            metrics.freshnessRecorded(state.tracker.takeJournal())
-        }
+        state.withLock { state in _ = state.tracker.sweep(now: now) }
         return true
     }
 

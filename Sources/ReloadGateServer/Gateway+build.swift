@@ -187,7 +187,7 @@ private func assembleServices(
     }
 
     let drain = RequestDrain()
-    let router = GatewayRouters.api(door: door, readiness: readiness, metrics: metrics, drain: drain)
+    let router = GatewayRouters.api(door: door, readiness: readiness, metrics: metrics, drain: drain, registration: configuration.registration)
     let verifier = ProviderTokenVerifier(
         keys: door.keys,
         environment: configuration.environment,
@@ -356,7 +356,10 @@ private func assembleServices(
 /// webhook, health, readiness, metrics) on the TLS listener, the admin router on the admin socket (and,
 /// behind the bearer token, on the admin TLS listener). Router-tier tests call them without a listener.
 enum GatewayRouters {
-    static func api(door: GatewayDoor, readiness: Readiness, metrics: GatewayMetrics, drain: RequestDrain) -> Router<BasicRequestContext> {
+    static func api(
+        door: GatewayDoor, readiness: Readiness, metrics: GatewayMetrics, drain: RequestDrain,
+        registration: GatewayConfiguration.Registration = .init()
+    ) -> Router<BasicRequestContext> {
         let router = Router()
         // Every answer is counted; health and readiness answer while draining (readiness says so);
         // everything else is drained.
@@ -365,7 +368,7 @@ enum GatewayRouters {
         OpenAPIDocument.register(on: router)
         router.add(middleware: DrainMiddleware(drain: drain))
         router.add(middleware: APIErrorMiddleware())
-        RegistryRoutes(door: door, limits: RegistryLimits()).register(on: router)
+        RegistryRoutes(door: door, limits: RegistryLimits(), registrationGuard: RegistrationGuard(registration)).register(on: router)
         WebhookRoutes(door: door).register(on: router)
         return router
     }

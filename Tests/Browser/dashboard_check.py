@@ -55,29 +55,23 @@ def main():
         result["address"] = driver.current_url
         # No ambient credential: nothing a browser would send to another port of 127.0.0.1.
         result["cookies"] = [cookie["name"] for cookie in driver.get_cookies()]
-        result["figures"] = {
-            node.get_attribute("data-figure"): node.text for node in driver.find_elements(By.CSS_SELECTOR, "[data-figure]")
-        }
-        result["pending"] = [
-            int(row.get_attribute("data-instance")) for row in driver.find_elements(By.CSS_SELECTOR, "#pending-list tbody tr[data-instance]")
-        ]
-        # What the pending list says of each reload's kind, and the budget policies' rows (controls apart).
-        result["pendingKinds"] = {
-            row.get_attribute("data-instance"): row.find_elements(By.TAG_NAME, "td")[4].text
-            for row in driver.find_elements(By.CSS_SELECTOR, "#pending-list tbody tr[data-instance]")
-        }
-        result["policies"] = [
-            [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
-            for row in driver.find_elements(By.CSS_SELECTOR, "#budget-policies tbody tr")
-        ]
-        result["lowest"] = [
-            [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
-            for row in driver.find_elements(By.CSS_SELECTOR, "#budget-lowest tbody tr")
-        ]
-        result["charts"] = len(driver.find_elements(By.CSS_SELECTOR, ".chart svg"))
-        result["freshnessKinds"] = [
-            row.get_attribute("data-kind") for row in driver.find_elements(By.CSS_SELECTOR, "#freshness-kinds tbody tr[data-kind]")
-        ]
+        # Read in one script, so that a refresh of the page (every 5 seconds) cannot replace the tables
+        # between two reads (a stale element).
+        result.update(driver.execute_script("""
+            const text = node => node.innerText.trim();
+            const rows = selector => [...document.querySelectorAll(selector)];
+            const cells = row => [...row.querySelectorAll("td")].map(text);
+            return {
+                figures: Object.fromEntries(rows("[data-figure]").map(node => [node.getAttribute("data-figure"), text(node)])),
+                pending: rows("#pending-list tbody tr[data-instance]").map(row => parseInt(row.getAttribute("data-instance"), 10)),
+                // What the pending list says of each reload's kind, and the budget policies' rows (controls apart).
+                pendingKinds: Object.fromEntries(rows("#pending-list tbody tr[data-instance]").map(row => [row.getAttribute("data-instance"), cells(row)[4]])),
+                policies: rows("#budget-policies tbody tr").map(cells),
+                lowest: rows("#budget-lowest tbody tr").map(cells),
+                charts: rows(".chart svg").length,
+                freshnessKinds: rows("#freshness-kinds tbody tr[data-kind]").map(row => row.getAttribute("data-kind")),
+            };
+        """))
         result["status"] = driver.find_element(By.ID, "status").text
         result["whatIf"] = driver.find_element(By.ID, "whatif-commands").text
         if explain_id:

@@ -1,4 +1,5 @@
 public import ReloadGateAPI
+public import ReloadGateStore
 
 /// The admin API's bodies, one type each, named as their schema in the OpenAPI document
 /// (`components/schemas`): the server (``AdminRoutes``, ``DashboardRoutes``) encodes them, the operator's

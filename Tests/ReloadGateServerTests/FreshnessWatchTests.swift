@@ -145,6 +145,29 @@ struct FreshnessWatchTests {
         #expect(entries.map(\.wait) == [2000])
     }
 
+    /// An answer that applies what is queued first (`GET /v1/freshness`) waits for a registry that hangs at
+    /// most its deadline; the facts stay queued, and go once the registry answers.
+    @Test func applyingNowWaitsForAHungRegistryOnlyItsDeadline() async throws {
+        let monitor = FreshnessMonitor(scheduling: try Self.scheduling())
+        monitor.committed(
+            requests: [Self.request(1, at: 0)], forwarded: [],
+            decisions: [Decision(request: 1, instance: InstanceHandle(5), kind: .scheduled, due: Self.at(0), reason: .dueNow)],
+            timelineReloads: [], at: Self.at(0)
+        )
+        let clock = ContinuousClock()
+        let started = clock.now
+        await monitor.applyNow(within: .milliseconds(300)) { _ in
+            try await Task.sleep(for: .seconds(60))
+            return []
+        }
+        // Half the registry's hang: the deadline (0.3 s) ended the wait, even on a machine so loaded at the
+        // start of a parallel run that a task waits seconds for a thread (6.8 s was seen in CI).
+        #expect(started.duration(to: clock.now) < .seconds(30))
+        _ = try await eventually(within: .seconds(10)) { monitor.counts.queued == 1 }
+        await monitor.applyNow { Self.describe($0) }
+        #expect(monitor.counts == (waiting: 1, known: 1, queued: 0))
+    }
+
     /// Past the queue's limit, facts are counted as lost, not held.
     @Test func aFullQueueCountsWhatItLoses() async throws {
         let monitor = FreshnessMonitor(scheduling: try Self.scheduling())

@@ -400,7 +400,7 @@ struct AdminRoutes {
         let kind = query["kind"].flatMap { $0.isEmpty ? nil : String($0) }
         // What is queued counts: the answer includes every delivery taken before the call.
         let reader = door.reader
-        try await door.engine.freshness.applyNow { try await reader.instanceDescriptions($0) }
+        await door.engine.freshness.applyNow { try await reader.instanceDescriptions($0) }
         let time = Timestamp(door.now())
         return try Self.json(Self.freshnessAnswer(door.engine.freshness.reports(bundle: bundle, kind: kind, now: time), at: time))
     }

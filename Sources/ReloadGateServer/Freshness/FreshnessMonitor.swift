@@ -158,13 +158,15 @@ final class FreshnessMonitor: Sendable {
         }
     }
 
-    /// Applies what is queued now, waiting up to `deadline` for another call's turn (an answer that must
-    /// include what happened before it: `reloadgate freshness`).
-    func applyNow(within deadline: Duration = .seconds(2), describe: ([Int64]) async throws -> [InstanceDescription]) async throws {
-        let clock = ContinuousClock()
-        let end = clock.now + deadline
-        while try await apply(describe: describe) == nil, clock.now < end {
-            try await Task.sleep(for: .milliseconds(5))
+    /// Applies what is queued now, for an answer that must include what happened before it
+    /// (`reloadgate freshness`): waits for another call's turn, and for the registry, at most `deadline`;
+    /// past it the answer goes with what is applied so far (the facts stay queued, in order).
+    func applyNow(within deadline: Duration = .seconds(2), describe: @escaping @Sendable ([Int64]) async throws -> [InstanceDescription]) async {
+        let end = ContinuousClock.now + deadline
+        _ = try? await abandoning(after: deadline, timedOut: { CancellationError() }) { [self] in
+            while try await apply(describe: describe) == nil, ContinuousClock.now < end {
+                try await Task.sleep(for: .milliseconds(5))
+            }
         }
     }
 
@@ -226,10 +228,9 @@ final class FreshnessMonitor: Sendable {
         FreshnessBook.Key(bundle: bundle, kind: pushType.descriptor.kindPrefix + kind)
     }
 
-    /// The objective of a kind: its own policy's, or its push type's default.
+    /// The objective of a kind: its own policy's, or its push type's default (the scheduler's lookup).
     func objective(kind: String, pushType: PushType) -> FreshnessObjective {
-        let set = scheduling[pushType]
-        return (set.byKind[kind] ?? set.defaultPolicy).freshness
+        scheduling[pushType].policy(kind: kind).freshness
     }
 
     /// The objective of a key (its kind with the push type's prefix).

@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.2
 // ReloadGateKit: what an app and its widget extension use to tell a ReloadGate gateway their push tokens,
 // widgets, controls and timelines. No server dependencies; the WidgetKit layer compiles on Apple platforms
 // only, the rest (and its tests) on Linux too.

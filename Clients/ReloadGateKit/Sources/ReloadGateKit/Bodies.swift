@@ -2,7 +2,7 @@ import Foundation
 
 /// A value of a flat configuration object: what a widget's or control's configuration intent is turned
 /// into (the gateway matches a push's `reloadgate.match` against it).
-public enum FlatValue: Sendable, Hashable, Encodable {
+public enum FlatValue: Sendable, Hashable, Codable {
     case string(String)
     case number(Double)
     case bool(Bool)
@@ -15,11 +15,24 @@ public enum FlatValue: Sendable, Hashable, Encodable {
         case .bool(let value): try container.encode(value)
         }
     }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        // A JSON boolean is tried first: Foundation decodes `true` as the number 1 too.
+        if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else {
+            self = .string(try container.decode(String.self))
+        }
+    }
 }
 
 /// One widget as `PUT /v1/apps/<bundle>/devices/<token>` takes it.
-public struct WidgetRegistration: Sendable, Hashable, Encodable {
-    /// Stable while the widget is on the device (the gateway keeps its budget under it).
+public struct WidgetRegistration: Sendable, Hashable, Codable {
+    /// Stable while the widget is on the device (the gateway keeps its budget under it):
+    /// ``WidgetIdentity/id(kind:family:configuration:)``, so that a timeline provider names the same widget.
     public var id: String
     /// The widget's `kind` (its `Widget`'s `kind` string).
     public var kind: String
@@ -39,7 +52,7 @@ public struct WidgetRegistration: Sendable, Hashable, Encodable {
 
 /// `PUT /v1/apps/<bundle>/devices/<token>`: every widget of the app on the device (the set replaces
 /// the last one).
-public struct DeviceRegistration: Sendable, Hashable, Encodable {
+public struct DeviceRegistration: Sendable, Hashable, Codable {
     public var widgets: [WidgetRegistration]
     /// The token this one replaces (pushes to it answer 410 from then on).
     public var previousToken: String?
@@ -54,7 +67,7 @@ public struct DeviceRegistration: Sendable, Hashable, Encodable {
 }
 
 /// `PUT /v1/apps/<bundle>/controls/<token>`: one control (WidgetKit gives each control its own token).
-public struct ControlRegistration: Sendable, Hashable, Encodable {
+public struct ControlRegistration: Sendable, Hashable, Codable {
     public var kind: String
     public var configuration: [String: FlatValue]?
     public var previousToken: String?
@@ -79,8 +92,9 @@ public enum ReloadPolicy: Sendable, Hashable {
 }
 
 /// `PUT .../devices/<token>/widgets/<id>/timeline`: the entries' dates and the reload policy the timeline
-/// provider returned, so that the gateway knows when WidgetKit reloads the widget by itself.
-public struct TimelineReport: Sendable, Hashable, Encodable {
+/// provider returned, so that the gateway knows when WidgetKit reloads the widget by itself. Dates go as
+/// UNIX seconds (the gateway takes 1970 to 9999).
+public struct TimelineReport: Sendable, Hashable, Codable {
     public var entries: [Date]
     public var policy: ReloadPolicy
 
@@ -105,6 +119,37 @@ public struct TimelineReport: Sendable, Hashable, Encodable {
             var after = container.nestedContainer(keyedBy: Keys.self, forKey: .policy)
             try after.encode(date.timeIntervalSince1970, forKey: .after)
         }
+    }
+
+    /// Reads what the gateway documents: dates as UNIX seconds or RFC 3339 text.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Keys.self)
+        var list = try container.nestedUnkeyedContainer(forKey: .entries)
+        var entries: [Date] = []
+        while !list.isAtEnd {
+            entries.append(try Self.date(try list.nestedContainer(keyedBy: Keys.self), .date))
+        }
+        self.entries = entries
+        switch try? container.decode(String.self, forKey: .policy) {
+        case "atEnd": policy = .atEnd
+        case "never": policy = .never
+        case nil: policy = .after(try Self.date(try container.nestedContainer(keyedBy: Keys.self, forKey: .policy), .after))
+        case let other?:
+            throw DecodingError.dataCorruptedError(forKey: .policy, in: container, debugDescription: "unknown policy \(other)")
+        }
+    }
+
+    private static func date(_ container: KeyedDecodingContainer<Keys>, _ key: Keys) throws -> Date {
+        if let seconds = try? container.decode(Double.self, forKey: key) { return Date(timeIntervalSince1970: seconds) }
+        let text = try container.decode(String.self, forKey: key)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        guard let date = formatter.date(from: text) else {
+            throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "not an RFC 3339 date: \(text)")
+        }
+        return date
     }
 }
 

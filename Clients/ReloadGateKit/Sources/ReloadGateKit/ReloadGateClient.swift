@@ -2,36 +2,23 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-#if canImport(Security)
-import Security
-#endif
 
 /// Where the gateway is and how the app speaks to it: its address, the app's bundle id and registration key
-/// (the key that may ship inside an app: it may only register), which certificates to trust, and how long
-/// a report may take (a widget extension lives for seconds).
+/// (the key that may ship inside an app: it may only register), and how long a report may take (a widget
+/// extension lives for seconds).
 public struct GatewayConfiguration: Sendable {
-    public enum Trust: Sendable {
-        /// The system's trust store (a gateway behind a public certificate).
-        case system
-        /// Only this certificate authority (PEM file), as `reloadgate certs dev` makes one. On Linux it is
-        /// given to libcurl for the whole process (`URLSessionCertificateAuthorityInfoFile`).
-        case certificateAuthority(URL)
-    }
-
     public var baseURL: URL
     public var bundle: String
     public var registrationKey: String
-    public var trust: Trust
     /// The longest a call may take, retries included.
     public var deadline: Duration
-    /// Attempts at most for one call (network errors, 429, 5xx are tried again).
+    /// Attempts at most for one call (network errors, 408, 429, 5xx are tried again).
     public var attempts: Int
 
-    public init(baseURL: URL, bundle: String, registrationKey: String, trust: Trust = .system, deadline: Duration = .seconds(20), attempts: Int = 4) {
+    public init(baseURL: URL, bundle: String, registrationKey: String, deadline: Duration = .seconds(20), attempts: Int = 4) {
         self.baseURL = baseURL
         self.bundle = bundle
         self.registrationKey = registrationKey
-        self.trust = trust
         self.deadline = deadline
         self.attempts = max(1, attempts)
     }
@@ -68,55 +55,55 @@ public struct RegistryCall: Sendable, Hashable, Codable {
     }
 }
 
+/// How a request reaches the gateway: ``URLSessionTransport`` by default; another (an HTTP client that
+/// trusts a private certificate authority on Linux, a stand-in in tests) where needed.
+public protocol RegistryTransport: Sendable {
+    /// Sends `request` once and returns the answer, whatever its status; throws when there is none.
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse)
+}
+
 /// The registry API with the app's registration key: devices (with their widgets), controls and
 /// timelines put and deleted, each call retried within its deadline.
 public final class ReloadGateClient: Sendable {
     public let configuration: GatewayConfiguration
-    private let session: URLSession
-    private let delegate: TrustDelegate?
+    private let transport: any RegistryTransport
 
-    public init(_ configuration: GatewayConfiguration) {
+    public init(_ configuration: GatewayConfiguration, transport: any RegistryTransport = URLSessionTransport()) {
         self.configuration = configuration
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.timeoutIntervalForRequest = Double(configuration.deadline.components.seconds) + 1
-        switch configuration.trust {
-        case .system:
-            delegate = nil
-        case .certificateAuthority(let file):
-            #if canImport(Security)
-            delegate = TrustDelegate(authority: file)
-            #else
-            setenv("URLSessionCertificateAuthorityInfoFile", file.path, 1)
-            delegate = nil
-            #endif
-        }
-        session = URLSession(configuration: sessionConfiguration, delegate: delegate, delegateQueue: nil)
+        self.transport = transport
     }
 
     // MARK: The calls
 
     /// The path of a registry call of this app.
-    func path(_ tail: String) -> String { "/v1/apps/\(configuration.bundle)/\(tail)" }
+    func path(_ tail: String) -> String { "/v1/apps/\(Self.segment(configuration.bundle))/\(tail)" }
 
     public func call(registering device: DeviceRegistration, token: String) throws -> RegistryCall {
-        RegistryCall(method: "PUT", path: path("devices/\(token)"), body: try Self.encoder.encode(device))
+        RegistryCall(method: "PUT", path: path("devices/\(Self.segment(token))"), body: try Self.encoder.encode(device))
     }
 
     public func call(registering control: ControlRegistration, token: String) throws -> RegistryCall {
-        RegistryCall(method: "PUT", path: path("controls/\(token)"), body: try Self.encoder.encode(control))
+        RegistryCall(method: "PUT", path: path("controls/\(Self.segment(token))"), body: try Self.encoder.encode(control))
     }
 
     public func call(reporting timeline: TimelineReport, token: String, widget: String) throws -> RegistryCall {
-        let widgetPath = widget.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? widget
-        return RegistryCall(method: "PUT", path: path("devices/\(token)/widgets/\(widgetPath)/timeline"), body: try Self.encoder.encode(timeline))
+        RegistryCall(
+            method: "PUT", path: path("devices/\(Self.segment(token))/widgets/\(Self.segment(widget))/timeline"),
+            body: try Self.encoder.encode(timeline)
+        )
     }
 
     public func call(deletingDevice token: String) -> RegistryCall {
-        RegistryCall(method: "DELETE", path: path("devices/\(token)"), body: nil)
+        RegistryCall(method: "DELETE", path: path("devices/\(Self.segment(token))"), body: nil)
     }
 
     public func call(deletingControl token: String) -> RegistryCall {
-        RegistryCall(method: "DELETE", path: path("controls/\(token)"), body: nil)
+        RegistryCall(method: "DELETE", path: path("controls/\(Self.segment(token))"), body: nil)
+    }
+
+    /// One path segment, percent-encoded (a `/` in a widget id stays inside its segment).
+    static func segment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? text
     }
 
     static let encoder: JSONEncoder = {
@@ -127,8 +114,23 @@ public final class ReloadGateClient: Sendable {
 
     // MARK: Sending
 
-    /// Sends `call`, trying again after network errors, 429 (after its `retry-after`) and 5xx, with a
-    /// doubling pause, until ``GatewayConfiguration/attempts`` or the deadline; returns the answer's body.
+    /// The request of `call`: the base URL and the call's path, the registration key as a bearer token,
+    /// the body as JSON.
+    public func request(_ call: RegistryCall) -> URLRequest {
+        var base = configuration.baseURL.absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        var request = URLRequest(url: URL(string: base + call.path)!)
+        request.httpMethod = call.method
+        request.httpBody = call.body
+        request.timeoutInterval = Double(configuration.deadline.components.seconds) + 1
+        request.setValue("bearer \(configuration.registrationKey)", forHTTPHeaderField: "authorization")
+        if call.body != nil { request.setValue("application/json", forHTTPHeaderField: "content-type") }
+        return request
+    }
+
+    /// Sends `call`, trying again after network errors, 408, 429 (after its `retry-after`) and 5xx, with a
+    /// doubling pause from 250 ms, until ``GatewayConfiguration/attempts`` or the deadline; returns the
+    /// answer's body. A 401 is not tried again (the key was rotated: an update of the app brings the new one).
     @discardableResult
     public func send(_ call: RegistryCall) async throws(ReloadGateError) -> Data {
         let clock = ContinuousClock()
@@ -138,12 +140,11 @@ public final class ReloadGateClient: Sendable {
         for attempt in 1...configuration.attempts {
             var wait = pause
             do {
-                let (data, response) = try await session.data(for: request(call))
-                let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-                if (200..<300).contains(status) { return data }
-                last = Self.refusal(status: status, body: data)
-                guard last.isTemporary, status != 401 else { throw last }
-                if let retryAfter = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "retry-after").flatMap(Int.init) {
+                let (data, response) = try await transport.send(request(call))
+                if (200..<300).contains(response.statusCode) { return data }
+                last = Self.refusal(status: response.statusCode, body: data)
+                guard last.isTemporary, response.statusCode != 401 else { throw last }
+                if let retryAfter = response.value(forHTTPHeaderField: "retry-after").flatMap(Int.init) {
                     wait = max(wait, .seconds(min(max(retryAfter, 0), 3600)))
                 }
             } catch let error as ReloadGateError {
@@ -158,15 +159,6 @@ public final class ReloadGateClient: Sendable {
         throw last
     }
 
-    private func request(_ call: RegistryCall) -> URLRequest {
-        var request = URLRequest(url: configuration.baseURL.appendingPathComponent(String(call.path.dropFirst())))
-        request.httpMethod = call.method
-        request.httpBody = call.body
-        request.setValue("bearer \(configuration.registrationKey)", forHTTPHeaderField: "authorization")
-        if call.body != nil { request.setValue("application/json", forHTTPHeaderField: "content-type") }
-        return request
-    }
-
     static func refusal(status: Int, body: Data) -> ReloadGateError {
         struct Answer: Decodable { var code: String; var message: String }
         let answer = try? JSONDecoder().decode(Answer.self, from: body)
@@ -174,29 +166,19 @@ public final class ReloadGateClient: Sendable {
     }
 }
 
-#if canImport(Security)
-/// Trusts only the given certificate authority's certificates (Apple platforms).
-final class TrustDelegate: NSObject, URLSessionDelegate, Sendable {
-    private let anchors: [SecCertificate]
+/// Requests through a `URLSession` (an ephemeral one by default), with the system's trust. On Apple
+/// platforms a session whose delegate trusts a private certificate authority can be given
+/// (``PrivateAuthorityDelegate``); on Linux URLSession takes only the system's trust store.
+public struct URLSessionTransport: RegistryTransport {
+    public let session: URLSession
 
-    init(authority file: URL) {
-        let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
-        anchors = text.components(separatedBy: "-----BEGIN CERTIFICATE-----").dropFirst().compactMap { block in
-            let base64 = block.components(separatedBy: "-----END CERTIFICATE-----")[0].filter { !$0.isWhitespace }
-            return Data(base64Encoded: base64).flatMap { SecCertificateCreateWithData(nil, $0 as CFData) }
-        }
+    public init(session: URLSession = URLSession(configuration: .ephemeral)) {
+        self.session = session
     }
 
-    func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge) async -> (URLSession.AuthChallengeDisposition, URLCredential?) {
-        guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust,
-            let trust = challenge.protectionSpace.serverTrust
-        else { return (.performDefaultHandling, nil) }
-        SecTrustSetAnchorCertificates(trust, anchors as CFArray)
-        SecTrustSetAnchorCertificatesOnly(trust, true)
-        return SecTrustEvaluateWithError(trust, nil) ? (.useCredential, URLCredential(trust: trust)) : (.cancelAuthenticationChallenge, nil)
+    public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let (data, response) = try await session.data(for: request)
+        guard let response = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        return (data, response)
     }
 }
-#else
-/// No delegate is needed off Apple platforms (libcurl is told the authority).
-final class TrustDelegate: NSObject, URLSessionDelegate, Sendable {}
-#endif

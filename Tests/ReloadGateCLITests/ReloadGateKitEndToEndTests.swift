@@ -5,8 +5,10 @@ import FoundationNetworking
 #endif
 import NIOCore
 import NIOHTTP1
+import ReloadGateCore
 import ReloadGateKit
 import ReloadGateServer
+import ReloadGateStore
 import ReloadGateTesting
 import Testing
 
@@ -152,6 +154,6 @@ struct HTTPClientTransport: RegistryTransport {
         var headers: [String: String] = [:]
         for field in response.headers { headers[field.name] = field.value }
         let answer = HTTPURLResponse(url: request.url!, statusCode: Int(response.status.code), httpVersion: "HTTP/2", headerFields: headers)!
-        return (Data(buffer: body), answer)
+        return (Data(body.readableBytesView), answer)
     }
 }

@@ -17,7 +17,7 @@ import Testing
         let components = try #require(OpenAPIDocument.object["components"] as? [String: Any])
         return try #require((components["schemas"] as? [String: Any])?[name])
     }
-    static let check: SchemaCheck = {
+    nonisolated(unsafe) static let check: SchemaCheck = {
         let components = OpenAPIDocument.object["components"] as? [String: Any] ?? [:]
         return SchemaCheck(schemas: components["schemas"] as? [String: Any] ?? [:])
     }()
@@ -26,8 +26,8 @@ import Testing
         check.problems(try JSONSerialization.jsonObject(with: body), against: try schema(name), at: name)
     }
 
-    static func decoded<Body: Decodable>(_ type: Body.Type, _ body: Data) throws -> Body {
-        try BodyJSON.decode(type, from: body, userInfo: [.registryLimits: RegistryLimits()])
+    static func decoded<Body: RegistryBody>(_ type: Body.Type, _ body: Data) throws -> Body {
+        try Body(json: body, limits: RegistryLimits())
     }
 
     @Test func whatThePackageSendsTheServerDecodesAndTheDocumentAccepts() throws {
@@ -48,7 +48,7 @@ import Testing
         #expect(server.widgets.map(\.family) == [.systemSmall, .accessoryRectangular])
         #expect(server.widgets[0].configuration == WidgetConfiguration(["team": .string("ARS"), "live": .bool(true), "league": .number(39)]))
         #expect(server.widgets[1].configuration == WidgetConfiguration())
-        #expect(server.widgets.allSatisfy(\.pushEnabled))
+        #expect(server.widgets.allSatisfy { $0.pushEnabled })
 
         let control = ControlRegistration(kind: "garage", configuration: ["door": .number(2)], environment: "production")
         let controlBody = try #require(try Self.client.call(registering: control, token: Self.token).body)

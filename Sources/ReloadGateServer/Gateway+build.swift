@@ -84,7 +84,7 @@ public func buildGateway(
     logger: Logger,
     now: @escaping @Sendable () -> Date = { Date() },
     onListening: @escaping @Sendable (ListenerInfo) async -> Void = { _ in },
-    customizeRouter: @escaping @Sendable (Router<BasicRequestContext>) -> Void = { _ in }
+    customizeRouter: @escaping @Sendable (Router<GatewayRequestContext>) -> Void = { _ in }
 ) async throws -> Gateway {
     try AdminSocket.checkLength(of: configuration.adminSocketPath)
     _ = try GatewayStoreOpener.location(of: configuration)
@@ -145,7 +145,7 @@ private func assembleServices(
     server: HTTPServerBuilder,
     responders: RouterResponderBox,
     onListening: @escaping @Sendable (ListenerInfo) async -> Void,
-    customizeRouter: @Sendable (Router<BasicRequestContext>) -> Void
+    customizeRouter: @Sendable (Router<GatewayRequestContext>) -> Void
 ) async throws -> [any Service] {
     let store = try await GatewayStoreOpener.open(configuration, now: now(), logger: logger)
     logger.info("store open", metadata: ["path": "\(store.path)", "environment": "\(store.environment)"])
@@ -235,7 +235,7 @@ private func assembleServices(
     )
 
     // Optionally the admin API on its own TLS listener too, behind the bearer token.
-    var adminTLS: Application<RouterResponder<BasicRequestContext>>?
+    var adminTLS: Application<RouterResponder<GatewayRequestContext>>?
     if configuration.admin.tls {
         let tokenPath = configuration.adminTokenPath
         let token: String
@@ -359,8 +359,8 @@ enum GatewayRouters {
     static func api(
         door: GatewayDoor, readiness: Readiness, metrics: GatewayMetrics, drain: RequestDrain,
         registration: GatewayConfiguration.Registration = .init()
-    ) -> Router<BasicRequestContext> {
-        let router = Router()
+    ) -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
         // Every answer is counted; health and readiness answer while draining (readiness says so);
         // everything else is drained.
         router.add(middleware: HTTPMetricsMiddleware(metrics: metrics))
@@ -376,8 +376,8 @@ enum GatewayRouters {
     /// The admin router; with `token`, every call must carry `authorization: bearer <token>`.
     static func admin(
         door: GatewayDoor, logger: Logger, token: String? = nil, forecast: GatewayConfiguration.Forecast = .init()
-    ) -> Router<BasicRequestContext> {
-        let router = Router()
+    ) -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
         if let token { router.add(middleware: AdminTokenMiddleware(token: token)) }
         router.add(middleware: APIErrorMiddleware(admin: true))
         OpenAPIDocument.register(on: router)

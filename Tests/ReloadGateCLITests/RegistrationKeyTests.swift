@@ -87,4 +87,31 @@ struct RegistrationKeyTests {
             }
         }
     }
+
+    /// One client address walking through made-up tokens is stopped by the per-address limit, whatever
+    /// the tokens; the API key is not limited by it.
+    @Test func oneAddressIsLimitedWhateverTheTokens() async throws {
+        let directory = try TemporaryDirectory("registration-address")
+        defer { directory.remove() }
+        let credentials = try await ProviderTokenFactory(keyID: "REGKEY0003", teamID: "REGTEAM003")
+            .createApp(bundle: Self.bundle, inStoreAt: directory.path("data"))
+        try await TestGateway.withRunning(in: directory, configure: { configuration in
+            configuration.registration.requestsPerAddressPerMinute = 4
+        }) { gateway in
+            try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                let widgets: [[String: Any]] = [["id": "w1", "kind": "scores", "family": "systemSmall"]]
+                for byte in ["01", "02", "03", "04"] {
+                    let put = try await api.putDevice(bundle: Self.bundle, token: Self.token(byte), apiKey: credentials.registrationKey, widgets: widgets)
+                    #expect(put.status == 200, "\(put.body)")
+                }
+                let fifth = try await api.putDevice(bundle: Self.bundle, token: Self.token("05"), apiKey: credentials.registrationKey, widgets: widgets)
+                #expect(fifth.status == 429 && fifth.body.contains("registration.requestsPerAddressPerMinute"), "\(fifth.body)")
+                #expect(Int(fifth.header("retry-after") ?? "").map { (1...60).contains($0) } == true, "\(fifth.headers)")
+                let listed = try await api.send(.GET, "/v1/apps/\(Self.bundle)/configurations", headers: ["authorization": "bearer \(credentials.apiKey)"])
+                #expect(listed.status == 200)
+                #expect(try await api.putDevice(bundle: Self.bundle, token: Self.token("05"), apiKey: credentials.apiKey, widgets: widgets).status == 200)
+            }
+        }
+    }
 }

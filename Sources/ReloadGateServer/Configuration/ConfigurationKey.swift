@@ -162,6 +162,12 @@ public struct ConfigurationKey: Sendable {
             range: 1...100_000
         ),
         .integer(
+            "registration.requestsPerAddressPerMinute",
+            "calls of the registry API one client address may make per minute with registration keys (then 429); 0: no limit by address",
+            \.registration.requestsPerAddressPerMinute,
+            range: 0...1_000_000
+        ),
+        .integer(
             "registration.newDevicesPerMinute",
             "devices new to an app that its registration key may add per minute (then 429 with retry-after)",
             \.registration.newDevicesPerMinute,

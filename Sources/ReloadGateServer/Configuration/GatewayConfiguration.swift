@@ -329,6 +329,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public struct Registration: Sendable, Equatable {
         /// Calls one device token may get through a registration key per minute (a burst of as many).
         public var requestsPerMinute: Int = 60
+        /// Calls one client address may make through registration keys per minute (a burst of as many);
+        /// 0: not limited by address (a gateway behind a proxy sees one address for every client).
+        public var requestsPerAddressPerMinute: Int = 600
         /// Devices new to an app that registration keys may add per minute (a burst of as many).
         public var newDevicesPerMinute: Int = 600
 

@@ -4,22 +4,33 @@ import ReloadGateStore
 
 /// What a call made with an app's registration key may spend (docs/API.md, "The registration key"): the
 /// key may ship inside the app, so whoever pulls it out may call with it. Each device token gets
-/// `registration.requestsPerMinute` calls a minute, and each app `registration.newDevicesPerMinute` new
-/// devices; past either the call is refused with `429` and `retry-after`, before anything is written.
+/// `registration.requestsPerMinute` calls a minute, each client address `registration.requestsPerAddressPerMinute`,
+/// and each app `registration.newDevicesPerMinute` new devices; past any of them the call is refused with
+/// `429` and `retry-after`, before anything is written.
 /// Calls with the app's API key are not limited here.
 final class RegistrationGuard: Sendable {
     private let perToken: RateLimiter<ContinuousClock>
+    private let perAddress: RateLimiter<ContinuousClock>?
     private let newDevices: RateLimiter<ContinuousClock>
 
     init(_ limits: GatewayConfiguration.Registration) {
         // A burst of a minute's worth (one at its time and the rest early): an app that reports its widgets,
         // its controls and a timeline at once is never refused.
         perToken = Self.perMinute(limits.requestsPerMinute)
+        perAddress = limits.requestsPerAddressPerMinute > 0 ? Self.perMinute(limits.requestsPerAddressPerMinute) : nil
         newDevices = Self.perMinute(limits.newDevicesPerMinute)
     }
 
-    /// Admits a call for `token` of `app`, or refuses it with `429`.
-    func admit(token: DeviceToken, app: App) throws(APIError) {
+    /// Admits a call for `token` of `app` from `address` (the client's IP address, without its port;
+    /// `nil`: not known), or refuses it with `429`. The address is counted first: a client that walks
+    /// through tokens is stopped by it.
+    func admit(token: DeviceToken, app: App, address: String?) throws(APIError) {
+        if let perAddress, let address, let wait = perAddress.wait(for: address) {
+            throw .tooManyRequests(
+                "too many calls from this address with the registration key (registration.requestsPerAddressPerMinute)",
+                retryAfter: Self.seconds(wait)
+            )
+        }
         if let wait = perToken.wait(for: app.bundle.rawValue + "/" + token.hex) {
             throw .tooManyRequests(
                 "too many calls for this device token with the registration key (registration.requestsPerMinute)",

@@ -42,6 +42,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Tests only: the app-side package (its bodies and client against the server).
+        .package(path: "Clients/ReloadGateKit"),
         // Tests only: property-based checks of every number the gateway takes from outside.
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
@@ -390,6 +392,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ReloadGateKit", package: "ReloadGateKit"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -413,6 +416,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ReloadGateKit", package: "ReloadGateKit"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -5,11 +5,14 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
     public var status: Int
     public var code: String
     public var message: String
+    /// Seconds after which a refused call may be tried again (`retry-after`; a 429's).
+    public var retryAfter: Int?
 
-    public init(status: Int, code: String, message: String) {
+    public init(status: Int, code: String, message: String, retryAfter: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     /// `400 invalid-json`: the body is not a JSON object.
@@ -20,6 +23,10 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func unauthorized(_ message: String) -> APIError { .init(status: 401, code: "unauthorized", message: message) }
     /// `403 forbidden`: credentials of another app, or not allowed to do this.
     public static func forbidden(_ message: String) -> APIError { .init(status: 403, code: "forbidden", message: message) }
+    /// `429 too-many-requests`, with the seconds after which to try again.
+    public static func tooManyRequests(_ message: String, retryAfter: Int) -> APIError {
+        .init(status: 429, code: "too-many-requests", message: message, retryAfter: max(1, retryAfter))
+    }
     /// `404 not-found`.
     public static func notFound(_ message: String) -> APIError { .init(status: 404, code: "not-found", message: message) }
     /// `413 too-large`.

@@ -84,7 +84,7 @@ public func buildGateway(
     logger: Logger,
     now: @escaping @Sendable () -> Date = { Date() },
     onListening: @escaping @Sendable (ListenerInfo) async -> Void = { _ in },
-    customizeRouter: @escaping @Sendable (Router<BasicRequestContext>) -> Void = { _ in }
+    customizeRouter: @escaping @Sendable (Router<GatewayRequestContext>) -> Void = { _ in }
 ) async throws -> Gateway {
     try AdminSocket.checkLength(of: configuration.adminSocketPath)
     _ = try GatewayStoreOpener.location(of: configuration)
@@ -145,7 +145,7 @@ private func assembleServices(
     server: HTTPServerBuilder,
     responders: RouterResponderBox,
     onListening: @escaping @Sendable (ListenerInfo) async -> Void,
-    customizeRouter: @Sendable (Router<BasicRequestContext>) -> Void
+    customizeRouter: @Sendable (Router<GatewayRequestContext>) -> Void
 ) async throws -> [any Service] {
     let store = try await GatewayStoreOpener.open(configuration, now: now(), logger: logger)
     logger.info("store open", metadata: ["path": "\(store.path)", "environment": "\(store.environment)"])
@@ -187,7 +187,7 @@ private func assembleServices(
     }
 
     let drain = RequestDrain()
-    let router = GatewayRouters.api(door: door, readiness: readiness, metrics: metrics, drain: drain)
+    let router = GatewayRouters.api(door: door, readiness: readiness, metrics: metrics, drain: drain, registration: configuration.registration)
     let verifier = ProviderTokenVerifier(
         keys: door.keys,
         environment: configuration.environment,
@@ -235,7 +235,7 @@ private func assembleServices(
     )
 
     // Optionally the admin API on its own TLS listener too, behind the bearer token.
-    var adminTLS: Application<RouterResponder<BasicRequestContext>>?
+    var adminTLS: Application<RouterResponder<GatewayRequestContext>>?
     if configuration.admin.tls {
         let tokenPath = configuration.adminTokenPath
         let token: String
@@ -356,8 +356,11 @@ private func assembleServices(
 /// webhook, health, readiness, metrics) on the TLS listener, the admin router on the admin socket (and,
 /// behind the bearer token, on the admin TLS listener). Router-tier tests call them without a listener.
 enum GatewayRouters {
-    static func api(door: GatewayDoor, readiness: Readiness, metrics: GatewayMetrics, drain: RequestDrain) -> Router<BasicRequestContext> {
-        let router = Router()
+    static func api(
+        door: GatewayDoor, readiness: Readiness, metrics: GatewayMetrics, drain: RequestDrain,
+        registration: GatewayConfiguration.Registration = .init()
+    ) -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
         // Every answer is counted; health and readiness answer while draining (readiness says so);
         // everything else is drained.
         router.add(middleware: HTTPMetricsMiddleware(metrics: metrics))
@@ -365,7 +368,7 @@ enum GatewayRouters {
         OpenAPIDocument.register(on: router)
         router.add(middleware: DrainMiddleware(drain: drain))
         router.add(middleware: APIErrorMiddleware())
-        RegistryRoutes(door: door, limits: RegistryLimits()).register(on: router)
+        RegistryRoutes(door: door, limits: RegistryLimits(), registrationGuard: RegistrationGuard(registration)).register(on: router)
         WebhookRoutes(door: door).register(on: router)
         return router
     }
@@ -373,8 +376,8 @@ enum GatewayRouters {
     /// The admin router; with `token`, every call must carry `authorization: bearer <token>`.
     static func admin(
         door: GatewayDoor, logger: Logger, token: String? = nil, forecast: GatewayConfiguration.Forecast = .init()
-    ) -> Router<BasicRequestContext> {
-        let router = Router()
+    ) -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
         if let token { router.add(middleware: AdminTokenMiddleware(token: token)) }
         router.add(middleware: APIErrorMiddleware(admin: true))
         OpenAPIDocument.register(on: router)

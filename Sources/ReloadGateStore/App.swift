@@ -35,6 +35,16 @@ public struct AppCredentials: Sendable {
     public var apiKey: String
     /// The HMAC-SHA256 key of the app's reload webhook.
     public var webhookSecret: String
+    /// The key that may only register the app's devices, controls, activities and timelines, and may ship
+    /// inside the app (empty when it was not made or not changed).
+    public var registrationKey: String = ""
+
+    public init(app: App, apiKey: String, webhookSecret: String, registrationKey: String = "") {
+        self.app = app
+        self.apiKey = apiKey
+        self.webhookSecret = webhookSecret
+        self.registrationKey = registrationKey
+    }
 }
 
 /// A push sender's provider key as stored: only the public key (PEM), never the private one.
@@ -60,6 +70,10 @@ public struct StoredProviderKey: Hashable, Sendable {
 }
 
 extension AppCredentials {
+    /// A registration key's prefix (an API key's is `rgk_`, a webhook secret's `rgs_`): it tells a key
+    /// that may only register apart at a glance, in a log or a leaked app alike.
+    public static let registrationKeyPrefix = "rgr_"
+
     /// What the stores keep of an API key: its SHA-256 (the key itself is shown once).
     static func hash(_ apiKey: String) -> Data {
         Data(SHA256.hash(data: Data(apiKey.utf8)))

@@ -15,6 +15,7 @@ extension SQLStore {
     public func createApp(bundle: BundleID, teamID: String?, allowsExemptions: Bool, now: Date) async throws -> AppCredentials {
         let apiKey = "rgk_" + AppCredentials.randomToken()
         let webhookSecret = "rgs_" + AppCredentials.randomToken()
+        let registrationKey = AppCredentials.registrationKeyPrefix + AppCredentials.randomToken()
         let sealed = try seal(webhookSecret)
         let environment = environment
         let app = try await writing { session in
@@ -22,14 +23,14 @@ extension SQLStore {
                 throw StoreError.appExists((try? BundleID(try existing.string("bundle"))) ?? bundle)
             }
             return try await session.row("""
-                INSERT INTO app (bundle, environment, teamId, apiKeyHash, webhookSecret, allowsExemptions, createdAt)
+                INSERT INTO app (bundle, environment, teamId, apiKeyHash, webhookSecret, allowsExemptions, createdAt, registrationKeyHash)
                 VALUES (\(bundle.rawValue), \(environment.rawValue), \(teamID), \(AppCredentials.hash(apiKey)), \(sealed),
-                    \(allowsExemptions), \(now.storedMilliseconds))
+                    \(allowsExemptions), \(now.storedMilliseconds), \(AppCredentials.hash(registrationKey)))
                 RETURNING \(unescaped: App.columns)
                 """).flatMap(App.init)
         }
         guard let app else { throw StoreError.corrupt(reason: "registering an app returned no row") }
-        return AppCredentials(app: app, apiKey: apiKey, webhookSecret: webhookSecret)
+        return AppCredentials(app: app, apiKey: apiKey, webhookSecret: webhookSecret, registrationKey: registrationKey)
     }
 
     /// The app whose API key this is, or `nil`. Reads the database each time, so an app added by
@@ -38,6 +39,29 @@ extension SQLStore {
         try await reading { session in
             try await session.row("SELECT \(unescaped: App.columns) FROM app WHERE apiKeyHash = \(AppCredentials.hash(apiKey))").flatMap(App.init)
         }
+    }
+
+    /// The app whose registration key this is, or `nil` (read each time, as ``app(forAPIKey:)``).
+    public func app(forRegistrationKey key: String) async throws -> App? {
+        try await reading { session in
+            try await session.row(
+                "SELECT \(unescaped: App.columns) FROM app WHERE registrationKeyHash = \(AppCredentials.hash(key))"
+            ).flatMap(App.init)
+        }
+    }
+
+    /// Replaces the app's registration key (and only it), returning the new one in the clear once; the
+    /// old one stops working at once for a gateway that forgets what it kept (the admin API does so).
+    /// - Returns: the credentials with only ``AppCredentials/registrationKey`` set, or `nil`: no such app.
+    public func rotateRegistrationKey(bundle: BundleID) async throws -> AppCredentials? {
+        let key = AppCredentials.registrationKeyPrefix + AppCredentials.randomToken()
+        let app = try await writing { session in
+            try await session.row("""
+                UPDATE app SET registrationKeyHash = \(AppCredentials.hash(key))
+                WHERE bundle = \(bundle.rawValue) RETURNING \(unescaped: App.columns)
+                """).flatMap(App.init)
+        }
+        return app.map { AppCredentials(app: $0, apiKey: "", webhookSecret: "", registrationKey: key) }
     }
 
     /// The app registered for `bundle`, or `nil`.

@@ -17,6 +17,8 @@ public protocol GatewayStoreReading: Sendable {
     // MARK: Apps and keys
     /// The app whose API key this is (the key is compared by its hash), or `nil`.
     func app(forAPIKey apiKey: String) async throws -> App?
+    /// The app whose registration key this is (compared by its hash), or `nil`.
+    func app(forRegistrationKey key: String) async throws -> App?
     /// The app registered for `bundle`, or `nil`.
     func app(bundle: BundleID) async throws -> App?
     /// Every registered app, by bundle id.
@@ -142,6 +144,8 @@ public protocol GatewayStore: GatewayStoreReading, SchedulingStore {
     /// Replaces the app's API key (and its webhook secret when asked): the old ones stop working (`nil`: no
     /// such app).
     func rotateCredentials(bundle: BundleID, webhookSecret rotateSecret: Bool) async throws -> AppCredentials?
+    /// Replaces only the app's registration key: the old one stops working (`nil`: no such app).
+    func rotateRegistrationKey(bundle: BundleID) async throws -> AppCredentials?
     /// Registers a push sender's public key; a key id taken already: ``StoreError/keyExists(_:)``.
     func addProviderKey(_ key: StoredProviderKey) async throws
     /// Removes a provider key (`false`: there was none).

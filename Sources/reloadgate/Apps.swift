@@ -48,11 +48,12 @@ struct Apps: AsyncParsableCommand {
     /// `reloadgate apps add BUNDLE`.
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Register an app and print its API key and webhook secret (shown once).",
+            abstract: "Register an app and print its API key, webhook secret and registration key (shown once).",
             discussion: """
-                The API key authenticates the app's calls to the registry API (authorization: bearer KEY); \
-                the webhook secret signs its reload webhook calls. Neither is stored in the clear: keep them \
-                now. --team binds the app to its Apple developer team: provider keys of that team may push to \
+                The API key authenticates the app's backend to the registry API (authorization: bearer KEY); \
+                the webhook secret signs its reload webhook calls; the registration key may ship inside the \
+                app itself: it may only put and delete the app's devices, controls, activities and timelines. \
+                None is stored in the clear: keep them now. --team binds the app to its Apple developer team: provider keys of that team may push to \
                 it, keys of other teams may not; without a team no provider token can push to it (client \
                 certificates and the APIs still work; add one later with `reloadgate apps set-team`). Bundle \
                 ids are unique regardless of case. Works on the data directory of the configuration (data/ in \
@@ -72,7 +73,7 @@ struct Apps: AsyncParsableCommand {
         @Flag(name: .long, help: "Allow the app's credentials to claim budget exemptions (rule 9).")
         var allowExemptions = false
 
-        @Flag(name: .long, help: "Print {\"bundle\",\"environment\",\"apiKey\",\"webhookSecret\"} as JSON.")
+        @Flag(name: .long, help: "Print {\"bundle\",\"environment\",\"apiKey\",\"webhookSecret\",\"registrationKey\"} as JSON.")
         var json = false
 
         @OptionGroup var storeOptions: StoreOptions
@@ -104,15 +105,18 @@ struct Apps: AsyncParsableCommand {
                     "environment": credentials.app.environment.rawValue,
                     "apiKey": credentials.apiKey,
                     "webhookSecret": credentials.webhookSecret,
+                    "registrationKey": credentials.registrationKey,
                 ]
                 object["team"] = credentials.app.teamID  // left out when the app has none: all strings
                 try printJSON(object)
             } else {
                 let teamText = credentials.app.teamID.map { "team \($0)" } ?? "no team: provider tokens cannot push to it (--team)"
                 printLine("app \(credentials.app.bundle) (\(credentials.app.environment), \(teamText)) registered")
-                printLine("API key:        \(credentials.apiKey)")
-                printLine("webhook secret: \(credentials.webhookSecret)")
-                printLine("Both are shown only now: the gateway keeps a hash of the key and the secret sealed.")
+                printLine("API key:          \(credentials.apiKey)")
+                printLine("webhook secret:   \(credentials.webhookSecret)")
+                printLine("registration key: \(credentials.registrationKey)")
+                printLine("All three are shown only now: the gateway keeps hashes of the keys and the secret sealed.")
+                printLine("The registration key may ship inside the app: it may only register the app's devices, controls, activities and timelines.")
             }
         }
     }
@@ -219,7 +223,7 @@ struct Apps: AsyncParsableCommand {
     struct RotateKey: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "rotate-key",
-            abstract: "Replace an app's API key (and with --webhook-secret its webhook secret); print the new ones once.",
+            abstract: "Replace an app's API key (and with --webhook-secret its webhook secret), or with --registration its registration key alone; print the new ones once.",
             discussion: """
                 The old key stops working at once. With a gateway running, this goes through its admin \
                 socket (so the gateway forgets the old key); without one, it changes the data directory.
@@ -232,6 +236,15 @@ struct Apps: AsyncParsableCommand {
         @Flag(name: .customLong("webhook-secret"), help: "Replace the webhook secret too.")
         var webhookSecret = false
 
+        @Flag(name: .long, help: "Replace only the registration key (the one an app ships with).")
+        var registration = false
+
+        func validate() throws {
+            if registration && webhookSecret {
+                throw ValidationError("--registration replaces the registration key alone; rotate the webhook secret in another call")
+            }
+        }
+
         @OptionGroup var admin: AdminOptions
 
         func run() async throws {
@@ -239,20 +252,23 @@ struct Apps: AsyncParsableCommand {
             let answer: AdminAPI.Credentials
             if FileManager.default.fileExists(atPath: try admin.socketPath()) {
                 answer = try await admin.call(
-                    .POST, "/v1/apps/\(bundle)/rotate-key", body: AdminAPI.RotateKeyRequest(webhookSecret: webhookSecret), as: AdminAPI.Credentials.self
+                    .POST, "/v1/apps/\(bundle)/rotate-key", body: AdminAPI.RotateKeyRequest(webhookSecret: webhookSecret, registration: registration),
+                    as: AdminAPI.Credentials.self
                 )
             } else {
                 let store = try await StoreOptions.openStore(config: admin.config)
                 defer { try? store.close() }
-                guard let credentials = try await OfflineDoor(store: store).execute(ReloadGateServer.RotateCredentials(bundle: bundleID, webhookSecret: webhookSecret)) else {
+                let command = ReloadGateServer.RotateCredentials(bundle: bundleID, webhookSecret: webhookSecret, registration: registration)
+                guard let credentials = try await OfflineDoor(store: store).execute(command) else {
                     throw CommandFailure.exit("no app \(bundle)", status: 1)
                 }
-                answer = AdminAPI.Credentials(bundle: bundle, apiKey: credentials.apiKey, webhookSecret: webhookSecret ? credentials.webhookSecret : nil)
+                answer = AdminAPI.Credentials(credentials, bundle: bundle, webhookSecret: webhookSecret, registration: registration)
             }
             if admin.json { return try printJSON(answer) }
             printLine("app \(bundle): new credentials (shown only now; the old ones no longer work)")
-            printLine("API key:        \(answer.apiKey)")
-            if let secret = answer.webhookSecret { printLine("webhook secret: \(secret)") }
+            if let key = answer.apiKey { printLine("API key:          \(key)") }
+            if let secret = answer.webhookSecret { printLine("webhook secret:   \(secret)") }
+            if let key = answer.registrationKey { printLine("registration key: \(key)") }
         }
     }
 }

@@ -320,7 +320,7 @@ struct AdminCommandTests {
         let rotated = try await Self.json(["apps", "rotate-key", Self.bundle], in: directory)
         let newKey = try #require(rotated["apiKey"] as? String)
         #expect(newKey != oldKey)
-        #expect(rotated["webhookSecret"] == nil)
+        #expect(rotated["webhookSecret"] is NSNull && rotated["registrationKey"] is NSNull, "kept: \(rotated)")
         let statuses = try await CrashRecoveryTests.withClient(directory, port: port) { api in
             let widgets: [[String: Any]] = [["id": "w0", "kind": "news", "family": "systemSmall"]]
             let old = try await api.putDevice(bundle: Self.bundle, token: Self.token, apiKey: oldKey, widgets: widgets).status
@@ -364,6 +364,11 @@ struct AdminCommandTests {
         let refused = try await ReloadGateProcess.run(["stats", "--url", url, "--token-file", "wrong.token"], in: directory.url)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("authorization: bearer"))
+        // An app's registration key (the one an app may carry) is refused with 403, naming its scope.
+        try "rgr_Jc0r9f2sd5ZlWq7v1fB8VqY3Cw4eQx2p0mHn6tKu1aE".write(toFile: directory.path("app.key"), atomically: true, encoding: .utf8)
+        let registration = try await ReloadGateProcess.run(["stats", "--url", url, "--token-file", "app.key"], in: directory.url)
+        #expect(registration.status == 1)
+        #expect(registration.stderr.contains("registration key may only register"), "\(registration.stderr)")
         // The public listener still does not serve it.
         let publicAnswer = try await CrashRecoveryTests.withClient(directory, port: port) { api in try await api.send(.GET, "/v1/stats").status }
         #expect(publicAnswer == 404)

@@ -56,7 +56,7 @@ struct ReadmeTourTests {
                 .replacing(/\b\d{2}:\d{2}\b/, with: "<clock>")
                 .replacing(/in (\d+h )?(\d+m )?\d+s/, with: "in <duration>")
                 .replacing(/≤\d+(\.\d+)?(ms|s|m|h|d)/, with: "≤<wait>")
-                .replacing(/rg[ks]_[A-Za-z0-9_-]+/, with: "<secret>")
+                .replacing(/rg[ksr]_[A-Za-z0-9_-]+/, with: "<secret>")
                 .replacing(/\/\S*\/certs\//, with: "<dir>/certs/")
                 .split(whereSeparator: \.isWhitespace).joined(separator: " ")
         }

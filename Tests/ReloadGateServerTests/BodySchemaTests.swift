@@ -252,10 +252,11 @@ import Testing
         try add([device(widgets, active: true)])
         try add(widgets)
         try add([AdminAPI.DeviceRemoved(removed: .init(bundle: "com.example.app", device: token, widgets: 2))])
-        try add([AdminAPI.RotateKeyRequest(webhookSecret: true)])
+        try add([AdminAPI.RotateKeyRequest(webhookSecret: true), AdminAPI.RotateKeyRequest(webhookSecret: false, registration: true)])
         try add([
             AdminAPI.Credentials(bundle: "com.example.app", apiKey: "rgk_x", webhookSecret: nil),
             AdminAPI.Credentials(bundle: "com.example.app", apiKey: "rgk_x", webhookSecret: "rgs_y"),
+            AdminAPI.Credentials(bundle: "com.example.app", apiKey: nil, webhookSecret: nil, registrationKey: "rgr_z"),
         ])
         try add([AdminAPI.TeamRequest(team: "ABCDE12345")])
         try add([AdminAPI.TeamBound(bundle: "com.example.app", team: "ABCDE12345")])

@@ -1,4 +1,5 @@
 public import ReloadGateAPI
+public import ReloadGateStore
 
 /// The admin API's bodies, one type each, named as their schema in the OpenAPI document
 /// (`components/schemas`): the server (``AdminRoutes``, ``DashboardRoutes``) encodes them, the operator's
@@ -440,29 +441,42 @@ extension AdminAPI {
         public static let schema = "RotateKeyRequest"
         /// Replace the webhook secret too.
         public var webhookSecret: Bool
+        /// Replace only the registration key (the API key and webhook secret are kept).
+        public var registration: Bool
 
-        public init(webhookSecret: Bool) {
+        public init(webhookSecret: Bool, registration: Bool = false) {
             self.webhookSecret = webhookSecret
+            self.registration = registration
         }
 
-        private enum CodingKeys: String, CodingKey { case webhookSecret }
+        private enum CodingKeys: String, CodingKey { case webhookSecret, registration }
 
         public init(from decoder: any Decoder) throws {
-            webhookSecret = try decoder.container(keyedBy: CodingKeys.self).bool(.webhookSecret, default: false)
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            webhookSecret = try container.bool(.webhookSecret, default: false)
+            registration = try container.bool(.registration, default: false)
+            if webhookSecret && registration {
+                throw APIError.invalidField("registration replaces the registration key alone: leave webhookSecret out, or rotate them in two calls")
+            }
         }
     }
 
-    /// New credentials, shown once: the API key, and the webhook secret when it was replaced.
+    /// New credentials, shown once: the API key, and the webhook secret when it was replaced; or the
+    /// registration key alone.
     public struct Credentials: DocumentedBody {
         public static let schema = "Credentials"
         public var bundle: String
-        public var apiKey: String
-        public var webhookSecret: String?
+        /// The new API key (`null`: kept, only the registration key was replaced).
+        @Nullable public var apiKey: String?
+        @Nullable public var webhookSecret: String?
+        /// The new registration key (`null`: kept).
+        @Nullable public var registrationKey: String?
 
-        public init(bundle: String, apiKey: String, webhookSecret: String?) {
+        public init(bundle: String, apiKey: String?, webhookSecret: String?, registrationKey: String? = nil) {
             self.bundle = bundle
             self.apiKey = apiKey
             self.webhookSecret = webhookSecret
+            self.registrationKey = registrationKey
         }
     }
 
@@ -534,5 +548,17 @@ extension AdminAPI {
     public struct KeyRemoved: DocumentedBody {
         public static let schema = "KeyRemoved"
         public var removed: String
+    }
+}
+
+extension AdminAPI.Credentials {
+    /// What a rotation replaced: the registration key alone, or the API key (and the webhook secret).
+    public init(_ credentials: AppCredentials, bundle: String, webhookSecret: Bool, registration: Bool) {
+        self.init(
+            bundle: bundle,
+            apiKey: registration ? nil : credentials.apiKey,
+            webhookSecret: webhookSecret && !registration ? credentials.webhookSecret : nil,
+            registrationKey: registration ? credentials.registrationKey : nil
+        )
     }
 }

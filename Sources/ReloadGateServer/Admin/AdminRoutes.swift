@@ -155,11 +155,15 @@ struct AdminRoutes {
         let body = (length == nil && request.head.headerFields[.transferEncoding] == nil) || length == "0"
             ? nil : try await JSONBody.decode(AdminAPI.RotateKeyRequest.self, request, limit: 4096)
         let rotateSecret = body?.webhookSecret ?? false
-        guard let credentials = try await door.execute(RotateCredentials(bundle: bundleID, webhookSecret: rotateSecret)) else {
+        let registration = body?.registration ?? false
+        guard let credentials = try await door.execute(RotateCredentials(bundle: bundleID, webhookSecret: rotateSecret, registration: registration)) else {
             throw APIError.notFound("no app \(bundle)")
         }
-        logger.notice("app credentials rotated by the operator", metadata: ["bundle": "\(bundle)", "webhook-secret": "\(rotateSecret)"])
-        return try Self.json(AdminAPI.Credentials(bundle: bundle, apiKey: credentials.apiKey, webhookSecret: rotateSecret ? credentials.webhookSecret : nil))
+        logger.notice(
+            "app credentials rotated by the operator",
+            metadata: ["bundle": "\(bundle)", "webhook-secret": "\(rotateSecret)", "registration-key": "\(registration)"]
+        )
+        return try Self.json(AdminAPI.Credentials(credentials, bundle: bundle, webhookSecret: rotateSecret, registration: registration))
     }
 
     static func device<Widgets>(_ device: DeviceRecord, widgets: Widgets) -> AdminAPI.Device<Widgets> {

@@ -155,6 +155,24 @@ public struct ConfigurationKey: Sendable {
             configuration.forecast.appThresholds = thresholds
             return true
         },
+        .integer(
+            "registration.requestsPerMinute",
+            "calls of the registry API one device token may make per minute with the app's registration key (then 429)",
+            \.registration.requestsPerMinute,
+            range: 1...100_000
+        ),
+        .integer(
+            "registration.requestsPerAddressPerMinute",
+            "calls of the registry API one client address may make per minute with registration keys (then 429); 0: no limit by address",
+            \.registration.requestsPerAddressPerMinute,
+            range: 0...1_000_000
+        ),
+        .integer(
+            "registration.newDevicesPerMinute",
+            "devices new to an app that its registration key may add per minute (then 429 with retry-after)",
+            \.registration.newDevicesPerMinute,
+            range: 1...1_000_000
+        ),
         .choice("environment", "APNs environment of this gateway", \.environment, DeploymentEnvironment.allCases.map { ($0.rawValue, $0) }),
         .choice("log.level", "lowest log level written", \.log.level, Logger.Level.allCases.map { ($0.rawValue, $0) }),
         .choice("log.format", "log line format", \.log.format, GatewayConfiguration.Log.Format.allCases.map { ($0.rawValue, $0) }),

@@ -324,6 +324,22 @@ public struct GatewayConfiguration: Sendable, Equatable {
     }
 
     public var forecast = Forecast()
+
+    /// What an app's registration key may spend (the key may ship inside the app, so anybody may hold it).
+    public struct Registration: Sendable, Equatable {
+        /// Calls one device token may get through a registration key per minute (a burst of as many).
+        public var requestsPerMinute: Int = 60
+        /// Calls one client address may make through registration keys per minute (a burst of as many);
+        /// 0: not limited by address (a gateway behind a proxy sees one address for every client).
+        public var requestsPerAddressPerMinute: Int = 600
+        /// Devices new to an app that registration keys may add per minute (a burst of as many).
+        public var newDevicesPerMinute: Int = 600
+
+        public init() {}
+    }
+
+    /// The registration keys' limits.
+    public var registration = Registration()
     /// The data directory: the SQLite store, the outbox, the secrets key, the admin socket. Created with
     /// mode 0700.
     public var dataDirectory: String = "data"

@@ -11,13 +11,13 @@ import Synchronization
 /// The router a listener's frame-level HTTP/2 handler calls: built once the routes are complete (tests
 /// add routes after the gateway's), set before the listener accepts its first connection.
 final class RouterResponderBox: Sendable {
-    private let value = Mutex<RouterResponder<BasicRequestContext>?>(nil)
+    private let value = Mutex<RouterResponder<GatewayRequestContext>?>(nil)
 
     init() {}
 
-    func set(_ responder: RouterResponder<BasicRequestContext>) { value.withLock { $0 = responder } }
+    func set(_ responder: RouterResponder<GatewayRequestContext>) { value.withLock { $0 = responder } }
 
-    var responder: RouterResponder<BasicRequestContext>? { value.withLock { $0 } }
+    var responder: RouterResponder<GatewayRequestContext>? { value.withLock { $0 } }
 }
 
 /// The API listener's HTTP/2 path: the connection's frames handled on its event loop, with no child channel
@@ -202,7 +202,7 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
     private struct Routed: Sendable {
         let id: HTTP2StreamID
         let request: Request
-        let responder: RouterResponder<BasicRequestContext>
+        let responder: RouterResponder<GatewayRequestContext>
         let channel: any Channel
         let logger: Logger
         let handler: NIOLoopBound<(APIHTTP2Handler, ChannelHandlerContext)>
@@ -222,11 +222,11 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
     /// Hummingbird's server answers it.
     fileprivate static func answer(
         _ request: Request,
-        responder: RouterResponder<BasicRequestContext>,
+        responder: RouterResponder<GatewayRequestContext>,
         channel: any Channel,
         logger: Logger
     ) async -> (head: HTTPResponse, body: ByteBuffer) {
-        let context = BasicRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
+        let context = GatewayRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
         var response: Response
         do {
             response = try await responder.respond(to: request, context: context)

@@ -5,12 +5,12 @@ import ReloadGateStore
 import Synchronization
 
 /// The registered apps as the routes look them up on every call: by bundle for pushes, by bundle with the
-/// webhook secret (unsealed once) for the webhook, by API key for the registry API.
+/// webhook secret (unsealed once) for the webhook, by API key or registration key for the registry API.
 ///
 /// Apps found are kept in memory; a lookup that finds nothing asks the store again next time, so an app
 /// added by `reloadgate apps add` while the server runs is seen at once. The only change to an app,
-/// `reloadgate apps rotate-key`, goes through the admin API, which calls ``forget(_:)``. API keys are kept
-/// only as their SHA-256, as in the store.
+/// `reloadgate apps rotate-key`, goes through the admin API, which calls ``forget(_:)``. Keys are kept only
+/// as their SHA-256, as in the store.
 final class AppDirectory: Sendable {
     private struct Entry: Sendable {
         var app: App
@@ -21,7 +21,7 @@ final class AppDirectory: Sendable {
 
     private let store: any GatewayStoreReading
     private let byBundle = Mutex<[String: Entry]>([:])
-    private let byKeyHash = Mutex<[Data: App]>([:])
+    private let byKeyHash = Mutex<[Data: (app: App, scope: KeyScope)]>([:])
 
     init(store: any GatewayStoreReading) {
         self.store = store
@@ -56,7 +56,7 @@ final class AppDirectory: Sendable {
     /// Drops what is kept of the app (its credentials changed): the old API key and secret stop working.
     func forget(_ bundle: BundleID) {
         byBundle.withLock { $0[bundle.rawValue] = nil }
-        byKeyHash.withLock { entries in entries = entries.filter { $0.value.bundle != bundle } }
+        byKeyHash.withLock { entries in entries = entries.filter { $0.value.app.bundle != bundle } }
     }
 
     /// Drops everything kept (another gateway changed an app).
@@ -67,10 +67,19 @@ final class AppDirectory: Sendable {
 
     /// The app whose API key this is, or `nil`.
     func app(forAPIKey apiKey: String) async throws -> App? {
-        let hash = Data(SHA256.hash(data: Data(apiKey.utf8)))
-        if let app = byKeyHash.withLock({ $0[hash] }) { return app }
-        guard let app = try await store.app(forAPIKey: apiKey) else { return nil }
-        byKeyHash.withLock { $0[hash] = app }
-        return app
+        guard let found = try await app(forKey: apiKey), found.scope == .apiKey else { return nil }
+        return found.app
+    }
+
+    /// The app whose API key or registration key (by its prefix, `rgr_`) this is, and what the key may
+    /// do; `nil` when it is neither.
+    func app(forKey key: String) async throws -> (app: App, scope: KeyScope)? {
+        let hash = Data(SHA256.hash(data: Data(key.utf8)))
+        if let found = byKeyHash.withLock({ $0[hash] }) { return found }
+        let scope: KeyScope = key.hasPrefix(AppCredentials.registrationKeyPrefix) ? .registration : .apiKey
+        let app = try await scope == .registration ? store.app(forRegistrationKey: key) : store.app(forAPIKey: key)
+        guard let app else { return nil }
+        byKeyHash.withLock { $0[hash] = (app, scope) }
+        return (app, scope)
     }
 }

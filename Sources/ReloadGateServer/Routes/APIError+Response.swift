@@ -14,11 +14,9 @@ extension APIError {
     /// `{"code": "...", "message": "..."}` with the error's status.
     var response: Response {
         let body = #"{"code":\#(JSONText.quoted(code)),"message":\#(JSONText.quoted(message))}"#
-        return Response(
-            status: HTTPResponse.Status(code: status),
-            headers: [.contentType: "application/json"],
-            body: ResponseBody(byteBuffer: ByteBuffer(string: body))
-        )
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        return Response(status: HTTPResponse.Status(code: status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
     }
 }
 

@@ -6,11 +6,15 @@ import ReloadGateCore
 import ReloadGateStore
 
 /// The registry API (docs/DESIGN.md, Interfaces 2): devices with their widgets, timelines, configurations.
-/// Every call carries `authorization: bearer <apiKey>` of the app named in the path.
+/// Every call carries `authorization: bearer <key>` of the app named in the path: its API key, or its
+/// registration key (`rgr_...`), which may only put and delete devices, controls, activities and
+/// timelines, within ``RegistrationGuard``'s limits.
 struct RegistryRoutes {
     /// Where changes go; the routes read through its ``GatewayDoor/reader``.
     let door: GatewayDoor
     let limits: RegistryLimits
+    /// What calls with a registration key may spend.
+    var registrationGuard = RegistrationGuard(GatewayConfiguration.Registration())
 
     /// Bodies larger than this are refused while reading (docs/DESIGN.md, Security: 64 KiB).
     static let bodyLimit = 64 * 1024
@@ -73,17 +77,34 @@ struct RegistryRoutes {
         }
     }
 
-    private func authenticate(_ request: Request, _ context: some RequestContext) async throws -> App {
+    /// The app of the call's key, which must be the app in the path. A registration key is accepted only
+    /// where `registration` allows it, for the device token the path names (counted against its limits);
+    /// with `newDevice`, a token the app does not have yet is also counted as a new device.
+    private func authenticate(
+        _ request: Request, _ context: some RequestContext, registration: Bool = false, newDevice: Bool = false
+    ) async throws -> App {
         let bundle = context.parameters.get("bundle") ?? ""
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
-            throw APIError.unauthorized("send the app's API key as `authorization: bearer <apiKey>`")
+            throw APIError.unauthorized("send the app's API key (or, to register, its registration key) as `authorization: bearer <key>`")
         }
         let key = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard let app = try await door.apps.app(forAPIKey: key) else {
-            throw APIError.unauthorized("the API key is not valid")
+        guard let (app, scope) = try await door.apps.app(forKey: key) else {
+            throw APIError.unauthorized("the key is not valid")
         }
         guard app.bundle.rawValue == bundle else {
-            throw APIError.forbidden("the API key belongs to another app than \(bundle)")
+            throw APIError.forbidden(
+                scope == .registration
+                    ? "the registration key belongs to another app than \(bundle): it may only register \(app.bundle)'s devices, controls, activities and timelines"
+                    : "the API key belongs to another app than \(bundle)"
+            )
+        }
+        guard scope == .registration else { return app }
+        guard registration else { throw KeyScope.registrationOnly }
+        let token = try token(context)
+        let address = (context as? any RemoteAddressRequestContext)?.remoteAddress?.ipAddress
+        try registrationGuard.admit(token: token, app: app, address: address)
+        if newDevice, try await door.reader.deviceStatus(app: app, token: token) == nil {
+            try registrationGuard.admitNewDevice(app: app)
         }
         return app
     }
@@ -97,7 +118,7 @@ struct RegistryRoutes {
     }
 
     private func putDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let app = try await authenticate(request, context)
+        let app = try await authenticate(request, context, registration: true, newDevice: true)
         let token = try token(context)
         let body = try DeviceRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
         try Self.check(environment: body.environment, of: app)
@@ -130,7 +151,7 @@ struct RegistryRoutes {
 
     /// `PUT .../controls/<token>`: one control's token, kind and configuration.
     private func putControl(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let app = try await authenticate(request, context)
+        let app = try await authenticate(request, context, registration: true, newDevice: true)
         let token = try token(context)
         let body = try ControlRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
         try Self.check(environment: body.environment, of: app)
@@ -150,7 +171,7 @@ struct RegistryRoutes {
 
     /// `PUT .../activities/<token>`: a Live Activity's token, or a push-to-start token.
     private func putActivity(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let app = try await authenticate(request, context)
+        let app = try await authenticate(request, context, registration: true, newDevice: true)
         let token = try token(context)
         let body = try ActivityRegistrationBody(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)
         try Self.check(environment: body.environment, of: app)
@@ -166,13 +187,13 @@ struct RegistryRoutes {
     /// `DELETE .../devices/<token>`, `.../controls/<token>` or `.../activities/<token>` (`pushType`): a token of the other type is
     /// refused (409), so that a path never removes what it does not name.
     private func deleteDevice(_ request: Request, _ context: some RequestContext, pushType: PushType = .widgets) async throws -> Response {
-        let app = try await authenticate(request, context)
+        let app = try await authenticate(request, context, registration: true)
         _ = try await door.execute(DeleteDevice(app: app, token: try token(context), pushType: pushType))
         return Response(status: .noContent)
     }
 
     private func putTimeline(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let app = try await authenticate(request, context)
+        let app = try await authenticate(request, context, registration: true)
         let token = try token(context)
         let widgetID = context.parameters.get("widget") ?? ""
         let timeline = try TimelineBody.timeline(json: try await JSONBody.bytes(request, limit: Self.bodyLimit), limits: limits)

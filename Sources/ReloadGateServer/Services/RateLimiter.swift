@@ -72,10 +72,16 @@ final class RateLimiter<C: Clock>: Sendable where C.Duration == Duration {
     static var keyLimit: Int { 200_000 }
 
     /// `perSecond` must be positive; a request may go `tolerance` before its theoretical arrival time.
-    init(perSecond: Int, tolerance: Duration, clock: C) {
+    convenience init(perSecond: Int, tolerance: Duration, clock: C) {
         precondition(perSecond > 0)
+        self.init(every: .seconds(1) / perSecond, tolerance: tolerance, clock: clock)
+    }
+
+    /// One request each `interval` (positive), a request may go `tolerance` before its time.
+    init(every interval: Duration, tolerance: Duration, clock: C) {
+        precondition(interval > .zero)
         self.clock = clock
-        interval = .seconds(1) / perSecond
+        self.interval = interval
         self.tolerance = max(.zero, tolerance)
         state = Mutex(State(theoreticalArrival: clock.now))
     }
@@ -87,13 +93,18 @@ final class RateLimiter<C: Clock>: Sendable where C.Duration == Duration {
 
     /// Whether a request of `key` is within its rate now; if it is, it counts.
     func allow(_ key: String) -> Bool {
+        wait(for: key) == nil
+    }
+
+    /// Admits a request of `key` (`nil`), or says how long until one would be admitted (nothing changes).
+    func wait(for key: String) -> Duration? {
         let now = clock.now
         return keys.withLock { keys in
             if keys.count > Self.keyLimit { keys.removeAll(keepingCapacity: true) }
             let arrival = keys[key] ?? now
-            guard admits(arrival, at: now) else { return false }
+            guard admits(arrival, at: now) else { return now.duration(to: arrival.advanced(by: .zero - tolerance)) }
             keys[key] = max(arrival, now).advanced(by: interval)
-            return true
+            return nil
         }
     }
 

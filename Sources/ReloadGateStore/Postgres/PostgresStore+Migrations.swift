@@ -281,6 +281,14 @@ extension PostgresStore {
                 "ALTER TABLE instance_state ADD COLUMN activity text",
             ]
         ),
+        (
+            "pg11-registration-key",
+            [
+                // The app's registration key's SHA-256 (the SQLite store's `v22-registration-key`).
+                "ALTER TABLE app ADD COLUMN registrationKeyHash bytea",
+                "CREATE UNIQUE INDEX app_on_registration_key ON app (registrationKeyHash)",
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

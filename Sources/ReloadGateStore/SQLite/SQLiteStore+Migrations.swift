@@ -325,6 +325,13 @@ extension SQLiteStore {
             // widgets and controls.
             try db.execute(sql: "ALTER TABLE instance_state ADD COLUMN activity TEXT")
         }
+        migrator.registerMigration("v22-registration-key") { db in
+            // The app's registration key (its SHA-256, as the API key's): it may only put and delete the
+            // app's devices, controls, activities and timelines. NULL until one is made (`apps add`,
+            // `apps rotate-key --registration`).
+            try db.execute(sql: "ALTER TABLE app ADD COLUMN registrationKeyHash BLOB")
+            try db.execute(sql: "CREATE UNIQUE INDEX app_on_registration_key ON app (registrationKeyHash)")
+        }
         return migrator
     }
 

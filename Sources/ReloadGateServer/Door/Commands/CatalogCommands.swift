@@ -59,18 +59,23 @@ public struct SetTeam: CatalogCommand {
     }
 }
 
-/// `reloadgate apps rotate-key`: a new API key (and webhook secret); `nil`: no app.
+/// `reloadgate apps rotate-key`: a new API key (and webhook secret), or (`registration`) only a new
+/// registration key; `nil`: no app.
 public struct RotateCredentials: CatalogCommand {
     public var bundle: BundleID
     public var webhookSecret: Bool
+    public var registration: Bool
 
-    public init(bundle: BundleID, webhookSecret: Bool) {
+    public init(bundle: BundleID, webhookSecret: Bool, registration: Bool = false) {
         self.bundle = bundle
         self.webhookSecret = webhookSecret
+        self.registration = registration
     }
 
     public func write(to store: any GatewayStore, now: Date) async throws -> AppCredentials? {
-        try await store.rotateCredentials(bundle: bundle, webhookSecret: webhookSecret)
+        registration
+            ? try await store.rotateRegistrationKey(bundle: bundle)
+            : try await store.rotateCredentials(bundle: bundle, webhookSecret: webhookSecret)
     }
 
     public func apply(_ outcome: AppCredentials?, toCachesOf door: GatewayDoorCaches) {

@@ -1,0 +1,98 @@
+import Foundation
+
+/// Registry calls kept on disk until the gateway took them: a report made while the network (or the
+/// gateway) is away survives the process and goes, in order, once each, when ``flush(_:)`` next runs.
+///
+/// Each call is a file named by its sequence number in `directory` (in an app group container, so that
+/// the app and its extensions share it). A call the gateway took, or refused for good (a malformed body,
+/// another app's path), is removed; a temporary failure (unreachable, 408, 429, 5xx, a rotated key) stops
+/// the flush and keeps it and every later call. Flushes in one process run one at a time.
+public actor OfflineQueue {
+    public nonisolated let directory: URL
+    private var flushing = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    /// What one flush did.
+    public struct Outcome: Sendable {
+        /// Calls the gateway took.
+        public var sent = 0
+        /// Calls refused for good (removed), with the refusal.
+        public var refused: [(call: RegistryCall, error: ReloadGateError)] = []
+        /// Why the flush stopped with calls still kept, if it did.
+        public var stopped: ReloadGateError?
+        /// Calls still kept.
+        public var kept = 0
+    }
+
+    public init(directory: URL) throws {
+        self.directory = directory
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    /// Keeps `calls` after every call kept before them.
+    public func enqueue(_ calls: [RegistryCall]) throws {
+        var number = (try pending().last.map { $0.number + 1 }) ?? 1
+        for call in calls {
+            let data = try JSONEncoder().encode(call)
+            // Written whole under a temporary name, then renamed: a crash never leaves half a call.
+            let temporary = directory.appendingPathComponent(".\(number).tmp")
+            try data.write(to: temporary, options: .atomic)
+            try FileManager.default.moveItem(at: temporary, to: directory.appendingPathComponent(Self.name(number)))
+            number += 1
+        }
+    }
+
+    /// The calls waiting, oldest first.
+    public func calls() throws -> [RegistryCall] {
+        try pending().map { try JSONDecoder().decode(RegistryCall.self, from: Data(contentsOf: $0.file)) }
+    }
+
+    /// Sends the calls waiting, oldest first, until one fails for now.
+    @discardableResult
+    public func flush(_ client: ReloadGateClient) async throws -> Outcome {
+        await takeTurn()
+        defer { passTurn() }
+        var outcome = Outcome()
+        let entries = try pending()
+        for (index, entry) in entries.enumerated() {
+            let call = try JSONDecoder().decode(RegistryCall.self, from: Data(contentsOf: entry.file))
+            do {
+                try await client.send(call)
+                outcome.sent += 1
+            } catch {
+                guard !error.isTemporary else {
+                    outcome.stopped = error
+                    outcome.kept = entries.count - index
+                    break
+                }
+                outcome.refused.append((call, error))
+            }
+            try FileManager.default.removeItem(at: entry.file)
+        }
+        return outcome
+    }
+
+    private func takeTurn() async {
+        guard flushing else {
+            flushing = true
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    private func passTurn() {
+        if waiting.isEmpty { flushing = false } else { waiting.removeFirst().resume() }
+    }
+
+    private func pending() throws -> [(number: Int, file: URL)] {
+        try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+            .compactMap { file in
+                let name = file.lastPathComponent
+                guard name.hasSuffix(".call"), let number = Int(name.dropLast(5)) else { return nil }
+                return (number, file)
+            }
+            .sorted { $0.number < $1.number }
+    }
+
+    private static func name(_ number: Int) -> String { String(format: "%012d.call", number) }
+}

@@ -82,6 +82,24 @@ struct RateLimiterTests {
         #expect((0..<3).map { _ in limiter.allow("a") } == [true, true, false])
     }
 
+    /// Memory is bounded by the keys whose time has not come: at the limit, the others are dropped (they
+    /// hold nothing) and a key still spaced out keeps its place, so a flood of new keys does not free it.
+    @Test func aFullMapDropsOnlyTheKeysWhoseTimeHasCome() {
+        let clock = ManualClock()
+        let limiter = RateLimiter(every: .seconds(60), tolerance: .zero, clock: clock)
+        // A flood of keys, each due again in 60 s; one key called later, due at 119 s.
+        var admitted = 0
+        for key in 1..<RateLimiter<ManualClock>.keyLimit where limiter.allow("k\(key)") { admitted += 1 }
+        #expect(admitted == RateLimiter<ManualClock>.keyLimit - 1)
+        clock.advance(by: .seconds(59))
+        #expect(limiter.allow("spaced"))
+        clock.advance(by: .seconds(2))
+        #expect(limiter.allow("new") && limiter.allow("other"), "the map at its limit drops the keys whose time has come")
+        #expect(!limiter.allow("spaced"), "a key whose time has not come keeps it")
+        clock.advance(by: .seconds(58))
+        #expect(limiter.allow("spaced"))
+    }
+
     /// Polls `condition` (for at most five seconds of real time).
     private func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         for _ in 0..<5_000 where !condition() {

@@ -1,3 +1,5 @@
+import Foundation
+import NIOCore
 import ReloadGateAPI
 import ReloadGateCore
 import ReloadGateStore
@@ -53,6 +55,26 @@ final class RegistrationGuard: Sendable {
     static func perMinute(_ count: Int) -> RateLimiter<ContinuousClock> {
         let interval = Duration.seconds(60) / max(1, count)
         return RateLimiter(every: interval, tolerance: .seconds(60) - interval, clock: ContinuousClock())
+    }
+
+    /// What the per-address limit counts a client by: an IPv4 address whole, an IPv6 address by its /64
+    /// (one host, or one customer of a provider, holds a whole /64: counting its addresses one by one
+    /// would give it 2^64 limits); an IPv4 address mapped into IPv6 as IPv4. `nil` for a Unix socket.
+    static func addressKey(_ address: SocketAddress?) -> String? {
+        switch address {
+        case .v4?:
+            return address?.ipAddress
+        case .v6?:
+            var bytes = [UInt8](repeating: 0, count: 16)
+            guard let text = address?.ipAddress, inet_pton(AF_INET6, text, &bytes) == 1 else { return address?.ipAddress }
+            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
+                return bytes[12..<16].map(String.init).joined(separator: ".")
+            }
+            let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+            return groups.joined(separator: ":") + "::/64"
+        default:
+            return nil
+        }
     }
 
     /// Whole seconds, rounded up.

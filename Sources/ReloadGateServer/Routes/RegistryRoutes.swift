@@ -101,7 +101,7 @@ struct RegistryRoutes {
         guard scope == .registration else { return app }
         guard registration else { throw KeyScope.registrationOnly }
         let token = try token(context)
-        let address = (context as? any RemoteAddressRequestContext)?.remoteAddress?.ipAddress
+        let address = RegistrationGuard.addressKey((context as? any RemoteAddressRequestContext)?.remoteAddress)
         try registrationGuard.admit(token: token, app: app, address: address)
         if newDevice, try await door.reader.deviceStatus(app: app, token: token) == nil {
             try registrationGuard.admitNewDevice(app: app)

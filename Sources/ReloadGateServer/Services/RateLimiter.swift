@@ -68,7 +68,9 @@ final class RateLimiter<C: Clock>: Sendable where C.Duration == Duration {
     private let state: Mutex<State>
     /// ``allow(_:)``'s theoretical arrival time per key.
     private let keys = Mutex<[String: C.Instant]>([:])
-    /// Keys kept at most (bounded memory: past it the map starts again).
+    /// Keys kept at most (bounded memory): past it, the keys whose time has come are dropped (a key whose
+    /// theoretical arrival is not after now is the same as no key), and if that is not enough the map
+    /// starts again.
     static var keyLimit: Int { 200_000 }
 
     /// `perSecond` must be positive; a request may go `tolerance` before its theoretical arrival time.
@@ -100,7 +102,10 @@ final class RateLimiter<C: Clock>: Sendable where C.Duration == Duration {
     func wait(for key: String) -> Duration? {
         let now = clock.now
         return keys.withLock { keys in
-            if keys.count > Self.keyLimit { keys.removeAll(keepingCapacity: true) }
+            if keys.count >= Self.keyLimit {
+                keys = keys.filter { $0.value > now }
+                if keys.count >= Self.keyLimit / 2 { keys.removeAll(keepingCapacity: true) }
+            }
             let arrival = keys[key] ?? now
             guard admits(arrival, at: now) else { return now.duration(to: arrival.advanced(by: .zero - tolerance)) }
             keys[key] = max(arrival, now).advanced(by: interval)

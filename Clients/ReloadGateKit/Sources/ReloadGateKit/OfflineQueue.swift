@@ -3,10 +3,12 @@ import Foundation
 /// Registry calls kept on disk until the gateway took them: a report made while the network (or the
 /// gateway) is away survives the process and goes, in order, once each, when ``flush(_:)`` next runs.
 ///
-/// Each call is a file named by its sequence number in `directory` (in an app group container, so that
+/// Each call is a file named by its sequence number (and a random part) in `directory` (in an app group container, so that
 /// the app and its extensions share it). A call the gateway took, or refused for good (a malformed body,
 /// another app's path), is removed; a temporary failure (unreachable, 408, 429, 5xx, a rotated key) stops
-/// the flush and keeps it and every later call. Flushes in one process run one at a time.
+/// the flush and keeps it and every later call. Flushes in one process run one at a time, so each call
+/// goes once; the app and its extension flushing at the same moment may both send one, which the
+/// registry takes as the same change (its PUTs replace, a DELETE of what is gone changes nothing).
 public actor OfflineQueue {
     public nonisolated let directory: URL
     private var flushing = false
@@ -29,15 +31,17 @@ public actor OfflineQueue {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
 
-    /// Keeps `calls` after every call kept before them.
+    /// Keeps `calls` after every call kept before them. Each file's name is its sequence number and a
+    /// random part, so that the app and its extension enqueueing at the same moment never take one name.
     public func enqueue(_ calls: [RegistryCall]) throws {
         var number = (try pending().last.map { $0.number + 1 }) ?? 1
         for call in calls {
             let data = try JSONEncoder().encode(call)
+            let name = String(format: "%012d", number) + "-" + UUID().uuidString + ".call"
             // Written whole under a temporary name, then renamed: a crash never leaves half a call.
-            let temporary = directory.appendingPathComponent(".\(number).tmp")
+            let temporary = directory.appendingPathComponent("." + name + ".tmp")
             try data.write(to: temporary, options: .atomic)
-            try FileManager.default.moveItem(at: temporary, to: directory.appendingPathComponent(Self.name(number)))
+            try FileManager.default.moveItem(at: temporary, to: directory.appendingPathComponent(name))
             number += 1
         }
     }
@@ -84,15 +88,14 @@ public actor OfflineQueue {
         if waiting.isEmpty { flushing = false } else { waiting.removeFirst().resume() }
     }
 
+    /// The calls' files, oldest first (by sequence number, then name).
     private func pending() throws -> [(number: Int, file: URL)] {
         try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
             .compactMap { file in
                 let name = file.lastPathComponent
-                guard name.hasSuffix(".call"), let number = Int(name.dropLast(5)) else { return nil }
+                guard !name.hasPrefix("."), name.hasSuffix(".call"), let number = Int(name.prefix(12)) else { return nil }
                 return (number, file)
             }
-            .sorted { $0.number < $1.number }
+            .sorted { ($0.number, $0.file.lastPathComponent) < ($1.number, $1.file.lastPathComponent) }
     }
-
-    private static func name(_ number: Int) -> String { String(format: "%012d.call", number) }
 }

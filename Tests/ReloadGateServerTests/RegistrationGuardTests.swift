@@ -1,0 +1,18 @@
+import NIOCore
+@testable import ReloadGateServer
+import Testing
+
+/// What the registration key's per-address limit counts a client by.
+struct RegistrationGuardTests {
+    @Test func anIPv6ClientIsCountedByItsSlash64AndAnIPv4ByItsAddress() throws {
+        let a = try SocketAddress(ipAddress: "2001:db8:1:2:aaaa::1", port: 4431)
+        let b = try SocketAddress(ipAddress: "2001:db8:1:2:ffff:1:2:3", port: 80)
+        let c = try SocketAddress(ipAddress: "2001:db8:1:3::1", port: 80)
+        #expect(RegistrationGuard.addressKey(a) == "2001:db8:1:2::/64")
+        #expect(RegistrationGuard.addressKey(a) == RegistrationGuard.addressKey(b), "one /64")
+        #expect(RegistrationGuard.addressKey(a) != RegistrationGuard.addressKey(c))
+        #expect(RegistrationGuard.addressKey(try SocketAddress(ipAddress: "192.0.2.7", port: 1)) == "192.0.2.7")
+        #expect(RegistrationGuard.addressKey(try SocketAddress(ipAddress: "::ffff:192.0.2.7", port: 1)) == "192.0.2.7")
+        #expect(RegistrationGuard.addressKey(nil) == nil)
+    }
+}

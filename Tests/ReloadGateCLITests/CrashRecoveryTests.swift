@@ -100,10 +100,64 @@ struct CrashRecoveryTests {
         second.send(SIGTERM)
         #expect(try await second.waitForExit() == 0)
 
+        // Exactly one line a delivery: the outbox's line is the delivery's record, so one written before
+        // the kill (its `sent` mark not committed yet) is found at the restart, not written again.
+        let apnsIDs = Self.outboxLines(directory).compactMap { $0["apnsId"] as? String }
+        #expect(Set(apnsIDs).count == apnsIDs.count, "an apns-id twice in the outbox: \(apnsIDs.sorted())")
+
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
         #expect(try await store.ledgerCounts().pendingReloads == 0)
         #expect(try await store.deliveries(in: [.pending, .sending]).isEmpty)
+    }
+
+    /// The outbox's lines as objects.
+    static func outboxLines(_ directory: TemporaryDirectory) -> [[String: Any]] {
+        let text = (try? String(contentsOfFile: directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+    }
+
+    /// With the outbox no `sending` mark is written: a delivery an earlier run released and left `pending`
+    /// is looked up in the outbox at the start. One whose line is there (the crash came after the line's
+    /// sync, before its `sent` mark) is marked sent and not written again; one without a line is written.
+    @Test func aDeliveryLeftPendingIsLookedUpInTheOutboxAndWrittenOnce() async throws {
+        let directory = try TemporaryDirectory("crash")
+        defer { directory.remove() }
+        let token = try DeviceToken(String(repeating: "6b", count: 32))
+        let written = "0a0b0c0d-0000-4000-8000-000000000011"
+        let notWritten = "0a0b0c0d-0000-4000-8000-000000000012"
+        do {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            let app = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
+            let registration = try await store.putDevice(
+                app: app, token: token,
+                widgets: [WidgetRegistration(id: "w1", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())],
+                previousToken: nil, now: Date()
+            )
+            let released = Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000) - 60_000)
+            var batch = LedgerBatch()
+            batch.deliveries = [written, notWritten].map { apnsID in
+                RecordedDelivery(
+                    apnsID: apnsID, device: registration.device, released: released, instances: registration.instances.map(\.id),
+                    requests: [], priority: .high, expiration: nil, state: .pending
+                )
+            }
+            try await store.commit(batch)
+        }
+        let line = #"{"apnsId":"\#(written)","at":"2026-11-29T12:00:00.000Z","bundle":"\#(Self.bundle)","deviceToken":"\#(token.hex)"}"# + "\n"
+        try line.write(toFile: directory.path("data/outbox.jsonl"), atomically: true, encoding: .utf8)
+
+        let (process, _) = try await Self.serve(in: directory, environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"])
+        _ = try await eventually(every: .milliseconds(50)) { Self.outboxLines(directory).count >= 2 }
+        try await Task.sleep(for: .milliseconds(300))
+        process.send(SIGTERM)
+        #expect(try await process.waitForExit() == 0)
+        #expect(Self.outboxLines(directory).compactMap { $0["apnsId"] as? String } == [written, notWritten])
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        #expect(try await store.deliveries(in: [.pending, .sending]).isEmpty)
+        #expect(try await store.deliveries(in: [.sent]).map(\.apnsID).sorted() == [written, notWritten])
     }
 
     @Test func aDeliveryLeftSendingIsSentAgainWithItsApnsID() async throws {

@@ -109,10 +109,17 @@ public protocol DeliveryUpstream: Sendable {
     /// delivery worker waits for this before taking a slot of `upstream.requestsPerSecond`.
     func ready() async
 
-    /// Of the apns-ids of deliveries a stop left `sending` (their attempt's outcome is unknown), those
+    /// Of the apns-ids of deliveries a stop left unfinished (their attempt's outcome is unknown), those
     /// this upstream knows it took: the worker marks them `sent` instead of sending them again. The
     /// default knows none (Apple does not say); the outbox finds their lines.
     func alreadySent(_ apnsIDs: Set<String>) async -> Set<String>
+
+    /// Whether what the upstream took is its own durable record (the outbox: a delivery's line, synced
+    /// before `send` returns), so that ``alreadySent(_:)`` knows every delivery it took. The worker then
+    /// writes no `sending` mark before an attempt: after a crash it asks ``alreadySent(_:)`` about every
+    /// delivery an earlier run released, `pending` ones included. The default is `false` (Apple keeps no
+    /// record the gateway can read: the mark is what says a push may have reached it).
+    var recordsWhatItTakes: Bool { get }
 }
 
 extension DeliveryUpstream {
@@ -138,4 +145,5 @@ extension DeliveryUpstream {
     public func close() async {}
     public func ready() async {}
     public func alreadySent(_ apnsIDs: Set<String>) async -> Set<String> { [] }
+    public var recordsWhatItTakes: Bool { false }
 }

@@ -5,7 +5,8 @@ import ReloadGateCore
 import ReloadGateStore
 
 /// Sends released deliveries through the upstream and reports each one's way to the door (which writes
-/// it): pending -> sending -> sent | failed (docs/DESIGN.md, Durability). Apple's 410 goes to the door too,
+/// it): pending -> sending -> sent | failed (docs/DESIGN.md, Durability); with an upstream whose own record
+/// says what it took (the outbox), pending -> sent, no `sending` mark. Apple's 410 goes to the door too,
 /// which marks the device unregistered and drops its pending reloads.
 ///
 /// A delivery the upstream cannot take now (`retry`), or whose attempt ended without an answer
@@ -72,11 +73,12 @@ struct DeliveryWorker: Sendable {
         // slots of the deliveries its first attempts ended, and each delivery it tries again keeps one
         // (a delivery waiting a minute for its retry must not hold its whole group's slots).
         let slots = DeliverySlots(concurrency)
+        let started = Timestamp(now())
         await withDiscardingTaskGroup { group in
             func add(_ handed: [RecordedDelivery]) async -> Bool {
                 let given = held.take(handed)
                 var deliveries = given
-                let interrupted = Set(given.filter { $0.state == .sending }.map(\.apnsID))
+                let interrupted = Set(given.filter { interruptedBefore(started, $0) }.map(\.apnsID))
                 if !interrupted.isEmpty {
                     // Being sent when its last sender stopped (this gateway's last run, or the partition's
                     // last owner). Taken by the upstream already (the outbox has its line): sent.
@@ -139,6 +141,20 @@ struct DeliveryWorker: Sendable {
         }
     }
 
+    /// Whether `delivery` may have been taken by the upstream before this worker started at `started`
+    /// (its attempt's outcome unknown): marked `sending`, or, with an upstream that records what it takes
+    /// (no `sending` mark is written for it), released before this run.
+    func interruptedBefore(_ started: Timestamp, _ delivery: RecordedDelivery) -> Bool {
+        delivery.state == .sending || (upstream.recordsWhatItTakes && delivery.released < started)
+    }
+
+    /// Writes the `sending` marks of `deliveries` durably before their attempt (after a crash, `sending`
+    /// means they may have reached the push service), unless the upstream's own record says what it took.
+    private func markSending(_ deliveries: [RecordedDelivery]) async throws {
+        guard !upstream.recordsWhatItTakes else { return }
+        try await states.recordDurably(deliveries.map { DeliveryStateChange(apnsID: $0.apnsID, state: .sending) })
+    }
+
     /// A delivery handed back by a group to be tried again alone: after its first attempt's outcome,
     /// or from the start when its address could not be read with the group's.
     struct Retry: Sendable {
@@ -187,8 +203,7 @@ struct DeliveryWorker: Sendable {
         leaveBehindUnowned(&ready)
         guard !ready.isEmpty else { return retries }
         do {
-            // Committed before the requests leave: after a crash, `sending` means they may have reached Apple.
-            try await states.recordDurably(ready.map { DeliveryStateChange(apnsID: $0.delivery.apnsID, state: .sending) })
+            try await markSending(ready.map(\.delivery))
         } catch {
             let outcome = DeliveryOutcome.retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
             return retries + ready.map { Retry(delivery: $0.delivery, outcome: outcome) }
@@ -355,8 +370,7 @@ struct DeliveryWorker: Sendable {
         case .finished(let outcome), .retry(let outcome): return outcome
         }
         do {
-            // Committed before the request leaves: after a crash, `sending` means it may have reached Apple.
-            try await states.recordDurably([DeliveryStateChange(apnsID: delivery.apnsID, state: .sending)])
+            try await markSending([delivery])
         } catch {
             return .retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
         }

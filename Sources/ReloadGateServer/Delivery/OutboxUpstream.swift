@@ -13,9 +13,11 @@ import ReloadGateStore
 /// line. A crash in the middle of a write can leave a torn last line (no newline, never synced, so its
 /// delivery is not `sent`): opening the outbox cuts it off, so a torn line is never followed by others.
 ///
-/// After a crash, a delivery left `sending` whose line is in the outbox (written and synced, the crash
-/// came before its `sent` mark) is found by ``alreadySent(_:)`` and marked `sent` instead of being
-/// written again: every delivery has exactly one line.
+/// The line is the delivery's record (``recordsWhatItTakes``): the worker writes no `sending` mark before
+/// a group, so a group costs this one write and sync and no commit. After a crash, a delivery an earlier
+/// run released and left unfinished whose line is in the outbox (written and synced, the crash came before
+/// its `sent` mark) is found by ``alreadySent(_:)`` and marked `sent` instead of being written again: every
+/// delivery has exactly one line.
 ///
 /// The file rotates by size (``Rotation``): before a group would take it past its limit, `outbox.jsonl`
 /// becomes `outbox.jsonl.1` (the older ones move up, `.1` to `.2` and so on, the oldest beyond the kept
@@ -145,6 +147,8 @@ public actor OutboxUpstream: DeliveryUpstream {
 
     /// The apns-ids among `apnsIDs` that have a whole line in the outbox's last ``recoveryWindow`` bytes:
     /// in `outbox.jsonl`, and in `outbox.jsonl.1` for what the window holds beyond it.
+    public nonisolated var recordsWhatItTakes: Bool { true }
+
     public func alreadySent(_ apnsIDs: Set<String>) async -> Set<String> {
         guard !apnsIDs.isEmpty else { return [] }
         var found = Self.lines(in: descriptor, last: Self.recoveryWindow, among: apnsIDs)

@@ -117,6 +117,32 @@ struct FreshnessTests {
         #expect(day.misses == [.interval: 60])
     }
 
+    /// A delivery serves the requests that arrived by its release, not one deferred while it was on its way
+    /// (that one waits for the instance's next reload): by hand, the first waits 2 s, the deferred one
+    /// 9.5 s (arrived at 1 s, its reload released at 10 s and taken at 10.5 s). A failed delivery drops only
+    /// what it carried too.
+    @Test func aDeliveryServesOnlyWhatArrivedByItsRelease() {
+        var tracker = FreshnessTracker()
+        let w = InstanceHandle(0)
+        tracker.register(w, key: Self.key, objective: FreshnessObjective(quantile: 0.9, within: 5000))
+        tracker.decided([Decision(request: 1, instance: w, kind: .scheduled, due: Self.at(0), reason: .dueNow)], received: Self.at(0))
+        let interval = DecisionReason.waitingForInterval(until: Self.at(10), lastReload: Self.at(0), minimumInterval: 10)
+        tracker.decided([Decision(request: 2, instance: w, kind: .deferred, due: Self.at(10), reason: interval)], received: Self.at(1))
+        tracker.delivered([w], released: Self.at(0), at: Self.at(2))
+        #expect(tracker.waitingCount == 1, "the deferred one waits for its own reload")
+        tracker.delivered([w], released: Self.at(10), at: Timestamp(milliseconds: Self.at(10).milliseconds + 500))
+        let day = tracker.book.summary(Self.key, window: 86_400_000, now: Self.at(11))
+        #expect(day.served == 2)
+        #expect(tracker.waitingCount == 0)
+        #expect(day.within == 1 && day.misses == [.interval: 1], "2 s is within 5 s; the deferred one's 9.5 s is not (served with the first, it would have been 1 s)")
+
+        tracker.decided([Decision(request: 3, instance: w, kind: .scheduled, due: Self.at(20), reason: .dueNow)], received: Self.at(20))
+        tracker.decided([Decision(request: 4, instance: w, kind: .deferred, due: Self.at(30), reason: interval)], received: Self.at(21))
+        tracker.failed([w], released: Self.at(20), at: Self.at(22))
+        #expect(tracker.waitingCount == 1)
+        #expect(tracker.book.summary(Self.key, window: 86_400_000, now: Self.at(22)).misses[.upstream] == 1)
+    }
+
     /// Slots a day old start again: what the book holds is a day of slots per app and kind, whatever the
     /// traffic.
     @Test func theBookKeepsADayOfSlots() {

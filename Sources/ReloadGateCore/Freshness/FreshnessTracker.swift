@@ -114,15 +114,18 @@ public struct FreshnessTracker: Sendable {
         }
     }
 
-    /// A delivery that reloads `instances` was taken at `at`: every request waiting for them is served.
-    public mutating func delivered(_ instances: [InstanceHandle], at: Timestamp) {
-        for instance in instances { serve(instance, at: at) }
+    /// A delivery that reloads `instances`, released at `released`, was taken at `at`: the requests waiting
+    /// for them that arrived by its release are served. One that arrived later is not in it (it waits for
+    /// the instance's next reload: deferred while this delivery was on its way, say); `nil`: all are.
+    public mutating func delivered(_ instances: [InstanceHandle], released: Timestamp? = nil, at: Timestamp) {
+        for instance in instances { serve(instance, at: at, arrivedBy: released) }
     }
 
-    /// A delivery that would reload `instances` failed for good at `at` (the push service refused it):
-    /// the requests waiting for them are misses of ``FreshnessCause/upstream``.
-    public mutating func failed(_ instances: [InstanceHandle], at: Timestamp) {
-        for instance in instances { drop(instance, at: at, cause: .upstream, keepingAbsorbed: false) }
+    /// A delivery that would reload `instances`, released at `released`, failed for good at `at` (the push
+    /// service refused it): the requests waiting for them that arrived by its release are misses of
+    /// ``FreshnessCause/upstream``.
+    public mutating func failed(_ instances: [InstanceHandle], released: Timestamp? = nil, at: Timestamp) {
+        for instance in instances { drop(instance, at: at, cause: .upstream, keepingAbsorbed: false, arrivedBy: released) }
     }
 
     /// The instance's timeline reload happened at `at`: its absorbed requests, and any pending, are served.
@@ -147,35 +150,47 @@ public struct FreshnessTracker: Sendable {
         instances[instance.rawValue] = nil
     }
 
-    private mutating func serve(_ handle: InstanceHandle, at: Timestamp) {
+    private mutating func serve(_ handle: InstanceHandle, at: Timestamp, arrivedBy released: Timestamp? = nil) {
         guard var instance = instances[handle.rawValue], !instance.waiting.isEmpty else { return }
+        let limit = released?.milliseconds ?? .max
+        var kept: [Waiting] = []
         for waiting in instance.waiting {
+            guard waiting.received <= limit else {
+                kept.append(waiting)
+                continue
+            }
             book.served(instance.key, wait: at.milliseconds - waiting.received, at: at, objective: instance.objective, cause: waiting.cause)
         }
-        if instance.unlisted > 0, let last = instance.waiting.last {
+        // The unlisted ones arrived after the last listed one: served with it, or kept with it.
+        if instance.unlisted > 0, let last = instance.waiting.last, last.received <= limit {
             for _ in 0..<instance.unlisted {
                 book.served(instance.key, wait: at.milliseconds - last.received, at: at, objective: instance.objective, cause: last.cause)
             }
+            instance.unlisted = 0
         }
-        instance.waiting = []
-        instance.unlisted = 0
+        instance.waiting = kept
         instances[handle.rawValue] = instance
     }
 
-    private mutating func drop(_ handle: InstanceHandle, at: Timestamp, cause: FreshnessCause, keepingAbsorbed: Bool) {
+    private mutating func drop(
+        _ handle: InstanceHandle, at: Timestamp, cause: FreshnessCause, keepingAbsorbed: Bool, arrivedBy released: Timestamp? = nil
+    ) {
         guard var instance = instances[handle.rawValue], !instance.waiting.isEmpty else { return }
+        let limit = released?.milliseconds ?? .max
+        func keeps(_ waiting: Waiting) -> Bool { (keepingAbsorbed && waiting.absorbed) || waiting.received > limit }
         var kept: [Waiting] = []
         for waiting in instance.waiting {
-            if keepingAbsorbed && waiting.absorbed {
+            if keeps(waiting) {
                 kept.append(waiting)
             } else {
                 book.missed(instance.key, at: at, cause: cause)
             }
         }
-        for _ in 0..<instance.unlisted where !(keepingAbsorbed && instance.waiting.last?.absorbed == true) {
-            book.missed(instance.key, at: at, cause: cause)
+        // The unlisted ones go (or stay) with the last listed one.
+        if instance.unlisted > 0, let last = instance.waiting.last, !keeps(last) {
+            for _ in 0..<instance.unlisted { book.missed(instance.key, at: at, cause: cause) }
+            instance.unlisted = 0
         }
-        if !(keepingAbsorbed && instance.waiting.last?.absorbed == true) { instance.unlisted = 0 }
         instance.waiting = kept
         instances[handle.rawValue] = instance
     }

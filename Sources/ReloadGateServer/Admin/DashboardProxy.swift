@@ -49,8 +49,12 @@ public struct DashboardProxy: Sendable {
             .replacingOccurrences(of: "=", with: "")
     }
 
-    /// Serves on 127.0.0.1:`port` (0: a free port) until `SIGINT` or `SIGTERM`; `onListening` gets the
-    /// port once it is bound.
+    /// Serves on 127.0.0.1:`port` (0: a free port) until `SIGINT` or `SIGTERM`, or until the calling task
+    /// is cancelled; `onListening` gets the port once it is bound. Either way the server stops gracefully:
+    /// it stops accepting and serves the connections it accepted. Cancelling its serving task instead would
+    /// drop a connection accepted but not yet taken from the listener's stream, and NIO traps on that
+    /// ("Deinited NIOAsyncWriter without calling finish()", apple/swift-nio#2637), so the group runs in a
+    /// task of its own and a cancellation becomes a graceful shutdown.
     public func run(port: Int, onListening: @escaping @Sendable (Int) async -> Void) async throws {
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(timeout: .init(connect: .seconds(5), read: .seconds(60))))
         let bound = Mutex(0)
@@ -68,8 +72,13 @@ public struct DashboardProxy: Sendable {
             logger: logger
         )
         let group = ServiceGroup(configuration: .init(services: [application], gracefulShutdownSignals: [.sigint, .sigterm], logger: logger))
+        let serving = Task { try await group.run() }
         do {
-            try await group.run()
+            try await withTaskCancellationHandler {
+                try await serving.value
+            } onCancel: {
+                Task { await group.triggerGracefulShutdown() }
+            }
         } catch {
             try? await client.shutdown()
             throw error

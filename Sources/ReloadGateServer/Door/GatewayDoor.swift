@@ -193,7 +193,7 @@ protocol DeliveryReports: Sendable {
 
 extension GatewayDoor: DeliveryReports {
     func served(_ delivery: RecordedDelivery, at: Timestamp, failed: Bool) {
-        engine.freshness.delivered(instances: delivery.instances, at: at, failed: failed)
+        engine.freshness.delivered(instances: delivery.instances, released: delivery.released, at: at, failed: failed)
     }
 
     func record(_ change: DeliveryStateChange) {

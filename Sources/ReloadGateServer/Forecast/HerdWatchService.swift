@@ -9,19 +9,12 @@ struct HerdWatchService: Service {
     let logger: Logger
     var interval: Duration = .seconds(60)
 
+    /// A forecast that takes longer is abandoned (a million timelines take about a second).
+    var deadline: Duration = .seconds(30)
+
     func run() async throws {
-        await cancelWhenGracefulShutdown {
-            var failing = false
-            while !Task.isCancelled {
-                do {
-                    try await watch.check()
-                    failing = false
-                } catch {
-                    if !failing { logger.warning("the herd forecast could not be read", metadata: ["error": "\(error)"]) }
-                    failing = true
-                }
-                try? await Task.sleep(for: interval)
-            }
+        await PeriodicTurns(interval: interval, deadline: deadline, logger: logger, failure: "the herd forecast could not be read").run { [watch] in
+            try await watch.check()
         }
     }
 }

@@ -23,12 +23,12 @@ final class FreshnessMonitor: Sendable {
             timelineReloads: [TimelineReload], at: Timestamp
         )
         /// A delivery to `instances` was taken by the upstream at `at` (`failed`: refused for good).
-        case delivered(instances: [Int64], at: Timestamp, failed: Bool)
+        case delivered(instances: [Int64], released: Timestamp?, at: Timestamp, failed: Bool)
 
         var weight: Int {
             switch self {
             case .committed(let requests, let forwarded, let decisions, let reloads, _): 1 + requests.count + forwarded.count + decisions.count + reloads.count
-            case .delivered(let instances, _, _): 1 + instances.count
+            case .delivered(let instances, _, _, _): 1 + instances.count
             }
         }
     }
@@ -68,9 +68,9 @@ final class FreshnessMonitor: Sendable {
     }
 
     /// A delivery was taken by the push service or the outbox, or (`failed`) refused for good.
-    func delivered(instances: [Int64], at: Timestamp, failed: Bool = false) {
+    func delivered(instances: [Int64], released: Timestamp? = nil, at: Timestamp, failed: Bool = false) {
         guard !instances.isEmpty else { return }
-        add(.delivered(instances: instances, at: at, failed: failed))
+        add(.delivered(instances: instances, released: released, at: at, failed: failed))
     }
 
     private func add(_ fact: Fact) {
@@ -199,9 +199,9 @@ final class FreshnessMonitor: Sendable {
                 index = end
             }
             for reload in reloads { tracker.timelineReloaded(reload.instance, at: reload.at) }
-        case .delivered(let instances, let at, let failed):
+        case .delivered(let instances, let released, let at, let failed):
             let handles = instances.map { InstanceHandle(Int32(truncatingIfNeeded: $0)) }
-            if failed { tracker.failed(handles, at: at) } else { tracker.delivered(handles, at: at) }
+            if failed { tracker.failed(handles, released: released, at: at) } else { tracker.delivered(handles, released: released, at: at) }
         }
     }
 

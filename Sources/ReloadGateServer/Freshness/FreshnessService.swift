@@ -6,32 +6,29 @@ import ServiceLifecycle
 import Synchronization
 
 /// Applies the freshness facts once a ``interval`` (``FreshnessWatch/apply()``) and looks at the
-/// objectives once a ``lookInterval`` (``FreshnessWatch/look()``). A failed turn (the store unavailable
-/// for naming instances) is logged once; its facts are tried again at the next turn.
+/// objectives once a ``lookInterval`` (``FreshnessWatch/look()``), in ``PeriodicTurns``: a turn that
+/// waits for the store past ``deadline`` (naming instances) is abandoned, and its facts are tried again
+/// at the next turn.
 struct FreshnessService: Service {
     let watch: FreshnessWatch
     let logger: Logger
     var interval: Duration = .seconds(1)
     var lookInterval: Duration = .seconds(60)
+    var deadline: Duration = .seconds(10)
 
     func run() async throws {
-        await cancelWhenGracefulShutdown {
-            var failing = false
-            var lastLook = ContinuousClock.now - lookInterval
-            while !Task.isCancelled {
-                do {
-                    try await watch.apply()
-                    failing = false
-                } catch {
-                    if !failing { logger.warning("freshness could not name the instances of its facts", metadata: ["error": "\(error)"]) }
-                    failing = true
+        let lastLook = Mutex<ContinuousClock.Instant?>(nil)
+        let turns = PeriodicTurns(interval: interval, deadline: deadline, logger: logger, failure: "freshness could not name the instances of its facts")
+        await turns.run { [watch, lookInterval] in
+            defer {
+                let due = lastLook.withLock { last in
+                    guard last.map({ $0.duration(to: .now) >= lookInterval }) ?? true else { return false }
+                    last = .now
+                    return true
                 }
-                if lastLook.duration(to: .now) >= lookInterval {
-                    watch.look()
-                    lastLook = .now
-                }
-                try? await Task.sleep(for: interval)
+                if due { watch.look() }
             }
+            try await watch.apply()
         }
     }
 }

@@ -5,16 +5,20 @@
 import Foundation
 import WidgetKit
 
+@available(iOS 14.0, macOS 11.0, watchOS 9.0, visionOS 26.0, *)
 extension WidgetInfo: WidgetDescribing {
     /// The family's case name (`systemSmall`); ``WidgetFamilyName/normalized(_:)`` checks it.
     public var familyName: String { String(describing: family) }
 }
 
+#if !os(visionOS)
 @available(iOS 18.0, macOS 26.0, watchOS 26.0, *)
 extension ControlInfo: ControlDescribing {
     public var pushTokenData: Data? { pushInfo?.token }
 }
+#endif
 
+@available(iOS 14.0, macOS 11.0, watchOS 9.0, visionOS 26.0, *)
 extension ReloadPolicy {
     /// WidgetKit's policy of the same meaning.
     public var timelineReloadPolicy: TimelineReloadPolicy {
@@ -40,6 +44,7 @@ extension Reporter {
     }
 }
 
+#if !os(visionOS)
 @available(iOS 18.0, macOS 26.0, watchOS 26.0, *)
 extension Reporter {
     /// Call from `ControlPushHandler.pushTokensDidChange(controls:)`.
@@ -50,7 +55,9 @@ extension Reporter {
         try await controlsChanged(RegistryMapping<NoWidget, ControlInfo>(controlConfiguration: configuration).controls(controls))
     }
 }
+#endif
 
+@available(iOS 17.0, macOS 14.0, watchOS 10.0, visionOS 26.0, *)
 extension Reporter {
     /// Call from a `TimelineProvider`'s `getTimeline` (or `AppIntentTimelineProvider.timeline(for:in:)`):
     /// makes the `Timeline` of `entries` and `policy` to return to WidgetKit, and reports it in a

@@ -368,7 +368,7 @@ struct AdminCommandTests {
         try "rgr_Jc0r9f2sd5ZlWq7v1fB8VqY3Cw4eQx2p0mHn6tKu1aE".write(toFile: directory.path("app.key"), atomically: true, encoding: .utf8)
         let registration = try await ReloadGateProcess.run(["stats", "--url", url, "--token-file", "app.key"], in: directory.url)
         #expect(registration.status == 1)
-        #expect(registration.stderr.contains("registration key may only register"), "\(registration.stderr)")
+        #expect(registration.stderr.contains("this is the app's registration key: it may only put and delete"), "\(registration.stderr)")
         // The public listener still does not serve it.
         let publicAnswer = try await CrashRecoveryTests.withClient(directory, port: port) { api in try await api.send(.GET, "/v1/stats").status }
         #expect(publicAnswer == 404)

@@ -68,6 +68,12 @@ struct RegistrationKeyTests {
                     headers: ["authorization": "bearer \(key)", "content-type": "application/json"]
                 )
                 #expect(hook.status == 403 && hook.body.contains("registration key"), "\(hook.body)")
+                // Refused by its look, without a lookup: a made-up registration key too.
+                let madeUp = try await api.send(
+                    .POST, "/v1/apps/\(Self.bundle)/reloads", body: Data(#"{"kind":"scores"}"#.utf8),
+                    headers: ["authorization": "bearer rgr_made-up", "content-type": "application/json"]
+                )
+                #expect(madeUp.status == 403 && madeUp.body.contains("webhook is signed"), "\(madeUp.body)")
                 let elsewhere = try await api.putDevice(bundle: "com.example.news", token: Self.token("f1"), apiKey: key, widgets: widgets)
                 #expect(elsewhere.status == 403 && elsewhere.body.contains("registration key belongs to another app"), "\(elsewhere.body)")
                 // The device it made is there, as registered (read with the API key).

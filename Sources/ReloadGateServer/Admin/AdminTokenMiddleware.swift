@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import Hummingbird
-import ReloadGateStore
 import ReloadGateAPI
 
 /// Lets through only requests with `authorization: bearer <admin token>` (compared in constant time).
@@ -13,8 +12,8 @@ struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer " + AppCredentials.registrationKeyPrefix) {
-            return APIError.forbidden("an app's registration key may only register the app's devices, controls, activities and timelines; the admin API needs the token in admin.tokenFile").response
+        if KeyScope.presentsRegistrationKey(request) {
+            return KeyScope.refusal(needs: "the admin API needs the token in admin.tokenFile").response
         }
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
             SHA256.hash(data: Data(header.dropFirst(7).utf8)) == tokenHash

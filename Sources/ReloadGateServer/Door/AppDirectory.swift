@@ -76,7 +76,7 @@ final class AppDirectory: Sendable {
     func app(forKey key: String) async throws -> (app: App, scope: KeyScope)? {
         let hash = Data(SHA256.hash(data: Data(key.utf8)))
         if let found = byKeyHash.withLock({ $0[hash] }) { return found }
-        let scope: KeyScope = key.hasPrefix(AppCredentials.registrationKeyPrefix) ? .registration : .apiKey
+        let scope = KeyScope(key: key)
         let app = try await scope == .registration ? store.app(forRegistrationKey: key) : store.app(forAPIKey: key)
         guard let app else { return nil }
         byKeyHash.withLock { $0[hash] = (app, scope) }

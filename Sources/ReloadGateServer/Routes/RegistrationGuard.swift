@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import NIOCore
 import ReloadGateAPI
 import ReloadGateCore
@@ -91,8 +92,24 @@ enum KeyScope: Sendable, Equatable {
     /// The app's registration key: put and delete its devices, controls, activities and timelines.
     case registration
 
-    /// The refusal of a call the registration key may not make.
-    static let registrationOnly = APIError.forbidden(
-        "this is the app's registration key: it may only put and delete the app's devices, controls, activities and timelines; this call needs the app's API key"
-    )
+    /// The scope a key's prefix says (`rgr_`: a registration key; whether the key is valid is the store's
+    /// to say).
+    init(key: some StringProtocol) {
+        self = key.hasPrefix(AppCredentials.registrationKeyPrefix) ? .registration : .apiKey
+    }
+
+    /// Whether `request` presents a registration key (`authorization: bearer rgr_...`), valid or not: the
+    /// webhook and the admin API refuse it by its look, without a lookup.
+    static func presentsRegistrationKey(_ request: Request) -> Bool {
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else { return false }
+        return KeyScope(key: header.dropFirst("bearer ".count).drop { $0 == " " }) == .registration
+    }
+
+    /// The refusal of a call the registration key may not make, naming what `needs` instead.
+    static func refusal(needs: String) -> APIError {
+        .forbidden("this is the app's registration key: it may only put and delete the app's devices, controls, activities and timelines; \(needs)")
+    }
+
+    /// The refusal of a registry call the registration key may not make.
+    static let registrationOnly = refusal(needs: "this call needs the app's API key")
 }

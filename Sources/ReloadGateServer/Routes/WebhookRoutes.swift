@@ -45,14 +45,10 @@ struct WebhookRoutes {
         guard let bundle = try? BundleID(bundleText), let (app, secret) = try await door.apps.appWithSecret(bundle: bundle) else {
             throw APIError.notFound("no app \(bundleText) is registered (reloadgate apps add \(bundleText))")
         }
-        // An app's registration key may ship inside the app: it never calls the webhook.
-        if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
-            let (_, scope) = try await door.apps.app(forKey: header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)),
-            scope == .registration
-        {
-            throw APIError.forbidden(
-                "this is the app's registration key: it may only put and delete the app's devices, controls, activities and timelines; the webhook is signed with the app's webhook secret"
-            )
+        // An app's registration key may ship inside the app: it never calls the webhook (refused by its
+        // look: a webhook call is signed, and a bearer key in it is never looked up).
+        if KeyScope.presentsRegistrationKey(request) {
+            throw KeyScope.refusal(needs: "the webhook is signed with the app's webhook secret")
         }
         let body = try await JSONBody.bytes(request, limit: Self.bodyLimit)
 

@@ -24,6 +24,8 @@ public actor OfflineQueue {
         public var stopped: ReloadGateError?
         /// Calls still kept.
         public var kept = 0
+        /// Files that were not a call (written by something else, or damaged): removed, never sent.
+        public var unreadable = 0
     }
 
     public init(directory: URL) throws {
@@ -37,7 +39,7 @@ public actor OfflineQueue {
         var number = (try pending().last.map { $0.number + 1 }) ?? 1
         for call in calls {
             let data = try JSONEncoder().encode(call)
-            let name = String(format: "%012d", number) + "-" + UUID().uuidString + ".call"
+            let name = String(format: "%012ld", number) + "-" + UUID().uuidString + ".call"
             // Written whole under a temporary name, then renamed: a crash never leaves half a call.
             let temporary = directory.appendingPathComponent("." + name + ".tmp")
             try data.write(to: temporary, options: .atomic)
@@ -46,9 +48,14 @@ public actor OfflineQueue {
         }
     }
 
-    /// The calls waiting, oldest first.
+    /// The calls waiting, oldest first (a file that is not a call is left out).
     public func calls() throws -> [RegistryCall] {
-        try pending().map { try JSONDecoder().decode(RegistryCall.self, from: Data(contentsOf: $0.file)) }
+        try pending().compactMap { Self.call(in: $0.file) }
+    }
+
+    /// The call a file holds, or `nil` when it holds none.
+    private static func call(in file: URL) -> RegistryCall? {
+        (try? Data(contentsOf: file)).flatMap { try? JSONDecoder().decode(RegistryCall.self, from: $0) }
     }
 
     /// Sends the calls waiting, oldest first, until one fails for now.
@@ -59,7 +66,12 @@ public actor OfflineQueue {
         var outcome = Outcome()
         let entries = try pending()
         for (index, entry) in entries.enumerated() {
-            let call = try JSONDecoder().decode(RegistryCall.self, from: Data(contentsOf: entry.file))
+            // A file that is not a call can never be sent: removed, so that it does not hold the rest.
+            guard let call = Self.call(in: entry.file) else {
+                outcome.unreadable += 1
+                try? FileManager.default.removeItem(at: entry.file)
+                continue
+            }
             do {
                 try await client.send(call)
                 outcome.sent += 1

@@ -55,6 +55,22 @@ struct OfflineQueueTests {
         #expect(try await queue.flush(client).sent == 2)
     }
 
+    /// A damaged file in the queue (a full disk, another writer) is removed and does not hold the calls
+    /// after it.
+    @Test func aFileThatIsNotACallIsRemovedAndTheRestGo() async throws {
+        let directory = temporaryDirectory("damaged")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let transport = ScriptedTransport()
+        let client = client(transport)
+        let queue = try OfflineQueue(directory: directory)
+        try Data("{not json".utf8).write(to: directory.appendingPathComponent("000000000001-damaged.call"))
+        try await queue.enqueue([client.call(deletingDevice: "01")])
+        #expect(try await queue.calls().map(\.path) == ["/v1/apps/com.example.scores/devices/01"])
+        let outcome = try await queue.flush(client)
+        #expect(outcome.sent == 1 && outcome.unreadable == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
     /// A new token names the one it replaces; a timeline provider has nothing to report under before the
     /// device has a token.
     @Test func aNewTokenNamesTheOneItReplaces() async throws {

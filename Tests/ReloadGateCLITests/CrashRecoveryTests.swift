@@ -7,8 +7,38 @@ import ReloadGateMockAPNs
 import ReloadGateTesting
 import Testing
 
+/// The store a crash test's gateway runs on: SQLite in its data directory, or a PostgreSQL database of the
+/// test's own (on CI always; where `RG_TEST_POSTGRES_URL` is set here).
+struct CrashStore: Sendable, CustomTestStringConvertible {
+    /// The kinds a crash test runs on.
+    static let kinds = TestPostgres.isEnabled ? ["sqlite", "postgres"] : ["sqlite"]
+
+    let kind: String
+    /// The database's URL, for PostgreSQL.
+    let url: String?
+
+    static func make(_ kind: String) async throws -> CrashStore {
+        CrashStore(kind: kind, url: kind == "postgres" ? try await TestPostgres.newDatabase() : nil)
+    }
+
+    var testDescription: String { kind }
+
+    /// What the gateway's processes (and `reloadgate apps add`) are given to use this store.
+    var environment: [String: String] {
+        guard let url else { return [:] }
+        return ["RELOADGATE_STORE_KIND": "postgres", "RELOADGATE_STORE_URL": url]
+    }
+
+    /// A handle on the store of the gateway in `directory` (its secrets key in the data directory).
+    func open(_ directory: TemporaryDirectory) async throws -> any GatewayStore {
+        if let url { return try await TestPostgres.openStore(url: url, secretsDirectory: directory.path("data")) }
+        return try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+    }
+}
+
 /// Crash safety (docs/DESIGN.md, Durability): the real binary accepts webhook calls, is killed with SIGKILL,
-/// and after a restart every acknowledged request's pending reload is found again and delivered.
+/// and after a restart every acknowledged request's pending reload is found again and delivered, on each
+/// store.
 @Suite(.timeLimit(.minutes(10)), .heavy)
 struct CrashRecoveryTests {
     static let bundle = "com.example.crash"
@@ -47,10 +77,12 @@ struct CrashRecoveryTests {
         return ids
     }
 
-    @Test func everyAcknowledgedRequestIsDeliveredAfterSIGKILLAndRestart() async throws {
+    @Test(arguments: CrashStore.kinds)
+    func everyAcknowledgedRequestIsDeliveredAfterSIGKILLAndRestart(store kind: String) async throws {
         let directory = try TemporaryDirectory("crash")
         defer { directory.remove() }
-        let added = try await ReloadGateProcess.run(["apps", "add", Self.bundle, "--json"], in: directory.url)
+        let crashStore = try await CrashStore.make(kind)
+        let added = try await ReloadGateProcess.run(["apps", "add", Self.bundle, "--json"], in: directory.url, environment: crashStore.environment)
         try #require(added.status == 0, "\(added.stderr)")
         let credentials = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: String])
         let apiKey = try #require(credentials["apiKey"])
@@ -59,7 +91,9 @@ struct CrashRecoveryTests {
         // Priority 5 waits 15 s: the reloads are still pending when the process is killed. (With 4 s, a
         // CI run on a loaded machine took longer than that to register and call, and every reload had
         // left before the kill.)
-        let environment = ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_SCHEDULING_LOW_PRIORITY_DELAY": "15"]
+        let environment = crashStore.environment.merging(
+            ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_SCHEDULING_LOW_PRIORITY_DELAY": "15"]
+        ) { $1 }
         let (first, port) = try await Self.serve(in: directory, environment: environment)
         let tokens = (0..<8).map { String(format: "%02x", $0) + String(repeating: "e", count: 62) }
         let acknowledged = try await Self.withClient(directory, port: port) { api in
@@ -105,7 +139,7 @@ struct CrashRecoveryTests {
         let apnsIDs = Self.outboxLines(directory).compactMap { $0["apnsId"] as? String }
         #expect(Set(apnsIDs).count == apnsIDs.count, "an apns-id twice in the outbox: \(apnsIDs.sorted())")
 
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        let store = try await crashStore.open(directory)
         defer { try? store.close() }
         #expect(try await store.ledgerCounts().pendingReloads == 0)
         #expect(try await store.deliveries(in: [.pending, .sending]).isEmpty)
@@ -119,15 +153,18 @@ struct CrashRecoveryTests {
 
     /// With the outbox no `sending` mark is written: a delivery an earlier run released and left `pending`
     /// is looked up in the outbox at the start. One whose line is there (the crash came after the line's
-    /// sync, before its `sent` mark) is marked sent and not written again; one without a line is written.
-    @Test func aDeliveryLeftPendingIsLookedUpInTheOutboxAndWrittenOnce() async throws {
+    /// sync, before its `sent` mark) is marked sent and not written again; one whose line the crash tore
+    /// (no newline: never synced, never marked) has it cut back and is written whole.
+    @Test(arguments: CrashStore.kinds)
+    func aDeliveryLeftPendingIsLookedUpInTheOutboxAndWrittenOnce(store kind: String) async throws {
         let directory = try TemporaryDirectory("crash")
         defer { directory.remove() }
+        let crashStore = try await CrashStore.make(kind)
         let token = try DeviceToken(String(repeating: "6b", count: 32))
         let written = "0a0b0c0d-0000-4000-8000-000000000011"
         let notWritten = "0a0b0c0d-0000-4000-8000-000000000012"
         do {
-            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            let store = try await crashStore.open(directory)
             defer { try? store.close() }
             let app = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
             let registration = try await store.putDevice(
@@ -145,27 +182,38 @@ struct CrashRecoveryTests {
             }
             try await store.commit(batch)
         }
-        let line = #"{"apnsId":"\#(written)","at":"2026-11-29T12:00:00.000Z","bundle":"\#(Self.bundle)","deviceToken":"\#(token.hex)"}"# + "\n"
-        try line.write(toFile: directory.path("data/outbox.jsonl"), atomically: true, encoding: .utf8)
+        // The first delivery's line, whole and synced; the second's torn by the crash (no newline).
+        func line(_ apnsID: String) -> String {
+            #"{"apnsId":"\#(apnsID)","at":"2026-11-29T12:00:00.000Z","bundle":"\#(Self.bundle)","deviceToken":"\#(token.hex)"}"# + "\n"
+        }
+        let torn = String(line(notWritten).prefix(40))
+        try (line(written) + torn).write(toFile: directory.path("data/outbox.jsonl"), atomically: true, encoding: .utf8)
 
-        let (process, _) = try await Self.serve(in: directory, environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"])
+        let environment = crashStore.environment.merging(["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"]) { $1 }
+        let (process, _) = try await Self.serve(in: directory, environment: environment)
         _ = try await eventually(every: .milliseconds(50)) { Self.outboxLines(directory).count >= 2 }
         try await Task.sleep(for: .milliseconds(300))
         process.send(SIGTERM)
         #expect(try await process.waitForExit() == 0)
+        // The torn line is cut back; the second delivery has one whole line after the first's.
+        let text = try String(contentsOfFile: directory.path("data/outbox.jsonl"), encoding: .utf8)
+        #expect(text.hasPrefix(line(written)) && !text.contains(torn + "{"), "the torn line was not cut: \(text)")
+        #expect(text.hasSuffix("\n"))
         #expect(Self.outboxLines(directory).compactMap { $0["apnsId"] as? String } == [written, notWritten])
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        let store = try await crashStore.open(directory)
         defer { try? store.close() }
         #expect(try await store.deliveries(in: [.pending, .sending]).isEmpty)
         #expect(try await store.deliveries(in: [.sent]).map(\.apnsID).sorted() == [written, notWritten])
     }
 
-    @Test func aDeliveryLeftSendingIsSentAgainWithItsApnsID() async throws {
+    @Test(arguments: CrashStore.kinds)
+    func aDeliveryLeftSendingIsSentAgainWithItsApnsID(store kind: String) async throws {
         let directory = try TemporaryDirectory("crash")
         defer { directory.remove() }
+        let crashStore = try await CrashStore.make(kind)
         let token = try DeviceToken(String(repeating: "5a", count: 32))
         do {
-            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+            let store = try await crashStore.open(directory)
             defer { try? store.close() }
             let app = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
             let registration = try await store.putDevice(
@@ -190,7 +238,8 @@ struct CrashRecoveryTests {
             ]
             try await store.commit(batch)
         }
-        let (process, _) = try await Self.serve(in: directory, environment: ["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"])
+        let environment = crashStore.environment.merging(["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"]) { $1 }
+        let (process, _) = try await Self.serve(in: directory, environment: environment)
         var text = ""
         _ = try await eventually(every: .milliseconds(50)) {
             text = (try? String(contentsOfFile: directory.path("data/outbox.jsonl"), encoding: .utf8)) ?? ""
@@ -205,23 +254,25 @@ struct CrashRecoveryTests {
 
 /// A SIGKILL in the middle of deliveries to Apple (the mock, answering slowly) loses none of them: after
 /// the restart every delivery is sent, and only those whose request was in flight at the kill (marked
-/// `sending`, counted as an unknown outcome) can reach Apple twice.
+/// `sending`, counted as an unknown outcome) can reach Apple twice. On each store.
 @Suite(.timeLimit(.minutes(10)), .heavy)
 struct DeliveryCrashTests {
     static let bundle = "com.example.crashapns"
 
-    @Test func aSIGKILLInTheMiddleOfDeliveriesToAppleLosesNone() async throws {
+    @Test(arguments: CrashStore.kinds)
+    func aSIGKILLInTheMiddleOfDeliveriesToAppleLosesNone(store kind: String) async throws {
         let directory = try TemporaryDirectory("crash-apns")
         defer { directory.remove() }
+        let crashStore = try await CrashStore.make(kind)
         let pki = try TestPKI(in: directory)
         let keyFile = directory.path("AuthKey.p8")
         let mock = try await MockAPNsServer.start(pki: pki, operatorKeyFile: keyFile, keyID: "CRASHKEY01", teamID: "CRASHTEAM1")
         defer { Task { await mock.stop() } }
 
-        let added = try await ReloadGateProcess.run(["apps", "add", Self.bundle, "--json"], in: directory.url)
+        let added = try await ReloadGateProcess.run(["apps", "add", Self.bundle, "--json"], in: directory.url, environment: crashStore.environment)
         try #require(added.status == 0, "\(added.stderr)")
         let credentials = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: String])
-        let environment = mock.upstreamEnvironment(keyFile: keyFile, caFile: pki.caCertificatePath).merging([
+        let environment = mock.upstreamEnvironment(keyFile: keyFile, caFile: pki.caCertificatePath).merging(crashStore.environment) { $1 }.merging([
             "RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0", "RELOADGATE_UPSTREAM_MAX_CONCURRENT_REQUESTS": "16",
         ]) { $1 }
         let deviceCount = 120
@@ -253,7 +304,7 @@ struct DeliveryCrashTests {
         // The restarted gateway sends what was pending or in flight; the mock now answers at once.
         mock.answer { _ in .status(200) }
         let (second, _) = try await CrashRecoveryTests.serve(in: directory, environment: environment)
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        let store = try await crashStore.open(directory)
         defer { try? store.close() }
         var sent: [RecordedDelivery] = []
         for _ in 0..<600 {
@@ -274,6 +325,6 @@ struct DeliveryCrashTests {
         let twice = sent.filter { timesReceived[$0.apnsID, default: 0] > 1 }
         #expect(twice.allSatisfy { $0.history.unknownOutcomes > 0 })
         #expect(!twice.isEmpty, "no request was in flight at the kill; the test proved nothing")
-        print("crash: \(receivedBeforeKill) requests before the kill, \(twice.count) deliveries sent twice (in flight at the kill), \(sent.count) sent")
+        print("crash (\(kind)): \(receivedBeforeKill) requests before the kill, \(twice.count) deliveries sent twice (in flight at the kill), \(sent.count) sent")
     }
 }

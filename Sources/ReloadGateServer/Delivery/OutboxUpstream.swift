@@ -145,10 +145,11 @@ public actor OutboxUpstream: DeliveryUpstream {
         logger.warning("outbox: a torn last line was cut off (a crash in the middle of a write)", metadata: ["bytes": "\(Int(size - keep))"])
     }
 
-    /// The apns-ids among `apnsIDs` that have a whole line in the outbox's last ``recoveryWindow`` bytes:
-    /// in `outbox.jsonl`, and in `outbox.jsonl.1` for what the window holds beyond it.
+    /// True: a delivery's line, synced before ``send(_:)`` returns, is the record of what the outbox took.
     public nonisolated var recordsWhatItTakes: Bool { true }
 
+    /// The apns-ids among `apnsIDs` that have a whole line in the outbox's last ``recoveryWindow`` bytes:
+    /// in `outbox.jsonl`, and in `outbox.jsonl.1` for what the window holds beyond it.
     public func alreadySent(_ apnsIDs: Set<String>) async -> Set<String> {
         guard !apnsIDs.isEmpty else { return [] }
         var found = Self.lines(in: descriptor, last: Self.recoveryWindow, among: apnsIDs)

@@ -24,8 +24,13 @@ struct RouterTier: Sendable {
     let credentials: AppCredentials
     let directory: TemporaryDirectory
 
-    /// A door over a new store with one app (`com.example.scores`), running for the duration of `body`.
-    static func with(_ body: @Sendable (RouterTier) async throws -> Void) async throws {
+    /// A door over a new store with one app (`com.example.scores`), running for the duration of `body`,
+    /// scheduling by `scheduling`, its timer loop looking at the clock at least every `timerResolution`
+    /// (the door's default when `nil`).
+    static func with(
+        scheduling: SchedulerConfiguration = SchedulerConfiguration(), timerResolution: Duration? = nil,
+        _ body: @Sendable (RouterTier) async throws -> Void
+    ) async throws {
         let directory = try TemporaryDirectory("router-tier")
         defer { directory.remove() }
         var logger = Logger(label: "router-tier")
@@ -33,9 +38,9 @@ struct RouterTier: Sendable {
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
         let credentials = try await OfflineDoor(store: store).execute(AddApp(bundle: try BundleID(bundle), team: "TEAM000001", allowsExemptions: false))
-        let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger)
+        let door = GatewayDoor(store: store, scheduling: scheduling, now: { Date() }, logger: logger)
         try await door.load()
-        let service = DoorService(
+        var service = DoorService(
             door: door,
             worker: DeliveryWorker(
                 store: door.reader,
@@ -47,6 +52,7 @@ struct RouterTier: Sendable {
             readiness: Readiness(),
             logger: logger
         )
+        if let timerResolution { service.timerResolution = timerResolution }
         let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }

@@ -6,8 +6,8 @@ import ServiceLifecycle
 import Synchronization
 
 /// Runs the door's loops: the commit loop (group commits of requests, registry changes and whatever
-/// falls due), the timer loop (wakes the commit loop when the next timer is due), the delivery state log
-/// and the delivery worker.
+/// falls due), the timer loop (sleeps until the next timer, woken early by a commit that sets an earlier
+/// one, and wakes the commit loop when it is due), the delivery state log and the delivery worker.
 ///
 /// It starts after the store and stops before it; the listener stops first, so every request that got
 /// in is committed before the store closes. Deliveries that are still pending then are sent on the next
@@ -17,8 +17,11 @@ struct DoorService: Service {
     let worker: DeliveryWorker
     let readiness: Readiness
     let logger: Logger
-    /// The longest the timer loop sleeps before it looks at the clock again.
-    var timerResolution: Duration = .milliseconds(100)
+    /// The longest the timer loop sleeps before it looks at the clock again. It sleeps until the next
+    /// timer and is woken by the engine when a commit sets an earlier one; this bound catches what no
+    /// event announces (the wall clock moved; a degraded engine's rebuild and a partitioned engine's
+    /// inbox read, once a second each).
+    var timerResolution: Duration = .seconds(1)
     /// The clock the timer loop sleeps on (the scheduler's time is the door's wall clock).
     var clock: any Clock<Duration> = ContinuousClock()
 
@@ -46,17 +49,8 @@ struct DoorService: Service {
                 await withDiscardingTaskGroup { timers in
                     timers.addTask { [timerResolution, clock] in
                         while !Task.isCancelled {
-                            var sleep = timerResolution
-                            if let wait = await engine.millisecondsUntilNextTimer() {
-                                if wait == 0 { await engine.wake() } else { sleep = min(sleep, .milliseconds(wait)) }
-                            }
-                            // A degraded engine tries to reload its state once a second; a partitioned
-                            // one reads its inbox at least once a second.
-                            if await engine.needsWake() {
-                                await engine.wake()
-                                if await engine.isDegraded { sleep = .seconds(1) }
-                            }
-                            try? await clock.sleep(for: sleep)
+                            let sleep = await engine.timerTurn(longest: timerResolution)
+                            await engine.timerNudge.wait(for: sleep, on: clock)
                         }
                     }
                     try? await gracefulShutdown()

@@ -26,9 +26,26 @@ extension SchedulerEngine {
         inbox.wake()
     }
 
-    /// Milliseconds until the next timer by the engine's clock (0: due now); `nil` when none is set.
-    func millisecondsUntilNextTimer() -> Int64? {
-        scheduler.nextWakeUp.map { max(0, $0.milliseconds - Timestamp(now()).milliseconds) }
+    /// The timer loop's turn: wakes the commit loop when a timer fell due, or when a degraded engine
+    /// should try to reload its state or a partitioned one read its inbox; returns how long the loop
+    /// sleeps: until the next timer, at most `longest`. The loop is nudged (``timerNudge``) when a commit
+    /// turn sets an earlier timer than the one it sleeps towards.
+    func timerTurn(longest: Duration) -> Duration {
+        let time = Timestamp(now()).milliseconds
+        var sleep = longest
+        if let next = scheduler.nextWakeUp?.milliseconds {
+            if next <= time { inbox.wake() } else { sleep = min(sleep, .milliseconds(next - time)) }
+        }
+        if needsWake() { inbox.wake() }
+        plannedTimerWake = time + sleep.components.seconds * 1000 + sleep.components.attoseconds / 1_000_000_000_000_000
+        return sleep
+    }
+
+    /// Nudges the timer loop when the scheduler's next timer comes before the loop's planned wake.
+    func nudgeTimerLoopIfEarlier() {
+        guard let next = scheduler.nextWakeUp?.milliseconds, next < plannedTimerWake else { return }
+        plannedTimerWake = next
+        timerNudge.nudge()
     }
 
     /// Whoever waits for a commit.
@@ -93,6 +110,7 @@ extension SchedulerEngine {
     /// one's state) is refused with it.
     func commitTurn() async -> Turn {
         var turn = await takeTurn()
+        nudgeTimerLoopIfEarlier()
         turn.isStopping = isStopping
         turn.isDegraded = isDegraded
         return turn

@@ -89,6 +89,10 @@ actor SchedulerEngine {
     /// Requests and adoptions handed over from event loops, decided by the commit loop.
     nonisolated let inbox = GroupCommitQueue<Queued>(limit: SchedulerEngine.inboxLimit)
     var inFlightKeys: [KeyName: InFlightKey] = [:]
+    /// Wakes the timer loop when a turn sets a timer before its planned wake (``timerTurn(longest:)``).
+    nonisolated let timerNudge = TimerNudge()
+    /// When the timer loop plans to look at the clock next (engine milliseconds).
+    var plannedTimerWake: Int64 = 0
     /// Commits whose child task of the commit loop has not been collected (``DoorService/commitLoop``).
     nonisolated let uncollectedCommits = Atomic<Int>(0)
     /// Where the answers the store keeps in request rows are found (capacity 0: a store that keeps none).

@@ -87,7 +87,9 @@ struct DeliveryWorker: Sendable {
                     for delivery in given where interrupted.contains(delivery.apnsID) {
                         if taken.contains(delivery.apnsID) {
                             finish(delivery, .sent, error: nil, outcome: .sent)
-                        } else {
+                        } else if delivery.state == .sending {
+                            // Its attempt's outcome is unknown. (A `pending` one without a line in the outbox
+                            // was never taken: it is sent with nothing unknown about it.)
                             states.record(DeliveryStateChange(
                                 apnsID: delivery.apnsID, state: .pending, error: "the gateway stopped while sending it", unknownOutcome: true
                             ))

@@ -151,6 +151,31 @@ struct CrashRecoveryTests {
         return text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
     }
 
+    /// What a crash left in the store of `directory`: the app, a device of `token` with one widget, and
+    /// deliveries to it by apns-id, each in `state`, released `releasedAgo` milliseconds ago.
+    static func leftByACrash(
+        _ crashStore: CrashStore, in directory: TemporaryDirectory, token: DeviceToken, deliveries apnsIDs: [String],
+        state: RecordedDelivery.State, releasedAgo: Int64
+    ) async throws {
+        let store = try await crashStore.open(directory)
+        defer { try? store.close() }
+        let app = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
+        let registration = try await store.putDevice(
+            app: app, token: token,
+            widgets: [WidgetRegistration(id: "w1", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())],
+            previousToken: nil, now: Date()
+        )
+        let released = Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000) - releasedAgo)
+        var batch = LedgerBatch()
+        batch.deliveries = apnsIDs.map { apnsID in
+            RecordedDelivery(
+                apnsID: apnsID, device: registration.device, released: released, instances: registration.instances.map(\.id),
+                requests: [], priority: .high, expiration: nil, state: state
+            )
+        }
+        try await store.commit(batch)
+    }
+
     /// With the outbox no `sending` mark is written: a delivery an earlier run released and left `pending`
     /// is looked up in the outbox at the start. One whose line is there (the crash came after the line's
     /// sync, before its `sent` mark) is marked sent and not written again; one whose line the crash tore
@@ -163,25 +188,7 @@ struct CrashRecoveryTests {
         let token = try DeviceToken(String(repeating: "6b", count: 32))
         let written = "0a0b0c0d-0000-4000-8000-000000000011"
         let notWritten = "0a0b0c0d-0000-4000-8000-000000000012"
-        do {
-            let store = try await crashStore.open(directory)
-            defer { try? store.close() }
-            let app = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
-            let registration = try await store.putDevice(
-                app: app, token: token,
-                widgets: [WidgetRegistration(id: "w1", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())],
-                previousToken: nil, now: Date()
-            )
-            let released = Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000) - 60_000)
-            var batch = LedgerBatch()
-            batch.deliveries = [written, notWritten].map { apnsID in
-                RecordedDelivery(
-                    apnsID: apnsID, device: registration.device, released: released, instances: registration.instances.map(\.id),
-                    requests: [], priority: .high, expiration: nil, state: .pending
-                )
-            }
-            try await store.commit(batch)
-        }
+        try await Self.leftByACrash(crashStore, in: directory, token: token, deliveries: [written, notWritten], state: .pending, releasedAgo: 60_000)
         // The first delivery's line, whole and synced; the second's torn by the crash (no newline).
         func line(_ apnsID: String) -> String {
             #"{"apnsId":"\#(apnsID)","at":"2026-11-29T12:00:00.000Z","bundle":"\#(Self.bundle)","deviceToken":"\#(token.hex)"}"# + "\n"
@@ -209,38 +216,17 @@ struct CrashRecoveryTests {
         #expect(sent.allSatisfy { $0.history.unknownOutcomes == 0 }, "\(sent.map(\.history))")
     }
 
+    /// A delivery a crash left `sending` (its `sending` mark written, as it was before the outbox kept its
+    /// own record, or by a gateway sending to Apple) and without a line is written, with its apns-id.
     @Test(arguments: CrashStore.kinds)
     func aDeliveryLeftSendingIsSentAgainWithItsApnsID(store kind: String) async throws {
         let directory = try TemporaryDirectory("crash")
         defer { directory.remove() }
         let crashStore = try await CrashStore.make(kind)
         let token = try DeviceToken(String(repeating: "5a", count: 32))
-        do {
-            let store = try await crashStore.open(directory)
-            defer { try? store.close() }
-            let app = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date()).app
-            let registration = try await store.putDevice(
-                app: app,
-                token: token,
-                widgets: [WidgetRegistration(id: "w1", kind: "news", family: .systemSmall, configuration: WidgetConfiguration())],
-                previousToken: nil,
-                now: Date()
-            )
-            var batch = LedgerBatch()
-            batch.deliveries = [
-                RecordedDelivery(
-                    apnsID: "0a0b0c0d-0000-4000-8000-000000000001",
-                    device: registration.device,
-                    released: Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000)),
-                    instances: registration.instances.map(\.id),
-                    requests: [],
-                    priority: .high,
-                    expiration: nil,
-                    state: .sending
-                )
-            ]
-            try await store.commit(batch)
-        }
+        try await Self.leftByACrash(
+            crashStore, in: directory, token: token, deliveries: ["0a0b0c0d-0000-4000-8000-000000000001"], state: .sending, releasedAgo: 0
+        )
         let environment = crashStore.environment.merging(["RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0"]) { $1 }
         let (process, _) = try await Self.serve(in: directory, environment: environment)
         var text = ""

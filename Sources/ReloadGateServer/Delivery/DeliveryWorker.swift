@@ -6,7 +6,7 @@ import ReloadGateStore
 
 /// Sends released deliveries through the upstream and reports each one's way to the door (which writes
 /// it): pending -> sending -> sent | failed (docs/DESIGN.md, Durability); with an upstream whose own record
-/// says what it took (the outbox), the `sending` mark is not waited for. Apple's 410 goes to the door too,
+/// says what it took (the outbox), pending -> sent, no `sending` mark. Apple's 410 goes to the door too,
 /// which marks the device unregistered and drops its pending reloads.
 ///
 /// A delivery the upstream cannot take now (`retry`), or whose attempt ended without an answer
@@ -86,15 +86,13 @@ struct DeliveryWorker: Sendable {
                     let taken = await upstream.alreadySent(interrupted)
                     for delivery in given where interrupted.contains(delivery.apnsID) {
                         if taken.contains(delivery.apnsID) {
-                            // Its attempt counted, where the last run's unwaited mark was not written.
-                            if delivery.state != .sending { states.record([DeliveryStateChange(apnsID: delivery.apnsID, state: .sending)]) }
                             finish(delivery, .sent, error: nil, outcome: .sent)
-                        } else if !upstream.recordsWhatItTakes {
-                            // Apple may have it: its attempt's outcome is unknown. (One the outbox has no
-                            // line of was never taken: it is written with nothing unknown about it.)
-                            states.record([DeliveryStateChange(
+                        } else if delivery.state == .sending {
+                            // Its attempt's outcome is unknown. (A `pending` one without a line in the outbox
+                            // was never taken: it is sent with nothing unknown about it.)
+                            states.record(DeliveryStateChange(
                                 apnsID: delivery.apnsID, state: .pending, error: "the gateway stopped while sending it", unknownOutcome: true
-                            )])
+                            ))
                         }
                     }
                     if !taken.isEmpty {
@@ -152,14 +150,11 @@ struct DeliveryWorker: Sendable {
         delivery.state == .sending || (upstream.recordsWhatItTakes && delivery.released < started)
     }
 
-    /// Records the `sending` marks of `deliveries` before their attempt (each counts an attempt), durably
-    /// (after a crash, `sending` means they may have reached the push service), unless the upstream's own
-    /// record says what it took: then the marks go with the next batch of the state log, unwaited (most
-    /// often merged with the outcome that follows into one update).
+    /// Writes the `sending` marks of `deliveries` durably before their attempt (after a crash, `sending`
+    /// means they may have reached the push service), unless the upstream's own record says what it took.
     private func markSending(_ deliveries: [RecordedDelivery]) async throws {
-        let marks = deliveries.map { DeliveryStateChange(apnsID: $0.apnsID, state: .sending) }
-        guard !upstream.recordsWhatItTakes else { return states.record(marks) }
-        try await states.recordDurably(marks)
+        guard !upstream.recordsWhatItTakes else { return }
+        try await states.recordDurably(deliveries.map { DeliveryStateChange(apnsID: $0.apnsID, state: .sending) })
     }
 
     /// A delivery handed back by a group to be tried again alone: after its first attempt's outcome,
@@ -269,7 +264,7 @@ struct DeliveryWorker: Sendable {
                 "delivery will be retried",
                 metadata: Self.metadata(delivery, ["reason": "\(reason)", "in": "\(backoff)"])
             )
-            states.record([DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, error: reason, unknownOutcome: outcome.isUnknown)])
+            states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, error: reason, unknownOutcome: outcome.isUnknown))
             // Sleeps in short steps so that a graceful shutdown does not wait for a long backoff; a
             // delivery left pending is sent on the next start.
             var remaining = backoff
@@ -451,7 +446,7 @@ struct DeliveryWorker: Sendable {
     /// The delivery's last state: recorded, counted, and (when Apple refused it) logged.
     private func finish(_ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome) {
         held.release([delivery])
-        states.record([DeliveryStateChange(apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown)])
+        states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown))
         if state == .sent || state == .failed { states.served(delivery, at: Timestamp(now()), failed: state == .failed) }
         metrics.deliveryFinished(outcome: state.rawValue)
     }

@@ -6,10 +6,9 @@ import ReloadGateStore
 /// transaction for all the state changes gathered while the previous one committed, instead of an fsync
 /// per change.
 ///
-/// A delivery to Apple is sent only once its `sending` mark is committed (``recordDurably(_:)``): after a
-/// crash, `sending` then means "may have reached Apple" (sent again and counted as an unknown outcome) and
-/// `pending` means "certainly not sent by the last run". The other marks do not wait, nor does the
-/// outbox's `sending` mark (its line is the record of what it took; docs/decisions/0083).
+/// A delivery is sent only once its `sending` mark is committed (``recordDurably(_:)``): after a crash,
+/// `sending` then means "may have reached Apple" (sent again and counted as an unknown outcome) and
+/// `pending` means "certainly not sent by the last run". The other marks do not wait.
 final class DeliveryStateLog: Sendable {
     private typealias Waiter = CheckedContinuation<Void, any Error>
 
@@ -30,9 +29,9 @@ final class DeliveryStateLog: Sendable {
         self.logger = logger
     }
 
-    /// Queues changes; they are written with the next batch, in order.
-    func record(_ changes: [DeliveryStateChange]) {
-        _ = queue.append(Entry(changes: changes, waiter: nil))
+    /// Queues a change; it is written with the next batch.
+    func record(_ change: DeliveryStateChange) {
+        _ = queue.append(Entry(changes: [change], waiter: nil))
     }
 
     /// Queues changes and returns once the batch holding them is committed; throws when they could not be

@@ -180,8 +180,8 @@ final class GatewayDoor: Sendable {
 /// What the delivery worker reports to the door: each delivery's way (pending -> sending -> sent |
 /// failed) and devices Apple answered 410 for.
 protocol DeliveryReports: Sendable {
-    /// Queues state changes; written with the next batch, in order.
-    func record(_ changes: [DeliveryStateChange])
+    /// Queues a state change; written with the next batch.
+    func record(_ change: DeliveryStateChange)
     /// Queues state changes and returns once they are committed (a `sending` mark before the request leaves).
     func recordDurably(_ changes: [DeliveryStateChange]) async throws
     /// Apple answered 410 for the device: unregistered since `since` (Apple's timestamp, or now).
@@ -196,8 +196,8 @@ extension GatewayDoor: DeliveryReports {
         engine.freshness.delivered(instances: delivery.instances, released: delivery.released, at: at, failed: failed)
     }
 
-    func record(_ changes: [DeliveryStateChange]) {
-        deliveryStates.record(changes)
+    func record(_ change: DeliveryStateChange) {
+        deliveryStates.record(change)
     }
 
     func recordDurably(_ changes: [DeliveryStateChange]) async throws {

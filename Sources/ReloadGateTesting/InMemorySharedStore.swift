@@ -312,7 +312,39 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         return try reading { state in Array(state.inbox.lazy.filter { wanted.contains($0.partition) }.prefix(limit)) }
     }
 
+    /// Holds the reads of a partition load (``registeredInstances(partitions:)``) until
+    /// ``releasePartitionReads()``: a read on a connection that died under it, or a database slow to scan.
+    public func holdPartitionReads() {
+        partitionReads.withLock { $0.held = true }
+    }
+
+    /// Lets the held partition reads go on, and later ones through.
+    public func releasePartitionReads() {
+        let waiting = partitionReads.withLock { gate in
+            gate.held = false
+            defer { gate.waiting = [] }
+            return gate.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Whether a partition read waits at the hold now.
+    public var partitionReadsWaiting: Int { partitionReads.withLock { $0.waiting.count } }
+
+    private struct ReadGate {
+        var held = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let partitionReads = Mutex(ReadGate())
+
     public func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance] {
+        await withCheckedContinuation { continuation in
+            let passes = partitionReads.withLock { gate in
+                if gate.held { gate.waiting.append(continuation) }
+                return !gate.held
+            }
+            if passes { continuation.resume() }
+        }
         let wanted = Set(partitions)
         return try reading { Self.registered($0) { wanted.contains(DevicePartition.of(device: $0)) } }
     }

@@ -31,6 +31,7 @@ struct LateHeartbeatTests {
             leaseTime: .seconds(120), heartbeatInterval: .seconds(1)
         )
         try await membership.beat()
+        await door.engine.partitionLoadEnded()
         let device: Int64 = 7
         #expect(membership.owns(device: device))
         let epochs = membership.leases

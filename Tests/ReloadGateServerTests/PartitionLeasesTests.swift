@@ -100,16 +100,6 @@ struct PartitionLeasesTests {
         #expect(leases.owns(partition: 1, at: Self.start + .seconds(1)))
     }
 
-    @Test func partitionsThatCannotBeLoadedAreGivenUp() {
-        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
-        let renewal = leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start)
-        leases.loadFailed([2: 3])
-        #expect(leases.held == [1: 7])
-        #expect(renewal.acquired == [1: 7, 2: 3])
-        // The next heartbeat that still holds it acquires it again.
-        #expect(leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start + .seconds(1)).acquired == [2: 3])
-    }
-
     @Test func releasingGivesBackEverything() {
         var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
         _ = leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start)

@@ -112,17 +112,8 @@ final class ClusterMembership: Sendable {
         if !renewal.lost.isEmpty { await engine.giveUp(renewal.lost, handingBack: false) }
         // (After the lost partitions are forgotten: batches begun before keep the old generation and fail.)
         await engine.adopt(generation: renewal.generation)
-        if !renewal.acquired.isEmpty {
-            do {
-                try await engine.takeOver(renewal.acquired)
-            } catch {
-                // Not loaded: given back so that another gateway (or the next heartbeat) takes them.
-                logger.error("cannot load taken partitions; releasing them", metadata: ["error": "\(error)"])
-                held.withLock { $0.loadFailed(renewal.acquired) }
-                await engine.giveUp(Array(renewal.acquired.keys), handingBack: false)
-                try? await store.release(renewal.acquired, gateway: gateway)
-            }
-        }
+        // Loaded beside the commit loop; a load that fails is tried again (the leases stay held).
+        if !renewal.acquired.isEmpty { await engine.takeOver(renewal.acquired) }
         // Whatever the engine let go meanwhile of what is still held (a failed commit's answer) is loaded again.
         await engine.reconcile(with: leases)
         if !renewal.requeue.isEmpty {

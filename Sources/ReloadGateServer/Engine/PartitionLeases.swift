@@ -39,7 +39,7 @@ struct PartitionLeases {
         /// The gateway's fence generation from now on (the engine commits under it).
         var generation: Int64
         /// Taken by this heartbeat, or renewed after the engine had let them go: the engine loads them
-        /// (``loadFailed(_:)`` if it cannot).
+        /// (until it can: a load that fails is tried again while the leases are held).
         var acquired: [Int: Int64] = [:]
         /// Deliveries held back while their lease counted as lost, renewed since with the same epoch: sent.
         var requeue: [RecordedDelivery] = []
@@ -66,12 +66,6 @@ struct PartitionLeases {
         }
         leftBehind = []
         return renewal
-    }
-
-    /// The engine could not load `acquired`: they are given up (and released, so that another gateway or
-    /// the next heartbeat takes them).
-    mutating func loadFailed(_ acquired: [Int: Int64]) {
-        for partition in acquired.keys { held[partition] = nil }
     }
 
     /// A heartbeat failed at `now`: once the leases have run out by the local clock, every one counts as

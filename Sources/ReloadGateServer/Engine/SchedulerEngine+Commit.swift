@@ -135,10 +135,10 @@ extension SchedulerEngine {
                 return Turn(committed: committed)
             }
         }
-        // Partitions are loaded, and the inbox read, only between commits: a commit in flight may write
-        // their state, and delete inbox rows it consumed.
+        // Partitions begin to load, and the inbox is read, only between commits: a commit in flight may
+        // write their state, and delete inbox rows it consumed.
         if partitioning != nil, pipeline.inFlight == nil {
-            await loadAwaited()
+            startAwaitedLoad()
             await readForwardedWork()
         }
         await drainInbox()

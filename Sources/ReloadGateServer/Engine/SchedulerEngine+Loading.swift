@@ -10,6 +10,7 @@ extension SchedulerEngine {
     /// budget, history and pending reload, and rebuilds the timers. Request ids continue after the
     /// highest recorded one.
     func load() async throws {
+        stateGeneration += 1
         var scheduler = ReloadScheduler(configuration: configuration)
         let instances: [RegisteredInstance]
         let snapshots: [(instance: Int64, snapshot: InstanceSnapshot)]

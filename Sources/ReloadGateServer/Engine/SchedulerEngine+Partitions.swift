@@ -128,20 +128,18 @@ extension SchedulerEngine {
 
     /// Starts scheduling `leases`' partitions (taken by a heartbeat): loads their devices' state and
     /// hands the deliveries their last owner left unfinished (pending, or sending when it stopped) to the
-    /// delivery worker, which sends them with the same apns-id.
+    /// delivery worker, which sends them with the same apns-id. Until they are loaded their requests go to
+    /// the inbox, read once they are.
     ///
-    /// While a commit is in flight, or the open batch holds anything, the load waits for a turn of the commit
-    /// loop with neither: they may write these partitions' state (decided before this gateway let them go
-    /// by its own clock, under a fence nobody raised), and a load before them would miss it: a pending
-    /// reload committed and never delivered, or, with the open batch, a reload released twice. Until then
-    /// their requests go to the inbox.
-    func takeOver(_ leases: [Int: Int64]) async throws {
+    /// The load begins only at a moment with no commit in flight and an empty open batch: either may
+    /// write these partitions' state (decided before this gateway let them go by its own clock, under a
+    /// fence nobody raised), and a load before them would miss it: a pending reload committed and never
+    /// delivered, or, with the open batch, a reload released twice. It then runs beside the commit loop
+    /// (``startAwaitedLoad()``): the batches committed meanwhile hold nothing of these partitions.
+    func takeOver(_ leases: [Int: Int64]) {
         guard partitioning != nil, !leases.isEmpty else { return }
-        guard pipeline.inFlight == nil, pipeline.open.ledger.isEmpty, !pipeline.isDegraded else {
-            awaitingLoad.merge(leases) { $1 }
-            return
-        }
-        try await load(taking: leases)
+        awaitingLoad.merge(leases) { $1 }
+        startAwaitedLoad()
     }
 
     /// Brings the partitions scheduled here in line with the leases the membership holds after a heartbeat
@@ -156,33 +154,71 @@ extension SchedulerEngine {
         }
     }
 
-    /// Loads the partitions taken while a commit was in flight or the open batch held something (or the
-    /// engine was degraded), at the start of a turn with none of these (the open batch then holds only what
-    /// was decided outside the loop's turns); a load that fails is tried again with the next turn.
-    func loadAwaited() async {
-        guard !awaitingLoad.isEmpty, pipeline.inFlight == nil, pipeline.open.ledger.isEmpty, !pipeline.isDegraded else { return }
+    /// Starts loading the partitions waiting for it, when no load runs and the moment allows
+    /// (``takeOver(_:)``): called by a heartbeat that took partitions, and at each turn of the commit loop.
+    ///
+    /// The load runs in a task of its own, not in the commit loop's turn: its reads scan (a partition's
+    /// devices, states and unfinished deliveries, the longer read deadline) and the loop must go on
+    /// deciding and answering the other partitions' requests meanwhile, also when the database is slow
+    /// or a connection dies under the read. A load that fails is begun again at a later turn.
+    func startAwaitedLoad() {
+        guard partitionLoad == nil, !awaitingLoad.isEmpty, pipeline.inFlight == nil, pipeline.open.ledger.isEmpty,
+            !pipeline.isDegraded, let partitioning
+        else { return }
         let leases = awaitingLoad
-        do {
-            try await load(taking: leases)
-            for partition in leases.keys where awaitingLoad[partition] == leases[partition] { awaitingLoad[partition] = nil }
-        } catch {
-            logger.warning("cannot load the partitions taken; retrying", metadata: ["error": "\(error)"])
+        let generation = stateGeneration
+        let store = partitioning.store
+        partitionLoad = Task {
+            let read: Result<PartitionLoad, any Error>
+            do {
+                read = .success(try await PartitionLoad.read(leases, from: store))
+            } catch {
+                read = .failure(error)
+            }
+            self.finishLoad(read, of: leases, generation: generation)
         }
     }
 
-    private func load(taking leases: [Int: Int64]) async throws {
-        guard let partitioning else { return }
-        let partitions = leases.keys.sorted()
-        let instances = try await partitioning.store.registeredInstances(partitions: partitions)
-        let snapshots = try await partitioning.store.instanceSnapshots(partitions: partitions)
-        var unfinished = try await partitioning.store.deliveries(in: [.sending, .pending], partitions: partitions)
+    /// Waits for the partition load in progress, if one is (tests and the cluster simulation, which
+    /// keep the order of events).
+    func partitionLoadEnded() async {
+        await partitionLoad?.value
+    }
+
+    /// Applies a partition load's reads: the partitions still awaited under the epoch they were read for
+    /// are scheduled here from now on, unless the state was rebuilt since the reads began (they are read
+    /// again). The others were given up meanwhile and are left out.
+    private func finishLoad(_ read: Result<PartitionLoad, any Error>, of leases: [Int: Int64], generation: Int) {
+        partitionLoad = nil
+        defer { inbox.wake() }
+        let loaded: PartitionLoad
+        switch read {
+        case .success(let value): loaded = value
+        case .failure(let error):
+            logger.warning("cannot load the partitions taken; retrying", metadata: ["error": "\(error)"])
+            return
+        }
+        guard generation == stateGeneration, !pipeline.isDegraded else { return }
+        let taken = Set(leases.filter { awaitingLoad[$0.key] == $0.value && owned[$0.key] != $0.value }.keys)
+        guard !taken.isEmpty else { return }
+        let ofTaken = { (device: Int64) in taken.contains(DevicePartition.of(device: device)) }
+        let instances = loaded.instances.filter { ofTaken($0.device) }
+        var unfinished = loaded.unfinished.filter { ofTaken($0.device) }
         for index in unfinished.indices { unfinished[index].leaseEpoch = leases[DevicePartition.of(device: unfinished[index].device)] }
-        try Self.restore(instances, snapshots, into: &scheduler)
-        for (partition, epoch) in leases { owned[partition] = epoch }
+        do {
+            try Self.restore(instances, loaded.snapshots, into: &scheduler)
+        } catch {
+            logger.error("cannot load the partitions taken; retrying", metadata: ["error": "\(error)"])
+            return
+        }
+        for partition in taken {
+            owned[partition] = leases[partition]
+            awaitingLoad[partition] = nil
+        }
         logger.info(
             "partitions taken",
             metadata: [
-                "partitions": "\(partitions.count)", "instances": "\(instances.count)", "unfinished-deliveries": "\(unfinished.count)",
+                "partitions": "\(taken.count)", "instances": "\(instances.count)", "unfinished-deliveries": "\(unfinished.count)",
             ]
         )
         if !unfinished.isEmpty {
@@ -236,4 +272,21 @@ extension SchedulerEngine {
 
     /// The partitions this engine schedules now, with their epochs.
     var ownedPartitions: [Int: Int64] { owned }
+}
+
+/// What a partition load reads of the store: the partitions' instances with their stored states, and the
+/// deliveries their last owner left unfinished.
+struct PartitionLoad: Sendable {
+    var instances: [RegisteredInstance]
+    var snapshots: [(instance: Int64, snapshot: InstanceSnapshot)]
+    var unfinished: [RecordedDelivery]
+
+    static func read(_ leases: [Int: Int64], from store: any SharedSchedulingStore) async throws -> PartitionLoad {
+        let partitions = leases.keys.sorted()
+        return PartitionLoad(
+            instances: try await store.registeredInstances(partitions: partitions),
+            snapshots: try await store.instanceSnapshots(partitions: partitions),
+            unfinished: try await store.deliveries(in: [.sending, .pending], partitions: partitions)
+        )
+    }
 }

@@ -72,9 +72,14 @@ actor SchedulerEngine {
     let partitioning: Partitioning?
     /// The partitions this engine schedules, with the epoch of the lease (a shared store only).
     var owned: [Int: Int64] = [:]
-    /// Partitions taken while a commit was in flight, loaded by the commit loop once it has ended
-    /// (``takeOver(_:)``).
+    /// Partitions taken and not loaded yet (``takeOver(_:)``): their load waits for a moment with no
+    /// commit in flight, or runs.
     var awaitingLoad: [Int: Int64] = [:]
+    /// The partition load running beside the commit loop (``startAwaitedLoad()``), if one is.
+    var partitionLoad: Task<Void, Never>?
+    /// Counts the builds of the whole state (``load()``): a partition load read before the last one is
+    /// not applied to it.
+    var stateGeneration = 0
     /// The gateway's fence generation (a shared store only): commits are written under it (``LeaseFence``).
     var fenceGeneration: Int64 = 0
     /// Forwarded work may wait in the inbox (a notification came, or more than one read returned).

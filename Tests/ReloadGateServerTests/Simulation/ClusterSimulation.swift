@@ -233,6 +233,8 @@ final class ClusterSimulation {
 
     private func turn(_ gateway: SimulatedGateway) async {
         let turn = await gateway.engine.commitTurn()
+        // A partition load the turn began ends before the next event (the order of events stays the seed's).
+        await gateway.engine.partitionLoadEnded()
         if let commit = turn.commit {
             precondition(gateway.inFlight == nil, "\(gateway.id) started commit \(commit.number) with one in flight")
             gateway.inFlight = commit
@@ -273,6 +275,7 @@ final class ClusterSimulation {
         do {
             let before = gateway.membership.leases
             let surplus = try await gateway.membership.renew()
+            await gateway.engine.partitionLoadEnded()
             let after = gateway.membership.leases
             if before != after || !surplus.isEmpty {
                 let lost = before.filter { after[$0.key] != $0.value }.count

@@ -212,12 +212,16 @@ public struct DeliveryStateChange: Sendable, Hashable {
     public var error: String?
     /// The attempt ended without an answer: the request may have reached the push service.
     public var unknownOutcome: Bool
+    /// This change counts an attempt that no `sending` mark counted: an upstream that records what it
+    /// takes (the outbox) gets no mark, and its attempt is counted with its outcome.
+    public var attempted: Bool
 
-    public init(apnsID: String, state: RecordedDelivery.State, error: String? = nil, unknownOutcome: Bool = false) {
+    public init(apnsID: String, state: RecordedDelivery.State, error: String? = nil, unknownOutcome: Bool = false, attempted: Bool = false) {
         self.apnsID = apnsID
         self.state = state
         self.error = error
         self.unknownOutcome = unknownOutcome
+        self.attempted = attempted
     }
 }
 
@@ -235,7 +239,7 @@ extension DeliveryStateChange {
         public mutating func add(_ change: DeliveryStateChange) {
             state = change.state
             error = change.error
-            if change.state == .sending { attempts += 1 }
+            if change.state == .sending || change.attempted { attempts += 1 }
             if change.unknownOutcome { unknownOutcomes += 1 }
         }
     }
@@ -243,14 +247,24 @@ extension DeliveryStateChange {
     /// `changes` merged by delivery, in the order each delivery first appears: a delivery that went
     /// `sending` -> `sent` within one batch costs one update (both stores apply the result).
     public static func merged(_ changes: [DeliveryStateChange]) -> [(apnsID: String, change: Merged)] {
-        var merged: [String: Merged] = [:]
-        var order: [String] = []
+        var merged: [(apnsID: String, change: Merged)] = []
+        merged.reserveCapacity(changes.count)
+        // Each apns-id's place in `merged`: one hash of it per change (a delivery run's profile showed
+        // three, with the dictionary grown as it went).
+        var places: [String: Int] = [:]
+        places.reserveCapacity(changes.count)
         for change in changes {
-            if merged[change.apnsID] == nil { order.append(change.apnsID) }
-            merged[change.apnsID, default: Merged()].add(change)
+            let place = Self.place(in: &places[change.apnsID, default: merged.count])
+            if place == merged.count {
+                merged.append((change.apnsID, Merged()))
+            }
+            merged[place].change.add(change)
         }
-        return order.map { ($0, merged[$0]!) }
+        return merged
     }
+
+    /// The value a `default:` subscript found or inserted, read in the same access.
+    private static func place(in slot: inout Int) -> Int { slot }
 }
 
 extension IdempotentAnswer {

@@ -143,6 +143,9 @@ struct CrashRecoveryTests {
         defer { try? store.close() }
         #expect(try await store.ledgerCounts().pendingReloads == 0)
         #expect(try await store.deliveries(in: [.pending, .sending]).isEmpty)
+        // One attempt each, whether its `sent` was recorded before the kill, found by its line, or written after.
+        let sent = try await store.deliveries(in: [.sent])
+        #expect(sent.allSatisfy { $0.history.attempts == 1 }, "\(sent.map(\.history.attempts))")
     }
 
     /// The outbox's lines as objects.
@@ -212,8 +215,10 @@ struct CrashRecoveryTests {
         #expect(try await store.deliveries(in: [.pending, .sending]).isEmpty)
         let sent = try await store.deliveries(in: [.sent])
         #expect(sent.map(\.apnsID).sorted() == [written, notWritten])
-        // Neither was in doubt: the outbox says which it took.
+        // Neither was in doubt: the outbox says which it took. Each counts its one attempt (no `sending`
+        // mark counted it: the first's is counted when its line is found, the second's with its outcome).
         #expect(sent.allSatisfy { $0.history.unknownOutcomes == 0 }, "\(sent.map(\.history))")
+        #expect(sent.allSatisfy { $0.history.attempts == 1 }, "\(sent.map(\.history))")
     }
 
     /// A delivery a crash left `sending` (its `sending` mark written, as it was before the outbox kept its

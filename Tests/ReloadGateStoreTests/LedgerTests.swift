@@ -54,6 +54,33 @@ struct LedgerTests {
         }
     }
 
+    /// An upstream that records what it takes (the outbox) gets no `sending` mark: each attempt is counted
+    /// on the change that records its outcome. Changes are merged by delivery, in the order each first appears.
+    @Test(arguments: StoreImplementation.all) func attemptsWithoutASendingMarkAreCountedOnTheirOutcomes(_ implementation: StoreImplementation) async throws {
+        try await withFixture(implementation) { fixture in
+            let ids = ["00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"]
+            var batch = LedgerBatch()
+            batch.deliveries = ids.map { apnsID in
+                RecordedDelivery(
+                    apnsID: apnsID, device: fixture.registration.device, released: Timestamp(seconds: 1_790_000_000),
+                    instances: [fixture.registration.instances[0].id], requests: [], priority: .high, expiration: nil, state: .pending
+                )
+            }
+            try await fixture.store.commit(batch)
+            let changes = [
+                DeliveryStateChange(apnsID: ids[0], state: .pending, attempted: true),
+                DeliveryStateChange(apnsID: ids[1], state: .sent, attempted: true),
+                DeliveryStateChange(apnsID: ids[0], state: .pending, error: "the outbox could not be written", unknownOutcome: true),
+                DeliveryStateChange(apnsID: ids[0], state: .sent, attempted: true),
+            ]
+            #expect(DeliveryStateChange.merged(changes).map(\.apnsID) == ids)
+            try await fixture.store.setDeliveryStates(changes, at: Date())
+            let sent = try await fixture.store.deliveries(in: [.sent]).sorted { $0.apnsID < $1.apnsID }
+            #expect(sent.map(\.history.attempts) == [2, 1])
+            #expect(sent.map(\.history.unknownOutcomes) == [1, 0])
+        }
+    }
+
     @Test(arguments: StoreImplementation.all) func aBatchThatFailsLeavesNothingBehind(_ implementation: StoreImplementation) async throws {
         try await withFixture(implementation) { fixture in
             var first = LedgerBatch()

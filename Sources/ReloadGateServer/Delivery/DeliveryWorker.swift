@@ -86,7 +86,8 @@ struct DeliveryWorker: Sendable {
                     let taken = await upstream.alreadySent(interrupted)
                     for delivery in given where interrupted.contains(delivery.apnsID) {
                         if taken.contains(delivery.apnsID) {
-                            finish(delivery, .sent, error: nil, outcome: .sent)
+                            // (The attempt of a `pending` one was counted by no record.)
+                            finish(delivery, .sent, error: nil, outcome: .sent, attempted: delivery.state == .pending)
                         } else if delivery.state == .sending {
                             // Its attempt's outcome is unknown. (A `pending` one without a line in the outbox
                             // was never taken: it is sent with nothing unknown about it.)
@@ -410,6 +411,10 @@ struct DeliveryWorker: Sendable {
         result: Result<DeliveryOutcome, any Error>,
         latency: Duration
     ) async -> DeliveryOutcome {
+        // An upstream that records what it takes got no `sending` mark: the attempt is counted on the
+        // change that records its outcome (one to be tried again: a `pending` change now; the retry
+        // records its reason when it is scheduled).
+        let uncounted = upstream.recordsWhatItTakes
         let outcome: DeliveryOutcome
         switch result {
         case .success(let answered):
@@ -418,21 +423,22 @@ struct DeliveryWorker: Sendable {
         case .failure(let error):
             outcome = .unknown(reason: "\(error)")
             metrics.deliveryAttempt(outcome: outcome.label, reason: outcome.reason, latency: nil)
+            if uncounted { states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, attempted: true)) }
             return outcome
         }
         switch outcome {
         case .sent:
             metrics.pushSent(push.pushType)
-            finish(delivery, .sent, error: nil, outcome: outcome)
+            finish(delivery, .sent, error: nil, outcome: outcome, attempted: uncounted)
         case .failed(let reason):
             logger.warning("delivery failed", metadata: Self.metadata(delivery, ["reason": "\(reason)"]))
-            finish(delivery, .failed, error: reason, outcome: outcome)
+            finish(delivery, .failed, error: reason, outcome: outcome, attempted: uncounted)
         case .deviceInvalid(let reason, let since):
             logger.info("device unregistered by Apple", metadata: Self.metadata(delivery, ["device": "\(push.deviceToken.shortened)", "reason": "\(reason)"]))
-            finish(delivery, .failed, error: reason, outcome: outcome)
+            finish(delivery, .failed, error: reason, outcome: outcome, attempted: uncounted)
             await states.markUnregistered(device: delivery.device, since: since ?? Timestamp(now()))
         case .retry, .unknown:
-            break
+            if uncounted { states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, attempted: true)) }
         }
         return outcome
     }
@@ -444,9 +450,14 @@ struct DeliveryWorker: Sendable {
     }
 
     /// The delivery's last state: recorded, counted, and (when Apple refused it) logged.
-    private func finish(_ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome) {
+    /// `attempted`: the change counts an attempt no `sending` mark counted (``DeliveryStateChange/attempted``).
+    private func finish(
+        _ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome, attempted: Bool = false
+    ) {
         held.release([delivery])
-        states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown))
+        states.record(DeliveryStateChange(
+            apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown, attempted: attempted
+        ))
         if state == .sent || state == .failed { states.served(delivery, at: Timestamp(now()), failed: state == .failed) }
         metrics.deliveryFinished(outcome: state.rawValue)
     }

@@ -127,9 +127,12 @@ extension SchedulerEngine {
             committed = succeeded
         }
         if pipeline.isDegraded {
-            // At most one attempt a second (the timer loop makes them): requests arriving in between are
-            // refused at once instead of waiting for a probe that just failed.
-            if lastRebuild.map({ $0.duration(to: monotonic()) >= Self.rebuildInterval }) ?? true { await rebuild() }
+            // At most one attempt a second (the timer loop wakes the turns), beside the loop: while it
+            // waits for the store (its probes, then the reads that scan), the requests arriving are
+            // refused at once, not held for it.
+            if rebuildAttempt == nil, lastRebuild.map({ $0.duration(to: monotonic()) >= Self.rebuildInterval }) ?? true {
+                startRebuild()
+            }
             guard !pipeline.isDegraded else {
                 refuseQueued(Self.degraded)
                 return Turn(committed: committed)
@@ -248,10 +251,26 @@ extension SchedulerEngine {
         if actions.rebuild { inbox.wake() }
     }
 
-    /// Reloads the scheduler from the store; while that fails the engine is degraded (every request is
-    /// refused; the timer loop and each new request try again).
-    func rebuild() async {
+    /// Starts an attempt to leave the degraded state (``rebuild()``) in a task beside the commit loop;
+    /// its end wakes the loop.
+    func startRebuild() {
         lastRebuild = monotonic()
+        rebuildAttempt = Task {
+            await self.rebuild()
+            self.rebuildAttempt = nil
+            self.inbox.wake()
+        }
+    }
+
+    /// Waits for the attempt to rebuild in progress, if one is (tests and the cluster simulation, which
+    /// keep the order of events).
+    func rebuildEnded() async {
+        await rebuildAttempt?.value
+    }
+
+    /// Reloads the scheduler from the store; while that fails the engine is degraded (every request is
+    /// refused; the next turn a second later tries again).
+    func rebuild() async {
         do {
             // A store that does not answer at all is not asked to load (its queries may wait a minute),
             // nor one that cannot commit now (a table locked, a full disk): requests would only wait for

@@ -112,6 +112,8 @@ actor SchedulerEngine {
     var isDegraded: Bool { pipeline.isDegraded }
     /// When the last attempt to leave the degraded state began.
     var lastRebuild: ContinuousClock.Instant?
+    /// The attempt to leave the degraded state running beside the commit loop (``startRebuild()``), if one is.
+    var rebuildAttempt: Task<Void, Never>?
     /// The failure to rebuild was logged (once per outage).
     var outageReported = false
     /// How often a degraded engine tries to reload its state.

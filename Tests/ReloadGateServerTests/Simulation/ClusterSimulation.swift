@@ -233,8 +233,10 @@ final class ClusterSimulation {
 
     private func turn(_ gateway: SimulatedGateway) async {
         let turn = await gateway.engine.commitTurn()
-        // A partition load the turn began ends before the next event (the order of events stays the seed's).
+        // A partition load or a rebuild the turn began ends before the next event (the order of events
+        // stays the seed's).
         await gateway.engine.partitionLoadEnded()
+        await gateway.engine.rebuildEnded()
         if let commit = turn.commit {
             precondition(gateway.inFlight == nil, "\(gateway.id) started commit \(commit.number) with one in flight")
             gateway.inFlight = commit

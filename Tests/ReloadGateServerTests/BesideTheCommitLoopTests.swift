@@ -1,0 +1,187 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Synchronization
+import Testing
+
+@testable import ReloadGateServer
+
+/// What reads the store at length runs beside the commit loop, not in its turn: a partition taken by a
+/// heartbeat is loaded, and a degraded engine's state rebuilt, while the loop goes on answering. Their
+/// reads are held (a connection that died under a scan, a slow database) and the requests meanwhile must
+/// be answered: decided, or refused at once while the engine is degraded.
+@Suite struct BesideTheCommitLoopTests {
+    enum Answer: Equatable {
+        case accepted
+        case refused(String)
+
+        var isAccepted: Bool { self == .accepted }
+    }
+
+    /// The in-memory shared store with two devices in two partitions, and an engine of one gateway that
+    /// holds every partition.
+    struct Cluster {
+        let store = InMemorySharedStore(clock: { Int64(Date().timeIntervalSince1970 * 1000) })
+        let app: App
+        let scheduled: (device: Int64, instances: [Int64])
+        let taken: (device: Int64, instances: [Int64])
+        let engine: SchedulerEngine
+        let membership: ClusterMembership
+
+        init() async throws {
+            app = App(
+                id: 1, bundle: try BundleID("com.example.beside"), environment: .production, teamID: "TEAM123456",
+                allowsExemptions: false, createdAt: Date()
+            )
+            scheduled = try store.register(app: app.id, token: Self.token(1), kinds: ["scores"], now: Timestamp(Date()))
+            taken = try store.register(app: app.id, token: Self.token(2), kinds: ["scores"], now: Timestamp(Date()))
+            var logger = Logger(label: "test")
+            logger.logLevel = .critical
+            engine = SchedulerEngine(
+                store: store, configuration: SchedulerConfiguration(), now: { Date() }, logger: logger, metrics: GatewayMetrics(),
+                partitioning: SchedulerEngine.Partitioning(gateway: "g", store: store), monotonic: { .now },
+                outlet: SchedulerEngine.DeliveryOutlet(yield: { _ in }, finish: {})
+            )
+            membership = ClusterMembership(
+                gateway: "g", address: nil, store: store, engine: engine, logger: logger,
+                leaseTime: .seconds(120), heartbeatInterval: .seconds(1)
+            )
+            try await engine.load()
+            _ = try await membership.renew()
+            await engine.partitionLoadEnded()
+        }
+
+        static func token(_ number: Int) -> String {
+            String(repeating: "0", count: 48) + String(format: "%016x", number)
+        }
+
+        /// A push to `device`'s instances; its answer goes to `answers` under `label`.
+        func push(to device: (device: Int64, instances: [Int64]), _ label: String, answers: Shared<[String: Answer]>) {
+            let command = ReloadCommand(
+                app: app, source: .push, targets: device.instances, targetDevices: device.instances.map { _ in device.device },
+                priority: .high, expiration: nil, collapseID: nil, team: app.teamID, exempt: false, summary: label,
+                received: Timestamp(Date()), idempotency: nil
+            )
+            engine.enqueue(command, render: { _, _ in (200, "") }) { result in
+                let answer: Answer =
+                    switch result {
+                    case .success(.decided): .accepted
+                    case .success(let other): .refused("\(other)")
+                    case .failure(let error): .refused("\(error)")
+                    }
+                answers.withLock { $0[label] = answer }
+            }
+        }
+
+        /// Holds the store's partition reads; after 5 s lets them go and notes it (a turn that waited for them).
+        func holdReads() -> (waited: Shared<Bool>, watchdog: Task<Void, any Error>) {
+            store.holdPartitionReads()
+            let waited = Shared(false)
+            let store = store
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(5))
+                waited.withLock { $0 = true }
+                store.releasePartitionReads()
+            }
+            return (waited, watchdog)
+        }
+    }
+
+    @Test func aPartitionLoadThatDoesNotAnswerHoldsUpNoRequest() async throws {
+        let cluster = try await Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let takenPartition = DevicePartition.of(device: cluster.taken.device)
+        #expect(DevicePartition.of(device: cluster.scheduled.device) != takenPartition)
+        #expect(await engine.ownedPartitions.count == DevicePartition.partitionCount)
+
+        // The taken device's partition is let go and taken again; its load's reads do not answer.
+        let epoch = try #require(cluster.membership.leases[takenPartition])
+        await engine.giveUp([takenPartition], handingBack: false)
+        let (waitedForTheLoad, watchdog) = cluster.holdReads()
+        await engine.takeOver([takenPartition: epoch])
+        try await Self.wait(within: .seconds(10)) { store.partitionReadsWaiting == 1 || waitedForTheLoad.withLock { $0 } }
+
+        // A push to each device: both answered while the load waits.
+        let answers = Shared<[String: Answer]>([:])
+        cluster.push(to: cluster.scheduled, "scheduled", answers: answers)
+        cluster.push(to: cluster.taken, "taken", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0.count } == 2 }
+        watchdog.cancel()
+        #expect(!waitedForTheLoad.withLock { $0 })
+        #expect(store.partitionReadsWaiting == 1)
+        #expect(answers.withLock { $0.values.allSatisfy(\.isAccepted) })
+        let decided = store.ledger.decisions
+        #expect(decided.contains { $0.instance?.rawValue == Int32(cluster.scheduled.instances[0]) && $0.kind != .forwarded })
+        #expect(decided.filter { $0.instance?.rawValue == Int32(cluster.taken.instances[0]) }.map(\.kind) == [.forwarded])
+
+        // Once the reads answer, the partition is scheduled here and the forwarded push decided from its inbox.
+        store.releasePartitionReads()
+        await engine.partitionLoadEnded()
+        #expect(await engine.ownedPartitions[takenPartition] == epoch)
+        try await Self.turns(of: engine, within: .seconds(10)) {
+            store.ledger.decisions.contains { $0.instance?.rawValue == Int32(cluster.taken.instances[0]) && $0.kind != .forwarded }
+        }
+    }
+
+    @Test func aRebuildThatDoesNotAnswerHoldsUpNoAnswer() async throws {
+        let cluster = try await Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let answers = Shared<[String: Answer]>([:])
+
+        // A commit fails (a table locked): the engine is degraded. (A push first, to take a block of
+        // request ids: without one the request is refused before its commit.)
+        cluster.push(to: cluster.scheduled, "first", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["first"] } != nil }
+        #expect(answers.withLock { $0["first"]?.isAccepted } == true)
+        store.fault = .locked
+        cluster.push(to: cluster.scheduled, "failed", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["failed"] } != nil }
+        #expect(answers.withLock { $0["failed"]?.isAccepted } == false)
+        #expect(await engine.isDegraded)
+
+        // The database is back, and the rebuild's reads do not answer.
+        store.fault = nil
+        let (waitedForTheRebuild, watchdog) = cluster.holdReads()
+        try await Self.turns(of: engine, within: .seconds(10)) {
+            store.partitionReadsWaiting == 1 || waitedForTheRebuild.withLock { $0 }
+        }
+        // A push meanwhile is refused at once (503), not held for the rebuild.
+        cluster.push(to: cluster.scheduled, "refused", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["refused"] } != nil }
+        watchdog.cancel()
+        #expect(!waitedForTheRebuild.withLock { $0 })
+        #expect(answers.withLock { $0["refused"]?.isAccepted } == false)
+
+        // Once the reads answer, the rebuild ends and requests are accepted again.
+        store.releasePartitionReads()
+        await engine.rebuildEnded()
+        #expect(await !engine.isDegraded)
+        cluster.push(to: cluster.scheduled, "accepted", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["accepted"] } != nil }
+        #expect(answers.withLock { $0["accepted"]?.isAccepted } == true)
+    }
+
+    /// Runs the commit loop's turns (each commit in turn) until `done` or the deadline.
+    static func turns(of engine: SchedulerEngine, within limit: Duration, until done: @Sendable () -> Bool) async throws {
+        let deadline = ContinuousClock.now + limit
+        while !done() {
+            guard ContinuousClock.now < deadline else { throw TimedOut() }
+            let turn = await engine.commitTurn()
+            if let commit = turn.commit { await engine.perform(commit) }
+            turn.answer()
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    static func wait(within limit: Duration, until done: @Sendable () -> Bool) async throws {
+        let deadline = ContinuousClock.now + limit
+        while !done() {
+            guard ContinuousClock.now < deadline else { throw TimedOut() }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    struct TimedOut: Error {}
+}

@@ -163,6 +163,34 @@ import Testing
         #expect(answers.withLock { $0["accepted"]?.isAccepted } == true)
     }
 
+    /// A heartbeat that loses a partition while a rebuild's reads run: the rebuilt state does not schedule
+    /// its instances (they are the next owner's).
+    @Test func aPartitionLostDuringARebuildIsNotScheduledByIt() async throws {
+        let cluster = try await Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let answers = Shared<[String: Answer]>([:])
+        cluster.push(to: cluster.scheduled, "first", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["first"] } != nil }
+        store.fault = .locked
+        cluster.push(to: cluster.scheduled, "failed", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["failed"] } != nil }
+        #expect(await engine.isDegraded)
+
+        store.fault = nil
+        let (_, watchdog) = cluster.holdReads()
+        try await Self.turns(of: engine, within: .seconds(10)) { store.partitionReadsWaiting == 1 }
+        let lost = DevicePartition.of(device: cluster.taken.device)
+        await engine.giveUp([lost], handingBack: false)
+        store.releasePartitionReads()
+        watchdog.cancel()
+        await engine.rebuildEnded()
+        #expect(await !engine.isDegraded)
+        let instance = try #require(SchedulerEngine.handle(cluster.taken.instances[0]))
+        let kept = try #require(SchedulerEngine.handle(cluster.scheduled.instances[0]))
+        #expect(await !engine.scheduler.isRegistered(instance))
+        #expect(await engine.scheduler.isRegistered(kept))
+    }
+
     /// Runs the commit loop's turns (each commit in turn) until `done` or the deadline.
     static func turns(of engine: SchedulerEngine, within limit: Duration, until done: @Sendable () -> Bool) async throws {
         let deadline = ContinuousClock.now + limit

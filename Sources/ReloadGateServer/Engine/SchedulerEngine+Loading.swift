@@ -12,13 +12,21 @@ extension SchedulerEngine {
     func load() async throws {
         stateGeneration += 1
         var scheduler = ReloadScheduler(configuration: configuration)
-        let instances: [RegisteredInstance]
+        var instances: [RegisteredInstance]
         let snapshots: [(instance: Int64, snapshot: InstanceSnapshot)]
         if let partitioning {
             // Only the partitions this gateway holds (none before its first heartbeat).
-            let partitions = owned.keys.sorted()
-            instances = try await partitioning.store.registeredInstances(partitions: partitions)
-            snapshots = try await partitioning.store.instanceSnapshots(partitions: partitions)
+            let held = owned
+            instances = try await partitioning.store.registeredInstances(partitions: held.keys.sorted())
+            snapshots = try await partitioning.store.instanceSnapshots(partitions: held.keys.sorted())
+            // A heartbeat may have given partitions up while the reads ran (a rebuild runs beside the
+            // commit loop): their instances are the next owner's, not scheduled here.
+            if owned != held {
+                instances.removeAll { instance in
+                    let partition = DevicePartition.of(device: instance.device)
+                    return owned[partition] == nil || owned[partition] != held[partition]
+                }
+            }
         } else {
             instances = try await store.registeredInstances()
             snapshots = try await store.instanceSnapshots()

@@ -328,18 +328,22 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         for continuation in waiting { continuation.resume() }
     }
 
-    /// Whether a partition read waits at the hold now.
+    /// How many partition reads wait at the hold now.
     public var partitionReadsWaiting: Int { partitionReads.withLock { $0.waiting.count } }
+    /// How many partition loads have begun (reads of ``registeredInstances(partitions:)``).
+    public var partitionReadsBegun: Int { partitionReads.withLock { $0.begun } }
 
     private struct ReadGate {
         var held = false
         var waiting: [CheckedContinuation<Void, Never>] = []
+        var begun = 0
     }
     private let partitionReads = Mutex(ReadGate())
 
     public func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance] {
         await withCheckedContinuation { continuation in
             let passes = partitionReads.withLock { gate in
+                gate.begun += 1
                 if gate.held { gate.waiting.append(continuation) }
                 return !gate.held
             }

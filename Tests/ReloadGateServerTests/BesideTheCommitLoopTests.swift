@@ -163,6 +163,38 @@ import Testing
         #expect(answers.withLock { $0["accepted"]?.isAccepted } == true)
     }
 
+    /// A partition load that fails (the database away) is begun again a second later at the earliest,
+    /// not at every turn, and the partition is scheduled once it can be read.
+    @Test func aPartitionLoadThatFailsIsTriedAgainOnceASecond() async throws {
+        let cluster = try await Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let partition = DevicePartition.of(device: cluster.taken.device)
+        let epoch = try #require(cluster.membership.leases[partition])
+        await engine.giveUp([partition], handingBack: false)
+        store.fault = .down
+        let before = store.partitionReadsBegun
+        await engine.takeOver([partition: epoch])
+        await engine.partitionLoadEnded()
+        #expect(await engine.ownedPartitions[partition] == nil)
+        // Turns for half a second: no load begun again.
+        let quiet = ContinuousClock.now + .milliseconds(500)
+        while ContinuousClock.now < quiet {
+            let turn = await engine.commitTurn()
+            turn.answer()
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(store.partitionReadsBegun == before + 1)
+        store.fault = nil
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await engine.ownedPartitions[partition] != epoch, ContinuousClock.now < deadline {
+            let turn = await engine.commitTurn()
+            turn.answer()
+            await engine.partitionLoadEnded()
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(await engine.ownedPartitions[partition] == epoch)
+    }
+
     /// A heartbeat that loses a partition while a rebuild's reads run: the rebuilt state does not schedule
     /// its instances (they are the next owner's).
     @Test func aPartitionLostDuringARebuildIsNotScheduledByIt() async throws {

@@ -160,10 +160,12 @@ extension SchedulerEngine {
     /// The load runs in a task of its own, not in the commit loop's turn: its reads scan (a partition's
     /// devices, states and unfinished deliveries, the longer read deadline) and the loop must go on
     /// deciding and answering the other partitions' requests meanwhile, also when the database is slow
-    /// or a connection dies under the read. A load that fails is begun again at a later turn.
+    /// or a connection dies under the read. A load that fails is begun again at a turn a second later
+    /// at the earliest (not at every turn of a busy loop while the database is away).
     func startAwaitedLoad() {
         guard partitionLoad == nil, !awaitingLoad.isEmpty, pipeline.inFlight == nil, pipeline.open.ledger.isEmpty,
-            !pipeline.isDegraded, let partitioning
+            !pipeline.isDegraded, let partitioning,
+            lastFailedLoad.map({ $0.duration(to: monotonic()) >= Self.rebuildInterval }) ?? true
         else { return }
         let leases = awaitingLoad
         let generation = stateGeneration
@@ -190,17 +192,24 @@ extension SchedulerEngine {
     /// again). The others were given up meanwhile and are left out.
     private func finishLoad(_ read: Result<PartitionLoad, any Error>, of leases: [Int: Int64], generation: Int) {
         partitionLoad = nil
-        defer { inbox.wake() }
         let loaded: PartitionLoad
         switch read {
         case .success(let value): loaded = value
         case .failure(let error):
             logger.warning("cannot load the partitions taken; retrying", metadata: ["error": "\(error)"])
+            lastFailedLoad = monotonic()
             return
         }
-        guard generation == stateGeneration, !pipeline.isDegraded else { return }
+        guard generation == stateGeneration, !pipeline.isDegraded else {
+            // Read before the state was rebuilt: read again (by the next turn).
+            inbox.wake()
+            return
+        }
         let taken = Set(leases.filter { awaitingLoad[$0.key] == $0.value && owned[$0.key] != $0.value }.keys)
-        guard !taken.isEmpty else { return }
+        guard !taken.isEmpty else {
+            inbox.wake()   // (others may have been taken meanwhile)
+            return
+        }
         let ofTaken = { (device: Int64) in taken.contains(DevicePartition.of(device: device)) }
         let instances = loaded.instances.filter { ofTaken($0.device) }
         var unfinished = loaded.unfinished.filter { ofTaken($0.device) }
@@ -209,6 +218,7 @@ extension SchedulerEngine {
             try Self.restore(instances, loaded.snapshots, into: &scheduler)
         } catch {
             logger.error("cannot load the partitions taken; retrying", metadata: ["error": "\(error)"])
+            lastFailedLoad = monotonic()
             return
         }
         for partition in taken {

@@ -77,6 +77,8 @@ actor SchedulerEngine {
     var awaitingLoad: [Int: Int64] = [:]
     /// The partition load running beside the commit loop (``startAwaitedLoad()``), if one is.
     var partitionLoad: Task<Void, Never>?
+    /// When the last partition load failed (the next begins a second later at the earliest).
+    var lastFailedLoad: ContinuousClock.Instant?
     /// Counts the builds of the whole state (``load()``): a partition load read before the last one is
     /// not applied to it.
     var stateGeneration = 0

@@ -75,6 +75,19 @@ import Testing
             }
         }
 
+        /// Makes the engine degraded: a commit fails (a table locked). (A push first, to take a block of
+        /// request ids: without one the request is refused before its commit.)
+        func degrade(answers: Shared<[String: Answer]>) async throws {
+            push(to: scheduled, "first", answers: answers)
+            try await BesideTheCommitLoopTests.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["first"] } != nil }
+            #expect(answers.withLock { $0["first"]?.isAccepted } == true)
+            store.fault = .locked
+            push(to: scheduled, "failed", answers: answers)
+            try await BesideTheCommitLoopTests.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["failed"] } != nil }
+            #expect(answers.withLock { $0["failed"]?.isAccepted } == false)
+            #expect(await engine.isDegraded)
+        }
+
         /// Holds the store's partition reads; after 5 s lets them go and notes it (a turn that waited for them).
         func holdReads() -> (waited: Shared<Bool>, watchdog: Task<Void, any Error>) {
             store.holdPartitionReads()
@@ -129,17 +142,7 @@ import Testing
         let cluster = try await Cluster()
         let (store, engine) = (cluster.store, cluster.engine)
         let answers = Shared<[String: Answer]>([:])
-
-        // A commit fails (a table locked): the engine is degraded. (A push first, to take a block of
-        // request ids: without one the request is refused before its commit.)
-        cluster.push(to: cluster.scheduled, "first", answers: answers)
-        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["first"] } != nil }
-        #expect(answers.withLock { $0["first"]?.isAccepted } == true)
-        store.fault = .locked
-        cluster.push(to: cluster.scheduled, "failed", answers: answers)
-        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["failed"] } != nil }
-        #expect(answers.withLock { $0["failed"]?.isAccepted } == false)
-        #expect(await engine.isDegraded)
+        try await cluster.degrade(answers: answers)
 
         // The database is back, and the rebuild's reads do not answer.
         store.fault = nil
@@ -200,13 +203,7 @@ import Testing
     @Test func aPartitionLostDuringARebuildIsNotScheduledByIt() async throws {
         let cluster = try await Cluster()
         let (store, engine) = (cluster.store, cluster.engine)
-        let answers = Shared<[String: Answer]>([:])
-        cluster.push(to: cluster.scheduled, "first", answers: answers)
-        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["first"] } != nil }
-        store.fault = .locked
-        cluster.push(to: cluster.scheduled, "failed", answers: answers)
-        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["failed"] } != nil }
-        #expect(await engine.isDegraded)
+        try await cluster.degrade(answers: Shared<[String: Answer]>([:]))
 
         store.fault = nil
         let (_, watchdog) = cluster.holdReads()

@@ -249,8 +249,8 @@ extension DeliveryStateChange {
     public static func merged(_ changes: [DeliveryStateChange]) -> [(apnsID: String, change: Merged)] {
         var merged: [(apnsID: String, change: Merged)] = []
         merged.reserveCapacity(changes.count)
-        // Each apns-id's place in `merged`: one hash of it per change (a delivery run's profile showed
-        // three, with the dictionary grown as it went).
+        // Each apns-id's place in `merged`, found or inserted in one access: one hash of it per change,
+        // and no growth on the way (a herd's batch merges thousands).
         var places: [String: Int] = [:]
         places.reserveCapacity(changes.count)
         for change in changes {

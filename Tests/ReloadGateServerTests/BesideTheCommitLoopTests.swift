@@ -79,22 +79,23 @@ import Testing
         /// request ids: without one the request is refused before its commit.)
         func degrade(answers: Shared<[String: Answer]>) async throws {
             push(to: scheduled, "first", answers: answers)
-            try await BesideTheCommitLoopTests.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["first"] } != nil }
+            try await BesideTheCommitLoopTests.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["first"] } != nil }
             #expect(answers.withLock { $0["first"]?.isAccepted } == true)
             store.fault = .locked
             push(to: scheduled, "failed", answers: answers)
-            try await BesideTheCommitLoopTests.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["failed"] } != nil }
+            try await BesideTheCommitLoopTests.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["failed"] } != nil }
             #expect(answers.withLock { $0["failed"]?.isAccepted } == false)
             #expect(await engine.isDegraded)
         }
 
-        /// Holds the store's partition reads; after 5 s lets them go and notes it (a turn that waited for them).
+        /// Holds the store's partition reads; after 20 s lets them go and notes it (a turn that waited for
+        /// them; 20 s, since beside the whole suite a turn can wait seconds for a thread).
         func holdReads() -> (waited: Shared<Bool>, watchdog: Task<Void, any Error>) {
             store.holdPartitionReads()
             let waited = Shared(false)
             let store = store
             let watchdog = Task {
-                try await Task.sleep(for: .seconds(5))
+                try await Task.sleep(for: .seconds(20))
                 waited.withLock { $0 = true }
                 store.releasePartitionReads()
             }
@@ -114,13 +115,13 @@ import Testing
         await engine.giveUp([takenPartition], handingBack: false)
         let (waitedForTheLoad, watchdog) = cluster.holdReads()
         await engine.takeOver([takenPartition: epoch])
-        try await Self.wait(within: .seconds(10)) { store.partitionReadsWaiting == 1 || waitedForTheLoad.withLock { $0 } }
+        try await Self.wait(within: .seconds(30)) { store.partitionReadsWaiting == 1 || waitedForTheLoad.withLock { $0 } }
 
         // A push to each device: both answered while the load waits.
         let answers = Shared<[String: Answer]>([:])
         cluster.push(to: cluster.scheduled, "scheduled", answers: answers)
         cluster.push(to: cluster.taken, "taken", answers: answers)
-        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0.count } == 2 }
+        try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0.count } == 2 }
         watchdog.cancel()
         #expect(!waitedForTheLoad.withLock { $0 })
         #expect(store.partitionReadsWaiting == 1)
@@ -133,7 +134,7 @@ import Testing
         store.releasePartitionReads()
         await engine.partitionLoadEnded()
         #expect(await engine.ownedPartitions[takenPartition] == epoch)
-        try await Self.turns(of: engine, within: .seconds(10)) {
+        try await Self.turns(of: engine, within: .seconds(30)) {
             store.ledger.decisions.contains { $0.instance?.rawValue == Int32(cluster.taken.instances[0]) && $0.kind != .forwarded }
         }
     }
@@ -147,12 +148,12 @@ import Testing
         // The database is back, and the rebuild's reads do not answer.
         store.fault = nil
         let (waitedForTheRebuild, watchdog) = cluster.holdReads()
-        try await Self.turns(of: engine, within: .seconds(10)) {
+        try await Self.turns(of: engine, within: .seconds(30)) {
             store.partitionReadsWaiting == 1 || waitedForTheRebuild.withLock { $0 }
         }
         // A push meanwhile is refused at once (503), not held for the rebuild.
         cluster.push(to: cluster.scheduled, "refused", answers: answers)
-        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["refused"] } != nil }
+        try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["refused"] } != nil }
         watchdog.cancel()
         #expect(!waitedForTheRebuild.withLock { $0 })
         #expect(answers.withLock { $0["refused"]?.isAccepted } == false)
@@ -162,7 +163,7 @@ import Testing
         await engine.rebuildEnded()
         #expect(await !engine.isDegraded)
         cluster.push(to: cluster.scheduled, "accepted", answers: answers)
-        try await Self.turns(of: engine, within: .seconds(10)) { answers.withLock { $0["accepted"] } != nil }
+        try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["accepted"] } != nil }
         #expect(answers.withLock { $0["accepted"]?.isAccepted } == true)
     }
 
@@ -179,19 +180,19 @@ import Testing
         await engine.takeOver([partition: epoch])
         await engine.partitionLoadEnded()
         #expect(await engine.ownedPartitions[partition] == nil)
-        // Turns for half a second: no load begun again.
+        // Turns every 10 ms for half a second: at most one load begun again (one a second; a turn held
+        // up by a loaded machine may reach the second), not one a turn.
         let quiet = ContinuousClock.now + .milliseconds(500)
         while ContinuousClock.now < quiet {
-            let turn = await engine.commitTurn()
-            turn.answer()
+            await Self.turn(of: engine)
             try await Task.sleep(for: .milliseconds(10))
         }
-        #expect(store.partitionReadsBegun == before + 1)
+        #expect(store.partitionReadsBegun - before <= 2, "\(store.partitionReadsBegun - before) loads begun")
         store.fault = nil
-        let deadline = ContinuousClock.now + .seconds(10)
+        // (A bound, not a figure: beside the whole suite the turns wait seconds for a thread.)
+        let deadline = ContinuousClock.now + .seconds(30)
         while await engine.ownedPartitions[partition] != epoch, ContinuousClock.now < deadline {
-            let turn = await engine.commitTurn()
-            turn.answer()
+            await Self.turn(of: engine)
             await engine.partitionLoadEnded()
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -207,7 +208,7 @@ import Testing
 
         store.fault = nil
         let (_, watchdog) = cluster.holdReads()
-        try await Self.turns(of: engine, within: .seconds(10)) { store.partitionReadsWaiting == 1 }
+        try await Self.turns(of: engine, within: .seconds(30)) { store.partitionReadsWaiting == 1 }
         let lost = DevicePartition.of(device: cluster.taken.device)
         await engine.giveUp([lost], handingBack: false)
         store.releasePartitionReads()
@@ -225,11 +226,16 @@ import Testing
         let deadline = ContinuousClock.now + limit
         while !done() {
             guard ContinuousClock.now < deadline else { throw TimedOut() }
-            let turn = await engine.commitTurn()
-            if let commit = turn.commit { await engine.perform(commit) }
-            turn.answer()
+            await turn(of: engine)
             try await Task.sleep(for: .milliseconds(10))
         }
+    }
+
+    /// One turn of the commit loop, with the commit it starts (as ``DoorService``'s loop runs it).
+    static func turn(of engine: SchedulerEngine) async {
+        let turn = await engine.commitTurn()
+        if let commit = turn.commit { await engine.perform(commit) }
+        turn.answer()
     }
 
     static func wait(within limit: Duration, until done: @Sendable () -> Bool) async throws {

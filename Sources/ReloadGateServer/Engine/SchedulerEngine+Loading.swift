@@ -22,10 +22,7 @@ extension SchedulerEngine {
             // A heartbeat may have given partitions up while the reads ran (a rebuild runs beside the
             // commit loop): their instances are the next owner's, not scheduled here.
             if owned != held {
-                instances.removeAll { instance in
-                    let partition = DevicePartition.of(device: instance.device)
-                    return owned[partition] == nil || owned[partition] != held[partition]
-                }
+                instances.removeAll { owned[DevicePartition.of(device: $0.device)] != held[DevicePartition.of(device: $0.device)] }
             }
         } else {
             instances = try await store.registeredInstances()

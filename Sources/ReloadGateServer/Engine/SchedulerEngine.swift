@@ -118,7 +118,7 @@ actor SchedulerEngine {
     var rebuildAttempt: Task<Void, Never>?
     /// The failure to rebuild was logged (once per outage).
     var outageReported = false
-    /// How often a degraded engine tries to reload its state.
+    /// How often a degraded engine tries to reload its state, and a failed partition load is begun again.
     static let rebuildInterval: Duration = .seconds(1)
     /// How many pushes' apns-ids the index of kept answers holds by default (`ingress.apnsIdsInMemory`):
     /// the keys of 1,100 pushes a second over the 15-minute retry window, about 60 MB.

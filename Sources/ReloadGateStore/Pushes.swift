@@ -30,36 +30,14 @@ extension SQLStore {
         }
     }
 
-    /// Adopts a token never registered: records the device (or control, or activity, or push-to-start
-    /// token) with one implicit instance of kind `*` (until its widgets, control or activity are
-    /// registered), so budgets and coalescing apply from its first push. An adoption that races with another (another push, another gateway) finds the row the
-    /// other one wrote.
+    /// Adopts a token never registered in a transaction of its own
+    /// (``SQLSession/adopt(app:token:pushType:pushToStart:now:)``).
     /// - Returns: the device id and the instance id.
     public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool, now: Date) async throws -> (device: Int64, instance: Int64) {
-        let (implicit, family) = ImplicitInstance.of(pushType, pushToStart: pushToStart)
         let adopted = try await writing { session in
-            let created = try await session.rows("""
-                INSERT INTO device (appId, token, active, registeredAt, pushType)
-                VALUES (\(app.id), \(token.hex), true, \(now.storedMilliseconds), \(pushType.rawValue))
-                ON CONFLICT (appId, token) DO NOTHING RETURNING id
-                """).map { try $0.int64("id") }
-            guard let device = try await session.row("SELECT id, pushType FROM device WHERE appId = \(app.id) AND token = \(token.hex)") else {
-                throw StoreError.corrupt(reason: "an adopted device has no row")
-            }
-            // Another push (of the other type) adopted it first, or the app registered it meanwhile.
-            if let registered = PushType(rawValue: try device.string("pushType")), registered != pushType {
-                throw RegistryError.otherPushType(token, registered: registered)
-            }
-            let id = try device.int64("id")
-            try await session.run("""
-                INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
-                VALUES (\(id), \(implicit), \(ImplicitInstance.kind), \(family), '{}', true) ON CONFLICT (deviceId, widgetID) DO NOTHING
-                """)
-            guard let instance = try await session.row("SELECT id FROM widget WHERE deviceId = \(id) AND widgetID = \(implicit)") else {
-                throw StoreError.corrupt(reason: "an adopted device has no implicit instance")
-            }
-            try await session.registryChanged(devices: created, at: now)
-            return Adopted(device: id, instance: try instance.int64("id"))
+            let adopted = try await session.adopt(app: app, token: token, pushType: pushType, pushToStart: pushToStart, now: now)
+            try await session.registryChanged(devices: adopted.instanceAdded ? [adopted.device] : [], at: now)
+            return adopted
         }
         return (adopted.device, adopted.instance)
     }
@@ -81,12 +59,6 @@ extension SQLStore {
     }
 }
 
-/// An adopted device's ids.
-private struct Adopted: Sendable {
-    var device: Int64
-    var instance: Int64
-}
-
 extension SQLDialect {
     /// `AND` conditions on `widget.id` for a configuration match: each key is an indexed lookup in
     /// `widget_parameter`, which each engine keeps from the JSON configuration with its own columns
@@ -104,5 +76,42 @@ extension SQLDialect {
             }
         }
         return query
+    }
+}
+
+extension SQLSession {
+    /// Adopts a token never registered: records the device (or control, or activity, or push-to-start
+    /// token) with one implicit instance of kind `*` (until its widgets, control or activity are
+    /// registered), so budgets and coalescing apply from its first push. A token written first by another
+    /// push, gateway or registration keeps its row (`created` is false) and gets the implicit instance; one
+    /// of the other push type is refused before any change (``RegistryError/otherPushType(_:registered:)``).
+    func adopt(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool, now: Date) async throws -> AdoptedDevice {
+        let (implicit, family) = ImplicitInstance.of(pushType, pushToStart: pushToStart)
+        let created = try await rows("""
+            INSERT INTO device (appId, token, active, registeredAt, pushType)
+            VALUES (\(app.id), \(token.hex), true, \(now.storedMilliseconds), \(pushType.rawValue))
+            ON CONFLICT (appId, token) DO NOTHING RETURNING id
+            """).map { try $0.int64("id") }
+        let id: Int64
+        if let new = created.first {
+            id = new
+        } else {
+            // The insert changed nothing: the token's row is another's, whose type is checked first.
+            guard let device = try await device(app: app, token: token) else {
+                throw StoreError.corrupt(reason: "an adopted device has no row")
+            }
+            if device.pushType != pushType { throw RegistryError.otherPushType(token, registered: device.pushType) }
+            id = device.id
+        }
+        let added = try await rows("""
+            INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
+            VALUES (\(id), \(implicit), \(ImplicitInstance.kind), \(family), '{}', true) ON CONFLICT (deviceId, widgetID) DO NOTHING
+            RETURNING id
+            """).map { try $0.int64("id") }
+        if let instance = added.first { return AdoptedDevice(device: id, instance: instance, created: !created.isEmpty, instanceAdded: true) }
+        guard let instance = try await row("SELECT id FROM widget WHERE deviceId = \(id) AND widgetID = \(implicit)") else {
+            throw StoreError.corrupt(reason: "an adopted device has no implicit instance")
+        }
+        return AdoptedDevice(device: id, instance: try instance.int64("id"), created: false, instanceAdded: false)
     }
 }

@@ -122,6 +122,8 @@ extension SQLSession {
             .device(try await putInstances(app: app, token: token, pushType: pushType, instances: instances, previousToken: previousToken, now: now))
         case .timeline(let app, let token, let widgetID, let timeline):
             .timeline(instance: try await putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: now))
+        case .adopt(let app, let token, let pushType, let pushToStart):
+            .adopted(try await adopt(app: app, token: token, pushType: pushType, pushToStart: pushToStart, now: now))
         }
     }
 
@@ -217,6 +219,8 @@ extension SQLSession {
             switch write {
             case .device(let registration): devices += registration.devices
             case .timeline(let instance): devices += try await rows("SELECT deviceId FROM widget WHERE id = \(instance)").map { try $0.int64("deviceId") }
+            // Its owner reads the device again when the adoption added the implicit instance.
+            case .adopted(let adopted): if adopted.instanceAdded { devices.append(adopted.device) }
             }
         }
         return devices

@@ -11,6 +11,10 @@ public enum RegistryWrite: Sendable {
     case putActivity(app: App, token: DeviceToken, activity: ActivityRegistration, previousToken: DeviceToken?)
     /// `PUT .../widgets/<id>/timeline` (``SQLStore/putTimeline(app:token:widgetID:timeline:now:)``).
     case putTimeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline)
+    /// A push to a token never registered (`ingress.unknownDevices: adopt`): the device (or control, or
+    /// Live Activity, or push-to-start token) with one implicit instance of kind `*`
+    /// (``SQLStore/adoptDevice(app:token:pushType:pushToStart:now:)``).
+    case adoptDevice(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool)
 }
 
 /// What a ``RegistryWrite`` wrote.
@@ -18,6 +22,25 @@ public enum RegistryWritten: Sendable {
     case device(DeviceRegistration)
     /// The instance whose timeline was recorded.
     case timeline(instance: Int64)
+    case adopted(AdoptedDevice)
+}
+
+/// A device adopted by a push: its id and its implicit instance's.
+public struct AdoptedDevice: Sendable, Equatable {
+    public var device: Int64
+    public var instance: Int64
+    /// Whether this write created the device: its one instance is the implicit one. Otherwise another
+    /// push, gateway or registration had written the token first, and it may have more.
+    public var created: Bool
+    /// Whether this write added the implicit instance (false: an earlier adoption had).
+    public var instanceAdded: Bool
+
+    public init(device: Int64, instance: Int64, created: Bool, instanceAdded: Bool) {
+        self.device = device
+        self.instance = instance
+        self.created = created
+        self.instanceAdded = instanceAdded
+    }
 }
 
 extension RegistryWrite {
@@ -26,6 +49,7 @@ extension RegistryWrite {
     public enum Step: Sendable {
         case instances(app: App, token: DeviceToken, pushType: PushType, instances: [InstanceRegistration], previousToken: DeviceToken?)
         case timeline(app: App, token: DeviceToken, widgetID: String, timeline: Timeline)
+        case adopt(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool)
     }
 
     public var step: Step {
@@ -38,6 +62,8 @@ extension RegistryWrite {
             .instances(app: app, token: token, pushType: .liveactivity, instances: [InstanceRegistration(activity)], previousToken: previousToken)
         case .putTimeline(let app, let token, let widgetID, let timeline):
             .timeline(app: app, token: token, widgetID: widgetID, timeline: timeline)
+        case .adoptDevice(let app, let token, let pushType, let pushToStart):
+            .adopt(app: app, token: token, pushType: pushType, pushToStart: pushToStart)
         }
     }
 }

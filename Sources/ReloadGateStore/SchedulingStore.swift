@@ -38,8 +38,10 @@ public protocol SchedulingStore: Sendable {
     /// otherwise keeps in request rows may still be found in the table.
     func lastExpiry(ofTableKeysPrefixed prefix: String, after now: Timestamp, notAfter limit: Timestamp) async throws -> Timestamp?
     /// Registers the device (or control, for `pushType` `controls`) of a push to an unknown token
-    /// (`ingress.unknownDevices: adopt`) with one implicit instance of kind `*`; the same device and
-    /// instance when it exists already.
+    /// (`ingress.unknownDevices: adopt`) with one implicit instance of kind `*`, in a transaction of its
+    /// own; the same device and instance when it exists already. (The gateway adopts in the registry's
+    /// group commit, ``RegistryWrite/adoptDevice(app:token:pushType:pushToStart:)``; the cluster
+    /// simulation and the stores' tests through this.)
     func adoptDevice(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool, now: Date) async throws -> (device: Int64, instance: Int64)
 
     // MARK: Health

@@ -7,8 +7,8 @@ import ReloadGateTesting
 import Testing
 
 /// Another process holds the SQLite file's write lock (an operator's `sqlite3` shell, a backup): the
-/// writes that need it wait, up to the store's deadline, and nothing else does. Registrations (the
-/// registry's group commit) and pushes to new devices (adopted by the scheduler's commit loop) once waited
+/// writes that need it wait, up to the store's deadline, and nothing else does. Registrations and pushes
+/// to new devices (both written by the registry's group commit) once waited
 /// on the Swift concurrency pool's threads, two on a 2-core machine: the gateway answered nothing else, not
 /// even `/health`, until the lock was gone or the deadline passed.
 @Suite(.timeLimit(.minutes(10)), .heavy)
@@ -136,12 +136,12 @@ struct SQLiteWriteLockTests {
         }
     }
 
-    /// Pushes to devices nobody has seen, while a lock outlasts the deadline: each is adopted by the
-    /// commit loop in a write of its own, and each used to wait its own deadline there, one after the
-    /// other, with every other request behind them. The first refusal stands for the store: the others
-    /// are refused with it, the gateway says `503` on `/ready`, and it comes back by itself. What tells
-    /// the two apart is the spread of the answers: one deadline each put seven deadlines between the first
-    /// refusal and the last (35 s); refused with the first, they all come within one deadline of it.
+    /// Pushes to devices nobody has seen, while a lock outlasts the deadline: their adoptions queue for the
+    /// registry's group commit, and those queued while a batch waits would wait one more deadline each
+    /// batch (when adopted by the commit loop, one each, seven deadlines between the first refusal and the
+    /// last). The first refusal stands for the store: what queued meanwhile is refused with it, the
+    /// gateway says `503` on `/ready`, and it comes back by itself; all answers come within one deadline
+    /// of the first.
     @Test func newDevicesDuringALockAreRefusedOnceNotOneDeadlineEach() async throws {
         let directory = try TemporaryDirectory("write-lock-adopt")
         defer { directory.remove() }
@@ -159,8 +159,8 @@ struct SQLiteWriteLockTests {
                 let body = Array(#"{"aps":{"content-changed":true}}"#.utf8)
                 let lock = try await SQLiteWriteLockHolder.hold(gateway.configuration.dataDirectory + "/reloadgate.sqlite", atMost: .seconds(40))
 
-                // Eight pushes to new devices at once, over connections made before: the adoptions queue on
-                // the commit loop.
+                // Eight pushes to new devices at once, over connections made before: the adoptions queue for
+                // the registry's group commit.
                 var connections: [RawHTTP2Client] = []
                 for _ in 0..<8 { connections.append(try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: tls)) }
                 defer { for connection in connections { Task { await connection.close() } } }

@@ -12,6 +12,7 @@ import Testing
 /// A table locked longer than any sender waits (a migration, `LOCK TABLE ... ACCESS EXCLUSIVE`): every
 /// push is answered within the store deadline and a little more, refused with `503`, and none of the
 /// refused is committed once the lock is gone; `/ready` says `503` meanwhile and `200` again by itself.
+/// And a write that waits for a lock holds up no other push.
 @Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .heavy)
 struct StoreDeadlineTests {
     static let bundle = "com.example.scores"
@@ -77,6 +78,78 @@ struct StoreDeadlineTests {
                     #expect(try await store.requests(apnsID: answer.apnsID).isEmpty, "\(answer.apnsID) was committed after its 503")
                 }
                 #expect(try await store.requests(apnsID: after.apnsID).count == 1)
+            }
+        }
+    }
+
+    /// A push to a token nobody registered is adopted beside the commit loop: while its insert waits for a
+    /// row lock (another session inserting the same token and not committing, as another gateway's
+    /// registration would), a push to a known device is decided and answered. The adoption was written in
+    /// the commit loop's turn, and the known push waited there until the adoption ended (a SIGSTOPped
+    /// gateway's database connection held the loop 7 s so in a chaos run).
+    @Test func aPushToANewDeviceWaitingForARowLockHoldsUpNoOtherPush() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let data = try TemporaryDirectory("store-adoption-lock")
+        defer { data.remove() }
+        let sender = ProviderTokenFactory(keyID: "ADOPTLK001", teamID: "ADOPTTEAM1")
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("data"))
+        defer { try? store.close() }
+        _ = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token])
+        let newToken = String(repeating: "a7", count: 32)
+
+        try await TestGateway.withRunning(configure: { configuration in
+            configuration.store.kind = .postgres
+            configuration.store.url = url
+            configuration.dataDirectory = data.path("data")
+            configuration.store.deadline = 20_000
+        }) { gateway in
+            #expect(try await gateway.push(Self.token, bundle: Self.bundle, sender: sender).status == 200)
+
+            let location = try PostgresLocation(url: url)
+            let logger = Logger(label: "locker")
+            let locker = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 1, logger: logger)
+            let adopted = Shared<PushAnswer?>(nil)
+            let adoption: Task<PushAnswer, any Error>
+            do {
+                try await locker.query("BEGIN", logger: logger)
+                try await locker.query("""
+                    INSERT INTO device (appId, token, active, registeredAt, pushType)
+                    SELECT id, \(newToken), true, 0, 'widgets' FROM app WHERE bundle = \(Self.bundle)
+                    """, logger: logger)
+
+                adoption = Task {
+                    let answer = try await gateway.push(newToken, bundle: Self.bundle, sender: sender, timeout: .seconds(60))
+                    adopted.withLock { $0 = answer }
+                    return answer
+                }
+                // The adoption's insert waits for the locker's transaction (the server says so), at most 15 s.
+                let waiting = ContinuousClock.now
+                var blocked = false
+                while !blocked, ContinuousClock.now - waiting < .seconds(15) {
+                    let rows = try await locker.query(
+                        "SELECT count(*)::bigint FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))", logger: logger
+                    )
+                    for try await count in rows.decode(Int64.self) { blocked = count > 0 }
+                    if !blocked { try await Task.sleep(for: .milliseconds(50)) }
+                }
+                try #require(blocked, "the adoption's insert never waited for the row lock")
+
+                let known = try await gateway.push(Self.token, bundle: Self.bundle, sender: sender)
+                #expect(known.status == 200, "\(known.body)")
+                #expect(adopted.withLock { $0 } == nil, "the push to a known device was answered only after the adoption ended")
+            } catch {
+                try? await locker.close()
+                throw error
+            }
+
+            try await locker.query("ROLLBACK", logger: logger)
+            try await locker.close()
+            let answer = try await adoption.value
+            #expect(answer.status == 200, "\(answer.body)")
+            #expect(try await store.requests(apnsID: answer.apnsID).count == 1)
+            guard case .active = try await store.pushDeviceStatus(app: try #require(try await store.app(bundle: try BundleID(Self.bundle))), token: try DeviceToken(newToken)) else {
+                Issue.record("the new token was not adopted")
+                return
             }
         }
     }

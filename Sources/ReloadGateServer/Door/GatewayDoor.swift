@@ -91,21 +91,22 @@ final class GatewayDoor: Sendable {
         engine.enqueue(submission, render: render, reply: reply)
     }
 
-    /// Adopts a device by its first push (`ingress.unknownDevices: adopt`): written, registered with the
-    /// scheduler, forgotten by the push path's cache; then `then` gets the device's id (on the commit loop).
+    /// Adopts a device by its first push (`ingress.unknownDevices: adopt`): written in the registry's
+    /// group commit (beside the scheduler's commit loop, with other adoptions and registrations),
+    /// registered with the scheduler, forgotten by the push path's cache; then `then` gets the device.
     func adopt(
         app: App,
         token: DeviceToken,
         pushType: PushType,
         pushToStart: Bool = false,
-        received: Date,
-        then: @escaping @Sendable (Result<Int64, any Error>) -> Void
+        then: @escaping @Sendable (Result<AdoptedDevice, any Error>) -> Void
     ) {
-        let devices = pushDevices
-        engine.enqueue(SchedulerEngine.Adoption(app: app, token: token, pushType: pushType, pushToStart: pushToStart, received: received) { result in
-            if case .success = result { devices.invalidate() }
-            then(result)
-        })
+        registry.enqueue(.adoptDevice(app: app, token: token, pushType: pushType, pushToStart: pushToStart)) { result in
+            then(result.flatMap { written in
+                guard case .adopted(let adopted) = written else { return .failure(StoreError.corrupt(reason: "an adoption wrote no device")) }
+                return .success(adopted)
+            })
+        }
     }
 
     /// Tells the other gateways of a shared store that `change` happened (their caches forget it within

@@ -44,12 +44,17 @@ final class RegistryLog: Sendable {
     /// Writes `write` with the next batch and returns what it wrote, once it is applied everywhere.
     func write(_ write: RegistryWrite) async throws -> RegistryWritten {
         try await withCheckedThrowingContinuation { continuation in
-            let refusal = queue.append(Entry(write: write) { continuation.resume(with: $0) })
-            switch refusal {
-            case nil: break
-            case .full: continuation.resume(throwing: SchedulerOverloaded())
-            case .closed: continuation.resume(throwing: SchedulerUnavailable())
-            }
+            enqueue(write) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Hands `write` over from any thread (an event loop) without waiting: `reply` is called once it is
+    /// applied everywhere, or refused.
+    func enqueue(_ write: RegistryWrite, reply: @escaping @Sendable (Result<RegistryWritten, any Error>) -> Void) {
+        switch queue.append(Entry(write: write, reply: reply)) {
+        case nil: break
+        case .full: reply(.failure(SchedulerOverloaded()))
+        case .closed: reply(.failure(SchedulerUnavailable()))
         }
     }
 
@@ -78,16 +83,30 @@ final class RegistryLog: Sendable {
             } catch {
                 logger.error("cannot write registry changes", metadata: ["count": "\(entries.count)", "error": "\(error)"])
                 for entry in entries { entry.reply(.failure(error)) }
+                if let error = error as? StoreError, error.isStoreAway {
+                    // The store cannot write now (a lock held past the deadline, a full disk): the engine
+                    // says so on `/ready` and rebuilds once it can. What queued meanwhile would wait one
+                    // more deadline each batch for the same answer: it is refused with this one.
+                    await engine.storeFailed(error)
+                    for entry in queue.takeAll() { entry.reply(.failure(error)) }
+                }
                 continue
             }
             var written: [(RegistryWrite, RegistryWritten)] = []
             for (entry, result) in zip(entries, results) {
                 if case .success(let value) = result { written.append((entry.write, value)) }
             }
-            if written.contains(where: { if case .device = $0.1 { true } else { false } }) {
-                pushDevices.invalidate()
-                await publishDevices()
+            var devicesChanged = false, adopted = false
+            for (_, value) in written {
+                switch value {
+                case .device: devicesChanged = true
+                case .adopted(let device): if device.instanceAdded { adopted = true }
+                case .timeline: break
+                }
             }
+            if devicesChanged || adopted { pushDevices.invalidate() }
+            // An adopted device needs no word: no gateway keeps an unknown token in its cache.
+            if devicesChanged { await publishDevices() }
             // The scheduler takes the batch now, in order; its commit is awaited beside the next batch.
             var failure: (any Error)?
             var needsCommit = false

@@ -146,8 +146,8 @@ extension SchedulerEngine {
         }
         await drainInbox()
         if pipeline.isDegraded {
-            // An adoption found the store away (``storeFailed(_:)``): nothing is decided or sealed; the
-            // rebuild is the next turn's.
+            // The registry's group commit found the store away while the drain awaited a read
+            // (``storeFailed(_:)``): nothing is sealed; the rebuild is the next turn's.
             inbox.wake()
             return Turn(committed: committed)
         }
@@ -320,12 +320,7 @@ extension SchedulerEngine {
     /// Refuses everything queued with `error` and drops what a degraded engine gathered (nothing may be
     /// decided; whoever waits for a commit was refused by the pipeline already).
     func refuseQueued(_ error: any Error) {
-        for item in inbox.takeAll() {
-            switch item {
-            case .request(_, _, let reply): reply(.failure(error))
-            case .adoption(let adoption): adoption.then(.failure(error))
-            }
-        }
+        for item in inbox.takeAll() { item.reply(.failure(error)) }
         perform(pipeline.refuseOpen(), error: error)
     }
 

@@ -27,7 +27,8 @@ extension SchedulerEngine {
         var rows: [RequestID] = []
         var seen = Set<KeyName>()
         for item in queued {
-            guard case .request(let submission, _, _) = item, let idempotency = submission.idempotency else { continue }
+            guard let idempotency = item.submission.idempotency else { continue }
+            let submission = item.submission
             let name = KeyName(app: submission.app.id, key: idempotency.key)
             guard inFlightKeys[name] == nil, seen.insert(name).inserted else { continue }
             // A push's apns-id: in a request's row when the index names one; in the table as well only

@@ -20,6 +20,8 @@ extension SchedulerEngine {
                 if try await applyWithoutWaiting(registration) { needsCommit = true }
             case (.putTimeline(_, _, _, let timeline), .timeline(let instance)):
                 if try await setTimelineWithoutWaiting(instance: instance, timeline) { needsCommit = true }
+            case (.adoptDevice(_, _, let pushType, let pushToStart), .adopted(let adopted)):
+                register(adopted: adopted, pushType: pushType, pushToStart: pushToStart)
             default:
                 break
             }

@@ -23,19 +23,10 @@ extension SchedulerEngine {
     /// Hands a request over from any thread (an event loop) without waiting: it is decided with the next
     /// batch and `reply` is called once that batch committed. No task and no actor hop per request.
     nonisolated func enqueue(_ submission: ReloadCommand, render: @escaping Render, reply: @escaping Reply) {
-        switch inbox.append(.request(submission, render, reply)) {
+        switch inbox.append(Queued(submission: submission, render: render, reply: reply)) {
         case nil: break
         case .full: reply(.failure(SchedulerOverloaded()))
         case .closed: reply(.failure(SchedulerUnavailable()))
-        }
-    }
-
-    /// Hands a device to adopt over from any thread; the commit loop writes it (no task per adoption).
-    nonisolated func enqueue(_ adoption: Adoption) {
-        switch inbox.append(.adoption(adoption)) {
-        case nil: break
-        case .full: adoption.then(.failure(SchedulerOverloaded()))
-        case .closed: adoption.then(.failure(SchedulerUnavailable()))
         }
     }
 
@@ -47,54 +38,23 @@ extension SchedulerEngine {
     /// earlier batch committed, and no other request with the key is accepted meanwhile.
     func drainInbox() async {
         let queued = inbox.takeAll()
-        // An adoption refused because the store cannot write now (a lock held past the deadline, a full
-        // disk): the others of this drain would wait for the same, one deadline each, with the commit
-        // loop; they are refused with it at once, and with no commit in flight the engine degrades
-        // (``CommitPipeline/storeFailed()``) and refuses the rest too.
-        var storeAway: StoreError?
         let stored = await storedAnswers(of: queued)
         for item in queued {
-            if pipeline.isDegraded, let storeAway {
-                switch item {
-                case .request(_, _, let reply): reply(.failure(storeAway))
-                case .adoption(let adoption): adoption.then(.failure(storeAway))
-                }
-                continue
-            }
-            switch item {
-            case .request(let submission, let render, let reply):
-                await accept(submission, render: render, stored: stored, reply: reply)
-            case .adoption(let adoption):
-                if let storeAway {
-                    adoption.then(.failure(storeAway))
-                    continue
-                }
-                // Rare (once per new token): written here, on the commit loop, in its own transaction.
-                do {
-                    let adopted = try await store.adoptDevice(
-                        app: adoption.app, token: adoption.token, pushType: adoption.pushType, pushToStart: adoption.pushToStart, now: adoption.received
-                    )
-                    if isLocal(device: adopted.device) {
-                        if let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) {
-                            let descriptor = adoption.pushType.descriptor
-                            let family = ImplicitInstance.of(adoption.pushType, pushToStart: adoption.pushToStart).family
-                            scheduler.register(handle, device: device, descriptor.scheduling(kind: ImplicitInstance.kind, family: family))
-                        }
-                    }
-                    // Another gateway schedules the new device: the store's notice in the adoption's own
-                    // transaction is in its inbox ahead of the push that follows (which it would otherwise
-                    // decide `no-match`).
-                    adoption.then(.success(adopted.device))
-                } catch {
-                    // Degraded first (``storeFailed(_:)`` says so on `/ready`), then refused.
-                    if let error = error as? StoreError, error.isStoreAway {
-                        storeAway = error
-                        storeFailed(error)
-                    }
-                    adoption.then(.failure(error))
-                }
-            }
+            await accept(item.submission, render: item.render, stored: stored, reply: item.reply)
         }
+    }
+
+    /// Registers a device's implicit instance that the store has just adopted (written by the registry's
+    /// group commit, beside the commit loop): the push that adopted it is decided after this. On a shared
+    /// store, only a device of this gateway's partitions; its owner is told by the store's notice,
+    /// written in the adoption's transaction and so in its inbox ahead of the push (which it would
+    /// otherwise decide `no-match`).
+    func register(adopted: AdoptedDevice, pushType: PushType, pushToStart: Bool) {
+        guard isLocal(device: adopted.device), let handle = Self.handle(adopted.instance), let device = Self.deviceHandle(adopted.device) else {
+            return
+        }
+        let family = ImplicitInstance.of(pushType, pushToStart: pushToStart).family
+        scheduler.register(handle, device: device, pushType.descriptor.scheduling(kind: ImplicitInstance.kind, family: family))
     }
 
     /// Decides a request into the open batch; `reply` is called after the batch committed, or at once
@@ -156,8 +116,9 @@ extension SchedulerEngine {
         })
     }
 
-    /// A write of the commit loop's own found the store away: degrade as a failed commit does, when no
-    /// commit is in flight (its end decides otherwise); the rebuild is a later turn's.
+    /// A write beside the commit loop (the registry's group commit) found the store away: degrade as a
+    /// failed commit does, when no commit is in flight (its end decides otherwise); the rebuild is a later
+    /// turn's.
     func storeFailed(_ error: StoreError) {
         let actions = pipeline.storeFailed()
         guard actions.rebuild else { return }

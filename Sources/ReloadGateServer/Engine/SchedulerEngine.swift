@@ -33,23 +33,11 @@ actor SchedulerEngine {
     /// exactly the same bytes).
     typealias Render = @Sendable (RequestID, [Decision]) -> (status: Int, body: String)
 
-    /// A request handed over by ``enqueue(_:render:reply:)``, or a device to adopt (``enqueue(_:)``).
-    enum Queued: Sendable {
-        case request(ReloadCommand, Render, Reply)
-        case adoption(Adoption)
-    }
-
-    /// A device to adopt (its first push, `ingress.unknownDevices: adopt`): written by the commit loop,
-    /// registered with the scheduler, then `then` is called with the device's id.
-    struct Adoption: Sendable {
-        var app: App
-        var token: DeviceToken
-        /// A device's widgets, a control, or a Live Activity (or a push-to-start token).
-        var pushType: PushType
-        /// Whether the token is a push-to-start token (adopted by a Live Activity's `start`).
-        var pushToStart = false
-        var received: Date
-        var then: @Sendable (Result<Int64, any Error>) -> Void
+    /// A request handed over by ``enqueue(_:render:reply:)``.
+    struct Queued: Sendable {
+        var submission: ReloadCommand
+        var render: Render
+        var reply: Reply
     }
 
     let store: any SchedulingStore
@@ -93,7 +81,7 @@ actor SchedulerEngine {
     var pipeline = CommitPipeline<Waiter, OpenBatch>()
     /// The outcome of the commit in flight, set by the commit loop's child task that runs it.
     nonisolated let commitOutcome = Mutex<CommitOutcome?>(nil)
-    /// Requests and adoptions handed over from event loops, decided by the commit loop.
+    /// Requests handed over from event loops, decided by the commit loop.
     nonisolated let inbox = GroupCommitQueue<Queued>(limit: SchedulerEngine.inboxLimit)
     var inFlightKeys: [KeyName: InFlightKey] = [:]
     /// Wakes the timer loop when a turn sets a timer before its planned wake (``timerTurn(longest:)``).

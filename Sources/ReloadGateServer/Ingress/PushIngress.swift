@@ -382,17 +382,20 @@ final class PushIngress: Sendable {
         case .active(let device, _):
             enqueue(device, known)
         default:
-            // Adopting writes the device (rare: once per new token): the door's commit loop does it, not
-            // the event loop; the push is submitted once the device is there. An adopted device has one
-            // implicit instance, which every push targets.
+            // Adopting writes the device (rare: once per new token) in the registry's group commit, not
+            // on the event loop nor in the scheduler's commit loop; the push is submitted once the device
+            // is there. A device the adoption created has only its implicit instance, which every push
+            // targets; one written first by another (a registration meanwhile) may have more, read here.
             // A start pushed to a token never seen is a push-to-start token's.
             let pushToStart = payload.activity?.event == .start
-            door.adopt(app: app, token: token, pushType: head.headers.pushType, pushToStart: pushToStart, received: received) { [logger, store] result in
+            door.adopt(app: app, token: token, pushType: head.headers.pushType, pushToStart: pushToStart) { [logger, store] result in
                 switch result {
-                case .success(let device):
+                case .success(let adopted) where adopted.created:
+                    enqueue(adopted.device, [adopted.instance])
+                case .success(let adopted):
                     Task {
                         do {
-                            enqueue(device, try await store.pushTargets(device: device, kind: payload.kind, match: payload.match))
+                            enqueue(adopted.device, try await store.pushTargets(device: adopted.device, kind: payload.kind, match: payload.match))
                         } catch {
                             logger.error("cannot read a device's widgets", metadata: ["error": "\(error)"])
                             respond(Self.refusal(StoreError.readFailed(error), apnsID: head.apnsID))

@@ -63,8 +63,10 @@ extension ClusterSimulation {
     /// Unknown tokens from this one on are controls' (a controls push adopts them as controls).
     static let firstControlToken = 1003
 
-    /// A push to a token: adopted first when no device has it (then decided like any push).
-    func adoptAndPush(at g: Int, token: Int) {
+    /// A push to a token: adopted first when no device has it (then decided like any push). The adoption
+    /// is written and registered with the engine as the registry's group commit does it, beside the
+    /// commit loop; the push is decided at the gateway's next turn.
+    func adoptAndPush(at g: Int, token: Int) async {
         let hex = Self.token(token)
         if let known = devicesByToken[hex] {
             submitReload(at: g, devices: [known], priority: .high, source: .push)
@@ -72,43 +74,27 @@ extension ClusterSimulation {
         }
         let number = newRequest(at: g, kind: .reload, targets: [])
         let engine = gateways[g].engine
-        let store = store
-        let app = app
-        let command = command([], number: number, priority: .high, source: .push)
+        let pushType: PushType = token >= Self.firstControlToken ? .controls : .widgets
         let reply = reply(for: number)
-        let adoptions = adoptions
-        engine.enqueue(SchedulerEngine.Adoption(
-            app: app, token: try! DeviceToken(hex), pushType: token >= Self.firstControlToken ? .controls : .widgets, received: clock.date
-        ) { result in
-            switch result {
-            case .success(let device):
-                adoptions.withLock { $0.append(Adopted(token: hex, device: device, request: number)) }
-                var push = command
-                push.targets = store.instances(ofDevice: device).map(\.id)
-                push.targetDevices = push.targets.map { _ in device }
-                engine.enqueue(push, render: Self.render, reply: reply)
-            case .failure(let error):
-                reply(.failure(error))
-            }
-        })
-    }
-
-
-    /// Takes in the devices adopted since the last event (the engines report them from their turns).
-    func takeAdoptions() {
-        let taken: [Adopted] = adoptions.withLock { list in
-            let taken = list
-            list = []
-            return taken
+        let device: Int64
+        do {
+            let adopted = try await store.adoptDevice(app: app, token: try DeviceToken(hex), pushType: pushType, pushToStart: false, now: clock.date)
+            device = adopted.device
+            devicesByToken[hex] = device
+            devices.append(device)
+            requests[number].targets = store.instances(ofDevice: device).map(\.id)
+            requests[number].changed = device
+            try await engine.checkAccepting()
+            await engine.register(
+                adopted: AdoptedDevice(device: device, instance: adopted.instance, created: true, instanceAdded: true), pushType: pushType, pushToStart: false
+            )
+        } catch {
+            return reply(.failure(error))
         }
-        for adopted in taken {
-            if devicesByToken[adopted.token] == nil {
-                devicesByToken[adopted.token] = adopted.device
-                devices.append(adopted.device)
-            }
-            requests[adopted.request].targets = store.instances(ofDevice: adopted.device).map(\.id)
-            requests[adopted.request].changed = adopted.device
-        }
+        var push = command([], number: number, priority: .high, source: .push)
+        push.targets = store.instances(ofDevice: device).map(\.id)
+        push.targetDevices = push.targets.map { _ in device }
+        engine.enqueue(push, render: Self.render, reply: reply)
     }
 
     /// A registry change through `g`'s API: written to the store, then the engine brings the scheduler

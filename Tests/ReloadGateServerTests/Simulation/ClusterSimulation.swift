@@ -22,14 +22,6 @@ final class ClusterSimulation {
     /// Requests and registry changes sent, by number.
     var requests: [SimulatedRequest] = []
     let answers = Shared<[Int: [Answer]]>([:])
-    /// Devices adopted by pushes to unknown tokens, as the engines' callbacks report them: token, device, request.
-    let adoptions = Shared<[Adopted]>([])
-
-    struct Adopted: Sendable {
-        var token: String
-        var device: Int64
-        var request: Int
-    }
     /// Instances an operator flushed ignoring the budget (their minimum interval is not checked).
     var flushedIgnoringBudget = Set<Int64>()
     /// Instances removed from the registry (a request for them may be decided `no-match`).
@@ -186,7 +178,7 @@ final class ClusterSimulation {
             )
         case .pushToUnknownDevice(let g, let token):
             guard gateways[g].isRunning else { return }
-            adoptAndPush(at: g, token: 1000 + token)
+            await adoptAndPush(at: g, token: 1000 + token)
         case .addWidget(let g, let device):
             guard gateways[g].isRunning else { return }
             await changeRegistry(at: g, device: devices[device % devices.count], adding: true)
@@ -246,7 +238,6 @@ final class ClusterSimulation {
             }
         }
         turn.answer()
-        takeAdoptions()
         if let handingBack = gateway.handingBack, handingBack.committed.withLock({ $0 }) {
             gateway.handingBack = nil
             try? await store.release(handingBack.leases, gateway: gateway.id)

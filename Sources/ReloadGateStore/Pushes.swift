@@ -34,11 +34,8 @@ extension SQLStore {
     /// (``SQLSession/adopt(app:token:pushType:pushToStart:now:)``).
     /// - Returns: the device id and the instance id.
     public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool, now: Date) async throws -> (device: Int64, instance: Int64) {
-        let adopted = try await writing { session in
-            let adopted = try await session.adopt(app: app, token: token, pushType: pushType, pushToStart: pushToStart, now: now)
-            try await session.registryChanged(devices: adopted.instanceAdded ? [adopted.device] : [], at: now)
-            return adopted
-        }
+        let written = try await writeRegistered(.adoptDevice(app: app, token: token, pushType: pushType, pushToStart: pushToStart), now: now)
+        guard case .adopted(let adopted) = written else { throw StoreError.corrupt(reason: "an adoption wrote no device") }
         return (adopted.device, adopted.instance)
     }
 

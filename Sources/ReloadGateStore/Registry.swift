@@ -36,7 +36,7 @@ extension SQLStore {
     }
 
     /// One registry write in its own transaction, its refusal thrown.
-    private func writeRegistered(_ write: RegistryWrite, now: Date) async throws -> RegistryWritten {
+    func writeRegistered(_ write: RegistryWrite, now: Date) async throws -> RegistryWritten {
         try await writing { session in
             let written = try await session.write(write, now: now)
             try await session.registryChanged(devices: session.devices(changedBy: [written]), at: now)

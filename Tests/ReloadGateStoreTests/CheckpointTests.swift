@@ -37,3 +37,32 @@ struct CheckpointTests {
         #expect(try await reopened.app(bundle: try BundleID("com.example.walonly")) != nil)
     }
 }
+
+/// A closed store refuses what is asked of it afterwards, with an error and without touching SQLite's
+/// connection: the gateway's work that a deadline abandoned (a degraded engine's probe, a pruning step, the
+/// periodic checkpoint) can reach the store after its shutdown closed it. SQLite's busy-timeout and
+/// checkpoint calls dereference a closed (NULL) connection, so such a call stopped the whole process (a
+/// test run died with signal 11 in `sqlite3_busy_handler`, 2026-11-29).
+struct ClosedSQLiteStoreTests {
+    let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    @Test func workReachingAClosedStoreIsRefusedNotACrash() async throws {
+        let directory = try TemporaryDirectory("closed-store")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        _ = try store.checkpointWAL()
+        try store.close()
+
+        // The probe answers what is stuck instead of nil.
+        let probe = await store.commitProbe(within: .milliseconds(100))
+        #expect(probe?.contains("closed") == true, "\(String(describing: probe))")
+        await #expect(throws: (any Error).self) {
+            _ = try await store.pruneLedger(LedgerPruneStep(receivedBefore: Timestamp(seconds: 1_790_000_000), now: Timestamp(seconds: 1_790_000_000), limit: 10))
+        }
+        #expect(throws: (any Error).self) { _ = try store.checkpointWAL() }
+        // The checkpoint did not open a connection of its own again: no WAL file beside the closed store.
+        #expect(!FileManager.default.fileExists(atPath: directory.path("data/reloadgate.sqlite-wal")))
+        // Closing twice is harmless.
+        try store.close()
+    }
+}

@@ -103,6 +103,7 @@ struct DoorService: Service {
                 turn.answer()
                 if turn.commit == nil { break }
             }
+            await engine.endWorkBesideTheLoop()
             let finished = await engine.finish()
             assert(finished, "the pipeline ended with a commit in flight")
         }

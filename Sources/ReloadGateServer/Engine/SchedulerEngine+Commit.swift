@@ -361,6 +361,16 @@ extension SchedulerEngine {
         inbox.close()
     }
 
+    /// Waits for the work the loop started beside itself (a rebuild, a partition load) before the
+    /// pipeline ends: both use the store, which the gateway closes once this service has stopped. A
+    /// rebuild's waits are short (a reachability check, a probe, then reads under the store's deadline); a
+    /// partition load may read for minutes, so it is cancelled first (its reads are abandoned).
+    func endWorkBesideTheLoop() async {
+        partitionLoad?.cancel()
+        await rebuildAttempt?.value
+        await partitionLoad?.value
+    }
+
     /// Ends the pipeline and the stream of deliveries, after the commit loop's last commit: whoever still
     /// waits is refused (`false` when a commit is still in flight: the loop must wait for it first).
     func finish() -> Bool {

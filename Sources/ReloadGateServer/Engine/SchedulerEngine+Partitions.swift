@@ -196,7 +196,8 @@ extension SchedulerEngine {
         switch read {
         case .success(let value): loaded = value
         case .failure(let error):
-            logger.warning("cannot load the partitions taken; retrying", metadata: ["error": "\(error)"])
+            // (Stopping: the load was cancelled, and nothing is retried.)
+            if !isStopping { logger.warning("cannot load the partitions taken; retrying", metadata: ["error": "\(error)"]) }
             lastFailedLoad = monotonic()
             return
         }

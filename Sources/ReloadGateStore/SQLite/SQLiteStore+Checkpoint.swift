@@ -25,17 +25,26 @@ extension SQLiteStore {
     @discardableResult
     public func checkpointWAL(truncating: Bool = false, waiting: Duration? = nil) throws -> (walFrames: Int, checkpointed: Int) {
         try checkpointer.withLock { connection in
-            if connection == nil {
+            let queue: DatabaseQueue
+            switch connection {
+            case .open(let open):
+                queue = open
+            case .notOpened:
                 var configuration = Configuration()
                 configuration.label = "reloadgate-checkpoint"
                 configuration.busyMode = .timeout(Self.checkpointWait.seconds)
-                connection = try DatabaseQueue(path: path, configuration: configuration)
+                queue = try DatabaseQueue(path: path, configuration: configuration)
+                connection = .open(queue)
+            case .closed:
+                // Not opened again: a checkpoint that a stopping gateway's periodic task asks for late
+                // would leave a connection (and a WAL file) open beside the closed store.
+                throw StoreError.unavailable(reason: "the store is closed")
             }
-            let result = try connection!.writeWithoutTransaction { db in
+            let result = try queue.writeWithoutTransaction { db in
                 guard let waiting else { return try db.checkpoint(truncating ? .truncate : .passive) }
-                sqlite3_busy_timeout(db.sqliteConnection, Int32(clamping: waiting.milliseconds))
-                defer { sqlite3_busy_timeout(db.sqliteConnection, Int32(clamping: Self.checkpointWait.milliseconds)) }
-                return try db.checkpoint(truncating ? .truncate : .passive)
+                return try db.waitingForLocks(waiting, thenBack: Self.checkpointWait) {
+                    try db.checkpoint(truncating ? .truncate : .passive)
+                }
             }
             return (result.walFrameCount, result.checkpointedFrameCount)
         }
@@ -43,6 +52,33 @@ extension SQLiteStore {
 
     /// How long the checkpoint connection waits for another writer by default.
     static let checkpointWait: Duration = .seconds(10)
+}
+
+/// ``SQLiteStore/checkpointer``: the checkpoint connection, opened on the first checkpoint, never again
+/// once the store is closed.
+enum CheckpointConnection {
+    case notOpened
+    case open(DatabaseQueue)
+    case closed
+}
+
+extension Database {
+    /// Runs `body` with this connection waiting at most `wait` for another connection's lock, then sets
+    /// the wait back to `restored`.
+    ///
+    /// Throws (`SQLITE_MISUSE`, nothing run) when the connection is closed. Work that a deadline abandoned
+    /// (a degraded engine's probe, a pruning step) can reach the store after a stopping gateway closed it;
+    /// GRDB's statements then fail with an error, but `sqlite3_busy_timeout` reads the connection without
+    /// checking it (SQLite as Debian builds it, without `SQLITE_ENABLE_API_ARMOR`), and such a call on a
+    /// closed store stopped the process with signal 11 in a test run.
+    func waitingForLocks<T>(_ wait: Duration, thenBack restored: Duration, _ body: () throws -> T) throws -> T {
+        guard let connection = sqliteConnection else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the store is closed")
+        }
+        sqlite3_busy_timeout(connection, Int32(clamping: wait.milliseconds))
+        defer { sqlite3_busy_timeout(connection, Int32(clamping: restored.milliseconds)) }
+        return try body()
+    }
 }
 
 extension SQLiteStore {
@@ -87,19 +123,18 @@ extension SQLiteStore {
         // (with the requests it refuses meanwhile) waits for the probe. The checkpoint runs on the store's
         // write queue, not the caller's thread (SQLiteStore+OffThread.swift).
         _ = try? await offThread { try self.checkpointWAL(truncating: true, waiting: timeout) }
-        let waitMilliseconds = Int32(clamping: timeout.milliseconds)
-        let deadlineMilliseconds = Int32(clamping: deadline.milliseconds)
+        let deadline = self.deadline
         do {
             for statement in [
                 "INSERT OR REPLACE INTO store_info (key, value) VALUES ('probe', printf('%.*c', 262144, 'x'))",
                 "UPDATE store_info SET value = '\(Date().storedMilliseconds)' WHERE key = 'probe'",
             ] {
                 try await writer.writeWithoutTransaction { db in
-                    sqlite3_busy_timeout(db.sqliteConnection, waitMilliseconds)
-                    defer { sqlite3_busy_timeout(db.sqliteConnection, deadlineMilliseconds) }
-                    try db.inTransaction(.immediate) {
-                        try db.execute(sql: statement)
-                        return .commit
+                    try db.waitingForLocks(timeout, thenBack: deadline) {
+                        try db.inTransaction(.immediate) {
+                            try db.execute(sql: statement)
+                            return .commit
+                        }
                     }
                 }
             }

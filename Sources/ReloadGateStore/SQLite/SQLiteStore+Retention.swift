@@ -1,5 +1,4 @@
 import GRDB
-import GRDBSQLite
 public import ReloadGateCore
 
 extension SQLiteStore {
@@ -33,13 +32,10 @@ extension SQLiteStore {
     /// Runs `body` on the writer outside a transaction, waiting for another process's lock
     /// ``pruneLockWait`` at most.
     private func writeWithShortWait<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        let wait = Int32(clamping: Self.pruneLockWait.milliseconds)
-        let deadline = Int32(clamping: self.deadline.milliseconds)
+        let deadline = self.deadline
         return try await writeOrUnavailable {
             try await writer.writeWithoutTransaction { db in
-                sqlite3_busy_timeout(db.sqliteConnection, wait)
-                defer { sqlite3_busy_timeout(db.sqliteConnection, deadline) }
-                return try body(db)
+                try db.waitingForLocks(Self.pruneLockWait, thenBack: deadline) { try body(db) }
             }
         }
     }

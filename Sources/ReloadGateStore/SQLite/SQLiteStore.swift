@@ -19,8 +19,8 @@ public final class SQLiteStore: Sendable {
     public let environment: DeploymentEnvironment
     let writer: DatabasePool
     let sealer: SecretSealer
-    /// The connection of ``checkpointWAL()``, opened on its first call.
-    let checkpointer = Mutex<DatabaseQueue?>(nil)
+    /// The connection of ``checkpointWAL()``, opened on its first call; `closed` once the store is.
+    let checkpointer = Mutex<CheckpointConnection>(.notOpened)
     /// The instances whose pending-reload rows a commit may have to delete.
     let storedPending = StoredPendingRows()
     /// Where the server's synchronous writes wait for the write lock, instead of a task's thread
@@ -124,10 +124,17 @@ public final class SQLiteStore: Sendable {
         // last (GRDB issue 739).
         // The checkpoint connection first, so that the writer closes last and removes the WAL.
         readThreads.close()
-        try checkpointer.withLock { connection in
-            try connection?.close()
-            connection = nil
+        let alreadyClosed = try checkpointer.withLock { connection in
+            defer { connection = .closed }
+            switch connection {
+            case .closed: return true
+            case .open(let queue): try queue.close()
+            case .notOpened: break
+            }
+            return false
         }
+        // A second close does not touch the writer: SQLite's memory call reads a closed connection.
+        guard !alreadyClosed else { return }
         writer.releaseMemory()
         try writer.close()
     }

@@ -7,7 +7,8 @@ import Synchronization
 /// still reaches the server, which acts on it (a commit is made), but nothing the server answers comes
 /// back: the outcome of whatever was in flight is unknown to the client, as in a network partition that
 /// began just after a request left. ``heal()`` ends it the way such a partition usually ends: every
-/// connection is reset, and new ones work.
+/// connection is reset, and new ones work. ``endAfterFirstRow(onceClientSends:)`` instead ends a connection
+/// in the middle of a result, as a database server that crashes while it sends one.
 public final class TCPProxy: Sendable {
     /// The port clients connect to.
     public let port: Int
@@ -19,6 +20,10 @@ public final class TCPProxy: Sendable {
         /// Swallowing begins once a client sends a buffer this says yes to (``swallowReplies(onceClientBinds:)``).
         var trigger: (@Sendable (ByteBuffer) -> Bool)?
         var connections: [any Channel] = []
+        /// ``endAfterFirstRow(onceClientSends:)``: what a client's buffer contains to arm the cut, and
+        /// whether it is armed.
+        var cutMarker: [UInt8]?
+        var cutArmed = false
     }
 
     private init(port: Int, listener: any Channel) {
@@ -69,6 +74,17 @@ public final class TCPProxy: Sendable {
         }
     }
 
+    /// Once a client sends bytes containing `marker` (say, the text of a query), the server's answer to it
+    /// reaches that client up to the end of its first `DataRow` message, and then the connection to the
+    /// client is closed: the client reads part of a result and the end of the stream together, as when the
+    /// server goes away (a crash, `pg_ctl stop -m immediate`) while a long result is on its way. Once.
+    public func endAfterFirstRow(onceClientSends marker: String) {
+        state.withLock { state in
+            state.cutMarker = Array(marker.utf8)
+            state.cutArmed = false
+        }
+    }
+
     /// Resets every connection and lets answers through again: clients reconnect.
     public func heal() async {
         let connections = state.withLock { state in
@@ -92,9 +108,21 @@ public final class TCPProxy: Sendable {
     /// so. (A message split across two reads is missed; a Bind is short.)
     private func watch(_ buffer: ByteBuffer) {
         state.withLock { state in
+            if let marker = state.cutMarker, buffer.readableBytesView.firstRange(of: marker) != nil {
+                state.cutMarker = nil
+                state.cutArmed = true
+            }
             guard let trigger = state.trigger, trigger(buffer) else { return }
             state.swallowing = true
             state.trigger = nil
+        }
+    }
+
+    /// Whether the server's answers are to be cut after their first row now (and no longer afterwards).
+    private func takeCut() -> Bool {
+        state.withLock { state in
+            defer { state.cutArmed = false }
+            return state.cutArmed
         }
     }
 
@@ -109,7 +137,7 @@ public final class TCPProxy: Sendable {
         }
         return ClientBootstrap(group: loop)
             .channelInitializer { [self] server in
-                let toClient = Relay(drop: { [self] in self.isSwallowing }, watch: { _ in })
+                let toClient = Relay(drop: { [self] in self.isSwallowing }, watch: { _ in }, cut: { [self] in self.takeCut() })
                 toClient.partner = client
                 return server.eventLoop.makeCompletedFuture { try server.pipeline.syncOperations.addHandler(toClient) }
             }
@@ -129,13 +157,23 @@ private final class Relay: ChannelInboundHandler {
     let drop: @Sendable () -> Bool
     /// Sees every buffer read, before it is forwarded.
     let watch: @Sendable (ByteBuffer) -> Void
+    /// Asked at each buffer from the server: whether to begin cutting the answer after its first row.
+    let cut: @Sendable () -> Bool
     var partner: (any Channel)?
     /// What arrived before the partner was connected.
     private var waiting: [ByteBuffer] = []
+    /// Cutting: the PostgreSQL messages read so far of the answer (from a message boundary: the client sent
+    /// its query and waits).
+    private var cutting: BackendMessages?
 
-    init(drop: @escaping @Sendable () -> Bool, watch: @escaping @Sendable (ByteBuffer) -> Void) {
+    init(
+        drop: @escaping @Sendable () -> Bool,
+        watch: @escaping @Sendable (ByteBuffer) -> Void,
+        cut: @escaping @Sendable () -> Bool = { false }
+    ) {
         self.drop = drop
         self.watch = watch
+        self.cut = cut
     }
 
     func connected(to partner: any Channel) {
@@ -146,9 +184,22 @@ private final class Relay: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = unwrapInboundIn(data)
+        var buffer = unwrapInboundIn(data)
         watch(buffer)
         if drop() { return }
+        if cutting == nil, cut() { cutting = BackendMessages() }
+        if cutting != nil, let partner {
+            if let end = cutting!.endOfFirstDataRow(in: buffer) {
+                // The answer up to its first row, then the end of the stream.
+                let head = buffer.readSlice(length: end)!
+                partner.writeAndFlush(head).whenComplete { _ in partner.close(promise: nil) }
+                cutting = nil
+                context.close(promise: nil)
+            } else {
+                partner.writeAndFlush(buffer, promise: nil)
+            }
+            return
+        }
         if let partner {
             partner.writeAndFlush(buffer, promise: nil)
         } else {
@@ -163,5 +214,39 @@ private final class Relay: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         context.close(promise: nil)
+    }
+}
+
+/// Reads PostgreSQL backend messages (a type byte, then a 4-byte length that counts itself) across the buffers
+/// of a stream, to find where the first `DataRow` (`D`) ends.
+private struct BackendMessages {
+    /// Bytes of the current message's header read so far (at most 5).
+    private var header: [UInt8] = []
+    /// Bytes of the current message's body still to come.
+    private var remaining = 0
+    private var inDataRow = false
+
+    /// The offset in `buffer` just past the end of the first `DataRow`, or `nil` when it does not end in it.
+    mutating func endOfFirstDataRow(in buffer: ByteBuffer) -> Int? {
+        let bytes = Array(buffer.readableBytesView)
+        var index = 0
+        while index < bytes.count {
+            if remaining > 0 {
+                let taken = min(remaining, bytes.count - index)
+                remaining -= taken
+                index += taken
+                if remaining == 0, inDataRow { return index }
+                continue
+            }
+            header.append(bytes[index])
+            index += 1
+            guard header.count == 5 else { continue }
+            let length = Int(header[1]) << 24 | Int(header[2]) << 16 | Int(header[3]) << 8 | Int(header[4])
+            inDataRow = header[0] == UInt8(ascii: "D")
+            remaining = length - 4
+            header = []
+            if remaining == 0, inDataRow { return index }
+        }
+        return nil
     }
 }

@@ -539,10 +539,18 @@ extension PostgresConnection {
     /// receive a body part, after a channelReadComplete, but no read has been forwarded yet"). The newest
     /// upstream source has the same precondition. The EventLoopFuture API collects with `all()`, which
     /// asks for more rows in the same event-loop turn as it receives them, so the stream is never left
-    /// without demand and that state is never reached. The prepared ledger statement (``LedgerStatement``)
-    /// is the one exception, and it answers no rows unless its fence failed (see there).
+    /// without demand and that state is never reached.
+    ///
+    /// The query is sent from the connection's event loop, and so `all()` is attached to the row stream in
+    /// the event-loop turn that creates it. Sent from a task's thread, the collecting callback is attached
+    /// in an event-loop task of its own: when the loop handles the first rows of the answer before that
+    /// task (a thread preempted under load), they wait for a consumer without demand, the same state. The
+    /// prepared ledger statement (``LedgerStatement``) is the one exception, and its answer is one short row
+    /// that arrives with its end (see there).
     func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
-        let result: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
+        let result: EventLoopFuture<PostgresQueryResult> = eventLoop.flatSubmit {
+            self.query(query, logger: logger)
+        }
         return try await result.get().rows
     }
 

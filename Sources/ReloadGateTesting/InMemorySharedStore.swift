@@ -262,12 +262,14 @@ public final class InMemorySharedStore: SharedSchedulingStore {
                 state.nextDevice += deviceIDStride
                 state.devices[device] = Device(id: device, app: app.id, token: token.hex, active: true, pushType: pushType)
                 state.deviceByToken[name] = device
-                Self.noticeOwner(of: device, in: &state)
             }
             let implicit = ImplicitInstance.of(pushType, pushToStart: pushToStart).widgetID
             if let instance = state.instances.values.first(where: { $0.device == device && $0.widgetID == implicit }) {
                 return (device, instance.id)
             }
+            // The owner reads the device again whenever the adoption added the implicit instance, to a new
+            // device or to one registered before (the SQL stores' `devices(changedBy:)`; SharedStoreTests).
+            Self.noticeOwner(of: device, in: &state)
             return (device, Self.insertInstance(&state, device: device, widgetID: implicit, kind: ImplicitInstance.kind))
         }
     }

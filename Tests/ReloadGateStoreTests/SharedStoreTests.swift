@@ -193,6 +193,27 @@ struct SharedStoreTests {
         }
     }
 
+    /// An adoption that adds the implicit instance to a device registered before tells the device's owner,
+    /// as one that creates the device does (the owner reads the device again: its instances changed); one
+    /// that adds nothing tells no one.
+    @Test func anAdoptionThatAddsTheImplicitInstanceNoticesTheOwner() async throws {
+        try await differential("adoption-notice") { subject in
+            let store = subject.store
+            let token = try DeviceToken(Self.token(8))
+            let registered = try await subject.register(Self.token(8), ["scores"])
+            let partition = DevicePartition.of(device: registered.device)
+            let before = try await store.inbox(partitions: [partition], limit: 10).count
+            let adopted = try await store.adoptDevice(app: subject.app, token: token, now: Date())
+            #expect(adopted.device == registered.device)
+            let afterAdding = try await store.inbox(partitions: [partition], limit: 10)
+            #expect(afterAdding.count == before + 1, "the adoption added an instance and told no one")
+            _ = try await store.adoptDevice(app: subject.app, token: token, now: Date())
+            let afterAgain = try await store.inbox(partitions: [partition], limit: 10).count
+            #expect(afterAgain == afterAdding.count, "an adoption that added nothing told the owner")
+            return afterAdding.map { "\($0.work)" } + ["again: \(afterAgain)"]
+        }
+    }
+
     @Test func partitionWiseLoadingSeesOnlyThosePartitions() async throws {
         try await differential("partitions") { subject in
             let store = subject.store

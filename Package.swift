@@ -118,10 +118,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // glibc's heap calls (mallinfo2, malloc_trim, mallopt) for the memory upkeep.
+        .target(name: "CReloadGateHeap"),
         // The Hummingbird application: configuration, listeners, routes, services.
         .target(
             name: "ReloadGateServer",
             dependencies: [
+                "CReloadGateHeap",
                 "ReloadGateCore",
                 "ReloadGateStore",
                 "ReloadGateAPNs",

@@ -319,7 +319,8 @@ private func assembleServices(
         watch: FreshnessWatch(monitor: door.engine.freshness, store: door.reader, metrics: metrics, logger: logger, now: now),
         logger: logger
     )
-    return [StoreService(store: store, readiness: readiness, logger: logger), retention, herdWatch, freshness] + clusterServices + [
+    return [StoreService(store: store, readiness: readiness, logger: logger), retention, herdWatch, freshness, MemoryUpkeep(logger: logger)]
+        + clusterServices + [
         DoorService(
             door: door,
             worker: worker,

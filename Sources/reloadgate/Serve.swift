@@ -28,6 +28,8 @@ struct Serve: AsyncParsableCommand {
     var config: String?
 
     func run() async throws {
+        // Before any thread allocates (docs/OPERATIONS.md, "Memory").
+        limitMallocArenas()
         let configuration: GatewayConfiguration
         do {
             configuration = try GatewayConfiguration.load(file: config, environment: ProcessInfo.processInfo.environment)

@@ -167,6 +167,35 @@ import Testing
         #expect(answers.withLock { $0["accepted"]?.isAccepted } == true)
     }
 
+    /// A stopping gateway's commit loop ends after the rebuild in progress, not before: the rebuild reads
+    /// and probes the store, which the gateway closes once the loop has ended (on SQLite a probe after the close
+    /// would reach a closed connection).
+    @Test func theCommitLoopEndsAfterTheRebuildInProgress() async throws {
+        let cluster = try await Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let answers = Shared<[String: Answer]>([:])
+        try await cluster.degrade(answers: answers)
+        store.fault = nil
+        let (waitedForTheRebuild, watchdog) = cluster.holdReads()
+        defer { watchdog.cancel() }
+        try await Self.turns(of: engine, within: .seconds(30)) {
+            store.partitionReadsWaiting == 1 || waitedForTheRebuild.withLock { $0 }
+        }
+
+        await engine.stop()
+        let ended = Shared(false)
+        let loop = Task {
+            await DoorService.commitLoop(engine: engine, readiness: Readiness())
+            ended.withLock { $0 = true }
+        }
+        try await Task.sleep(for: .seconds(1))
+        #expect(!ended.withLock { $0 }, "the commit loop ended while the rebuild still read the store")
+        store.releasePartitionReads()
+        await loop.value
+        #expect(!waitedForTheRebuild.withLock { $0 })
+        #expect(store.partitionReadsWaiting == 0)
+    }
+
     /// A partition load that fails (the database away) is begun again a second later at the earliest,
     /// not at every turn, and the partition is scheduled once it can be read.
     @Test func aPartitionLoadThatFailsIsTriedAgainOnceASecond() async throws {

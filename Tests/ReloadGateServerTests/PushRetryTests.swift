@@ -216,7 +216,7 @@ struct PushRetryTests {
 
         // The product's deadline: a commit unanswered for 5 s is refused as unavailable. The gateway's
         // start writes through the proxy under that deadline too, beside the whole suite on two cores: a
-        // start that misses it (a CI run, 2026-11-29) is begun again; the test is about what follows.
+        // start that misses it is begun again; the test is about what follows.
         try await Self.withRunningOnceStarted(attempts: 3, configure: { configuration in
             configuration.store.kind = .postgres
             configuration.store.url = proxied

@@ -41,8 +41,8 @@ struct CheckpointTests {
 /// A closed store refuses what is asked of it afterwards, with an error and without touching SQLite's
 /// connection: the gateway's work that a deadline abandoned (a degraded engine's probe, a pruning step, the
 /// periodic checkpoint) can reach the store after its shutdown closed it. SQLite's busy-timeout and
-/// checkpoint calls dereference a closed (NULL) connection, so such a call stopped the whole process (a
-/// test run died with signal 11 in `sqlite3_busy_handler`, 2026-11-29).
+/// checkpoint calls dereference a closed (NULL) connection, so such a call would stop the whole process
+/// (signal 11 in `sqlite3_busy_handler`).
 struct ClosedSQLiteStoreTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 

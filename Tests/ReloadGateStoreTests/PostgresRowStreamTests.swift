@@ -10,12 +10,12 @@ import Testing
 ///
 /// postgres-nio 1.33.2 stops the process (a precondition in `RowStreamStateMachine.channelReadComplete`) when
 /// a connection's end of stream arrives while its row stream waits for the consumer's demand: rows of a
-/// result were handed on, more are due, and no read was asked for. The chaos rounds hit it when a database
-/// crashed under load (docs/OPERATIONS.md). `PostgresConnection.rows(_:logger:)` collects rows the way that
+/// result were handed on, more are due, and no read was asked for, as when a database crashes under load
+/// (docs/OPERATIONS.md). `PostgresConnection.rows(_:logger:)` collects rows the way that
 /// never leaves the stream without demand; here a proxy ends the connection just after the first row of a
 /// long result, together with that row, which is the moment that precondition fires for a consumer that
-/// asks row by row (run with the read switched to postgres-nio's `PostgresRowSequence`, the test process
-/// died with exactly that precondition).
+/// asks row by row (with the read switched to postgres-nio's `PostgresRowSequence`, the test process dies
+/// of exactly that precondition).
 @Suite(.enabled(if: TestPostgres.isEnabled))
 struct PostgresRowStreamTests {
     @Test func aResultCutAfterItsFirstRowIsAnErrorNotACrash() async throws {

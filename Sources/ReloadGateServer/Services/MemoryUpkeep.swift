@@ -23,21 +23,14 @@ struct MemoryUpkeep: Service {
 
     func run() async throws {
         let queue = DispatchQueue(label: "reloadgate.heap")
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { [logger, interval, threshold] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
-                    if Task.isCancelled { break }
-                    let trimmed = await withCheckedContinuation { continuation in
-                        queue.async { continuation.resume(returning: Self.trim(above: threshold)) }
-                    }
-                    if let free = trimmed {
-                        logger.debug("gave the heap's free memory back to the system", metadata: ["free": "\(free >> 20) MiB"])
-                    }
-                }
+        let turns = PeriodicTurns(interval: interval, deadline: .seconds(10), logger: logger, failure: "the heap's free memory could not be looked at")
+        await turns.run { [logger, threshold] in
+            let trimmed = await withCheckedContinuation { continuation in
+                queue.async { continuation.resume(returning: Self.trim(above: threshold)) }
             }
-            try? await gracefulShutdown()
-            group.cancelAll()
+            if let free = trimmed {
+                logger.debug("gave the heap's free memory back to the system", metadata: ["free": "\(free >> 20) MiB"])
+            }
         }
     }
 

@@ -149,6 +149,9 @@ extension SQLiteStore {
                     try removePending(instance)
                     continue
                 }
+                // An instance that never had pending rows has no stored list to compare with: a fan-out's
+                // new pending reloads are written without a read each.
+                let mayHaveList = storedPending.mayHaveRows(instance)
                 storedPending.add(instance)
                 upsertPending.bind(instance)
                 upsertPending.bind(pending.due.milliseconds)
@@ -164,8 +167,14 @@ extension SQLiteStore {
                 // one. Most merges leave it as it is (docs/DECISIONS.md, "Pending reloads keep their
                 // request lists apart").
                 let first = pending.requests.first.map { Int64(bitPattern: $0) } ?? 0
-                storedList.bind(instance)
-                if try storedList.firstRow(integers: 2) != [first, Int64(pending.requests.count)] {
+                let listStored: Bool
+                if mayHaveList {
+                    storedList.bind(instance)
+                    listStored = try storedList.firstRow(integers: 2) == [first, Int64(pending.requests.count)]
+                } else {
+                    listStored = false
+                }
+                if !listStored {
                     replaceList.bind(instance)
                     replaceList.bind(first)
                     replaceList.bind(pending.requests.count)

@@ -5,7 +5,7 @@ import Testing
 /// docs/CLI.md's table of every command and option is the binary's: what `reloadgate
 /// --experimental-dump-help` (swift-argument-parser's description of the whole tool) lists, no more, no
 /// less.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct DocumentationTests {
     static let page = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

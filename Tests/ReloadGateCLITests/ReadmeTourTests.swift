@@ -5,7 +5,7 @@ import Testing
 /// The README's five-minute tour, replayed as printed: its `console` blocks' commands run in one bash
 /// session against a fresh `reloadgate serve` in a temporary directory, and each command's output is
 /// compared with the README's, times, ids, keys and paths masked and runs of spaces read as one.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct ReadmeTourTests {
     static let readme = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -11,7 +11,7 @@ import Testing
 /// The gateway's pruning of the ledger (``LedgerRetentionService``) under traffic, on both stores: a
 /// backlog far past retention is deleted in steps while group commits go on, none of which waits
 /// anywhere near the store's deadline, and nothing within retention is deleted.
-@Suite(.heavy, .timeLimit(.minutes(3)))
+@Suite(.heavy, .timeLimit(.minutes(10)))
 struct LedgerRetentionServiceTests {
     enum Store: String, CaseIterable, CustomTestStringConvertible {
         case sqlite, postgres

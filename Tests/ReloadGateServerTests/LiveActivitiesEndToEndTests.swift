@@ -280,7 +280,15 @@ extension LiveActivitiesEndToEndTests {
             #expect(budget["family"] as? String == "activity")
             #expect(budget["dailyBudget"] as? Int == 240)
             #expect(budget["burst"] as? Int == 12)
-            #expect(budget["tokens"] as? Int == 11)
+            // One token spent by the first update; the deferred one (due 5 s after it) spends the next. A
+            // machine that stalls past its due time releases it before the budget was read: only while it
+            // is still pending after the read must the count be 11.
+            let stillPending = try await fixture.cli(["pending"])["pending"] as? [[String: Any]]
+            if stillPending?.isEmpty == false {
+                #expect(budget["tokens"] as? Int == 11)
+            } else {
+                #expect([10, 11].contains(budget["tokens"] as? Int))
+            }
             let frequent = try #require((try await fixture.cli(["budget", Self.frequent])["instances"] as? [[String: Any]])?.first)
             #expect(frequent["family"] as? String == "activity-frequent")
             #expect(frequent["dailyBudget"] as? Int == 960)

@@ -154,7 +154,9 @@ struct PushRetryTests {
 
     /// Two gateways on one database: a retry through the other gateway is answered from the first one's
     /// record; the same apns-id sent to both at once is decided by one of them, and the other answers
-    /// `503` (nothing written) or the first answer, so that a sender's retry is answered 200 either way.
+    /// `503` (nothing written) or the first answer, so that a sender's retry is answered 200 either way. On a
+    /// loaded machine a forwarded push may be refused (its owner did not read the inbox within the
+    /// deadline): the sender sends it again, and it is still decided once.
     @Test(.enabled(if: TestPostgres.isEnabled)) func aRetryThroughAnotherGatewayIsAnsweredFromTheFirstOnesRecord() async throws {
         let sender = ProviderTokenFactory(keyID: "RETRYKEY02", teamID: "RETRYTEAM2")
         let tokens = (0..<20).map { String(format: "%064x", 0xe300 + $0) }
@@ -162,7 +164,13 @@ struct PushRetryTests {
             _ = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: tokens)
         }) { first, second, store, _ in
             let apnsID = UUID().uuidString.lowercased()
-            let answer = try await first.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
+            var answer = try await first.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
+            // A 503 wrote nothing (on a loaded machine the device's owner may not read its inbox within the
+            // deadline): the sender sends the same push again, as it would to Apple, until it is accepted.
+            for _ in 0..<5 where answer.status == 503 {
+                try await Task.sleep(for: .milliseconds(500))
+                answer = try await first.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
+            }
             #expect(answer.status == 200, "\(answer.body)")
             let retry = try await second.push(tokens[0], bundle: Self.bundle, sender: sender, apnsID: apnsID)
             #expect(retry.status == 200, "\(retry.body)")
@@ -177,9 +185,13 @@ struct PushRetryTests {
                 async let viaSecond = second.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
                 let answers = try await [viaFirst, viaSecond]
                 #expect(answers.allSatisfy { [200, 503].contains($0.status) }, "\(answers.map(\.body))")
-                #expect(answers.contains { $0.status == 200 && $0.answer.header("idempotent-replayed") == nil })
+                // One of them decided it; or, on a loaded machine, both were refused (the device's owner did
+                // not read its inbox within the deadline) and nothing was written.
+                var decided = answers.contains { $0.status == 200 && $0.answer.header("idempotent-replayed") == nil }
+                if !decided { #expect(answers.allSatisfy { $0.status == 503 }, "\(answers.map(\.body))") }
                 // A refused sender retries, as a client does while the gateway answers 503 (the gateway
-                // whose commit was refused reloads its state from the database first).
+                // whose commit was refused reloads its state from the database first): the first accepted
+                // retry decides it if nothing had, every later one is the first answer again.
                 for refused in answers where refused.status != 200 {
                     var again = refused
                     _ = try await eventually(every: .milliseconds(200)) {
@@ -187,7 +199,8 @@ struct PushRetryTests {
                         return again.status != 503
                     }
                     #expect(again.status == 200, "\(again.body)")
-                    #expect(again.answer.header("idempotent-replayed") == "true")
+                    #expect(again.answer.header("idempotent-replayed") == (decided ? "true" : nil))
+                    decided = true
                 }
                 #expect(try await store.requests(apnsID: apnsID).count == 1, "apns-id \(apnsID) was decided more than once")
             }

@@ -302,13 +302,19 @@ struct ClusterTests {
         #expect(byDevice.count == devices, "devices without a delivery: \(devices - byDevice.count)")
         // The minimum interval holds between the release times the owners committed (arrival times at
         // the mock also carry each send's own delay).
+        // How many deliveries a device gets depends on how many requests the machine let through in the
+        // load's 11 s (52 on a slow one, two or three a device, some of them merged): the check needs pairs,
+        // not a number for every device.
         var tooClose: [String] = []
+        var pairs = 0
         for index in 0..<devices {
             let released = try await setup.store.recentDeliveries(bundle: Self.bundle, deviceToken: Self.token(index), limit: 100)
                 .map(\.delivery.released.milliseconds).sorted()
-            #expect(released.count >= 2, "device \(index) got \(released.count) deliveries")
+            #expect(released.count >= 1, "device \(index) got no delivery")
+            pairs += max(0, released.count - 1)
             for (a, b) in zip(released, released.dropFirst()) where b - a < 2000 { tooClose.append("device \(index): \(b - a) ms") }
         }
+        #expect(pairs >= devices / 2, "only \(pairs) pairs of deliveries to one device: the interval was hardly checked")
         #expect(tooClose.isEmpty, "deliveries to one device released closer than the minimum interval (2 s): \(tooClose)")
         print(
             "cluster: \(acknowledged.count) requests acknowledged (\(forwardedAnswers) forwarded, \(load.acknowledgedAfterKill) after the kill), "

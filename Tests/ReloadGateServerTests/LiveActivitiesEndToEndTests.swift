@@ -283,8 +283,8 @@ extension LiveActivitiesEndToEndTests {
             // One token spent by the first update; the deferred one (due 5 s after it) spends the next. A
             // machine that stalls past its due time releases it before the budget was read: only while it
             // is still pending after the read must the count be 11.
-            let stillPending = try await fixture.cli(["pending"])["pending"] as? [[String: Any]]
-            if stillPending?.isEmpty == false {
+            let stillPending = try #require(try await fixture.cli(["pending"])["pending"] as? [[String: Any]])
+            if !stillPending.isEmpty {
                 #expect(budget["tokens"] as? Int == 11)
             } else {
                 #expect([10, 11].contains(budget["tokens"] as? Int))

@@ -167,6 +167,48 @@ import Testing
         #expect(answers.withLock { $0["accepted"]?.isAccepted } == true)
     }
 
+    /// The store found away by a write beside the loop (the registry's group commit, ``SchedulerEngine/storeFailed(_:)``)
+    /// while nothing had been decided since the last commit: the engine refuses while the store cannot
+    /// commit, and accepts again once a probe commits, without reading its state again (the store's reads
+    /// are held here: a reload would wait for them, as it does after a failed commit above).
+    @Test func aStoreFoundAwayWithNothingDecidedComesBackWithoutAReload() async throws {
+        let cluster = try await Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let answers = Shared<[String: Answer]>([:])
+        cluster.push(to: cluster.scheduled, "first", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["first"] } != nil }
+        #expect(answers.withLock { $0["first"]?.isAccepted } == true)
+
+        store.fault = .locked
+        await engine.storeFailed(.unavailable(reason: "a registry write met the lock"))
+        #expect(await engine.isDegraded)
+        cluster.push(to: cluster.scheduled, "refused", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["refused"] } != nil }
+        #expect(answers.withLock { $0["refused"]?.isAccepted } == false)
+
+        let generation = await engine.stateGeneration
+        store.fault = nil
+        let (waitedForAReload, watchdog) = cluster.holdReads()
+        defer {
+            watchdog.cancel()
+            store.releasePartitionReads()
+        }
+        // The next attempt (at most one a second) probes, finds the store able to commit, and ends.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while await engine.isDegraded, ContinuousClock.now < deadline {
+            await Self.turn(of: engine)
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        await engine.rebuildEnded()
+        #expect(await !engine.isDegraded)
+        #expect(await engine.stateGeneration == generation, "the state was loaded again")
+        #expect(store.partitionReadsWaiting == 0)
+        #expect(!waitedForAReload.withLock { $0 })
+        cluster.push(to: cluster.scheduled, "accepted", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["accepted"] } != nil }
+        #expect(answers.withLock { $0["accepted"]?.isAccepted } == true)
+    }
+
     /// A stopping gateway's commit loop ends after the rebuild in progress, not before: the rebuild reads
     /// and probes the store, which the gateway closes once the loop has ended (on SQLite a probe after the close
     /// would reach a closed connection).

@@ -142,10 +142,47 @@ struct CommitPipelineTests {
         if state == "accepting, idle" {
             #expect(actions.refused == [2] && actions.refusal == .commitFailed && actions.rebuild)
             #expect(pipeline.isDegraded && pipeline.openWaiters.isEmpty)
+            // Someone waited for the open batch: its state is reloaded before accepting again.
+            #expect(pipeline.reloadNeeded)
         } else {
             #expect(actions.refused.isEmpty && !actions.rebuild)
             #expect(pipeline.isDegraded == (state == "degraded"))
         }
+    }
+
+    /// The store found away beside the loop while nothing had been decided since the last commit: the
+    /// state in memory is the store's, so the engine accepts again once a probe commits, without reading it
+    /// all again; what it gathered meanwhile (decided on that state) is kept. A failed commit, or anything
+    /// decided that was dropped, needs the reload.
+    @Test func aStoreFailureWithNothingDecidedNeedsNoReload() {
+        var pipeline = Pipeline()
+        var actions = pipeline.storeFailed()
+        #expect(pipeline.isDegraded && actions.rebuild && actions.refused.isEmpty && actions.dropped.isEmpty)
+        #expect(!pipeline.reloadNeeded)
+        pipeline.open.items.append(7)
+        actions = pipeline.rebuilt(succeeded: true, reloaded: false)
+        #expect(pipeline.isAccepting && actions.dropped.isEmpty)
+        #expect(pipeline.open.items == [7])
+
+        // Degraded again by the store, then what was gathered is dropped (a degraded turn refuses it):
+        // the probe alone no longer does.
+        _ = pipeline.wait(1)
+        actions = pipeline.turn()
+        #expect(pipeline.commitEnded(actions.startCommit!.number, succeeded: true).succeeded == [1])
+        _ = pipeline.storeFailed()
+        pipeline.open.items.append(8)
+        #expect(pipeline.refuseOpen().dropped.map(\.items) == [[8]])
+        #expect(pipeline.reloadNeeded)
+        _ = pipeline.rebuilt(succeeded: true, reloaded: false)
+        #expect(pipeline.isDegraded)
+        _ = pipeline.rebuilt(succeeded: true)
+        #expect(pipeline.isAccepting && !pipeline.reloadNeeded)
+
+        // A failed commit dropped its batch.
+        var failed = Self.pipeline(in: "degraded")
+        #expect(failed.reloadNeeded)
+        _ = failed.rebuilt(succeeded: true, reloaded: false)
+        #expect(failed.isDegraded)
     }
 
     @Test(arguments: states) func stopKeepsTheOpenBatchAndTheCommitInFlight(state: String) {
@@ -174,7 +211,7 @@ struct CommitPipelineTests {
 
     /// One step of a generated run.
     enum Event: CaseIterable {
-        case wait, decide, turn, commitSucceeds, commitFails, rebuildSucceeds, rebuildFails, refuseOpen, stop
+        case wait, decide, turn, commitSucceeds, commitFails, storeFails, rebuildSucceeds, probeSucceeds, rebuildFails, refuseOpen, stop
     }
 
     /// A model executor: performs the pipeline's actions and records every answer.
@@ -189,6 +226,9 @@ struct CommitPipelineTests {
         /// Decisions made into open batches, and how each ended (`true`: committed).
         var decided: [Int] = []
         var ended: [Int: Bool] = [:]
+        /// Whether something decided was dropped since the state was last loaded: the state in memory is
+        /// ahead of the store's, and the pipeline may not accept again without a reload.
+        var ahead = false
         var problems: [String] = []
 
         mutating func perform(_ actions: Pipeline.Actions) {
@@ -202,6 +242,7 @@ struct CommitPipelineTests {
             }
             for item in actions.committed?.items ?? [] { end(item, committed: true) }
             for item in actions.dropped.flatMap(\.items) { end(item, committed: false) }
+            if actions.dropped.contains(where: { !$0.items.isEmpty }) { ahead = true }
         }
 
         mutating func end(_ item: Int, committed: Bool) {
@@ -225,9 +266,9 @@ struct CommitPipelineTests {
                 waiting.append(nextWaiter)
                 perform(pipeline.wait(nextWaiter))
             case .decide:
-                // The executor decides only while accepting (a stopping engine's drain may still, into
-                // the batch its last commit takes).
-                guard pipeline.isAccepting || (pipeline.isStopping && !pipeline.hasEnded) else { return }
+                // The executor decides while accepting (a stopping engine's drain may still, into the
+                // batch its last commit takes; a degraded one may gather a hand-back's last tick).
+                guard !pipeline.hasEnded else { return }
                 decided.append(decided.count + 1)
                 pipeline.open.items.append(decided.count)
             case .turn:
@@ -236,8 +277,17 @@ struct CommitPipelineTests {
                 guard let number = pipeline.inFlight else { return }
                 commitSucceeded[number] = event == .commitSucceeds
                 perform(pipeline.commitEnded(number, succeeded: event == .commitSucceeds))
+            case .storeFails:
+                perform(pipeline.storeFailed())
             case .rebuildSucceeds:
                 perform(pipeline.rebuilt(succeeded: true))
+                if pipeline.isAccepting { ahead = false }
+            case .probeSucceeds:
+                // The store can commit again and the state was not reloaded: allowed only when nothing
+                // decided was dropped.
+                let reloadNeeded = pipeline.reloadNeeded
+                perform(pipeline.rebuilt(succeeded: true, reloaded: false))
+                if reloadNeeded, pipeline.isAccepting { problems.append("accepting again without the reload it needs") }
             case .rebuildFails:
                 perform(pipeline.rebuilt(succeeded: false))
             case .refuseOpen:
@@ -246,6 +296,7 @@ struct CommitPipelineTests {
             case .stop:
                 pipeline.stop()
             }
+            if pipeline.isAccepting, ahead { problems.append("accepting on a state ahead of the store's (something decided was dropped)") }
         }
 
         /// What the commit loop does when the gateway stops: its last commits, then `finish`.

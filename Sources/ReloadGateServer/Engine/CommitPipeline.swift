@@ -6,7 +6,8 @@
 ///
 /// Requests are decided into the open batch while the batch before it commits (at most one commit in
 /// flight). A commit that fails refuses its own waiters and the open batch's (decided on its state), and
-/// the engine is degraded until its state is rebuilt from the store. Every waiter is answered exactly once:
+/// the engine is degraded until its state is rebuilt from the store, or, when nothing decided was dropped,
+/// until the store can commit again (``reloadNeeded``). Every waiter is answered exactly once:
 /// each state that holds waiters has one way out, and each way out answers them (``finish()`` answers
 /// whatever is left).
 struct CommitPipeline<Waiter, Batch: PipelineBatch> {
@@ -62,6 +63,12 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
     }
 
     private(set) var state: State = .accepting(inFlight: nil)
+    /// Whether leaving the degraded state needs the scheduler's state reloaded from the store: something
+    /// decided was dropped (a failed commit's batch, an open batch's contents), so the state in memory is
+    /// ahead of the store's. A store found away by a write beside the loop (``storeFailed()``) while
+    /// nothing had been decided since the last commit leaves the state as the store has it: a probe that
+    /// commits is enough, and a million instances are not read again for it.
+    private(set) var reloadNeeded = false
     /// What is decided until the next commit starts. The executor adds to it; the events below seal it
     /// (``turn(sealing:)``) or drop it, and open a new one.
     var open = Batch()
@@ -145,6 +152,7 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
         case .accepting(let commit?) where commit.number == number:
             guard succeeded else {
                 state = .degraded
+                reloadNeeded = true
                 var actions = dropOpen(refusal: .commitFailed, with: commit)
                 actions.rebuild = true
                 return actions
@@ -166,21 +174,28 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
     /// A write of its own (a device adopted by its first push) found that the store cannot commit now (a
     /// lock held past the deadline, a full disk). With no commit in flight the open batch would meet the
     /// same: its waiters are refused, its contents dropped, and the engine degrades until its state is
-    /// rebuilt (a probe passes). With a commit in flight, that commit's end decides.
+    /// rebuilt (a probe passes); with nothing decided and no one waiting, the state needs no reload. With
+    /// a commit in flight, that commit's end decides.
     mutating func storeFailed() -> Actions {
         guard case .accepting(nil) = state else { return .none }
         state = .degraded
+        if !open.isEmpty || !openWaiters.isEmpty { reloadNeeded = true }
         var actions = dropOpen(refusal: .commitFailed)
         actions.rebuild = true
         return actions
     }
 
-    /// A rebuild of the state from the store ended: a degraded engine accepts again when it succeeded,
-    /// with a new open batch (what was gathered while degraded was decided on the state thrown away).
-    mutating func rebuilt(succeeded: Bool) -> Actions {
-        guard succeeded, case .degraded = state else { return .none }
+    /// A rebuild of the state from the store ended: a degraded engine accepts again when it succeeded.
+    /// After a reload the open batch is new (what was gathered while degraded was decided on the state
+    /// thrown away). Without one (`reloaded` false, which ``reloadNeeded`` must allow) the state was kept,
+    /// and so is whatever the open batch holds: it was decided on that state.
+    mutating func rebuilt(succeeded: Bool, reloaded: Bool = true) -> Actions {
+        guard succeeded, case .degraded = state, reloaded || !reloadNeeded else { return .none }
         state = .accepting(inFlight: nil)
-        return dropOpen(refusal: .degraded)
+        guard reloaded else { return .none }
+        let actions = dropOpen(refusal: .degraded)
+        reloadNeeded = false
+        return actions
     }
 
     /// Everything queued is refused (a degraded or ended engine): the open batch's contents are dropped.
@@ -222,11 +237,13 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
     }
 
     /// Drops the open batch (and `failed`, a commit that failed) and refuses their waiters; a new batch
-    /// opens. Nothing to refuse and nothing in the batch: no actions.
+    /// opens. Nothing to refuse and nothing in the batch: no actions. Anything decided that is dropped
+    /// makes the state in memory differ from the store's (``reloadNeeded``).
     private mutating func dropOpen(refusal: Refusal, with failed: Commit? = nil) -> Actions {
         var actions = Actions()
         actions.refused = (failed?.waiters ?? []) + openWaiters
         actions.dropped = [failed?.batch, open.isEmpty ? nil : open].compactMap { $0 }
+        if !actions.dropped.isEmpty { reloadNeeded = true }
         if !actions.refused.isEmpty || !actions.dropped.isEmpty { actions.refusal = refusal }
         open = Batch()
         openWaiters = []

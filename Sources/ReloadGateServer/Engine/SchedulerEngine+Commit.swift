@@ -268,8 +268,9 @@ extension SchedulerEngine {
         await rebuildAttempt?.value
     }
 
-    /// Reloads the scheduler from the store; while that fails the engine is degraded (every request is
-    /// refused; the next turn a second later tries again).
+    /// Reloads the scheduler from the store, or, when nothing decided was dropped (the pipeline's
+    /// ``CommitPipeline/reloadNeeded``), only checks that the store can commit again; while that fails the
+    /// engine is degraded (every request is refused; the next turn a second later tries again).
     func rebuild() async {
         do {
             // A store that does not answer at all is not asked to load (its queries may wait a minute),
@@ -281,12 +282,21 @@ extension SchedulerEngine {
             if let stuck = await store.commitProbe(within: Self.probeTimeout) {
                 throw StoreError.unavailable(reason: stuck)
             }
-            try await load()
-            // Whatever the open batch gathered while degraded was decided on the state just thrown away
-            // (a hand-back's last tick, say): the pipeline drops it, so that it is never written (a reload
-            // released twice, once by the old state and once by the reloaded one, in one batch).
-            perform(pipeline.rebuilt(succeeded: true))
-            if outageReported { logger.notice("the scheduler's state was reloaded from the store; requests are accepted again") }
+            let reloaded = pipeline.reloadNeeded
+            if reloaded { try await load() }
+            // After a reload, whatever the open batch gathered while degraded was decided on the state just
+            // thrown away (a hand-back's last tick, say): the pipeline drops it, so that it is never written
+            // (a reload released twice, once by the old state and once by the reloaded one, in one batch).
+            // Without one, the state was kept and the batch, decided on it, commits. (No wait between the
+            // read of `reloadNeeded` above and this: nothing can be dropped in between.)
+            perform(pipeline.rebuilt(succeeded: true, reloaded: reloaded))
+            if outageReported {
+                logger.notice(
+                    reloaded
+                        ? "the scheduler's state was reloaded from the store; requests are accepted again"
+                        : "the store can commit again; requests are accepted again (nothing decided was lost: the state was kept)"
+                )
+            }
             outageReported = false
         } catch {
             _ = pipeline.rebuilt(succeeded: false)

@@ -104,9 +104,10 @@ struct LedgerRetentionServiceTests {
         #expect(taken.allSatisfy { $0.requests <= LedgerRetentionService.StepSize.range.upperBound })
         #expect(taken.map(\.requests).reduce(0, +) == Self.backlog)
         let longest = taken.map(\.took).max() ?? .zero
-        // Half the store's deadline: a loaded machine (the whole suite at once, PostgreSQL's own checkpoints)
-        // has stretched one commit past a second. The steps' sizes, above, are what keeps each step short.
-        #expect(slowest < .milliseconds(2_500), "the slowest of \(commits) commits took \(slowest); the longest of \(taken.count) steps \(longest)")
+        // No commit came to the store's deadline (5 s). The bound is the deadline itself: on a loaded
+        // machine (the whole suite on two slow cores, PostgreSQL's fsyncs beside it) one commit has taken
+        // 3.7 s between steps that were all small; what keeps a step short is its size, checked above.
+        #expect(slowest < .seconds(5), "the slowest of \(commits) commits took \(slowest); the longest of \(taken.count) steps \(longest)")
     }
 
     @Test func aStepSizeFollowsHowLongStepsTake() {

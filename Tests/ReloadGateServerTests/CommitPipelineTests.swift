@@ -178,6 +178,11 @@ struct CommitPipelineTests {
         _ = pipeline.rebuilt(succeeded: true)
         #expect(pipeline.isAccepting && !pipeline.reloadNeeded)
 
+        // A write whose outcome is unknown may have changed the registry behind the state.
+        var unknown = Pipeline()
+        _ = unknown.storeFailed(mayHaveWritten: true)
+        #expect(unknown.isDegraded && unknown.reloadNeeded)
+
         // A failed commit dropped its batch.
         var failed = Self.pipeline(in: "degraded")
         #expect(failed.reloadNeeded)
@@ -211,7 +216,7 @@ struct CommitPipelineTests {
 
     /// One step of a generated run.
     enum Event: CaseIterable {
-        case wait, decide, turn, commitSucceeds, commitFails, storeFails, rebuildSucceeds, probeSucceeds, rebuildFails, refuseOpen, stop
+        case wait, decide, turn, commitSucceeds, commitFails, storeFails, storeFailsUnknown, rebuildSucceeds, probeSucceeds, rebuildFails, refuseOpen, stop
     }
 
     /// A model executor: performs the pipeline's actions and records every answer.
@@ -279,6 +284,10 @@ struct CommitPipelineTests {
                 perform(pipeline.commitEnded(number, succeeded: event == .commitSucceeds))
             case .storeFails:
                 perform(pipeline.storeFailed())
+            case .storeFailsUnknown:
+                // The write's outcome unknown: the state may be behind the store's, as after a drop.
+                if pipeline.isAccepting, pipeline.inFlight == nil { ahead = true }
+                perform(pipeline.storeFailed(mayHaveWritten: true))
             case .rebuildSucceeds:
                 perform(pipeline.rebuilt(succeeded: true))
                 if pipeline.isAccepting { ahead = false }

@@ -174,12 +174,14 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
     /// A write of its own (a device adopted by its first push) found that the store cannot commit now (a
     /// lock held past the deadline, a full disk). With no commit in flight the open batch would meet the
     /// same: its waiters are refused, its contents dropped, and the engine degrades until its state is
-    /// rebuilt (a probe passes); with nothing decided and no one waiting, the state needs no reload. With
-    /// a commit in flight, that commit's end decides.
-    mutating func storeFailed() -> Actions {
+    /// rebuilt (a probe passes); with nothing decided and no one waiting, and a write known not to have
+    /// been committed, the state needs no reload. A write that `mayHaveWritten` (the connection broke
+    /// under its commit, the outcome unknown) may have changed the registry behind the state: it is
+    /// reloaded. With a commit in flight, that commit's end decides.
+    mutating func storeFailed(mayHaveWritten: Bool = false) -> Actions {
         guard case .accepting(nil) = state else { return .none }
         state = .degraded
-        if !open.isEmpty || !openWaiters.isEmpty { reloadNeeded = true }
+        if !open.isEmpty || !openWaiters.isEmpty || mayHaveWritten { reloadNeeded = true }
         var actions = dropOpen(refusal: .commitFailed)
         actions.rebuild = true
         return actions

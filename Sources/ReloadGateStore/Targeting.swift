@@ -35,9 +35,10 @@ extension SQLStore {
     }
 
     /// The instances of active devices that `condition` selects (over `widget` and `device`), in instance
-    /// order.
-    func registeredInstances(where condition: SQLQuery) async throws -> [RegisteredInstance] {
-        try await reading(scanning: true) { session in
+    /// order. `scanning`: the read may cover whole tables (the longer deadline); a few rows' read (one
+    /// device's) takes the store's deadline, as the commit loop that waits for it must.
+    func registeredInstances(where condition: SQLQuery, scanning: Bool = true) async throws -> [RegisteredInstance] {
+        try await reading(scanning: scanning) { session in
             var instances: [RegisteredInstance] = []
             // Kinds are few: one string each, shared by its instances.
             var kinds: [String: String] = [:]

@@ -74,6 +74,16 @@ public final class TCPProxy: Sendable {
         }
     }
 
+    /// From the moment a client sends bytes containing `marker` (say, the text of a query), nothing the
+    /// server sends reaches a client: the query reaches the server on a connection already leased, and its
+    /// answer is lost.
+    public func swallowReplies(onceClientSends marker: String) {
+        let bytes = Array(marker.utf8)
+        state.withLock { state in
+            state.trigger = { buffer in buffer.readableBytesView.firstRange(of: bytes) != nil }
+        }
+    }
+
     /// Once a client sends bytes containing `marker` (say, the text of a query), the server's answer to it
     /// reaches that client up to the end of its first `DataRow` message, and then the connection to the
     /// client is closed: the client reads part of a result and the end of the stream together, as when the

@@ -1,0 +1,51 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Synchronization
+import Testing
+
+/// One device's registration, read in the commit loop's turn when a gateway resyncs a device
+/// (``SharedSchedulingStore/registeredInstances(device:)``), takes the store's deadline, not the minutes a
+/// scanning read may take: a database whose answers stop coming must not hold the loop, and with it every
+/// answer of the gateway, for five minutes (a crash round of `scripts/chaos` once left one gateway
+/// answering nothing for 611 s, two such waits back to back).
+@Suite(.enabled(if: TestPostgres.isEnabled))
+struct PostgresResyncReadTests {
+    @Test func aDevicesRegistrationIsReadWithinTheStoresDeadline() async throws {
+        let directory = try TemporaryDirectory("resync-read")
+        defer { directory.remove() }
+        let url = try await TestPostgres.newDatabase()
+        var target = try #require(URLComponents(string: url))
+        let proxy = try await TCPProxy.start(to: try #require(target.port))
+        defer { Task { await proxy.stop() } }
+        target.port = proxy.port
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let store = try await PostgresStore(
+            location: try PostgresLocation(url: try #require(target.string)), secretsDirectory: directory.path("data"),
+            environment: .sandbox, now: Date(), deadline: .seconds(2), logger: logger
+        )
+        defer { try? store.close() }
+        #expect(try await store.registeredInstances(device: 1).isEmpty)
+
+        // The server's answers are lost from the read's query on (its connection leased and its
+        // transaction, if it has one, begun).
+        proxy.swallowReplies(onceClientSends: "widget.deviceId = ")
+        let ended = Mutex<ContinuousClock.Instant?>(nil)
+        let started = ContinuousClock.now
+        let read = Task {
+            _ = try? await store.registeredInstances(device: 1)
+            ended.withLock { $0 = .now }
+        }
+        defer { read.cancel() }
+        // The store's deadline (2 s), a second for the cut-off, and the backstop's margin: well under a
+        // minute. A scanning read's deadline would be 300 s.
+        while ended.withLock({ $0 }) == nil, ContinuousClock.now - started < .seconds(60) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let took = try #require(ended.withLock { $0 }, "the read had not ended after 60 s") - started
+        #expect(took < .seconds(30), "the read ended after \(took)")
+    }
+}

@@ -9,8 +9,7 @@ import Testing
 /// One device's registration, read in the commit loop's turn when a gateway resyncs a device
 /// (``SharedSchedulingStore/registeredInstances(device:)``), takes the store's deadline, not the minutes a
 /// scanning read may take: a database whose answers stop coming must not hold the loop, and with it every
-/// answer of the gateway, for five minutes (a crash round of `scripts/chaos` once left one gateway
-/// answering nothing for 611 s, two such waits back to back).
+/// answer of the gateway, for five minutes a read.
 @Suite(.enabled(if: TestPostgres.isEnabled))
 struct PostgresResyncReadTests {
     @Test func aDevicesRegistrationIsReadWithinTheStoresDeadline() async throws {

@@ -152,7 +152,6 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
         case .accepting(let commit?) where commit.number == number:
             guard succeeded else {
                 state = .degraded
-                reloadNeeded = true
                 var actions = dropOpen(refusal: .commitFailed, with: commit)
                 actions.rebuild = true
                 return actions
@@ -181,7 +180,8 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
     mutating func storeFailed(mayHaveWritten: Bool = false) -> Actions {
         guard case .accepting(nil) = state else { return .none }
         state = .degraded
-        if !open.isEmpty || !openWaiters.isEmpty || mayHaveWritten { reloadNeeded = true }
+        // (An open batch that holds decisions is dropped below, which needs a reload too.)
+        if !openWaiters.isEmpty || mayHaveWritten { reloadNeeded = true }
         var actions = dropOpen(refusal: .commitFailed)
         actions.rebuild = true
         return actions

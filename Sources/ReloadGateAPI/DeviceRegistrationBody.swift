@@ -25,11 +25,11 @@ public struct DeviceRegistrationBody: RegistryBody, Sendable {
         widgets = []
         widgets.reserveCapacity(count)
         while !list.isAtEnd {
-            let path = "widgets[\(list.currentIndex)]"
-            guard let item = try? list.nestedContainer(keyedBy: WidgetField.self) else { throw APIError.invalidField("\(path) must be an object") }
+            let index = list.currentIndex
+            guard let item = try? list.nestedContainer(keyedBy: WidgetField.self) else { throw APIError.invalidField("widgets[\(index)] must be an object") }
             let familyText = try item.string(.family)
             guard let family = WidgetFamily(rawValue: familyText) else {
-                throw APIError.invalidField("\(path).family must be one of \(WidgetFamily.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw APIError.invalidField("widgets[\(index)].family must be one of \(WidgetFamily.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             widgets.append(
                 WidgetRegistration(

@@ -11,7 +11,19 @@ public enum JSONText {
     public static func encoderQuoted(_ text: String) -> String { quoted(text, shortEscapes: true) }
 
     private static func quoted(_ text: String, shortEscapes: Bool) -> String {
-        var result = "\""
+        // Most text (tokens in hex, ids, kinds) has nothing to escape: one pass over its bytes, and the
+        // quotes put around it whole, instead of appending it scalar by scalar.
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            var result = ""
+            result.reserveCapacity(text.utf8.count + 2)
+            result += "\""
+            result += text
+            result += "\""
+            return result
+        }
+        var result = ""
+        result.reserveCapacity(text.utf8.count + 8)
+        result += "\""
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": result += "\\\""

@@ -1,4 +1,5 @@
-import ReloadGateCore
+import Foundation
+@testable import ReloadGateCore
 import Testing
 
 struct RegistryValueTests {
@@ -31,5 +32,60 @@ struct RegistryValueTests {
         var big = ok
         big.configuration = WidgetConfiguration(["blob": .string(String(repeating: "x", count: 2100))])
         #expect(limits.problem(with: [big])?.hasPrefix("widgets[0].configuration has 2111 bytes") == true)
+    }
+
+    /// The kind rule read byte by byte is the rule as written: 1 to 128 ASCII letters, digits, `.`, `_` or
+    /// `-`, over generated kinds of those and of characters just outside them.
+    @Test func aKindIsOneTo128AsciiLettersDigitsDotsUnderscoresOrDashes() {
+        let limits = RegistryLimits()
+        let alphabet: [Character] = ["a", "z", "A", "Z", "0", "9", ".", "_", "-", " ", "/", ":", "@", "[", "`", "{", "é", "ß", "٣", "\u{0}", "\r\n"]
+        var random = SplitMix64(seed: 49)
+        for length in [0, 1, 2, 5, 127, 128, 129] {
+            for _ in 0..<200 {
+                let kind = String((0..<length).map { _ in alphabet.randomElement(using: &random)! })
+                let expected = !kind.isEmpty && kind.count <= 128
+                    && kind.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
+                #expect((limits.problem(kind: kind, configuration: WidgetConfiguration(), at: "") == nil) == expected, "\(kind.debugDescription)")
+            }
+        }
+        #expect(limits.problem(kind: String(repeating: "k", count: 128), configuration: WidgetConfiguration(), at: "") == nil)
+        #expect(limits.problem(kind: String(repeating: "k", count: 129), configuration: WidgetConfiguration(), at: "") != nil)
+    }
+
+    /// Text that needs no escape is quoted whole; the result is always what escaping scalar by scalar
+    /// writes, and `encoderQuoted` is what `JSONEncoder` (slashes unescaped) writes.
+    @Test func quotedTextIsEscapedScalarByScalar() throws {
+        let alphabet: [Unicode.Scalar] = ["a", "Z", "0", " ", "/", "\"", "\\", "\n", "\r", "\t", "\u{0}", "\u{8}", "\u{c}", "\u{1f}", "\u{7f}", "é", "\u{301}", "\u{2028}", "😀"]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        var random = SplitMix64(seed: 7)
+        for length in [0, 1, 2, 3, 8, 64] {
+            for _ in 0..<300 {
+                var text = String.UnicodeScalarView()
+                for _ in 0..<length { text.append(alphabet.randomElement(using: &random)!) }
+                let string = String(text)
+                #expect(JSONText.quoted(string) == Self.quotedByScalar(string), "\(string.debugDescription)")
+                #expect(JSONText.encoderQuoted(string) == String(decoding: try encoder.encode(string), as: UTF8.self), "\(string.debugDescription)")
+            }
+        }
+        #expect(JSONText.quoted(String(repeating: "ab", count: 32)) == "\"" + String(repeating: "ab", count: 32) + "\"")
+    }
+
+    /// Every scalar below U+0020, `"` and `\` escaped (control characters as `\u00XX` but for `\n`,
+    /// `\r` and `\t`), everything else as it is.
+    private static func quotedByScalar(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar.value {
+            case 0x22: result += "\\\""
+            case 0x5C: result += "\\\\"
+            case 0x0A: result += "\\n"
+            case 0x0D: result += "\\r"
+            case 0x09: result += "\\t"
+            case ..<0x20: result += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
     }
 }

@@ -25,20 +25,30 @@ extension RegistryLimits {
         problem(kind: control.kind, configuration: control.configuration, at: "")
     }
 
-    /// The kind and configuration rules a widget and a control share; `path` prefixes the field names.
-    /// `names`: the two fields' names in the body.
+    /// The kind and configuration rules a widget and a control share; `path` prefixes the field names
+    /// (made only for a problem). `names`: the two fields' names in the body.
     func problem(
-        kind: String, configuration: WidgetConfiguration, at path: String, names: (kind: String, configuration: String) = ("kind", "configuration")
+        kind: String, configuration: WidgetConfiguration, at path: @autoclosure () -> String,
+        names: (kind: String, configuration: String) = ("kind", "configuration")
     ) -> String? {
-        let kindIsValid = !kind.isEmpty && kind.count <= identifierLength
-            && kind.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
+        // ASCII only, so the bytes are the characters.
+        let kindIsValid = !kind.isEmpty && kind.utf8.count <= identifierLength && kind.utf8.allSatisfy(Self.isKindByte)
         if !kindIsValid {
-            return "\(path)\(names.kind) must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
+            return "\(path())\(names.kind) must have 1 to \(identifierLength) letters, digits, '.', '_' or '-'"
         }
         let size = configuration.canonicalJSON.utf8.count
         if size > configurationBytes {
-            return "\(path)\(names.configuration) has \(size) bytes, more than \(configurationBytes)"
+            return "\(path())\(names.configuration) has \(size) bytes, more than \(configurationBytes)"
         }
         return nil
+    }
+
+    /// An ASCII letter, a digit, `.`, `_` or `-`: what a kind is made of.
+    static func isKindByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"): true
+        default: false
+        }
     }
 }

@@ -15,8 +15,7 @@ struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
         if KeyScope.presentsRegistrationKey(request) {
             return KeyScope.refusal(needs: "the admin API needs the token in admin.tokenFile").response
         }
-        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
-            SHA256.hash(data: Data(header.dropFirst(7).utf8)) == tokenHash
+        guard let credential = KeyScope.bearerCredential(request.headers[.authorization]), SHA256.hash(data: Data(credential.utf8)) == tokenHash
         else {
             return APIError.unauthorized("the admin API needs authorization: bearer <the token in admin.tokenFile>").response
         }

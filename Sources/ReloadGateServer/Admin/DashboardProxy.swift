@@ -135,8 +135,8 @@ public struct DashboardProxy: Sendable {
 
         /// Whether the request carries the token in `authorization: bearer` (a cookie is never accepted).
         static func presentsToken(_ request: Request, _ proxy: DashboardProxy) -> Bool {
-            guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else { return false }
-            return proxy.accepts(header.dropFirst(7))
+            guard let credential = KeyScope.bearerCredential(request.headers[.authorization]) else { return false }
+            return proxy.accepts(credential)
         }
 
         /// A refusal for a request that would change something and that a browser says comes from another

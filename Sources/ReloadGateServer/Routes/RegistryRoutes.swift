@@ -84,10 +84,10 @@ struct RegistryRoutes {
         _ request: Request, _ context: some RequestContext, registration: Bool = false, newDevice: Bool = false
     ) async throws -> App {
         let bundle = context.parameters.get("bundle") ?? ""
-        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
+        guard let credential = KeyScope.bearerCredential(request.headers[.authorization]) else {
             throw APIError.unauthorized("send the app's API key (or, to register, its registration key) as `authorization: bearer <key>`")
         }
-        let key = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        let key = String(KeyScope.trimmed(credential))
         guard let (app, scope) = try await door.apps.app(forKey: key) else {
             throw APIError.unauthorized("the key is not valid")
         }

@@ -106,8 +106,8 @@ enum KeyScope: Sendable, Equatable {
     }
 
     /// What follows `bearer ` (the scheme's name in any case) in an `authorization` header, as sent; `nil`
-    /// without the header or for another scheme. Compared byte by byte: this runs on every registry call,
-    /// where lowercasing the whole header was a measurable part of the call.
+    /// without the header or for another scheme. Compared byte by byte, without a lowercased copy of the
+    /// header: this runs on every registry call.
     static func bearerCredential(_ header: String?) -> Substring? {
         guard let header else { return nil }
         let scheme = "bearer ".utf8
@@ -117,7 +117,7 @@ enum KeyScope: Sendable, Equatable {
                 sent == expected || ((UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(sent) && sent | 0x20 == expected)
             })
         else { return nil }
-        // The scheme is ASCII, so its end is a character boundary.
+        // The scheme is ASCII, so its end is a scalar boundary: a valid place to cut.
         return header[bytes.index(bytes.startIndex, offsetBy: scheme.count)...]
     }
 

@@ -57,7 +57,12 @@ public enum ActivityPayload {
     /// Should the newest alert, taken from another request, make the body larger than Apple's limit, the
     /// newest content's own alert (or none) goes instead.
     public static func merged(_ requests: [(request: RequestID, body: String)]) -> [UInt8]? {
-        guard let winners = winners(requests), let own = winners.content.object["aps"] as? [String: Any] else { return nil }
+        winners(requests).flatMap(merged)
+    }
+
+    /// ``merged(_:)`` of the winners found already (the delivery also needs the newest content's timestamp).
+    public static func merged(_ winners: Winners) -> [UInt8]? {
+        guard let own = winners.content.object["aps"] as? [String: Any] else { return nil }
         func body(alert: Any?) -> [UInt8]? {
             var aps = own
             aps["alert"] = alert

@@ -191,6 +191,7 @@ struct DeliveryWorker: Sendable {
     /// (429, 5xx, no answer; or their address could not be read), each to go on alone.
     func sendTogether(_ items: [(RecordedDelivery, Lookup)]) async -> [Retry] {
         var ready: [(delivery: RecordedDelivery, push: OutgoingPush)] = []
+        var contents: [String: Int64] = [:]
         var retries: [Retry] = []
         for (delivery, lookup) in items {
             guard case .found(let address) = lookup else {
@@ -198,12 +199,30 @@ struct DeliveryWorker: Sendable {
                 continue
             }
             switch await prepare(delivery, address: address) {
-            case .push(let push): ready.append((delivery, push))
+            case .push(let push, let content):
+                ready.append((delivery, push))
+                contents[delivery.apnsID] = content
             case .finished: break
             case .retry: retries.append(Retry(delivery: delivery, outcome: nil))   // its content could not be read: tried alone
             }
         }
         leaveBehindUnowned(&ready)
+        // Content goes in its device's turn: one waiting for an attempt on its way is tried alone.
+        var turns: [Int64] = []
+        defer { turns.forEach(held.endTurn(device:)) }
+        ready.removeAll { delivery, _ in
+            guard let content = contents[delivery.apnsID] else { return false }
+            switch held.tryTurn(device: delivery.device, timestamp: content) {
+            case .go:
+                turns.append(delivery.device)
+                return false
+            case .busy:
+                retries.append(Retry(delivery: delivery, outcome: nil))
+            case .outdated(let newer):
+                finishOutdated(delivery, content: content, newer: newer)
+            }
+            return true
+        }
         guard !ready.isEmpty else { return retries }
         do {
             try await markSending(ready.map(\.delivery))
@@ -303,7 +322,8 @@ struct DeliveryWorker: Sendable {
     /// What a delivery is before its attempt: a push to send, finished (device gone, content gone), or
     /// to try again (its content could not be read).
     private enum Prepared {
-        case push(OutgoingPush)
+        /// With its content's timestamp, for a push type that carries content.
+        case push(OutgoingPush, content: Int64?)
         case finished(DeliveryOutcome)
         case retry(DeliveryOutcome)
     }
@@ -320,12 +340,16 @@ struct DeliveryWorker: Sendable {
         // or never).
         let type = address.pushType.descriptor
         var payload: [UInt8]?
+        var content: Int64?
         if case .newestContent = type.mergeRule {
+            let winners: ActivityPayload.Winners?
             do {
-                payload = ActivityPayload.merged(try await store.requestBodies(delivery.requests))
+                winners = ActivityPayload.winners(try await store.requestBodies(delivery.requests))
             } catch {
                 return .retry(.retry(reason: "store: \(error)", retryAfter: nil))
             }
+            payload = winners.flatMap(ActivityPayload.merged)
+            content = winners?.content.stamp.timestamp
             guard payload != nil else {
                 // The ledger no longer holds what it was to carry (pruned by retention).
                 let outcome = DeliveryOutcome.failed(reason: "content gone")
@@ -346,7 +370,22 @@ struct DeliveryWorker: Sendable {
             releasedAt: delivery.released
         )
         push.payload = payload
-        return .push(push)
+        return .push(push, content: content)
+    }
+
+    /// Ends a delivery whose content is older than content its device was sent meanwhile (its attempt
+    /// failed first, or another group went first): the device would not show it after the newer one, as
+    /// the scheduler drops an update older than one released (`outdated`).
+    @discardableResult
+    private func finishOutdated(_ delivery: RecordedDelivery, content: Int64, newer: Int64) -> DeliveryOutcome {
+        let outcome = DeliveryOutcome.failed(reason: "outdated")
+        logger.info("delivery outdated", metadata: Self.metadata(delivery, ["timestamp": "\(content)", "newer": "\(newer)"]))
+        finish(
+            delivery, .failed,
+            error: "outdated: timestamp \(content) is older than \(newer), the content the activity was sent already",
+            outcome: outcome
+        )
+        return outcome
     }
 
     private func attemptOnce(_ delivery: RecordedDelivery, address lookup: Lookup) async -> DeliveryOutcome {
@@ -368,10 +407,22 @@ struct DeliveryWorker: Sendable {
             }
         }
         let push: OutgoingPush
+        let content: Int64?
         switch await prepare(delivery, address: address) {
-        case .push(let prepared): push = prepared
+        case .push(let prepared, let timestamp): (push, content) = (prepared, timestamp)
         case .finished(let outcome), .retry(let outcome): return outcome
         }
+        if let content {
+            // Content goes in its device's turn, after the attempt on its way (if any) ended.
+            if case .outdated(let newer) = await held.turn(device: delivery.device, timestamp: content) {
+                guard owns(delivery) else {
+                    leave([delivery])
+                    return Self.handedOver
+                }
+                return finishOutdated(delivery, content: content, newer: newer)
+            }
+        }
+        defer { if content != nil { held.endTurn(device: delivery.device) } }
         do {
             try await markSending([delivery])
         } catch {

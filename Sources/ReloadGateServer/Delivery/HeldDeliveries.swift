@@ -7,17 +7,55 @@ import Synchronization
 /// worker may still hold them. One handed over under another epoch is taken (the copy held before belongs
 /// to an earlier tenure and is left behind when its turn comes: ``RecordedDelivery/leaseEpoch``). Without
 /// the first rule one gateway could send a delivery twice; with a check blind to epochs, never.
+///
+/// It also gives the deliveries that carry content (a Live Activity's updates) their turns: one attempt of
+/// a device's content at a time, and never content older than content already attempted for the device,
+/// so that an activity's updates reach Apple newest-last however the worker's groups and retries
+/// interleave (a device shows the newest `timestamp`; an older update after a newer one is not shown).
+/// What it knows of a device lasts while the worker holds one of its deliveries: an older update released
+/// later is the scheduler's to drop (`outdated`), since it records the content released.
 final class HeldDeliveries: Sendable {
-    private let held = Mutex<[String: Int64?]>([:])
+    private struct State {
+        var held: [String: Int64?] = [:]
+        var devices: [Int64: Device] = [:]
+    }
+
+    /// A device with a delivery held or a turn taken.
+    private struct Device {
+        /// Its deliveries held (distinct apns-ids).
+        var held = 0
+        /// An attempt of its content is on its way.
+        var sending = false
+        /// The newest content timestamp attempted.
+        var newest: Int64?
+        /// Attempts waiting for the one on its way to end.
+        var waiting: [CheckedContinuation<Turn, Never>] = []
+
+        var isIdle: Bool { held == 0 && !sending && waiting.isEmpty }
+    }
+
+    /// Whether an attempt of content may go now.
+    enum Turn: Equatable, Sendable {
+        /// It goes; ``endTurn(device:)`` when its attempt ended.
+        case go
+        /// An attempt of the device's content is on its way.
+        case busy
+        /// Newer content (this timestamp) was attempted for the device already.
+        case outdated(newer: Int64)
+    }
+
+    private let state = Mutex(State())
 
     init() {}
 
     /// Those of `deliveries` not held yet under their epoch (in order), held from now on.
     func take(_ deliveries: [RecordedDelivery]) -> [RecordedDelivery] {
-        held.withLock { held in
+        state.withLock { state in
             deliveries.filter { delivery in
-                if let epoch = held[delivery.apnsID], epoch == delivery.leaseEpoch { return false }
-                held[delivery.apnsID] = .some(delivery.leaseEpoch)
+                let before = state.held.updateValue(delivery.leaseEpoch, forKey: delivery.apnsID)
+                if let before, before == delivery.leaseEpoch { return false }
+                // A copy of an earlier epoch was counted for its device already.
+                if before == nil { state.devices[delivery.device, default: Device()].held += 1 }
                 return true
             }
         }
@@ -26,12 +64,64 @@ final class HeldDeliveries: Sendable {
     /// `deliveries` ended or were left behind: taken again when handed over again. (A copy of an earlier
     /// epoch releases nothing: the newer copy is still held.)
     func release(_ deliveries: some Sequence<RecordedDelivery>) {
-        held.withLock { held in
-            for delivery in deliveries where held[delivery.apnsID] == .some(delivery.leaseEpoch) {
-                held[delivery.apnsID] = nil
+        state.withLock { state in
+            for delivery in deliveries where state.held[delivery.apnsID] == .some(delivery.leaseEpoch) {
+                state.held[delivery.apnsID] = nil
+                state.devices[delivery.device]?.held -= 1
+                if state.devices[delivery.device]?.isIdle == true { state.devices[delivery.device] = nil }
             }
         }
     }
 
-    var count: Int { held.withLock { $0.count } }
+    var count: Int { state.withLock { $0.held.count } }
+
+    /// Devices known (a delivery held or a turn taken).
+    var deviceCount: Int { state.withLock { $0.devices.count } }
+
+    /// The turn of an attempt of `device`'s content with `timestamp`, without waiting: `busy` while
+    /// another attempt of its content is on its way.
+    func tryTurn(device: Int64, timestamp: Int64) -> Turn {
+        state.withLock { Self.turn(&$0, device: device, timestamp: timestamp) }
+    }
+
+    /// The turn of an attempt of `device`'s content with `timestamp`, once no other attempt of its content
+    /// is on its way (`go` or `outdated`). The wait ends with that attempt, whose own deadline bounds it.
+    func turn(device: Int64, timestamp: Int64) async -> Turn {
+        while true {
+            let turn = await withCheckedContinuation { (waiter: CheckedContinuation<Turn, Never>) in
+                let now: Turn? = state.withLock { state in
+                    let turn = Self.turn(&state, device: device, timestamp: timestamp)
+                    guard turn == .busy else { return turn }
+                    state.devices[device, default: Device()].waiting.append(waiter)
+                    return nil
+                }
+                if let now { waiter.resume(returning: now) }
+            }
+            if turn != .busy { return turn }
+        }
+    }
+
+    /// The attempt given `go` for `device` ended (answered, failed, or not made): the next may go.
+    func endTurn(device: Int64) {
+        let waiting: [CheckedContinuation<Turn, Never>] = state.withLock { state in
+            guard var known = state.devices[device] else { return [] }
+            let waiting = known.waiting
+            known.sending = false
+            known.waiting = []
+            state.devices[device] = known.isIdle ? nil : known
+            return waiting
+        }
+        // Each looks again: one goes, the others wait again or are outdated.
+        for waiter in waiting { waiter.resume(returning: .busy) }
+    }
+
+    private static func turn(_ state: inout State, device: Int64, timestamp: Int64) -> Turn {
+        var known = state.devices[device] ?? Device()
+        if known.sending { return .busy }
+        if let newest = known.newest, timestamp < newest { return .outdated(newer: newest) }
+        known.sending = true
+        known.newest = max(known.newest ?? timestamp, timestamp)
+        state.devices[device] = known
+        return .go
+    }
 }

@@ -45,8 +45,8 @@ public struct WebhookSignature: Sendable, Equatable {
         // Scanned as bytes: this runs on every webhook call.
         for part in header.utf8.split(separator: UInt8(ascii: ",")) {
             guard let equals = part.firstIndex(of: UInt8(ascii: "=")) else { throw .malformed }
-            let name = Self.trimmed(part[..<equals])
-            let value = Self.trimmed(part[part.index(after: equals)...])
+            let name = HeaderValue.trimmed(part[..<equals])
+            let value = HeaderValue.trimmed(part[part.index(after: equals)...])
             if name.elementsEqual("t".utf8) {
                 guard timestamp == nil, let parsed = Int64(Substring(value)) else { throw .malformed }
                 timestamp = parsed
@@ -104,14 +104,6 @@ public struct WebhookSignature: Sendable, Equatable {
             guard let h = nibble(high), let l = nibble(low) else { return nil }
             bytes.append(h << 4 | l)
         }
-        return bytes
-    }
-
-    /// The bytes without leading and trailing spaces.
-    private static func trimmed(_ bytes: Substring.UTF8View) -> Substring.UTF8View {
-        var bytes = bytes
-        while bytes.first == UInt8(ascii: " ") { bytes = bytes.dropFirst() }
-        while bytes.last == UInt8(ascii: " ") { bytes = bytes.dropLast() }
         return bytes
     }
 

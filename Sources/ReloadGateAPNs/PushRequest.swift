@@ -133,13 +133,8 @@ public struct PushHeaders: Sendable {
         self.priority = level
         self.collapseID = collapseID
         self.bundle = bundle
-        if let authorization {
-            let scheme = authorization.utf8.prefix(7)
-            let isBearer = scheme.count == 7 && scheme.elementsEqual("bearer ".utf8) || scheme.elementsEqual("Bearer ".utf8)
-            self.bearerToken = isBearer ? Substring(Substring(authorization).utf8.dropFirst(7)) : Substring("")
-        } else {
-            self.bearerToken = nil
-        }
+        // Another scheme is an empty token: refused as `authorization is not bearer <token>`.
+        self.bearerToken = authorization.map { HeaderValue.bearerCredential($0) ?? "" }
     }
 
     /// 8-4-4-4-12 hexadecimal digits.

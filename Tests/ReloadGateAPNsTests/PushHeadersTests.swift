@@ -100,3 +100,18 @@ struct PushHeadersTests {
         }
     }
 }
+
+/// The APNs listener reads `authorization` as the registry and admin APIs do (``HeaderValue``): the bearer
+/// scheme in any case; another scheme is an empty token, refused as InvalidProviderToken.
+struct PushAuthorizationTests {
+    @Test(arguments: ["bearer eyJ.a.b", "Bearer eyJ.a.b", "BEARER eyJ.a.b", "bEaReR eyJ.a.b", "basic eyJ", "bearer", "bearer\teyJ", ""])
+    func theProviderTokenIsTheBearerCredentialEveryListenerReads(_ field: String) throws {
+        let headers = try PushHeaders(PushHeadersTests.headers([("authorization", field)]), certificateTopics: nil)
+        #expect(headers.bearerToken == (HeaderValue.bearerCredential(field) ?? ""))
+        if field.lowercased().hasPrefix("bearer ") { #expect(headers.bearerToken == "eyJ.a.b") }
+    }
+
+    @Test func withoutTheFieldThereIsNoToken() throws {
+        #expect(try PushHeaders(PushHeadersTests.headers([]), certificateTopics: nil).bearerToken == nil)
+    }
+}

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import ReloadGateAPI
+import ReloadGateCore
 
 /// Lets through only requests with `authorization: bearer <admin token>` (compared in constant time).
 struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -15,7 +16,7 @@ struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
         if KeyScope.presentsRegistrationKey(request) {
             return KeyScope.refusal(needs: "the admin API needs the token in admin.tokenFile").response
         }
-        guard let credential = KeyScope.bearerCredential(request.headers[.authorization]), SHA256.hash(data: Data(credential.utf8)) == tokenHash
+        guard let credential = HeaderValue.bearerCredential(request.headers[.authorization]), SHA256.hash(data: Data(credential.utf8)) == tokenHash
         else {
             return APIError.unauthorized("the admin API needs authorization: bearer <the token in admin.tokenFile>").response
         }

@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import ReloadGateAPI
+import ReloadGateCore
 import ServiceLifecycle
 import UnixSignals
 import Synchronization
@@ -135,7 +136,7 @@ public struct DashboardProxy: Sendable {
 
         /// Whether the request carries the token in `authorization: bearer` (a cookie is never accepted).
         static func presentsToken(_ request: Request, _ proxy: DashboardProxy) -> Bool {
-            guard let credential = KeyScope.bearerCredential(request.headers[.authorization]) else { return false }
+            guard let credential = HeaderValue.bearerCredential(request.headers[.authorization]) else { return false }
             return proxy.accepts(credential)
         }
 

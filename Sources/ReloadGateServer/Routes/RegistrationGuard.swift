@@ -101,34 +101,8 @@ enum KeyScope: Sendable, Equatable {
     /// Whether `request` presents a registration key (`authorization: bearer rgr_...`), valid or not: the
     /// webhook and the admin API refuse it by its look, without a lookup.
     static func presentsRegistrationKey(_ request: Request) -> Bool {
-        guard let credential = bearerCredential(request.headers[.authorization]) else { return false }
+        guard let credential = HeaderValue.bearerCredential(request.headers[.authorization]) else { return false }
         return KeyScope(key: credential.drop { $0 == " " }) == .registration
-    }
-
-    /// What follows `bearer ` (the scheme's name in any case) in an `authorization` header, as sent; `nil`
-    /// without the header or for another scheme. Compared byte by byte, without a lowercased copy of the
-    /// header: this runs on every registry call.
-    static func bearerCredential(_ header: String?) -> Substring? {
-        guard let header else { return nil }
-        let scheme = "bearer ".utf8
-        let bytes = header.utf8
-        guard bytes.count >= scheme.count,
-            zip(bytes, scheme).allSatisfy({ sent, expected in
-                sent == expected || ((UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(sent) && sent | 0x20 == expected)
-            })
-        else { return nil }
-        // The scheme is ASCII, so its end is a scalar boundary: a valid place to cut.
-        return header[bytes.index(bytes.startIndex, offsetBy: scheme.count)...]
-    }
-
-    /// A bearer credential without the spaces and tabs around it (HTTP's optional white space).
-    static func trimmed(_ credential: Substring) -> Substring {
-        let bytes = credential.utf8
-        let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
-            return credential[credential.endIndex...]
-        }
-        return Substring(bytes[first...last])
     }
 
     /// The refusal of a call the registration key may not make, naming what `needs` instead.

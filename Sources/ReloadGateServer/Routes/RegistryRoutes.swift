@@ -84,10 +84,10 @@ struct RegistryRoutes {
         _ request: Request, _ context: some RequestContext, registration: Bool = false, newDevice: Bool = false
     ) async throws -> App {
         let bundle = context.parameters.get("bundle") ?? ""
-        guard let credential = KeyScope.bearerCredential(request.headers[.authorization]) else {
+        guard let credential = HeaderValue.bearerCredential(request.headers[.authorization]) else {
             throw APIError.unauthorized("send the app's API key (or, to register, its registration key) as `authorization: bearer <key>`")
         }
-        let key = String(KeyScope.trimmed(credential))
+        let key = String(HeaderValue.trimmed(credential))
         guard let (app, scope) = try await door.apps.app(forKey: key) else {
             throw APIError.unauthorized("the key is not valid")
         }

@@ -44,7 +44,7 @@ struct HerdForecastStoreTests {
             // Not in the window: a day and more ahead, and a minute before it.
             batch.instanceStates += [(fixture.instances[0], planned(24 * 60)), (fixture.instances[1], planned(-1))]
             // Committed 2,000 states at a time: each commit stays far inside the test store's deadline on a
-            // machine the other suites keep busy (one commit of all 20,002 did not, on PostgreSQL).
+            // machine the other suites keep busy, where one of 20,002 states on PostgreSQL can take longer.
             for first in stride(from: 0, to: batch.instanceStates.count, by: 2_000) {
                 var step = LedgerBatch()
                 step.instanceStates = Array(batch.instanceStates[first..<min(first + 2_000, batch.instanceStates.count)])

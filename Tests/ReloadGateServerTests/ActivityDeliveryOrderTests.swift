@@ -43,10 +43,30 @@ struct ActivityDeliveryOrderTests {
         }
     }
 
+    /// The door, with the deliveries' ends as the freshness figures get them (timestamp, failed).
+    final class Reports: DeliveryReports {
+        let door: GatewayDoor
+        let timestamps: [String: Int64]
+        let served = Mutex<[(timestamp: Int64, failed: Bool)]>([])
+
+        init(door: GatewayDoor, timestamps: [String: Int64]) {
+            self.door = door
+            self.timestamps = timestamps
+        }
+
+        func record(_ change: DeliveryStateChange) { door.record(change) }
+        func recordDurably(_ changes: [DeliveryStateChange]) async throws { try await door.recordDurably(changes) }
+        func markUnregistered(device: Int64, since: Timestamp) async { await door.markUnregistered(device: device, since: since) }
+        func served(_ delivery: RecordedDelivery, at: Timestamp, failed: Bool) {
+            served.withLock { $0.append((timestamps[delivery.apnsID] ?? -1, failed)) }
+            door.served(delivery, at: at, failed: failed)
+        }
+    }
+
     /// The deliveries of timestamps `older` and `newer` to one activity, handed to a worker with two groups
     /// of one in flight, older first; returns what the upstream took and each delivery's end.
     func deliver(through upstream: Upstream, older: Int64 = 1_796_043_349, newer: Int64 = 1_796_043_350) async throws
-        -> (accepted: [Int64], ends: [Int64: RecordedDelivery.State], errors: [Int64: String])
+        -> Result
     {
         let directory = try TemporaryDirectory("activity-order")
         defer { directory.remove() }
@@ -77,7 +97,8 @@ struct ActivityDeliveryOrderTests {
         let logger = Logger(label: "test")
         let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger)
         let states = door.deliveryStates
-        var worker = DeliveryWorker(store: store, upstream: upstream, states: door, now: { Date() }, logger: logger)
+        let reports = Reports(door: door, timestamps: Dictionary(uniqueKeysWithValues: deliveries.map { ($1.apnsID, $0) }))
+        var worker = DeliveryWorker(store: store, upstream: upstream, states: reports, now: { Date() }, logger: logger)
         worker.concurrency = 2
         worker.groupSize = 1
         worker.firstBackoff = .milliseconds(300)
@@ -102,12 +123,20 @@ struct ActivityDeliveryOrderTests {
             ends[timestamp] = record.delivery.state
             errors[timestamp] = record.delivery.history.lastError
         }
-        return (upstream.accepted.withLock { $0 }, ends, errors)
+        return Result(accepted: upstream.accepted.withLock { $0 }, ends: ends, errors: errors, served: reports.served.withLock { $0 })
+    }
+
+    struct Result {
+        var accepted: [Int64]
+        var ends: [Int64: RecordedDelivery.State]
+        var errors: [Int64: String]
+        /// What the freshness figures were told, in order: (timestamp, failed).
+        var served: [(timestamp: Int64, failed: Bool)]
     }
 
     /// Checks what every run must show: the newest content taken last, nothing twice, and an older update
-    /// not taken ended as outdated.
-    func expectNewestLast(_ result: (accepted: [Int64], ends: [Int64: RecordedDelivery.State], errors: [Int64: String])) {
+    /// not taken ended as outdated, which is no freshness miss (the newer delivery serves its requests).
+    func expectNewestLast(_ result: Result) {
         let (older, newer): (Int64, Int64) = (1_796_043_349, 1_796_043_350)
         #expect(result.accepted == result.accepted.sorted() && Set(result.accepted).count == result.accepted.count, "\(result.accepted)")
         #expect(result.accepted.last == newer, "\(result.accepted)")
@@ -118,6 +147,9 @@ struct ActivityDeliveryOrderTests {
             #expect(result.ends[older] == .failed)
             #expect(result.errors[older]?.hasPrefix("outdated: timestamp \(older) is older than \(newer)") == true, "\(result.errors)")
         }
+        let served = result.served.filter { !$0.failed }.map(\.timestamp)
+        #expect(served == result.accepted, "\(result.served)")
+        #expect(!result.served.contains { $0.failed }, "an outdated update counted as a miss: \(result.served)")
     }
 
     /// The older update's attempt takes longer to be answered than the newer one's would: the newer one

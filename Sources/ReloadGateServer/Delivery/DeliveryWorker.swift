@@ -375,7 +375,8 @@ struct DeliveryWorker: Sendable {
 
     /// Ends a delivery whose content is older than content its device was sent meanwhile (its attempt
     /// failed first, or another group went first): the device would not show it after the newer one, as
-    /// the scheduler drops an update older than one released (`outdated`).
+    /// the scheduler drops an update older than one released (`outdated`). Not a freshness miss, as the
+    /// scheduler's `outdated` is not: the newer delivery, released later, serves what this one would have.
     @discardableResult
     private func finishOutdated(_ delivery: RecordedDelivery, content: Int64, newer: Int64) -> DeliveryOutcome {
         let outcome = DeliveryOutcome.failed(reason: "outdated")
@@ -383,7 +384,7 @@ struct DeliveryWorker: Sendable {
         finish(
             delivery, .failed,
             error: "outdated: timestamp \(content) is older than \(newer), the content the activity was sent already",
-            outcome: outcome
+            outcome: outcome, served: false
         )
         return outcome
     }
@@ -502,14 +503,16 @@ struct DeliveryWorker: Sendable {
 
     /// The delivery's last state: recorded, counted, and (when Apple refused it) logged.
     /// `attempted`: the change counts an attempt no `sending` mark counted (``DeliveryStateChange/attempted``).
+    /// `served`: whether the delivery's end serves (or misses) its requests in the freshness figures.
     private func finish(
-        _ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome, attempted: Bool = false
+        _ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome, attempted: Bool = false,
+        served: Bool = true
     ) {
         held.release([delivery])
         states.record(DeliveryStateChange(
             apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown, attempted: attempted
         ))
-        if state == .sent || state == .failed { states.served(delivery, at: Timestamp(now()), failed: state == .failed) }
+        if served, state == .sent || state == .failed { states.served(delivery, at: Timestamp(now()), failed: state == .failed) }
         metrics.deliveryFinished(outcome: state.rawValue)
     }
 

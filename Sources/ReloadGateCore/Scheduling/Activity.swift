@@ -32,6 +32,13 @@ public struct ContentStamp: Hashable, Sendable, Comparable {
     public static func < (lhs: Self, rhs: Self) -> Bool {
         (lhs.timestamp, lhs.request) < (rhs.timestamp, rhs.request)
     }
+
+    /// Whether content with `timestamp` is older than `newest`, content the activity was sent already, and
+    /// so dropped (`outdated`): by the scheduler when it decides, by the delivery worker before an attempt.
+    /// Content of the same timestamp goes.
+    public static func isOutdated(_ timestamp: Int64, newest: Int64) -> Bool {
+        timestamp < newest
+    }
 }
 
 /// The durable state of one Live Activity beyond its instance's: the newest content delivered, whether its

@@ -45,7 +45,7 @@ extension ReloadScheduler {
             if state.ended || state.ending && content.event != .end {
                 return Decision(request: request.id, instance: instance, kind: .afterEnd, due: nil, reason: .activityEnded)
             }
-            if let delivered = state.delivered, content.timestamp < delivered.timestamp {
+            if let delivered = state.delivered, ContentStamp.isOutdated(content.timestamp, newest: delivered.timestamp) {
                 return Decision(
                     request: request.id, instance: instance, kind: .outdated, due: nil,
                     reason: .outdated(timestamp: content.timestamp, delivered: delivered.timestamp)

@@ -383,7 +383,7 @@ struct DeliveryWorker: Sendable {
         logger.info("delivery outdated", metadata: Self.metadata(delivery, ["timestamp": "\(content)", "newer": "\(newer)"]))
         finish(
             delivery, .failed,
-            error: "outdated: timestamp \(content) is older than \(newer), the content the activity was sent already",
+            error: DecisionReason.outdated(timestamp: content, delivered: newer).description,
             outcome: outcome, served: false
         )
         return outcome

@@ -1,3 +1,4 @@
+import ReloadGateCore
 import ReloadGateStore
 import Synchronization
 
@@ -118,7 +119,7 @@ final class HeldDeliveries: Sendable {
     private static func turn(_ state: inout State, device: Int64, timestamp: Int64) -> Turn {
         var known = state.devices[device] ?? Device()
         if known.sending { return .busy }
-        if let newest = known.newest, timestamp < newest { return .outdated(newer: newest) }
+        if let newest = known.newest, ContentStamp.isOutdated(timestamp, newest: newest) { return .outdated(newer: newest) }
         known.sending = true
         known.newest = max(known.newest ?? timestamp, timestamp)
         state.devices[device] = known

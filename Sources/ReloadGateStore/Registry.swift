@@ -114,7 +114,21 @@ struct StoredDevice: Sendable {
     var pushType: PushType
 }
 
+/// A widget row (or a control's or activity's instance row) as a registration compares it with what it
+/// registers.
+private struct StoredInstance {
+    var id: Int64
+    var kind: String
+    var family: String
+    var configuration: String
+    var pushEnabled: Bool
+}
+
 extension SQLSession {
+    /// New instance rows written by one `INSERT`: 6 values each, far inside both engines' limits on a
+    /// statement's parameters (SQLite 32,766, PostgreSQL 65,535) whatever `RegistryLimits` allows.
+    static var insertRows: Int { 500 }
+
     /// One registry write, or its refusal (thrown before its first change).
     func write(_ write: RegistryWrite, now: Date) async throws -> RegistryWritten {
         switch write.step {
@@ -151,7 +165,7 @@ extension SQLSession {
         // A new token's row is inserted and has no widgets yet; a known one's is updated and its widgets
         // read. An insert that races with another gateway's for the same token finds the other's row.
         var device: Int64?
-        var existing: [String: Int64] = [:]
+        var existing: [String: StoredInstance] = [:]
         if current == nil {
             device = try await row("""
                 INSERT INTO device (appId, token, active, registeredAt, pushType) VALUES (\(app.id), \(token.hex), true, \(time), \(pushType.rawValue))
@@ -164,33 +178,51 @@ extension SQLSession {
                 RETURNING id
                 """)?.int64("id") else { throw StoreError.unavailable(reason: "a device changed while it was registered; try again") }
             device = id
-            for row in try await rows("SELECT id, widgetID FROM widget WHERE deviceId = \(id)") {
-                existing[try row.string("widgetID")] = try row.int64("id")
+            for row in try await rows("SELECT id, widgetID, kind, family, configuration, pushEnabled FROM widget WHERE deviceId = \(id)") {
+                existing[try row.string("widgetID")] = StoredInstance(
+                    id: try row.int64("id"), kind: try row.string("kind"), family: try row.string("family"),
+                    configuration: try row.string("configuration"), pushEnabled: try row.bool("pushEnabled")
+                )
             }
         }
         guard let device else { throw StoreError.corrupt(reason: "registering a device returned no id") }
         let wanted = Set(widgets.map(\.id))
-        let removed = existing.filter { !wanted.contains($0.key) }.map(\.value).sorted()
+        let removed = existing.filter { !wanted.contains($0.key) }.map(\.value.id).sorted()
         if !removed.isEmpty {
             try await run("DELETE FROM widget WHERE id IN \(ids: removed)")
         }
-        var instances: [(id: Int64, widget: InstanceRegistration)] = []
+        // A kept widget's row is written only where it changed (a device registers its whole set again
+        // each time, mostly unchanged); new widgets go in one statement per `insertRows`, not one each.
+        var ids: [String: Int64] = [:]
+        var added: [(widget: InstanceRegistration, configuration: String)] = []
         for widget in widgets {
             let configuration = widget.configuration.canonicalJSON
-            if let id = existing[widget.id] {
+            guard let stored = existing[widget.id] else {
+                added.append((widget, configuration))
+                continue
+            }
+            ids[widget.id] = stored.id
+            if stored.kind != widget.kind || stored.family != widget.family || stored.configuration != configuration
+                || stored.pushEnabled != widget.pushEnabled
+            {
                 try await run("""
                     UPDATE widget SET kind = \(widget.kind), family = \(widget.family),
-                        configuration = \(configuration), pushEnabled = \(widget.pushEnabled) WHERE id = \(id)
+                        configuration = \(configuration), pushEnabled = \(widget.pushEnabled) WHERE id = \(stored.id)
                     """)
-                instances.append((id, widget))
-            } else {
-                guard let id = try await row("""
-                    INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
-                    VALUES (\(device), \(widget.id), \(widget.kind), \(widget.family), \(configuration), \(widget.pushEnabled))
-                    RETURNING id
-                    """)?.int64("id") else { throw StoreError.corrupt(reason: "registering a widget returned no id") }
-                instances.append((id, widget))
             }
+        }
+        for first in stride(from: 0, to: added.count, by: Self.insertRows) {
+            var values: SQLQuery = ""
+            for (index, (widget, configuration)) in added[first..<min(first + Self.insertRows, added.count)].enumerated() {
+                values += "\(unescaped: index == 0 ? "" : ", ")(\(device), \(widget.id), \(widget.kind), \(widget.family), \(configuration), \(widget.pushEnabled))"
+            }
+            for row in try await rows("INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled) VALUES \(values) RETURNING id, widgetID") {
+                ids[try row.string("widgetID")] = try row.int64("id")
+            }
+        }
+        let instances = try widgets.map { widget in
+            guard let id = ids[widget.id] else { throw StoreError.corrupt(reason: "registering a widget returned no id") }
+            return (id: id, widget: widget)
         }
         return DeviceRegistration(device: device, pushType: pushType, instances: instances, removedInstances: removed, retired: retired)
     }

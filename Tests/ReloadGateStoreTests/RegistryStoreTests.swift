@@ -71,6 +71,41 @@ struct RegistryStoreTests {
         }
     }
 
+    /// A registration's answer pairs each widget with its own row, in the order registered, whatever order
+    /// the engine writes new rows in; a kept widget that changed is written (its kind, its configuration
+    /// for targeting), one that did not keeps its row.
+    @Test(arguments: StoreImplementation.all) func aRegistrationPairsEachWidgetWithItsOwnRow(_ implementation: StoreImplementation) async throws {
+        try await withStore(implementation) { store, app in
+            let token = try DeviceToken(Self.tokenA)
+            let first = try await store.putDevice(
+                app: app, token: token, widgets: [widget("w1", team: "1"), widget("w2", kind: "news", team: "2"), widget("w3")], previousToken: nil, now: now
+            )
+            let kept = Dictionary(uniqueKeysWithValues: first.instances.map { ($0.widget.id, $0.id) })
+            // New widgets named against their order (many, so that one statement writes them), two kept,
+            // one of them changed, one removed.
+            let added = (0..<70).reversed().map { widget("n\($0)", kind: $0 % 2 == 0 ? "scores" : "news", team: "n\($0)") }
+            let widgets = Array(added[0..<35]) + [widget("w2", kind: "scores", team: "7"), widget("w1", team: "1")] + Array(added[35...])
+            let second = try await store.putDevice(app: app, token: token, widgets: widgets, previousToken: nil, now: now)
+            #expect(second.instances.map(\.widget.id) == widgets.map(\.id))
+            #expect(second.instances.first { $0.widget.id == "w1" }?.id == kept["w1"])
+            #expect(second.instances.first { $0.widget.id == "w2" }?.id == kept["w2"])
+            #expect(second.removedInstances == [kept["w3"]!])
+            #expect(Set(second.instances.map(\.id)).count == widgets.count)
+            // The store names each returned id by the widget it was returned with.
+            let addresses = try await store.pushAddresses(second.instances.map { (second.device, [$0.id]) })
+            #expect(addresses.map { $0?.widgetIDs ?? [] } == second.instances.map { [$0.widget.id] })
+            // Targeting reads each row's configuration and kind: the changed one's new values, the new ones'.
+            func targeted(_ kind: String?, _ team: String) async throws -> [Int64] {
+                try await store.targetInstances(app: app, target: ReloadTarget(kind: kind, match: ["team": .string(team)])).map(\.instance)
+            }
+            #expect(try await targeted("scores", "7") == [kept["w2"]!])
+            #expect(try await targeted(nil, "2").isEmpty)
+            #expect(try await targeted(nil, "1") == [kept["w1"]!])
+            #expect(try await targeted("news", "n69") == [second.instances.first { $0.widget.id == "n69" }!.id])
+            #expect(try await targeted("scores", "n69").isEmpty)
+        }
+    }
+
     @Test(arguments: StoreImplementation.all) func pushAddressesNameTheChosenWidgetsInInstanceOrderAndNothingForAGoneDevice(_ implementation: StoreImplementation) async throws {
         try await withStore(implementation) { store, app in
             let a = try DeviceToken(Self.tokenA)

@@ -58,10 +58,7 @@ struct ClusterTests {
         ]) { $1 }.merging(scheduling) { $1 }
         // The app and the sender's key, written by a store handle (which creates secrets.key, shared by
         // every gateway of the database).
-        let store = try await PostgresStore(
-            location: try PostgresLocation(url: url), secretsDirectory: root.path("g0/data"), environment: .sandbox, now: Date(),
-            logger: Logger(label: "cluster-test")
-        )
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: root.path("g0/data"))
         let sender = ProviderTokenFactory(keyID: "CLSENDER01", teamID: "CLTEAM0001")
         let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: sender.teamID, allowsExemptions: false, now: Date())
         try await store.addProviderKey(

@@ -50,10 +50,7 @@ struct SimulationExportTests {
         let credentials: AppCredentials
         if let url {
             yaml += "store:\n  kind: postgres\n  url: \(url)\n"
-            let store = try await PostgresStore(
-                location: try PostgresLocation(url: url), secretsDirectory: directory.path("data"),
-                environment: .sandbox, now: Date(), logger: .init(label: "test")
-            )
+            let store = try await TestPostgres.openStore(url: url, secretsDirectory: directory.path("data"))
             defer { try? store.close() }
             credentials = try await sender.createApp(bundle: Self.bundle, in: store)
         } else {
@@ -161,10 +158,7 @@ struct SimulationExportTests {
         let credentials: AppCredentials
         if let url {
             yaml += "store:\n  kind: postgres\n  url: \(url)\n"
-            let store = try await PostgresStore(
-                location: try PostgresLocation(url: url), secretsDirectory: directory.path("data"),
-                environment: .sandbox, now: Date(), logger: .init(label: "test")
-            )
+            let store = try await TestPostgres.openStore(url: url, secretsDirectory: directory.path("data"))
             defer { try? store.close() }
             credentials = try await sender.createApp(bundle: Self.bundle, in: store)
         } else {

@@ -25,10 +25,7 @@ struct PostgresGatewayTests {
             configuration.dataDirectory = data.path("data")
         }
         let requestID = try await TestGateway.withRunning(configure: configure) { gateway in
-            let store = try await PostgresStore(
-                location: try PostgresLocation(url: url), secretsDirectory: gateway.configuration.dataDirectory,
-                environment: .sandbox, now: Date(), logger: .init(label: "test")
-            )
+            let store = try await TestPostgres.openStore(url: url, secretsDirectory: gateway.configuration.dataDirectory)
             defer { try? store.close() }
             let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: nil, allowsExemptions: false, now: Date())
             return try await gateway.withHTTPClient { client in
@@ -63,10 +60,7 @@ struct PostgresGatewayTests {
         }
         // A second gateway on the same database and key loads the pending reload: a new call merges into it.
         try await TestGateway.withRunning(configure: configure) { gateway in
-            let store = try await PostgresStore(
-                location: try PostgresLocation(url: url), secretsDirectory: gateway.configuration.dataDirectory,
-                environment: .sandbox, now: Date(), logger: .init(label: "test")
-            )
+            let store = try await TestPostgres.openStore(url: url, secretsDirectory: gateway.configuration.dataDirectory)
             defer { try? store.close() }
             let app = try #require(try await store.app(bundle: try BundleID(Self.bundle)))
             let secret = try #require(try await store.webhookSecret(of: app))

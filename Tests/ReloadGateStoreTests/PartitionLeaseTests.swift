@@ -89,9 +89,7 @@ struct PartitionLeaseTests {
         defer { directory.remove() }
         let url = try await TestPostgres.newDatabase()
         let logger = Logger(label: "test")
-        let store = try await PostgresStore(
-            location: try PostgresLocation(url: url), secretsDirectory: directory.path("data"), environment: .sandbox, now: Date(), logger: logger
-        )
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: directory.path("data"))
         defer { try? store.close() }
         _ = try await store.heartbeat(gateway: "g1", address: nil, startedAt: 0, leaseMilliseconds: lease, now: 0)
         // A commit of g1 in flight: a transaction holding g1's fence row as the group commit does.

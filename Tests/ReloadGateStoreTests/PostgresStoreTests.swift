@@ -21,7 +21,7 @@ struct PostgresStoreTests {
         let stores = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
             for _ in 0..<4 {
                 group.addTask {
-                    try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: now, logger: .init(label: "test"))
+                    try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: now, deadline: TestPostgres.storeDeadline, logger: .init(label: "test"))
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -45,10 +45,10 @@ struct PostgresStoreTests {
         let directory = try TemporaryDirectory("pg-environment")
         defer { directory.remove() }
         let location = try PostgresLocation(url: try await TestPostgres.newDatabase())
-        let sandbox = try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: now, logger: .init(label: "test"))
+        let sandbox = try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: now, deadline: TestPostgres.storeDeadline, logger: .init(label: "test"))
         try sandbox.close()
         do {
-            _ = try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .production, now: now, logger: .init(label: "test"))
+            _ = try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .production, now: now, deadline: TestPostgres.storeDeadline, logger: .init(label: "test"))
             Issue.record("a sandbox database opened for production")
         } catch {
             #expect(error.code == "store.environment-mismatch")
@@ -64,18 +64,18 @@ struct PostgresStoreTests {
         let directory = try TemporaryDirectory("pg-secrets")
         defer { directory.remove() }
         let location = try PostgresLocation(url: try await TestPostgres.newDatabase())
-        let first = try await PostgresStore(location: location, secretsDirectory: directory.path("a"), environment: .sandbox, now: now, logger: .init(label: "test"))
+        let first = try await PostgresStore(location: location, secretsDirectory: directory.path("a"), environment: .sandbox, now: now, deadline: TestPostgres.storeDeadline, logger: .init(label: "test"))
         if withApp { _ = try await first.createApp(bundle: try BundleID("com.example.scores"), teamID: nil, allowsExemptions: false, now: now) }
         try first.close()
         do {
-            let other = try await PostgresStore(location: location, secretsDirectory: directory.path("b"), environment: .sandbox, now: now, logger: .init(label: "test"))
+            let other = try await PostgresStore(location: location, secretsDirectory: directory.path("b"), environment: .sandbox, now: now, deadline: TestPostgres.storeDeadline, logger: .init(label: "test"))
             try other.close()
             Issue.record("a store opened with another secrets.key")
         } catch let error as StoreError {
             #expect(error.code == "store.secrets-key-mismatch")
             #expect(error.description.contains(directory.path("b") + "/secrets.key"), "\(error.description)")
         }
-        let again = try await PostgresStore(location: location, secretsDirectory: directory.path("a"), environment: .sandbox, now: now, logger: .init(label: "test"))
+        let again = try await PostgresStore(location: location, secretsDirectory: directory.path("a"), environment: .sandbox, now: now, deadline: TestPostgres.storeDeadline, logger: .init(label: "test"))
         try again.close()
     }
 
@@ -86,7 +86,7 @@ struct PostgresStoreTests {
         // minute of retries), and never shows the password.
         let location = try PostgresLocation(url: "postgres://gateway:s3cret@127.0.0.1:1/reloadgate?sslmode=disable")
         do {
-            let store = try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: now, logger: .init(label: "test"))
+            let store = try await PostgresStore(location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: now, deadline: TestPostgres.storeDeadline, logger: .init(label: "test"))
             try store.close()
             Issue.record("a store opened on a port where nothing listens")
         } catch let error as StoreError {

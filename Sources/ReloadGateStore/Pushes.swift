@@ -30,8 +30,7 @@ extension SQLStore {
         }
     }
 
-    /// Adopts a token never registered in a transaction of its own
-    /// (``SQLSession/adopt(app:token:pushType:pushToStart:now:)``).
+    /// Adopts a token never registered in a transaction of its own (``SQLSession/adopt(_:now:)``).
     /// - Returns: the device id and the instance id.
     public func adoptDevice(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool, now: Date) async throws -> (device: Int64, instance: Int64) {
         let written = try await writeRegistered(.adoptDevice(app: app, token: token, pushType: pushType, pushToStart: pushToStart), now: now)
@@ -76,39 +75,117 @@ extension SQLDialect {
     }
 }
 
+/// A token to adopt: one ``RegistryWrite/adoptDevice(app:token:pushType:pushToStart:)``.
+struct Adoption: Sendable {
+    var app: App
+    var token: DeviceToken
+    var pushType: PushType
+    var pushToStart: Bool
+}
+
+/// A device's row by what identifies it.
+private struct AdoptionKey: Hashable {
+    var app: Int64
+    var token: String
+}
+
+/// An instance's row by what identifies it.
+private struct ImplicitInstanceKey: Hashable {
+    var device: Int64
+    var widgetID: String
+}
+
 extension SQLSession {
-    /// Adopts a token never registered: records the device (or control, or activity, or push-to-start
+    /// Adopts tokens never registered: records each device (or control, or activity, or push-to-start
     /// token) with one implicit instance of kind `*` (until its widgets, control or activity are
     /// registered), so budgets and coalescing apply from its first push. A token written first by another
-    /// push, gateway or registration keeps its row (`created` is false) and gets the implicit instance; one
-    /// of the other push type is refused before any change (``RegistryError/otherPushType(_:registered:)``).
-    func adopt(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool, now: Date) async throws -> AdoptedDevice {
-        let (implicit, family) = ImplicitInstance.of(pushType, pushToStart: pushToStart)
-        let created = try await rows("""
-            INSERT INTO device (appId, token, active, registeredAt, pushType)
-            VALUES (\(app.id), \(token.hex), true, \(now.storedMilliseconds), \(pushType.rawValue))
-            ON CONFLICT (appId, token) DO NOTHING RETURNING id
-            """).map { try $0.int64("id") }
-        let id: Int64
-        if let new = created.first {
-            id = new
-        } else {
-            // The insert changed nothing: the token's row is another's, whose type is checked first.
-            guard let device = try await device(app: app, token: token) else {
+    /// push, gateway or registration (or earlier in `adoptions`) keeps its row (`created` is false) and
+    /// gets the implicit instance; one of the other push type is refused before any change of its own
+    /// (``RegistryError/otherPushType(_:registered:)``).
+    ///
+    /// A herd of new installs adopts many tokens in one registry batch: the devices are inserted in one
+    /// statement and the instances in another, per ``adoptionChunk`` tokens (on PostgreSQL each statement
+    /// is a round trip; one per token was ~550 adoptions a second, docs/decisions/0084). Tokens that were
+    /// there already are read one by one.
+    /// - Returns: one result per adoption, in order.
+    func adopt(_ adoptions: [Adoption], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
+        var results: [Result<RegistryWritten, RegistryError>] = []
+        results.reserveCapacity(adoptions.count)
+        var start = 0
+        while start < adoptions.count {
+            let chunk = adoptions[start..<min(start + Self.adoptionChunk, adoptions.count)]
+            results += try await adoptChunk(chunk, now: now)
+            start = chunk.endIndex
+        }
+        return results
+    }
+
+    /// At most this many tokens in one statement (five parameters each: SQLite allows 32,766).
+    static var adoptionChunk: Int { 1_000 }
+
+    private func adoptChunk(_ adoptions: ArraySlice<Adoption>, now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
+        var insert: SQLQuery = "INSERT INTO device (appId, token, active, registeredAt, pushType) VALUES "
+        for (offset, adoption) in adoptions.enumerated() {
+            if offset > 0 { insert += ", " }
+            insert += "(\(adoption.app.id), \(adoption.token.hex), true, \(now.storedMilliseconds), \(adoption.pushType.rawValue))"
+        }
+        insert += " ON CONFLICT (appId, token) DO NOTHING RETURNING id, appId, token"
+        var created: [AdoptionKey: Int64] = [:]
+        for row in try await rows(insert) {
+            created[AdoptionKey(app: try row.int64("appId"), token: try row.string("token"))] = try row.int64("id")
+        }
+        // Each token's device, or its refusal; a token twice in the batch is created by its first adoption.
+        var devices: [Result<(id: Int64, created: Bool), RegistryError>] = []
+        for adoption in adoptions {
+            let key = AdoptionKey(app: adoption.app.id, token: adoption.token.hex)
+            if let id = created.removeValue(forKey: key) {
+                devices.append(.success((id, true)))
+                continue
+            }
+            // The insert skipped it: the token's row is another's, whose type is checked first.
+            guard let device = try await device(app: adoption.app, token: adoption.token) else {
                 throw StoreError.corrupt(reason: "an adopted device has no row")
             }
-            if device.pushType != pushType { throw RegistryError.otherPushType(token, registered: device.pushType) }
-            id = device.id
+            if device.pushType != adoption.pushType {
+                devices.append(.failure(.otherPushType(adoption.token, registered: device.pushType)))
+            } else {
+                devices.append(.success((device.id, false)))
+            }
         }
-        let added = try await rows("""
-            INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled)
-            VALUES (\(id), \(implicit), \(ImplicitInstance.kind), \(family), '{}', true) ON CONFLICT (deviceId, widgetID) DO NOTHING
-            RETURNING id
-            """).map { try $0.int64("id") }
-        if let instance = added.first { return AdoptedDevice(device: id, instance: instance, created: !created.isEmpty, instanceAdded: true) }
-        guard let instance = try await row("SELECT id FROM widget WHERE deviceId = \(id) AND widgetID = \(implicit)") else {
-            throw StoreError.corrupt(reason: "an adopted device has no implicit instance")
+        var instances: SQLQuery = "INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled) VALUES "
+        var any = false
+        for (adoption, device) in zip(adoptions, devices) {
+            guard case .success(let device) = device else { continue }
+            let (implicit, family) = ImplicitInstance.of(adoption.pushType, pushToStart: adoption.pushToStart)
+            if any { instances += ", " }
+            instances += "(\(device.id), \(implicit), \(ImplicitInstance.kind), \(family), '{}', true)"
+            any = true
         }
-        return AdoptedDevice(device: id, instance: try instance.int64("id"), created: false, instanceAdded: false)
+        instances += " ON CONFLICT (deviceId, widgetID) DO NOTHING RETURNING id, deviceId, widgetID"
+        var added: [ImplicitInstanceKey: Int64] = [:]
+        if any {
+            for row in try await rows(instances) {
+                added[ImplicitInstanceKey(device: try row.int64("deviceId"), widgetID: try row.string("widgetID"))] = try row.int64("id")
+            }
+        }
+        var results: [Result<RegistryWritten, RegistryError>] = []
+        for (adoption, device) in zip(adoptions, devices) {
+            switch device {
+            case .failure(let refusal):
+                results.append(.failure(refusal))
+            case .success(let device):
+                let implicit = ImplicitInstance.of(adoption.pushType, pushToStart: adoption.pushToStart).widgetID
+                // The instance is added by the first adoption that names it; a later one finds it.
+                if let id = added.removeValue(forKey: ImplicitInstanceKey(device: device.id, widgetID: implicit)) {
+                    results.append(.success(.adopted(AdoptedDevice(device: device.id, instance: id, created: device.created, instanceAdded: true))))
+                    continue
+                }
+                guard let instance = try await row("SELECT id FROM widget WHERE deviceId = \(device.id) AND widgetID = \(implicit)") else {
+                    throw StoreError.corrupt(reason: "an adopted device has no implicit instance")
+                }
+                results.append(.success(.adopted(AdoptedDevice(device: device.id, instance: try instance.int64("id"), created: device.created, instanceAdded: false))))
+            }
+        }
+        return results
     }
 }

@@ -52,8 +52,21 @@ extension SQLStore {
         return try await writing { session in
             var results: [Result<RegistryWritten, RegistryError>] = []
             results.reserveCapacity(writes.count)
-            for write in writes {
+            var index = 0
+            while index < writes.count {
+                // Adoptions one after the other are written together (``SQLSession/adopt(_:now:)``).
+                var adoptions: [Adoption] = []
+                while index < writes.count, case .adopt(let app, let token, let pushType, let pushToStart) = writes[index].step {
+                    adoptions.append(Adoption(app: app, token: token, pushType: pushType, pushToStart: pushToStart))
+                    index += 1
+                }
+                if !adoptions.isEmpty {
+                    results += try await session.adopt(adoptions, now: now)
+                    continue
+                }
+                let write = writes[index]
                 results.append(try await Result.of { try await session.write(write, now: now) })
+                index += 1
             }
             let written = results.compactMap { try? $0.get() }
             try await session.registryChanged(devices: session.devices(changedBy: written), at: now)
@@ -137,7 +150,7 @@ extension SQLSession {
         case .timeline(let app, let token, let widgetID, let timeline):
             .timeline(instance: try await putTimeline(app: app, token: token, widgetID: widgetID, timeline: timeline, now: now))
         case .adopt(let app, let token, let pushType, let pushToStart):
-            .adopted(try await adopt(app: app, token: token, pushType: pushType, pushToStart: pushToStart, now: now))
+            try await adopt([Adoption(app: app, token: token, pushType: pushType, pushToStart: pushToStart)], now: now)[0].get()
         }
     }
 

@@ -4,9 +4,9 @@ import ReloadGateStore
 import ReloadGateTesting
 import Testing
 
-/// Adoptions in one registry batch (the registry's group commit writes them with registrations), on every
-/// store implementation: each comes out as if it had been written alone, in the batch's order, refusals
-/// included.
+/// Adoptions in one registry batch (the registry's group commit writes them with registrations; those one
+/// after the other in two statements for the lot), on every store implementation: each comes out as if it
+/// had been written alone, in the batch's order, refusals included.
 struct AdoptionBatchStoreTests {
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 

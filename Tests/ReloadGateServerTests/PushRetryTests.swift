@@ -235,7 +235,9 @@ struct PushRetryTests {
             configuration.store.url = proxied
             configuration.dataDirectory = data.path("data")
             configuration.store.deadline = 5000
-        }) { gateway in
+            // Debug level: each service logs its stop, so that a shutdown that does not end says which service
+            // holds it (one full CI run did not end this test's shutdown, every check passed).
+        }, logLevel: .debug) { gateway in
             // Eight senders push one after the other, each to a token of its own, each push with a new
             // apns-id; the partition begins while they do and they stop a few seconds into it.
             struct Sent: Sendable {
@@ -322,12 +324,13 @@ struct PushRetryTests {
     static func withRunningOnceStarted(
         attempts: Int,
         configure: @escaping @Sendable (inout GatewayConfiguration) -> Void,
+        logLevel: Logger.Level? = nil,
         _ body: @escaping @Sendable (TestGateway) async throws -> Void
     ) async throws {
         for attempt in 1...attempts {
             let began = Atomic<Bool>(false)
             do {
-                try await TestGateway.withRunning(configure: configure) { gateway in
+                try await TestGateway.withRunning(configure: configure, logLevel: logLevel) { gateway in
                     began.store(true, ordering: .relaxed)
                     try await body(gateway)
                 }

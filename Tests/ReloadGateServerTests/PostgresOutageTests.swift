@@ -73,7 +73,10 @@ struct PostgresOutageTests {
                     let first = try await acceptedPush()
                     #expect(first.status == 200, "\(first.body)")
                     let waiting = try await acceptedPush()
-                    #expect(waiting.decision == "deferred")
+                    // Deferred; or forwarded when it came before the gateway's first heartbeat took the
+                    // partitions (committed to the partition's inbox, decided once they are loaded; the pending
+                    // reload read below then lists it all the same).
+                    #expect(["deferred", "forwarded"].contains(waiting.decision), "\(waiting.answer.headers)")
 
                     Self.step("halting")
                     try await cluster.halt()

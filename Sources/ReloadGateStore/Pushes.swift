@@ -120,7 +120,7 @@ extension SQLSession {
         return results
     }
 
-    /// At most this many tokens in one statement (five parameters each: SQLite allows 32,766).
+    /// At most this many tokens in one statement (four parameters each in either statement: SQLite allows 32,766, PostgreSQL 65,535).
     static var adoptionChunk: Int { 1_000 }
 
     private func adoptChunk(_ adoptions: ArraySlice<Adoption>, now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {

@@ -235,8 +235,8 @@ struct PushRetryTests {
             configuration.store.url = proxied
             configuration.dataDirectory = data.path("data")
             configuration.store.deadline = 5000
-            // Debug level: each service logs its stop, so that a shutdown that does not end says which service
-            // holds it (one full CI run did not end this test's shutdown, every check passed).
+            // Debug level: each service logs its stop, so that a shutdown that does not end names the service
+            // that holds it (the swallowed replies leave connections that never answer).
         }, logLevel: .debug) { gateway in
             // Eight senders push one after the other, each to a token of its own, each push with a new
             // apns-id; the partition begins while they do and they stop a few seconds into it.

@@ -112,7 +112,9 @@ public final class TCPProxy: Sendable {
         try? await listener.close()
     }
 
-    private var isSwallowing: Bool { state.withLock { $0.swallowing } }
+    /// Whether the server's answers are being swallowed now (a trigger set by
+    /// ``swallowReplies(onceClientSends:)`` has fired).
+    public var isSwallowing: Bool { state.withLock { $0.swallowing } }
 
     /// Called with each buffer a client sends, before it is forwarded: starts swallowing when the trigger says
     /// so. (A message split across two reads is missed; a Bind is short.)

@@ -300,7 +300,8 @@ extension SchedulerEngine {
             outageReported = false
         } catch {
             _ = pipeline.rebuilt(succeeded: false)
-            if !outageReported {
+            // (Stopping: the attempt was cancelled, and says nothing of the store.)
+            if !outageReported, !isStopping {
                 // Once per outage: what is stuck (the database away, a table locked, the disk full).
                 logger.error(
                     "the store cannot commit; requests are refused (503) and /ready answers 503 until it can",
@@ -372,11 +373,13 @@ extension SchedulerEngine {
     }
 
     /// Waits for the work the loop started beside itself (a rebuild, a partition load) before the
-    /// pipeline ends: both use the store, which the gateway closes once this service has stopped. A
-    /// rebuild's waits are short (a reachability check, a probe, then reads under the store's deadline); a
-    /// partition load may read for minutes, so it is cancelled first (its reads are abandoned).
+    /// pipeline ends: both use the store, which the gateway closes once this service has stopped. Both
+    /// are cancelled first: their reads may scan for minutes, or wait on a connection that no longer
+    /// answers, and are abandoned (``GatewayStore`` reads end on cancellation); a rebuild cancelled so
+    /// leaves the engine degraded, which a stopping engine no longer minds.
     func endWorkBesideTheLoop() async {
         partitionLoad?.cancel()
+        rebuildAttempt?.cancel()
         await rebuildAttempt?.value
         await partitionLoad?.value
     }

@@ -270,7 +270,8 @@ public final class PostgresStore: Sendable {
         let logger = logger
         let milliseconds = max(1, timeout.milliseconds)
         do {
-            try await transaction { connection in
+            // Nothing is written: a cancelled caller (a stopping gateway) does not wait for it.
+            try await transaction(readOnly: true) { connection in
                 try await connection.run("SET LOCAL lock_timeout = \(unescaped: String(milliseconds))", logger: logger)
                 try await connection.run(
                     """
@@ -321,12 +322,15 @@ public final class PostgresStore: Sendable {
 
     /// Runs `body` in one transaction (committed when it returns, rolled back when it throws). An error
     /// of `body` is rethrown as it is (a ``RegistryError``, a ``StoreError``), once rolled back.
+    /// `readOnly`: `body` writes nothing, so a cancelled caller stops waiting for it at once
+    /// (``withConnection(deadline:readOnly:_:)``).
     func transaction<Result: Sendable>(
         deadline: Duration? = nil,
+        readOnly: Bool = false,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let logger = logger
-        return try await withConnection(deadline: deadline) { connection in
+        return try await withConnection(deadline: deadline, readOnly: readOnly) { connection in
             do {
                 return try await connection.withTransaction(logger: logger) { connection in
                     if let deadline {
@@ -350,8 +354,13 @@ public final class PostgresStore: Sendable {
     /// second after the deadline the connection is closed, which ends the operation with an error (the
     /// server rolls back what it had not committed). The outcome is always the operation's own: an
     /// operation that committed just before its connection was closed still reports its success.
+    ///
+    /// A cancelled caller waits for a write until it ends (its outcome decides what the caller may do
+    /// next), but not for a read (`readOnly`): a read changes nothing, and one that scans has a deadline
+    /// of minutes, which a stopping gateway must not wait out on a connection that no longer answers.
     func withConnection<Result: Sendable>(
         deadline: Duration? = nil,
+        readOnly: Bool = false,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let client = client
@@ -359,13 +368,13 @@ public final class PostgresStore: Sendable {
         let limit = (deadline ?? self.deadline) + .seconds(1)
         // The race below answers within the lease timeout and the deadline when postgres-nio ends its
         // operations on cancellation; `abandoning` makes it so when it does not (a group waits for its
-        // children). A cancelled caller still waits for its operation up to then: it may be a write. (A
-        // backstop, well past the race's own ends: on a starved machine closing an overrun connection and
-        // failing its operation take seconds of their own.)
+        // children). A cancelled caller still waits for a write up to then. (A backstop, well past the
+        // race's own ends: on a starved machine closing an overrun connection and failing its operation
+        // take seconds of their own.)
         let backstop = Self.leaseTimeout + limit * 2 + .seconds(5)
         return try await abandoning(after: backstop, timedOut: {
             StoreError.unavailable(reason: "the database operation did not end within \(backstop)")
-        }, returnOnCancel: false) { try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, body) }
+        }, returnOnCancel: readOnly) { try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, body) }
     }
 
     /// ``withConnection(deadline:_:)``'s race of the operation with the lease timeout and its deadline.

@@ -40,7 +40,8 @@ public protocol SQLStore: GatewayStore {
     /// Runs `body`'s reads within the store's deadline or, for a read that may scan whole tables (export,
     /// the dashboard, the load at start), a longer one (`scanning`). On SQLite they run in one read
     /// transaction; on PostgreSQL a short read runs statement by statement, and a scan in a transaction
-    /// (which ``SQLSession/readSnapshot()`` can make one snapshot).
+    /// (which ``SQLSession/readSnapshot()`` can make one snapshot). `body` writes nothing: on PostgreSQL
+    /// a cancelled caller stops waiting for it at once and the read is abandoned.
     func reading<T: Sendable>(scanning: Bool, _ body: @escaping @Sendable (Session) async throws -> T) async throws -> T
     /// `secret` sealed with the data directory's `secrets.key` (webhook secrets are stored so).
     func seal(_ secret: String) throws -> Data

@@ -6,10 +6,10 @@ import ReloadGateTesting
 import Synchronization
 import Testing
 
-/// One device's registration, read in the commit loop's turn when a gateway resyncs a device
-/// (``SharedSchedulingStore/registeredInstances(device:)``), takes the store's deadline, not the minutes a
-/// scanning read may take: a database whose answers stop coming must not hold the loop, and with it every
-/// answer of the gateway, for five minutes a read.
+/// Reads on a database whose answers stop coming. One device's registration, read in the commit loop's
+/// turn when a gateway resyncs a device (``SharedSchedulingStore/registeredInstances(device:)``), takes
+/// the store's deadline, not the minutes a scanning read may take: it must not hold the loop, and with it
+/// every answer of the gateway, for five minutes a read. And a read whose caller is cancelled ends then.
 @Suite(.enabled(if: TestPostgres.isEnabled))
 struct PostgresResyncReadTests {
     @Test func aDevicesRegistrationIsReadWithinTheStoresDeadline() async throws {
@@ -46,5 +46,44 @@ struct PostgresResyncReadTests {
         }
         let took = try #require(ended.withLock { $0 }, "the read had not ended after 60 s") - started
         #expect(took < .seconds(30), "the read ended after \(took)")
+    }
+
+    /// A read whose caller is cancelled is abandoned at once: it writes nothing, and a scanning read
+    /// (loading partitions, a degraded engine's reload) has a deadline of minutes, which a stopping
+    /// gateway waited out on a connection that no longer answered.
+    @Test func aScanningReadEndsWhenItsCallerIsCancelled() async throws {
+        let directory = try TemporaryDirectory("cancelled-read")
+        defer { directory.remove() }
+        let url = try await TestPostgres.newDatabase()
+        var target = try #require(URLComponents(string: url))
+        let proxy = try await TCPProxy.start(to: try #require(target.port))
+        defer { Task { await proxy.stop() } }
+        target.port = proxy.port
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let store = try await PostgresStore(
+            location: try PostgresLocation(url: try #require(target.string)), secretsDirectory: directory.path("data"),
+            environment: .sandbox, now: Date(), deadline: TestPostgres.storeDeadline, logger: logger
+        )
+        defer { try? store.close() }
+        #expect(try await store.registeredInstances(partitions: [0]).isEmpty)
+
+        // Nothing the server answers comes back from now on: the read waits on its connection.
+        proxy.swallowReplies()
+        let ended = Mutex<ContinuousClock.Instant?>(nil)
+        let read = Task {
+            _ = try? await store.registeredInstances(partitions: [0])
+            ended.withLock { $0 = .now }
+        }
+        try await Task.sleep(for: .seconds(1))
+        #expect(ended.withLock { $0 } == nil, "the read ended before it was cancelled: nothing was swallowed")
+        let cancelled = ContinuousClock.now
+        read.cancel()
+        // Before: the read's scanning deadline (300 s) and its backstop, over ten minutes.
+        while ended.withLock({ $0 }) == nil, ContinuousClock.now - cancelled < .seconds(60) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let took = try #require(ended.withLock { $0 }, "the read had not ended 60 s after its caller was cancelled") - cancelled
+        #expect(took < .seconds(10), "the read ended \(took) after its caller was cancelled")
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -48,6 +49,19 @@ public final class TCPProxy: Sendable {
         let proxy = TCPProxy(port: port, listener: listener)
         box.withLock { $0 = proxy }
         return proxy
+    }
+
+    /// A proxy in front of the server of `url` (a test database's, `postgres://...`), and `url` with the
+    /// proxy's port: a client given it goes through the proxy. The caller stops the proxy.
+    public static func inFront(of url: String) async throws -> (proxy: TCPProxy, url: String) {
+        guard var target = URLComponents(string: url), let port = target.port else { throw TCPProxyError.noPort(url) }
+        let proxy = try await start(to: port)
+        target.port = proxy.port
+        guard let proxied = target.string else {
+            await proxy.stop()
+            throw TCPProxyError.noPort(url)
+        }
+        return (proxy, proxied)
     }
 
     /// From now on nothing the server sends reaches a client (what clients send still reaches the server).
@@ -261,4 +275,10 @@ private struct BackendMessages {
         }
         return nil
     }
+}
+
+/// A proxy that cannot be put in front of a server.
+public enum TCPProxyError: Error {
+    /// The URL names no port to proxy.
+    case noPort(String)
 }

@@ -214,11 +214,8 @@ struct PushRetryTests {
     /// with its apns-id once the database is reachable: answered 200, and decided once.
     @Test(.enabled(if: TestPostgres.isEnabled)) func aPushWhoseCommitsAnswerWasLostIsAnswered200OnRetryAndDecidedOnce() async throws {
         let url = try await TestPostgres.newDatabase()
-        var target = try #require(URLComponents(string: url))
-        let proxy = try await TCPProxy.start(to: try #require(target.port))
+        let (proxy, proxied) = try await TCPProxy.inFront(of: url)
         defer { Task { await proxy.stop() } }
-        target.port = proxy.port
-        let proxied = try #require(target.string)
         let data = try TemporaryDirectory("push-retry-lost")
         defer { data.remove() }
         let sender = ProviderTokenFactory(keyID: "RETRYKEY03", teamID: "RETRYTEAM3")

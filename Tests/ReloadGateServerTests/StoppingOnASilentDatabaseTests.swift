@@ -11,12 +11,8 @@ import Testing
 @Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .heavy)
 struct StoppingOnASilentDatabaseTests {
     @Test func aGatewayWhosePartitionLoadWaitsOnASilentDatabaseStops() async throws {
-        let url = try await TestPostgres.newDatabase()
-        var target = try #require(URLComponents(string: url))
-        let proxy = try await TCPProxy.start(to: try #require(target.port))
+        let (proxy, proxied) = try await TCPProxy.inFront(of: try await TestPostgres.newDatabase())
         defer { Task { await proxy.stop() } }
-        target.port = proxy.port
-        let proxied = try #require(target.string)
         let data = try TemporaryDirectory("stop-silent")
         defer { data.remove() }
         // The first heartbeat takes the partitions and loads their scheduling state beside the commit loop;

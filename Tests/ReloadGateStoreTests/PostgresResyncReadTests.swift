@@ -12,20 +12,28 @@ import Testing
 /// every answer of the gateway, for five minutes a read. And a read whose caller is cancelled ends then.
 @Suite(.enabled(if: TestPostgres.isEnabled))
 struct PostgresResyncReadTests {
+    /// A store on a new database through a proxy, with `deadline`.
+    static func openThroughProxy(in directory: TemporaryDirectory, deadline: Duration) async throws -> (PostgresStore, TCPProxy) {
+        let (proxy, proxied) = try await TCPProxy.inFront(of: try await TestPostgres.newDatabase())
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        do {
+            let store = try await PostgresStore(
+                location: try PostgresLocation(url: proxied), secretsDirectory: directory.path("data"),
+                environment: .sandbox, now: Date(), deadline: deadline, logger: logger
+            )
+            return (store, proxy)
+        } catch {
+            await proxy.stop()
+            throw error
+        }
+    }
+
     @Test func aDevicesRegistrationIsReadWithinTheStoresDeadline() async throws {
         let directory = try TemporaryDirectory("resync-read")
         defer { directory.remove() }
-        let url = try await TestPostgres.newDatabase()
-        var target = try #require(URLComponents(string: url))
-        let proxy = try await TCPProxy.start(to: try #require(target.port))
+        let (store, proxy) = try await Self.openThroughProxy(in: directory, deadline: .seconds(2))
         defer { Task { await proxy.stop() } }
-        target.port = proxy.port
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let store = try await PostgresStore(
-            location: try PostgresLocation(url: try #require(target.string)), secretsDirectory: directory.path("data"),
-            environment: .sandbox, now: Date(), deadline: .seconds(2), logger: logger
-        )
         defer { try? store.close() }
         #expect(try await store.registeredInstances(device: 1).isEmpty)
 
@@ -54,17 +62,8 @@ struct PostgresResyncReadTests {
     @Test func aScanningReadEndsWhenItsCallerIsCancelled() async throws {
         let directory = try TemporaryDirectory("cancelled-read")
         defer { directory.remove() }
-        let url = try await TestPostgres.newDatabase()
-        var target = try #require(URLComponents(string: url))
-        let proxy = try await TCPProxy.start(to: try #require(target.port))
+        let (store, proxy) = try await Self.openThroughProxy(in: directory, deadline: TestPostgres.storeDeadline)
         defer { Task { await proxy.stop() } }
-        target.port = proxy.port
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let store = try await PostgresStore(
-            location: try PostgresLocation(url: try #require(target.string)), secretsDirectory: directory.path("data"),
-            environment: .sandbox, now: Date(), deadline: TestPostgres.storeDeadline, logger: logger
-        )
         defer { try? store.close() }
         #expect(try await store.registeredInstances(partitions: [0]).isEmpty)
 

@@ -19,16 +19,13 @@ import Testing
 @Suite(.enabled(if: TestPostgres.isEnabled))
 struct PostgresRowStreamTests {
     @Test func aResultCutAfterItsFirstRowIsAnErrorNotACrash() async throws {
-        let url = try await TestPostgres.newDatabase()
-        var target = try #require(URLComponents(string: url))
-        let proxy = try await TCPProxy.start(to: try #require(target.port))
+        let (proxy, proxied) = try await TCPProxy.inFront(of: try await TestPostgres.newDatabase())
         defer { Task { await proxy.stop() } }
-        target.port = proxy.port
         let logger = Logger(label: "test")
         // Several times, each on a connection of its own: the end arrives with the row, or just after it.
         for round in 0..<20 {
             let connection = try await PostgresConnection.connect(
-                configuration: try PostgresLocation(url: try #require(target.string)).connectionConfiguration(), id: round, logger: logger
+                configuration: try PostgresLocation(url: proxied).connectionConfiguration(), id: round, logger: logger
             )
             proxy.endAfterFirstRow(onceClientSends: "generate_series(1, 200000 + \(round))")
             await #expect(throws: (any Error).self) {
@@ -38,7 +35,7 @@ struct PostgresRowStreamTests {
         }
         // The server answers whole results through the proxy still.
         let connection = try await PostgresConnection.connect(
-            configuration: try PostgresLocation(url: try #require(target.string)).connectionConfiguration(), id: 99, logger: logger
+            configuration: try PostgresLocation(url: proxied).connectionConfiguration(), id: 99, logger: logger
         )
         defer { Task { try? await connection.close() } }
         #expect(try await connection.rows("SELECT generate_series(1, 5000)", logger: logger).count == 5000)

@@ -377,7 +377,7 @@ public final class PostgresStore: Sendable {
         }, returnOnCancel: readOnly) { try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, body) }
     }
 
-    /// ``withConnection(deadline:_:)``'s race of the operation with the lease timeout and its deadline.
+    /// ``withConnection(deadline:readOnly:_:)``'s race of the operation with the lease timeout and its deadline.
     private func raceLeaseAndDeadline<Result: Sendable>(
         client: PostgresClient,
         lease: Lease,

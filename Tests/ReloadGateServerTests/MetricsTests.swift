@@ -71,13 +71,26 @@ struct MetricsTests {
             let client = try await RawHTTP2Client.connect(port: fixture.gateway.ingressPort, tls: try fixture.gateway.pki.clientTLSConfiguration())
             _ = try await client.send(RawHTTP2Client.push(token: WebhookEndToEndTests.token, [("apns-topic", WebhookEndToEndTests.bundle + ".push-type.widgets")]))
             await client.close()
-            Self.expectHelpLines(try await fixture.api.send(.GET, "/metrics").body, atLeast: 9)
+            // The delivery's families appear once its state is written, after its outbox line: looked at
+            // again until they do (10 s at most).
+            var text = ""
+            for _ in 0..<100 {
+                text = try await fixture.api.send(.GET, "/metrics").body
+                if Self.families(text).count >= 9 { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            Self.expectHelpLines(text, atLeast: 9)
         }
+    }
+
+    /// The metric families named by `# TYPE` lines.
+    static func families(_ text: String) -> [Substring] {
+        text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
     }
 
     static func expectHelpLines(_ text: String, atLeast count: Int, sourceLocation: SourceLocation = #_sourceLocation) {
         let lines = text.split(separator: "\n").map(String.init)
-        let types = lines.filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
+        let types = families(text)
         #expect(types.count >= count, "\(text)", sourceLocation: sourceLocation)
         for name in types {
             let help = lines.firstIndex { $0.hasPrefix("# HELP \(name) ") }

@@ -374,9 +374,9 @@ extension SchedulerEngine {
 
     /// Waits for the work the loop started beside itself (a rebuild, a partition load) before the
     /// pipeline ends: both use the store, which the gateway closes once this service has stopped. Both
-    /// are cancelled first: their reads may scan for minutes, or wait on a connection that no longer
-    /// answers, and are abandoned (``GatewayStore`` reads end on cancellation); a rebuild cancelled so
-    /// leaves the engine degraded, which a stopping engine no longer minds.
+    /// are cancelled first: their reads may scan for minutes, or wait on a PostgreSQL connection that no
+    /// longer answers, and a read on PostgreSQL ends when its caller is cancelled (SQLite's are local); a
+    /// rebuild cancelled so leaves the engine degraded, which a stopping engine no longer minds.
     func endWorkBesideTheLoop() async {
         partitionLoad?.cancel()
         rebuildAttempt?.cancel()

@@ -23,9 +23,7 @@ extension TestGateway {
         try FileManager.default.copyItem(atPath: data.path("a/secrets.key"), toPath: data.path("b/secrets.key"))
         @Sendable func configure(_ directory: String) -> @Sendable (inout GatewayConfiguration) -> Void {
             { configuration in
-                configuration.store.kind = .postgres
-                configuration.store.url = url
-                configuration.dataDirectory = directory
+                configuration.usePostgres(url, dataDirectory: directory)
             }
         }
         try await withRunning(configure: configure(data.path("a"))) { first in
@@ -75,9 +73,7 @@ extension TestGateway {
             }
             let directory = data.path("g\(started.count)")
             try await withRunning(configure: { configuration in
-                configuration.store.kind = .postgres
-                configuration.store.url = url
-                configuration.dataDirectory = directory
+                configuration.usePostgres(url, dataDirectory: directory)
                 configure(&configuration)
             }) { gateway in
                 try await running(started + [gateway])

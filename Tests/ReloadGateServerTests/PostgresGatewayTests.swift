@@ -20,9 +20,7 @@ struct PostgresGatewayTests {
         let data = try TemporaryDirectory("pg-gateway")
         defer { data.remove() }
         let configure: @Sendable (inout GatewayConfiguration) -> Void = { configuration in
-            configuration.store.kind = .postgres
-            configuration.store.url = url
-            configuration.dataDirectory = data.path("data")
+            configuration.usePostgres(url, dataDirectory: data.path("data"))
         }
         let requestID = try await TestGateway.withRunning(configure: configure) { gateway in
             let store = try await TestPostgres.openStore(url: url, secretsDirectory: gateway.configuration.dataDirectory)

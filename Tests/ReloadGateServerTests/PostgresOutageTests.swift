@@ -38,9 +38,7 @@ struct PostgresOutageTests {
             let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token])
 
             try await TestGateway.withRunning(configure: { configuration in
-                configuration.store.kind = .postgres
-                configuration.store.url = url
-                configuration.dataDirectory = data.path("data")
+                configuration.usePostgres(url, dataDirectory: data.path("data"))
                 // The product's deadline (5 s), not the tests' 30 s: this test asks that a push is answered
                 // within 30 s while the database is away, and with a 30 s deadline the answer came at 30 s
                 // or later (a fresh-clone CI run, 2026-11-26: the commit on the halted server ended at the

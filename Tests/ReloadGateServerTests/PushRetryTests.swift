@@ -228,9 +228,7 @@ struct PushRetryTests {
         // start writes through the proxy under that deadline too, beside the whole suite on two cores: a
         // start that misses it is begun again; the test is about what follows.
         try await Self.withRunningOnceStarted(attempts: 3, configure: { configuration in
-            configuration.store.kind = .postgres
-            configuration.store.url = proxied
-            configuration.dataDirectory = data.path("data")
+            configuration.usePostgres(proxied, dataDirectory: data.path("data"))
             configuration.store.deadline = 5000
             // Debug level: each service logs its stop, so that a shutdown that does not end names the service
             // that holds it (the swallowed replies leave connections that never answer).

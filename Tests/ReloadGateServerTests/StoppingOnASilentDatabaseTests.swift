@@ -21,9 +21,7 @@ struct StoppingOnASilentDatabaseTests {
         let bodyEnded = Mutex<ContinuousClock.Instant?>(nil)
         let stop = Task {
             try await TestGateway.withRunning(configure: { configuration in
-                configuration.store.kind = .postgres
-                configuration.store.url = proxied
-                configuration.dataDirectory = data.path("data")
+                configuration.usePostgres(proxied, dataDirectory: data.path("data"))
                 // Writes in flight at the stop (a heartbeat, the leases' release) end within seconds.
                 configuration.store.deadline = 2000
             }) { _ in

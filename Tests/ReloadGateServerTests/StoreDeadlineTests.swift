@@ -28,9 +28,7 @@ struct StoreDeadlineTests {
         let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token])
 
         try await TestGateway.withRunning(configure: { configuration in
-            configuration.store.kind = .postgres
-            configuration.store.url = url
-            configuration.dataDirectory = data.path("data")
+            configuration.usePostgres(url, dataDirectory: data.path("data"))
             configuration.store.deadline = 1000
         }) { gateway in
             @Sendable func push() async throws -> PushAnswer {
@@ -98,9 +96,7 @@ struct StoreDeadlineTests {
         let newToken = String(repeating: "a7", count: 32)
 
         try await TestGateway.withRunning(configure: { configuration in
-            configuration.store.kind = .postgres
-            configuration.store.url = url
-            configuration.dataDirectory = data.path("data")
+            configuration.usePostgres(url, dataDirectory: data.path("data"))
             configuration.store.deadline = 20_000
         }) { gateway in
             #expect(try await gateway.push(Self.token, bundle: Self.bundle, sender: sender).status == 200)

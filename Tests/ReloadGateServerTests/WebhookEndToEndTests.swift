@@ -128,6 +128,56 @@ struct WebhookEndToEndTests {
         }
     }
 
+    /// The instances a target selects are kept between calls (``PushDeviceCache``) only while the registry
+    /// does not change: each registration, removal and new device is seen by the next call.
+    @Test func aTargetSelectsWhatTheRegistryHoldsAtEachCall() async throws {
+        try await Self.withFixture { fixture in
+            func targets(_ body: String) async throws -> Int? {
+                let answer = try await fixture.reload(body)
+                #expect(answer.status == 202, "\(answer.body)")
+                return answer.json["targets"] as? Int
+            }
+            let team42 = #"{"kind":"scores","match":{"team":"42"}}"#
+            let team7 = #"{"kind":"scores","match":{"team":"7"}}"#
+            let listed = #"{"devices":["\#(Self.token)"],"kind":"scores"}"#
+            // Twice each: the second answer comes from what the first kept.
+            for _ in 0..<2 {
+                #expect(try await targets(team42) == 1)
+                #expect(try await targets(team7) == 0)
+                #expect(try await targets(listed) == 1)
+            }
+
+            // The device registers again: its scores widget now shows team 7, and it has no news widget.
+            let apiKey = fixture.credentials.apiKey
+            let changed = try await fixture.api.putDevice(
+                bundle: Self.bundle, token: Self.token, apiKey: apiKey,
+                widgets: [["id": "w-scores", "kind": "scores", "family": "systemSmall", "configuration": ["team": "7"]]]
+            )
+            try #require(changed.status == 200, "\(changed.body)")
+            #expect(try await targets(team42) == 0)
+            #expect(try await targets(team7) == 1)
+            #expect(try await targets(#"{"kind":"news"}"#) == 0)
+
+            // A second device with a news widget.
+            let other = String(repeating: "b2", count: 32)
+            let added = try await fixture.api.putDevice(
+                bundle: Self.bundle, token: other, apiKey: apiKey,
+                widgets: [["id": "w-news", "kind": "news", "family": "systemMedium", "configuration": [String: Any]()]]
+            )
+            try #require(added.status == 200, "\(added.body)")
+            #expect(try await targets(#"{"kind":"news"}"#) == 1)
+
+            // The first device is removed: nothing of it is targeted any more.
+            let removed = try await fixture.api.send(
+                .DELETE, "/v1/apps/\(Self.bundle)/devices/\(Self.token)", headers: ["authorization": "bearer \(apiKey)"]
+            )
+            try #require((200..<300).contains(removed.status), "\(removed.body)")
+            #expect(try await targets(team7) == 0)
+            #expect(try await targets(listed) == 0)
+            #expect(try await targets(#"{"kind":"news"}"#) == 1)
+        }
+    }
+
     @Test func aTimelineReloadAboutToHappenAbsorbsTheWebhook() async throws {
         try await Self.withFixture { fixture in
             let inTwoMinutes = Date().addingTimeInterval(120)

@@ -1,12 +1,16 @@
+import ReloadGateCore
 import ReloadGateStore
 import Synchronization
 
-/// What the push path needs to know of a device, kept in memory: its status for the app and, when
-/// active, the instances a push without `reloadgate` targeting reloads. Saves two SQLite reads per push.
+/// What the push path and the reload webhook need to know of the registry, kept in memory: a device's
+/// status for the app and, when active, the instances a push without `reloadgate` targeting reloads (saves
+/// two SQLite reads per push); and the instances a webhook call's target selects (saves the store read a
+/// webhook call made each time, a tenth of its CPU in a profile of `scripts/bench-webhook`).
 ///
 /// Entries are valid for one generation of the registry: every change to devices or widgets in this
-/// process (registry API, adoption) starts a new generation, so nothing stale is used. Devices are changed
-/// only through this process (no command changes them behind its back).
+/// process (registry API, adoption, Apple's 410, an operator's removal) and every word from another
+/// gateway that it changed devices starts a new generation, so nothing stale is used. Timelines do not
+/// change what a target selects and start none.
 final class PushDeviceCache: Sendable {
     struct Entry: Sendable {
         var status: PushDeviceStatus
@@ -19,17 +23,33 @@ final class PushDeviceCache: Sendable {
         var token: String
     }
 
+    /// A webhook call's target: the same target of the same app selects the same instances within a generation.
+    private struct TargetKey: Hashable {
+        var app: Int64
+        var target: ReloadTarget
+    }
+
+    /// The instances a target selected, with their devices.
+    typealias Targets = [(instance: Int64, device: Int64)]
+
     private struct State {
         var generation = 0
         var entries: [Key: Entry] = [:]
+        var targets: [TargetKey: Targets] = [:]
+        /// The instances all kept targets list, counted against ``PushDeviceCache/targetCapacity``.
+        var targetInstances = 0
     }
 
     private let state = Mutex(State())
     /// Entries kept at most; the cache starts over beyond it.
     private let capacity: Int
+    /// Instances kept over all targets at most (16 bytes each): a fan-out over a million instances is
+    /// read each time rather than kept, and the targets start over beyond it.
+    private let targetCapacity: Int
 
-    init(capacity: Int = 500_000) {
+    init(capacity: Int = 500_000, targetCapacity: Int = 1_000_000) {
         self.capacity = capacity
+        self.targetCapacity = targetCapacity
     }
 
     /// The current generation, to hand back to ``store(_:app:token:generation:)``.
@@ -48,11 +68,36 @@ final class PushDeviceCache: Sendable {
         }
     }
 
+    /// The number of targets kept.
+    var targetCount: Int { state.withLock { $0.targets.count } }
+
+    /// The instances `target` of `app` selected when last read in this generation, if kept.
+    func targets(app: Int64, target: ReloadTarget) -> Targets? {
+        state.withLock { $0.targets[TargetKey(app: app, target: target)] }
+    }
+
+    /// Keeps what a target selected, read from the store, unless the registry changed since `generation`.
+    func storeTargets(_ targets: Targets, app: Int64, target: ReloadTarget, generation: Int) {
+        guard targets.count <= targetCapacity else { return }
+        state.withLock { state in
+            guard state.generation == generation else { return }
+            if state.targetInstances + targets.count > targetCapacity || state.targets.count >= capacity {
+                state.targets.removeAll()
+                state.targetInstances = 0
+            }
+            let key = TargetKey(app: app, target: target)
+            state.targetInstances += targets.count - (state.targets[key]?.count ?? 0)
+            state.targets[key] = targets
+        }
+    }
+
     /// The registry changed: forget everything.
     func invalidate() {
         state.withLock { state in
             state.generation += 1
             state.entries.removeAll(keepingCapacity: true)
+            state.targets.removeAll()
+            state.targetInstances = 0
         }
     }
 }

@@ -92,7 +92,7 @@ struct WebhookRoutes {
         if let payload = parsed.payload {
             activity = try Self.activityContent(payload, of: parsed)
         }
-        let found = try await door.reader.targetInstances(app: app, target: parsed.target)
+        let found = try await Self.targets(of: parsed.target, app: app, door: door)
         let targets = found.map(\.instance)
         let submission = ReloadCommand(
             app: app,
@@ -128,6 +128,20 @@ struct WebhookRoutes {
                 message: "this idempotency-key was used in the last 24 hours with another body"
             )
         }
+    }
+
+    /// The instances `target` selects: kept from an earlier call with the same target while the registry
+    /// has not changed (``PushDeviceCache``), read from the store otherwise. Gateways sharing a store read
+    /// each time: another gateway's registration reaches this one's cache only with its notification, and a
+    /// call through this gateway just after that registration's answer must see it (decision 0087).
+    static func targets(of target: ReloadTarget, app: App, door: GatewayDoor) async throws -> PushDeviceCache.Targets {
+        guard door.partitioning == nil else { return try await door.reader.targetInstances(app: app, target: target) }
+        if let kept = door.pushDevices.targets(app: app.id, target: target) { return kept }
+        // The generation before the read: a registry change during it keeps the read from being kept.
+        let generation = door.pushDevices.generation
+        let found = try await door.reader.targetInstances(app: app, target: target)
+        door.pushDevices.storeTargets(found, app: app.id, target: target, generation: generation)
+        return found
     }
 
     /// `scheduled 2, merged 1` for a log line.

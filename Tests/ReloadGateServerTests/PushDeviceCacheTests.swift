@@ -1,0 +1,40 @@
+import Foundation
+import ReloadGateCore
+import Testing
+
+@testable import ReloadGateServer
+
+/// The webhook's kept targets: a read that a registry change overtook is not kept, and what is kept is
+/// bounded by the instances it lists, not by the calls seen.
+struct PushDeviceCacheTests {
+    let target = ReloadTarget(kind: "scores")
+
+    @Test func aReadFromBeforeAChangeIsNotKept() {
+        let cache = PushDeviceCache()
+        let generation = cache.generation
+        cache.invalidate()
+        cache.storeTargets([(1, 1)], app: 1, target: target, generation: generation)
+        #expect(cache.targets(app: 1, target: target) == nil)
+
+        cache.storeTargets([(1, 1)], app: 1, target: target, generation: cache.generation)
+        #expect(cache.targets(app: 1, target: target)?.map(\.instance) == [1])
+        // Another app's same target is its own.
+        #expect(cache.targets(app: 2, target: target) == nil)
+        cache.invalidate()
+        #expect(cache.targets(app: 1, target: target) == nil)
+    }
+
+    @Test func keptTargetsStayWithinTheirCapacity() {
+        let cache = PushDeviceCache(targetCapacity: 10)
+        // A target listing more than the capacity is never kept.
+        cache.storeTargets((0..<11).map { ($0, $0) }, app: 1, target: target, generation: cache.generation)
+        #expect(cache.targets(app: 1, target: target) == nil)
+        // Many targets of a few instances each: the cache starts over instead of growing.
+        for device in 0..<1_000 {
+            let listed = ReloadTarget(kind: "scores", devices: [try! DeviceToken(String(format: "%064x", device))])
+            cache.storeTargets([(Int64(device), Int64(device)), (Int64(device) + 10_000, Int64(device))], app: 1, target: listed, generation: cache.generation)
+            #expect(cache.targetCount <= 5)
+            #expect(cache.targets(app: 1, target: listed)?.count == 2)
+        }
+    }
+}

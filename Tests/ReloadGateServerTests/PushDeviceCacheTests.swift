@@ -27,14 +27,19 @@ struct PushDeviceCacheTests {
     @Test func keptTargetsStayWithinTheirCapacity() {
         let cache = PushDeviceCache(targetCapacity: 10)
         // A target listing more than the capacity is never kept.
-        cache.storeTargets((0..<11).map { ($0, $0) }, app: 1, target: target, generation: cache.generation)
+        cache.storeTargets((0..<10).map { ($0, $0) }, app: 1, target: target, generation: cache.generation)
         #expect(cache.targets(app: 1, target: target) == nil)
-        // Many targets of a few instances each: the cache starts over instead of growing.
+        // Many targets of a few instances each: the cache starts over instead of growing. Each weighs 4
+        // (itself, two instances, one token): two fit in 10.
         for device in 0..<1_000 {
             let listed = ReloadTarget(kind: "scores", devices: [try! DeviceToken(String(format: "%064x", device))])
             cache.storeTargets([(Int64(device), Int64(device)), (Int64(device) + 10_000, Int64(device))], app: 1, target: listed, generation: cache.generation)
-            #expect(cache.targetCount <= 5)
+            #expect(cache.targetCount <= 2)
             #expect(cache.targets(app: 1, target: listed)?.count == 2)
         }
+        // Tokens named weigh as much as instances listed: a target naming 10 devices that selects none is not kept.
+        let named = ReloadTarget(kind: "scores", devices: (0..<10).map { try! DeviceToken(String(format: "%064x", $0)) })
+        cache.storeTargets([], app: 1, target: named, generation: cache.generation)
+        #expect(cache.targets(app: 1, target: named) == nil)
     }
 }

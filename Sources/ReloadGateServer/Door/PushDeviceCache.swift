@@ -36,18 +36,20 @@ final class PushDeviceCache: Sendable {
         var generation = 0
         var entries: [Key: Entry] = [:]
         var targets: [TargetKey: Targets] = [:]
-        /// The instances all kept targets list, counted against ``PushDeviceCache/targetCapacity``.
-        var targetInstances = 0
+        /// What all kept targets weigh (``PushDeviceCache/weight(of:_:)``), counted against
+        /// ``PushDeviceCache/targetCapacity``.
+        var targetWeight = 0
     }
 
     private let state = Mutex(State())
     /// Entries kept at most; the cache starts over beyond it.
     private let capacity: Int
-    /// Instances kept over all targets at most (16 bytes each): a fan-out over a million instances is
-    /// read each time rather than kept, and the targets start over beyond it.
+    /// What the kept targets may weigh at most, in instances listed and device tokens named (a token key
+    /// takes about 80 bytes, an instance 16): a few megabytes however many calls come. A fan-out over more
+    /// is read each time rather than kept, and the targets start over beyond it.
     private let targetCapacity: Int
 
-    init(capacity: Int = 500_000, targetCapacity: Int = 1_000_000) {
+    init(capacity: Int = 500_000, targetCapacity: Int = 250_000) {
         self.capacity = capacity
         self.targetCapacity = targetCapacity
     }
@@ -78,17 +80,25 @@ final class PushDeviceCache: Sendable {
 
     /// Keeps what a target selected, read from the store, unless the registry changed since `generation`.
     func storeTargets(_ targets: Targets, app: Int64, target: ReloadTarget, generation: Int) {
-        guard targets.count <= targetCapacity else { return }
+        let weight = Self.weight(of: target, targets)
+        guard weight <= targetCapacity else { return }
         state.withLock { state in
             guard state.generation == generation else { return }
-            if state.targetInstances + targets.count > targetCapacity || state.targets.count >= capacity {
-                state.targets.removeAll()
-                state.targetInstances = 0
-            }
             let key = TargetKey(app: app, target: target)
-            state.targetInstances += targets.count - (state.targets[key]?.count ?? 0)
+            if let kept = state.targets[key] { state.targetWeight -= Self.weight(of: target, kept) }
+            if state.targetWeight + weight > targetCapacity {
+                state.targets.removeAll()
+                state.targetWeight = 0
+            }
+            state.targetWeight += weight
             state.targets[key] = targets
         }
+    }
+
+    /// What a kept target weighs: the instances it lists, the device tokens and configuration values its
+    /// key names, and one for the entry itself.
+    static func weight(of target: ReloadTarget, _ targets: Targets) -> Int {
+        1 + targets.count + (target.devices?.count ?? 0) + target.match.count
     }
 
     /// The registry changed: forget everything.
@@ -97,7 +107,7 @@ final class PushDeviceCache: Sendable {
             state.generation += 1
             state.entries.removeAll(keepingCapacity: true)
             state.targets.removeAll()
-            state.targetInstances = 0
+            state.targetWeight = 0
         }
     }
 }

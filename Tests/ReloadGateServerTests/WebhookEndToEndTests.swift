@@ -128,7 +128,7 @@ struct WebhookEndToEndTests {
         }
     }
 
-    /// The instances a target selects are kept between calls (``PushDeviceCache``) only while the registry
+    /// The instances a target selects are kept between calls (``RegistryCache``) only while the registry
     /// does not change: each registration, removal and new device is seen by the next call.
     @Test func aTargetSelectsWhatTheRegistryHoldsAtEachCall() async throws {
         try await Self.withFixture { fixture in

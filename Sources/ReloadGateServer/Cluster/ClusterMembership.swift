@@ -194,11 +194,11 @@ struct ClusterService: Service {
                     switch change {
                     case .apps?: door.apps.forgetAll()
                     case .keys?: await door.keys.refresh()
-                    case .devices?: door.pushDevices.invalidate()
+                    case .devices?: door.registryCache.invalidate()
                     case .inbox?: await engine.inboxChanged()
                     case nil:
                         door.apps.forgetAll()
-                        door.pushDevices.invalidate()
+                        door.registryCache.invalidate()
                         await door.keys.refresh()
                         await engine.inboxChanged()
                     }

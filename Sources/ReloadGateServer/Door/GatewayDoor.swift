@@ -23,8 +23,8 @@ final class GatewayDoor: Sendable {
     let apps: AppDirectory
     /// Provider keys, for the token verifier.
     let keys: ProviderKeyDirectory
-    /// Devices' status and default targets on the push path.
-    let pushDevices: PushDeviceCache
+    /// Devices' status and default targets on the push path; webhook targets (``RegistryCache``).
+    let registryCache: RegistryCache
     let logger: Logger
     let now: @Sendable () -> Date
 
@@ -54,16 +54,16 @@ final class GatewayDoor: Sendable {
         self.logger = logger
         self.apps = AppDirectory(store: store)
         self.keys = ProviderKeyDirectory(store: store, logger: logger)
-        self.pushDevices = PushDeviceCache()
+        self.registryCache = RegistryCache()
         self.engine = SchedulerEngine(
             store: store, configuration: scheduling, now: now, logger: logger, metrics: metrics,
             partitioning: partitioning.map { SchedulerEngine.Partitioning(gateway: $0.gateway, store: $0.store) },
             keptAnswerCapacity: keptAnswerCapacity, onDegraded: onDegraded
         )
         self.deliveryStates = DeliveryStateLog(store: store, now: now, logger: logger)
-        let pushDevices = self.pushDevices
+        let registryCache = self.registryCache
         self.registry = RegistryLog(
-            store: store, engine: engine, pushDevices: pushDevices,
+            store: store, engine: engine, registryCache: registryCache,
             publishDevices: { await Self.publish(.devices, partitioning: partitioning, logger: logger) }, now: now, logger: logger
         )
     }

@@ -19,7 +19,7 @@ final class RegistryLog: Sendable {
     private let queue = GroupCommitQueue<Entry>(limit: 50_000)
     private let store: any GatewayStore
     private let engine: SchedulerEngine
-    private let pushDevices: PushDeviceCache
+    private let registryCache: RegistryCache
     /// Tells other gateways of a shared store that devices changed.
     private let publishDevices: @Sendable () async -> Void
     private let now: @Sendable () -> Date
@@ -28,14 +28,14 @@ final class RegistryLog: Sendable {
     init(
         store: any GatewayStore,
         engine: SchedulerEngine,
-        pushDevices: PushDeviceCache,
+        registryCache: RegistryCache,
         publishDevices: @escaping @Sendable () async -> Void,
         now: @escaping @Sendable () -> Date,
         logger: Logger
     ) {
         self.store = store
         self.engine = engine
-        self.pushDevices = pushDevices
+        self.registryCache = registryCache
         self.publishDevices = publishDevices
         self.now = now
         self.logger = logger
@@ -104,7 +104,7 @@ final class RegistryLog: Sendable {
                 case .timeline: break
                 }
             }
-            if devicesChanged || adopted { pushDevices.invalidate() }
+            if devicesChanged || adopted { registryCache.invalidate() }
             // An adopted device needs no word: no gateway keeps an unknown token in its cache.
             if devicesChanged { await publishDevices() }
             // The scheduler takes the batch now, in order; its commit is awaited beside the next batch.

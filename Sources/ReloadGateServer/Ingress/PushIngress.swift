@@ -59,7 +59,7 @@ final class PushIngress: Sendable {
     private let guardRail: RateLimiter<ContinuousClock>
     private let revokedSerials: Set<String>
     /// Devices' status and default targets, kept in memory (invalidated on every registry change).
-    let devices: PushDeviceCache
+    let devices: RegistryCache
     private let now: @Sendable () -> Date
     let logger: Logger
     /// Counts the listener's answers by status and reason.
@@ -81,7 +81,7 @@ final class PushIngress: Sendable {
         self.unknownDevices = configuration.unknownDevices
         self.guardRail = RateLimiter.tokenGuard(perSecond: configuration.requestsPerSecondPerToken)
         self.revokedSerials = Set(configuration.revokedCertificateSerials)
-        self.devices = door.pushDevices
+        self.devices = door.registryCache
         self.now = now
         self.logger = logger
     }
@@ -241,13 +241,13 @@ final class PushIngress: Sendable {
                 app = found
             }
             let (payload, token) = try Self.parse(head, body: body)
-            var entry: PushDeviceCache.Entry
+            var entry: RegistryCache.Entry
             if let cached = devices.entry(app: app.id, token: token.hex) {
                 entry = cached
             } else {
                 let generation = devices.generation
                 let read = try await store.pushDeviceStatus(app: app, token: token)
-                entry = PushDeviceCache.Entry(status: read, allTargets: [])
+                entry = RegistryCache.Entry(status: read, allTargets: [])
                 if case .active(let device, _) = read {
                     entry.allTargets = try await store.pushTargets(device: device, kind: nil, match: [:])
                 }
@@ -285,7 +285,7 @@ final class PushIngress: Sendable {
 
     /// Whether the push selects widgets by kind or configuration, which the cache's default targets
     /// (every push-enabled widget of the device) do not answer.
-    private static func needsTargetRead(_ payload: PushPayload, entry: PushDeviceCache.Entry) -> Bool {
+    private static func needsTargetRead(_ payload: PushPayload, entry: RegistryCache.Entry) -> Bool {
         guard case .active = entry.status else { return false }
         return payload.kind != nil || !payload.match.isEmpty || entry.allTargets.isEmpty
     }

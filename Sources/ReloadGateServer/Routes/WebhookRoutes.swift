@@ -131,16 +131,16 @@ struct WebhookRoutes {
     }
 
     /// The instances `target` selects: kept from an earlier call with the same target while the registry
-    /// has not changed (``PushDeviceCache``), read from the store otherwise. Gateways sharing a store read
+    /// has not changed (``RegistryCache``), read from the store otherwise. Gateways sharing a store read
     /// each time: another gateway's registration reaches this one's cache only with its notification, and a
     /// call through this gateway just after that registration's answer must see it (decision 0087).
-    static func targets(of target: ReloadTarget, app: App, door: GatewayDoor) async throws -> PushDeviceCache.Targets {
+    static func targets(of target: ReloadTarget, app: App, door: GatewayDoor) async throws -> RegistryCache.Targets {
         guard door.partitioning == nil else { return try await door.reader.targetInstances(app: app, target: target) }
-        if let kept = door.pushDevices.targets(app: app.id, target: target) { return kept }
+        if let kept = door.registryCache.targets(app: app.id, target: target) { return kept }
         // The generation before the read: a registry change during it keeps the read from being kept.
-        let generation = door.pushDevices.generation
+        let generation = door.registryCache.generation
         let found = try await door.reader.targetInstances(app: app, target: target)
-        door.pushDevices.storeTargets(found, app: app.id, target: target, generation: generation)
+        door.registryCache.storeTargets(found, app: app.id, target: target, generation: generation)
         return found
     }
 

@@ -46,7 +46,7 @@ struct DeleteDevice: GatewayCommand {
 
     func execute(at door: GatewayDoor) async throws -> (device: Int64, instances: [Int64]) {
         let removed = try await door.store.deleteDevice(app: app, token: token, pushType: pushType, now: door.now())
-        door.pushDevices.invalidate()
+        door.registryCache.invalidate()
         await door.publish(.devices)
         try await door.engine.remove(instances: removed.instances, of: removed.device)
         return removed
@@ -79,7 +79,7 @@ struct MarkUnregistered: GatewayCommand {
 
     func execute(at door: GatewayDoor) async throws -> [Int64: [RequestID]]? {
         guard try await door.store.markDeviceInvalid(device: device, since: since.date) else { return nil }
-        door.pushDevices.invalidate()
+        door.registryCache.invalidate()
         await door.publish(.devices)
         return try await door.engine.unregister(device: device, since: since)
     }

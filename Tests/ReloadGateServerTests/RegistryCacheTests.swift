@@ -6,11 +6,11 @@ import Testing
 
 /// The webhook's kept targets: a read that a registry change overtook is not kept, and what is kept is
 /// bounded by the instances it lists, not by the calls seen.
-struct PushDeviceCacheTests {
+struct RegistryCacheTests {
     let target = ReloadTarget(kind: "scores")
 
     @Test func aReadFromBeforeAChangeIsNotKept() {
-        let cache = PushDeviceCache()
+        let cache = RegistryCache()
         let generation = cache.generation
         cache.invalidate()
         cache.storeTargets([(1, 1)], app: 1, target: target, generation: generation)
@@ -25,7 +25,7 @@ struct PushDeviceCacheTests {
     }
 
     @Test func keptTargetsStayWithinTheirCapacity() {
-        let cache = PushDeviceCache(targetCapacity: 10)
+        let cache = RegistryCache(targetCapacity: 10)
         // A target listing more than the capacity is never kept.
         cache.storeTargets((0..<10).map { ($0, $0) }, app: 1, target: target, generation: cache.generation)
         #expect(cache.targets(app: 1, target: target) == nil)

@@ -4,14 +4,14 @@ import Synchronization
 
 /// What the push path and the reload webhook need to know of the registry, kept in memory: a device's
 /// status for the app and, when active, the instances a push without `reloadgate` targeting reloads (saves
-/// two SQLite reads per push); and the instances a webhook call's target selects (saves the store read a
-/// webhook call made each time, a tenth of its CPU in a profile of `scripts/bench-webhook`).
+/// two SQLite reads per push); and the instances a webhook call's target selects (saves a store read per
+/// call, a tenth of a call's CPU in a profile of `scripts/bench-webhook`; decision 0087).
 ///
 /// Entries are valid for one generation of the registry: every change to devices or widgets in this
 /// process (registry API, adoption, Apple's 410, an operator's removal) and every word from another
 /// gateway that it changed devices starts a new generation, so nothing stale is used. Timelines do not
 /// change what a target selects and start none.
-final class PushDeviceCache: Sendable {
+final class RegistryCache: Sendable {
     struct Entry: Sendable {
         var status: PushDeviceStatus
         /// The push targets of an active device without narrowing (all push-enabled widgets).
@@ -36,8 +36,8 @@ final class PushDeviceCache: Sendable {
         var generation = 0
         var entries: [Key: Entry] = [:]
         var targets: [TargetKey: Targets] = [:]
-        /// What all kept targets weigh (``PushDeviceCache/weight(of:_:)``), counted against
-        /// ``PushDeviceCache/targetCapacity``.
+        /// What all kept targets weigh (``RegistryCache/weight(of:_:)``), counted against
+        /// ``RegistryCache/targetCapacity``.
         var targetWeight = 0
     }
 

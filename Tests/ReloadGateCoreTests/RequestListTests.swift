@@ -42,3 +42,61 @@ struct RequestListTests {
         #expect(list.listedBytes <= 44 * 3)
     }
 }
+
+/// A snapshot's pending reload shares the scheduler's list instead of an array, and its rare parts (the
+/// pending reload, an activity's state) are boxed: neither changes what a snapshot says or compares as.
+struct SnapshotRepresentationTests {
+    @Test(arguments: RequestListTests.lists)
+    func aSnapshotsListSaysWhatAnArrayOfTheSameIdsSays(_ ids: [RequestID]) {
+        var list = RequestList(ids[0])
+        for id in ids.dropFirst() { list.append(id) }
+        // Merged requests beyond the listed ones are counted by the scheduler's list, not by the snapshot's.
+        for _ in 0..<3 { list.append(99) }
+        let shared = PendingSnapshot(
+            due: Timestamp(seconds: 10), priority: .high, expiration: nil, list: list, requestCount: list.count,
+            collapseID: "c", team: "T", exempt: false
+        )
+        let fromArray = PendingSnapshot(
+            due: Timestamp(seconds: 10), priority: .high, expiration: nil, requests: ids + [99, 99, 99], requestCount: ids.count + 3,
+            collapseID: "c", team: "T", exempt: false
+        )
+        #expect(shared.requests == ids + [99, 99, 99])
+        #expect(shared.firstRequest == ids[0])
+        #expect(shared.listedCount == ids.count + 3)
+        #expect(shared == fromArray)
+        #expect(shared.hashValue == fromArray.hashValue)
+        var visited: [RequestID] = []
+        shared.forEachRequest { visited.append($0) }
+        #expect(visited == ids + [99, 99, 99])
+        var changed = shared
+        changed.requests = [5]
+        #expect(changed.requests == [5] && changed.firstRequest == 5 && changed.listedCount == 1)
+        #expect(changed != shared)
+        #expect(shared.requests == ids + [99, 99, 99])
+    }
+
+    @Test func anEmptyListHasNoFirstRequest() {
+        let empty = PendingSnapshot(due: Timestamp(seconds: 1), priority: .low, expiration: nil, requests: [], collapseID: nil, team: nil, exempt: false)
+        #expect(empty.requests.isEmpty && empty.firstRequest == nil && empty.listedCount == 0)
+    }
+
+    @Test func theBoxedPartsAreSetAndComparedLikeFields() {
+        let pending = PendingSnapshot(due: Timestamp(seconds: 5), priority: .high, expiration: nil, requests: [1, 2], collapseID: nil, team: nil, exempt: false)
+        let activity = ActivitySnapshot(delivered: nil, ended: false, content: nil, alert: nil, ending: true)
+        var snapshot = InstanceSnapshot(bucketFullAt: 7, lastReload: nil, plannedReload: Timestamp(seconds: 9), pending: nil)
+        let bare = snapshot
+        #expect(snapshot.pending == nil && snapshot.activity == nil)
+        snapshot.pending = pending
+        #expect(snapshot.pending == pending && snapshot.activity == nil)
+        snapshot.activity = activity
+        #expect(snapshot.pending == pending && snapshot.activity == activity)
+        #expect(snapshot == InstanceSnapshot(bucketFullAt: 7, lastReload: nil, plannedReload: Timestamp(seconds: 9), pending: pending, activity: activity))
+        #expect(bare.pending == nil, "a copy taken before is not changed through the box")
+        snapshot.pending?.requests = [3]
+        #expect(snapshot.pending?.requests == [3] && snapshot.activity == activity)
+        snapshot.pending = nil
+        snapshot.activity = nil
+        #expect(snapshot == bare && snapshot.hashValue == bare.hashValue)
+        #expect(snapshot != InstanceSnapshot(bucketFullAt: 7, lastReload: nil, plannedReload: Timestamp(seconds: 9), pending: pending))
+    }
+}

@@ -12,13 +12,15 @@ struct PendingTable: Sendable {
     /// The number of slots, taken or free: at most the most reloads ever pending at once.
     var slotCount: Int { slots.count }
 
+    /// The reload in `slot`, changed in place: a copy would share the request list's bytes, and its first
+    /// append would copy them.
     subscript(slot: Int32) -> ReloadScheduler.PendingReload {
         get { slots[Int(slot)] }
-        set { slots[Int(slot)] = newValue }
+        _modify { yield &slots[Int(slot)] }
     }
 
     /// Stores `reload` in a free slot and returns the slot.
-    mutating func add(_ reload: ReloadScheduler.PendingReload) -> Int32 {
+    mutating func add(_ reload: __owned ReloadScheduler.PendingReload) -> Int32 {
         count += 1
         if let reused = freeSlots.popLast() {
             slots[Int(reused)] = reload
@@ -38,6 +40,11 @@ struct PendingTable: Sendable {
     /// (with its request list and strings) is copied only when it is needed.
     func summary(of slot: Int32) -> (due: Int64, priority: Priority, exempt: Bool) {
         (slots[Int(slot)].due, slots[Int(slot)].priority, slots[Int(slot)].exempt)
+    }
+
+    /// The exemption and expiration of the reload in `slot`, read in place.
+    func exemptionAndExpiration(of slot: Int32) -> (exempt: Bool, expiration: Int64?) {
+        (slots[Int(slot)].exempt, slots[Int(slot)].expiration)
     }
 }
 
@@ -94,6 +101,16 @@ struct RequestList: Sendable {
         steps.append(UInt8(zigzag))
         last = id
     }
+
+    /// The first listed id.
+    var firstID: RequestID { first }
+
+    /// How many ids are listed (at most ``listed``): one, and one for each difference's last byte.
+    var listedCount: Int { 1 + steps.count { $0 & 0x80 == 0 } }
+
+    /// Sets the number of requests served in all, at least the number listed (a stored list and its
+    /// stored count).
+    mutating func setCount(_ total: Int) { count = max(total, listedCount) }
 
     /// The bytes the differences take.
     var listedBytes: Int { steps.count }

@@ -116,8 +116,8 @@ extension ReloadScheduler {
             }
         }
         for (_, members) in byDevice.sorted(by: { $0.key < $1.key }) {
-            guard let trigger = members.first, let reload = self[pending: trigger] else { continue }
-            deliver(from: trigger, reload, at: time, overriding: Set(members))
+            guard let trigger = members.first, pendingSummary(of: trigger) != nil else { continue }
+            deliver(from: trigger, at: time, overriding: Set(members))
         }
         return flushed
     }

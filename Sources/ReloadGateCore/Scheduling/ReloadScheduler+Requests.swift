@@ -106,47 +106,29 @@ extension ReloadScheduler {
         // compared as the latest release it allows.
         let expiration = request.expiration?.milliseconds
         let latest = request.expiration?.latestRelease(decidedAt: now)
-        // Rule 6: merge into the pending reload.
-        if var existing = self[pending: i] {
-            var merged = existing
-            if let collapseID = request.collapseID, existing.collapseID == collapseID, existing.team == request.team {
-                // The same collapse id from the same team replaces the earlier attributes.
-                merged.due = due
-                merged.priority = request.priority
-                merged.expiration = expiration
-                merged.exempt = exempt
-            } else {
-                merged.due = min(existing.due, due)
-                merged.priority = max(existing.priority, request.priority)
-                merged.expiration = existing.expiration.flatMap { current in expiration.map { max(current, $0) } }
-                // An activity's uncharged request (priority 5) makes the reload uncharged only if every
-                // one it serves is; its end, always.
-                merged.exempt =
-                    activity == nil
-                    ? existing.exempt || exempt
-                    : existing.exempt && exempt || activity!.ending || request.activity?.event == .end
-                merged.collapseID = request.collapseID ?? existing.collapseID
-                merged.team = request.collapseID == nil ? existing.team : request.team
-            }
+        // Rule 6: merge into the pending reload, changed in its slot.
+        let slot = instances[Int(i)].pendingSlot
+        if slot >= 0 {
+            let previousDue = pending.summary(of: slot).due
+            let merged = Self.merge(
+                request, due: due, exempt: exempt, activity: activity, expiration: expiration, latest: latest, into: &pending[slot]
+            )
             // Rule 7: the request expires if even the merged reload comes too late for it (for now or
             // never: if the merged reload does not go at once); the pending reload stays as it was.
-            if let latest, merged.due > latest {
+            guard let count = merged.requests else {
                 return expired(request, instance, earliest: merged.due, expiration: expiration!)
             }
-            merged.requests.append(request.id)
             if let activity { take(request, into: activity, of: i) }
-            if merged.due != existing.due {
+            if merged.due != previousDue {
                 timers.insert(.init(time: merged.due, instance: i, kind: .pendingReload))
             }
-            existing = merged
-            self[pending: i] = existing
             markChanged(i)
             return Decision(
                 request: request.id,
                 instance: instance,
                 kind: .merged,
-                due: Timestamp(milliseconds: existing.due),
-                reason: .mergedIntoPending(due: Timestamp(milliseconds: existing.due), requests: existing.requests.count)
+                due: Timestamp(milliseconds: merged.due),
+                reason: .mergedIntoPending(due: Timestamp(milliseconds: merged.due), requests: count)
             )
         }
 
@@ -154,7 +136,7 @@ extension ReloadScheduler {
         if let latest, due > latest {
             return expired(request, instance, earliest: due, expiration: expiration!)
         }
-        self[pending: i] = PendingReload(
+        setPending(i, PendingReload(
             due: due,
             priority: request.priority,
             expiration: expiration,
@@ -162,7 +144,7 @@ extension ReloadScheduler {
             collapseID: request.collapseID,
             team: request.team,
             exempt: exempt
-        )
+        ))
         timers.insert(.init(time: due, instance: i, kind: .pendingReload))
         if let activity { take(request, into: activity, of: i) }
         markChanged(i)
@@ -173,6 +155,42 @@ extension ReloadScheduler {
             due: Timestamp(milliseconds: due),
             reason: reason
         )
+    }
+
+    /// Rule 6 on a pending reload in place: the merged attributes, then the request added to its list.
+    /// - Returns: the merged due time, and the number of requests it now serves; `nil` requests when the
+    ///   request expires against the merged reload (rule 7 on `latest`), which then stays as it was.
+    private static func merge(
+        _ request: ReloadRequest, due: Int64, exempt: Bool, activity: ActivitySnapshot?, expiration: Int64?, latest: Int64?,
+        into existing: inout PendingReload
+    ) -> (due: Int64, requests: Int?) {
+        let sameCollapse = request.collapseID != nil && existing.collapseID == request.collapseID && existing.team == request.team
+        // The same collapse id from the same team replaces the earlier attributes.
+        let mergedDue = sameCollapse ? due : min(existing.due, due)
+        if let latest, mergedDue > latest {
+            return (mergedDue, nil)
+        }
+        if sameCollapse {
+            existing.priority = request.priority
+            existing.expiration = expiration
+            existing.exempt = exempt
+        } else {
+            existing.priority = max(existing.priority, request.priority)
+            existing.expiration = existing.expiration.flatMap { current in expiration.map { max(current, $0) } }
+            // An activity's uncharged request (priority 5) makes the reload uncharged only if every
+            // one it serves is; its end, always.
+            existing.exempt =
+                activity == nil
+                ? existing.exempt || exempt
+                : existing.exempt && exempt || activity!.ending || request.activity?.event == .end
+            if let collapseID = request.collapseID {
+                existing.collapseID = collapseID
+                existing.team = request.team
+            }
+        }
+        existing.due = mergedDue
+        existing.requests.append(request.id)
+        return (mergedDue, existing.requests.count)
     }
 
     /// Records an activity's request in its pending content: the newest content and the newest alert win

@@ -5,18 +5,65 @@ public struct InstanceSnapshot: Hashable, Sendable {
     public var bucketFullAt: Int64?
     public var lastReload: Timestamp?
     public var plannedReload: Timestamp?
-    public var pending: PendingSnapshot?
+    /// The pending reload and an activity's state, boxed: most snapshots have neither (every instance a
+    /// delivery reloaded is snapshotted at the next tick, and most have nothing pending after it), and a
+    /// snapshot without them is copied as three numbers, where both inline made a record of 226 bytes
+    /// that every copy went through field by field.
+    private var rare: Rare?
+
+    private final class Rare: Sendable {
+        let pending: PendingSnapshot?
+        let activity: ActivitySnapshot?
+
+        init(pending: PendingSnapshot?, activity: ActivitySnapshot?) {
+            self.pending = pending
+            self.activity = activity
+        }
+
+        static func box(_ pending: PendingSnapshot?, _ activity: ActivitySnapshot?) -> Rare? {
+            pending == nil && activity == nil ? nil : Rare(pending: pending, activity: activity)
+        }
+    }
+
+    public var pending: PendingSnapshot? {
+        get { rare?.pending }
+        set { rare = Rare.box(newValue, activity) }
+    }
+
     /// A Live Activity's content state (``ActivitySnapshot``); `nil` for other instances.
-    public var activity: ActivitySnapshot?
+    public var activity: ActivitySnapshot? {
+        get { rare?.activity }
+        set { rare = Rare.box(pending, newValue) }
+    }
 
     public init(
         bucketFullAt: Int64?, lastReload: Timestamp?, plannedReload: Timestamp?, pending: PendingSnapshot?, activity: ActivitySnapshot? = nil
     ) {
-        self.activity = activity
         self.bucketFullAt = bucketFullAt
         self.lastReload = lastReload
         self.plannedReload = plannedReload
-        self.pending = pending
+        self.rare = Rare.box(pending, activity)
+    }
+
+    /// A snapshot with neither a pending reload nor an activity's state: nothing boxed, nothing checked.
+    init(bucketFullAt: Int64?, lastReload: Timestamp?, plannedReload: Timestamp?) {
+        self.bucketFullAt = bucketFullAt
+        self.lastReload = lastReload
+        self.plannedReload = plannedReload
+        self.rare = nil
+    }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.bucketFullAt == b.bucketFullAt && a.lastReload == b.lastReload && a.plannedReload == b.plannedReload
+            && a.pending == b.pending && a.activity == b.activity
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(bucketFullAt)
+        hasher.combine(lastReload)
+        hasher.combine(plannedReload)
+        hasher.combine(pending)
+        hasher.combine(activity)
     }
 }
 
@@ -25,8 +72,11 @@ public struct PendingSnapshot: Hashable, Sendable {
     public var due: Timestamp
     public var priority: Priority
     public var expiration: Timestamp?
-    /// The listed requests (the first 100).
-    public var requests: [RequestID]
+    /// The listed requests as the scheduler keeps them (``RequestList``: the first id and the differences
+    /// after it), `nil` for none: a snapshot shares the scheduler's bytes instead of building an array, since
+    /// every changed instance is snapshotted at every tick and most lists are not written (their first id
+    /// and length say the stored one is the same).
+    var list: RequestList?
     /// How many requests it serves in all.
     public var requestCount: Int
     public var collapseID: String?
@@ -43,14 +93,55 @@ public struct PendingSnapshot: Hashable, Sendable {
         team: String?,
         exempt: Bool
     ) {
-        self.requestCount = requestCount ?? requests.count
+        self.init(
+            due: due, priority: priority, expiration: expiration, list: RequestList(listed: requests, count: 0),
+            requestCount: requestCount ?? requests.count, collapseID: collapseID, team: team, exempt: exempt
+        )
+    }
+
+    init(
+        due: Timestamp, priority: Priority, expiration: Timestamp?, list: RequestList?, requestCount: Int, collapseID: String?,
+        team: String?, exempt: Bool
+    ) {
         self.due = due
         self.priority = priority
         self.expiration = expiration
-        self.requests = requests
+        self.list = list
+        self.requestCount = requestCount
         self.collapseID = collapseID
         self.team = team
         self.exempt = exempt
+    }
+
+    /// The listed requests: the first ``RequestList/listed`` (100) of them.
+    public var requests: [RequestID] {
+        get { list?.array ?? [] }
+        set { list = RequestList(listed: newValue, count: 0) }
+    }
+
+    /// The first listed request, without listing the others.
+    public var firstRequest: RequestID? { list?.firstID }
+
+    /// How many requests are listed (at most 100), without listing them.
+    public var listedCount: Int { list?.listedCount ?? 0 }
+
+    /// Calls `body` with each listed request, in order, without an array.
+    public func forEachRequest(_ body: (RequestID) -> Void) { list?.forEach(body) }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.due == b.due && a.priority == b.priority && a.expiration == b.expiration && a.requestCount == b.requestCount
+            && a.collapseID == b.collapseID && a.team == b.team && a.exempt == b.exempt && a.requests == b.requests
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(due)
+        hasher.combine(priority)
+        hasher.combine(expiration)
+        hasher.combine(requests)
+        hasher.combine(requestCount)
+        hasher.combine(collapseID)
+        hasher.combine(team)
+        hasher.combine(exempt)
     }
 }
 
@@ -69,20 +160,31 @@ extension ReloadScheduler {
     }
 
     /// The durable state of a registered instance.
-    public func snapshot(of instance: InstanceHandle) -> InstanceSnapshot? {
-        let i = instance.rawValue
+    public func snapshot(of instance: InstanceHandle) -> InstanceSnapshot? { snapshot(of: instance.rawValue) }
+
+    /// ``snapshot(of:)``, inlined where ``tick(now:)`` writes every changed instance's snapshot into its
+    /// output: built in place there, where a call returned the record and copied it twice more.
+    @inline(__always)
+    func snapshot(of i: Int32) -> InstanceSnapshot? {
         guard isRegistered(i) else { return nil }
         let state = instances[Int(i)]
+        let bucketFullAt = state.bucketFullAt == InstanceState.never ? nil : state.bucketFullAt
+        let lastReload = state.lastReload == InstanceState.never ? nil : Timestamp(milliseconds: state.lastReload)
+        let plannedReload = state.plannedReload == InstanceState.none ? nil : Timestamp(milliseconds: state.plannedReload)
+        // Most changed instances have nothing pending (a delivery just took it) and are not activities.
+        guard state.pendingSlot >= 0 || !activities.isEmpty && activities[i] != nil else {
+            return InstanceSnapshot(bucketFullAt: bucketFullAt, lastReload: lastReload, plannedReload: plannedReload)
+        }
         return InstanceSnapshot(
-            bucketFullAt: state.bucketFullAt == InstanceState.never ? nil : state.bucketFullAt,
-            lastReload: state.lastReload == InstanceState.never ? nil : Timestamp(milliseconds: state.lastReload),
-            plannedReload: state.plannedReload == InstanceState.none ? nil : Timestamp(milliseconds: state.plannedReload),
+            bucketFullAt: bucketFullAt,
+            lastReload: lastReload,
+            plannedReload: plannedReload,
             pending: self[pending: i].map {
                 PendingSnapshot(
                     due: Timestamp(milliseconds: $0.due),
                     priority: $0.priority,
                     expiration: $0.expiration.map(Timestamp.init(milliseconds:)),
-                    requests: $0.requests.array,
+                    list: $0.requests,
                     requestCount: $0.requests.count,
                     collapseID: $0.collapseID,
                     team: $0.team,
@@ -104,7 +206,8 @@ extension ReloadScheduler {
         if let planned = snapshot.plannedReload {
             timers.insert(.init(time: planned.milliseconds, instance: i, kind: .plannedReload))
         }
-        if let stored = snapshot.pending, let requests = RequestList(listed: stored.requests, count: stored.requestCount) {
+        if let stored = snapshot.pending, var requests = stored.list {
+            requests.setCount(stored.requestCount)
             self[pending: i] = PendingReload(
                 due: stored.due.milliseconds,
                 priority: stored.priority,

@@ -21,16 +21,7 @@ extension ReloadScheduler {
         defer { released = TickOutput() }
         // Stable: at one time and priority they keep the order they fell due in. (Most ticks release
         // them in order already: checked first, sorted only when not.)
-        let inOrder = zip(released.deliveries, released.deliveries.dropFirst()).allSatisfy { a, b in
-            a.at < b.at || (a.at == b.at && a.priority.rawValue >= b.priority.rawValue)
-        }
-        if !inOrder {
-            released.deliveries = released.deliveries.enumerated().sorted { a, b in
-                if a.element.at != b.element.at { return a.element.at < b.element.at }
-                if a.element.priority != b.element.priority { return a.element.priority.rawValue > b.element.priority.rawValue }
-                return a.offset < b.offset
-            }.map(\.element)
-        }
+        if !Self.isInReleaseOrder(released.deliveries) { released.deliveries = Self.inReleaseOrder(released.deliveries) }
         guard withStates else {
             for i in changed { instances[Int(i)].isChanged = false }
             changed.removeAll(keepingCapacity: true)
@@ -39,17 +30,38 @@ extension ReloadScheduler {
         let changed = takeChangedInstances()
         released.instanceStates.reserveCapacity(changed.count)
         for instance in changed {
-            released.instanceStates.append(InstanceWrite(instance: instance, snapshot: snapshot(of: instance)))
+            released.instanceStates.append(InstanceWrite(instance: instance, snapshot: snapshot(of: instance.rawValue)))
         }
         return released
+    }
+
+    /// Whether the deliveries are by due time, and at one time the highest priority first: read by
+    /// position (pairs of deliveries copied each record with its lists).
+    static func isInReleaseOrder(_ deliveries: [Delivery]) -> Bool {
+        for k in deliveries.indices.dropFirst() {
+            let (before, after) = (deliveries[k - 1].at, deliveries[k].at)
+            if before > after || before == after && deliveries[k - 1].priority.rawValue < deliveries[k].priority.rawValue { return false }
+        }
+        return true
+    }
+
+    /// The deliveries by due time, at one time the highest priority first, otherwise in the order they fell
+    /// due: their positions are sorted and each delivery moved once (sorting the deliveries themselves
+    /// moved each record at every step).
+    static func inReleaseOrder(_ deliveries: [Delivery]) -> [Delivery] {
+        let order = deliveries.indices.sorted { a, b in
+            if deliveries[a].at != deliveries[b].at { return deliveries[a].at < deliveries[b].at }
+            if deliveries[a].priority != deliveries[b].priority { return deliveries[a].priority.rawValue > deliveries[b].priority.rawValue }
+            return a < b
+        }
+        return order.map { deliveries[$0] }
     }
 
     /// Processes the timers up to `time` (never backwards) and returns the time to decide at.
     @discardableResult
     mutating func advance(to time: Int64) -> Int64 {
         let now = max(time, clock)
-        while let top = timers.top, top.time <= now {
-            _ = timers.popTop()
+        while let top = timers.popTop(atOrBefore: now) {
             clock = max(clock, top.time)
             switch top.kind {
             case .plannedReload:
@@ -57,8 +69,8 @@ extension ReloadScheduler {
                 timelineReload(top.instance, at: top.time)
             case .pendingReload:
                 // Most popped timers of a busy instance are stale (its due time moved): check in place.
-                guard pendingSummary(of: top.instance)?.due == top.time, let reload = self[pending: top.instance] else { continue }
-                deliver(from: top.instance, reload, at: top.time)
+                guard pendingSummary(of: top.instance)?.due == top.time else { continue }
+                deliver(from: top.instance, at: top.time)
             }
         }
         clock = now
@@ -83,90 +95,105 @@ extension ReloadScheduler {
     /// within the coalescing window (or of priority 1) that is allowed now rides along. `overriding`: the
     /// instances of the operator's `flush --ignore-budget`, which go now (all in this one push) whatever
     /// the interval and budget say.
-    mutating func deliver(from trigger: Int32, _ reload: PendingReload, at time: Int64, overriding: Set<Int32> = []) {
+    mutating func deliver(from trigger: Int32, at time: Int64, overriding: Set<Int32> = []) {
+        let (exempt, expiration) = pending.exemptionAndExpiration(of: instances[Int(trigger)].pendingSlot)
         // A timeline reload since scheduling may have moved the earliest time (rules 2 and 4).
-        let earliest = overriding.contains(trigger) ? time : earliest(trigger, at: time, exempt: reload.exempt).time
+        let earliest = overriding.contains(trigger) ? time : earliest(trigger, at: time, exempt: exempt).time
         if earliest > time {
             markChanged(trigger)
             // Rule 7: too late for every request it serves (now-or-never ones: it cannot go now).
-            if let expiration = reload.expiration, earliest > Timestamp(milliseconds: expiration).latestRelease(decidedAt: time) {
-                self[pending: trigger] = nil
+            if let expiration, earliest > Timestamp(milliseconds: expiration).latestRelease(decidedAt: time) {
+                let requests = removePending(trigger)?.requests.array ?? []
                 released.expired.append(
                     ExpiredReload(
                         instance: InstanceHandle(trigger),
-                        requests: reload.requests.array,
+                        requests: requests,
                         reason: .expired(earliest: Timestamp(milliseconds: earliest), expiration: Timestamp(milliseconds: expiration))
                     )
                 )
             } else {
-                self[pending: trigger]?.due = earliest
+                pending[instances[Int(trigger)].pendingSlot].due = earliest
                 timers.insert(.init(time: earliest, instance: trigger, kind: .pendingReload))
             }
             return
         }
 
         let window = policy(of: trigger).coalescingWindow * 1000
-        var delivery = Delivery(
-            device: DeviceHandle(instances[Int(trigger)].device),
-            at: Timestamp(milliseconds: time),
-            reloaded: [],
-            requests: [],
-            priority: .background,
-            expiration: nil
+        // Built in its place in the output, each rider added there (a delivery built apart was copied in
+        // with its lists).
+        let k = released.deliveries.count
+        released.deliveries.append(
+            Delivery(
+                device: DeviceHandle(instances[Int(trigger)].device),
+                at: Timestamp(milliseconds: time),
+                reloaded: [],
+                requests: [],
+                priority: .background,
+                expiration: nil
+            )
         )
         var latestExpiration = Int64.min
         var unlimited = false
-        func add(_ i: Int32, _ member: PendingReload) {
-            let activity = activities.isEmpty ? nil : activities[i]
-            self[pending: i] = nil
-            markChanged(i)
-            let charged = !member.exempt && hasToken(i, at: time)
-            if charged { charge(i, at: time) }
-            instances[Int(i)].lastReload = time
-            if delivery.reloaded.isEmpty {
-                member.requests.forEach { delivery.requests.append($0) }
-                delivery.requestCount += member.requests.count
-            } else {
-                // A request that targeted several widgets of the device is in each of their lists: the
-                // push serves it once.
-                var repeated = 0
-                member.requests.forEach { id in
-                    if delivery.requests.contains(id) { repeated += 1 } else { delivery.requests.append(id) }
+        var rider = trigger
+        repeat {
+            let slot = instances[Int(rider)].pendingSlot
+            if slot >= 0 {
+                let summary = pending.summary(of: slot)
+                if rider == trigger || overriding.contains(rider)
+                    || (summary.due <= time + window || summary.priority == .background)
+                        && isAllowed(rider, at: time, exempt: summary.exempt)
+                {
+                    if let expiration = ride(rider, at: time, into: k) {
+                        latestExpiration = max(latestExpiration, expiration)
+                    } else {
+                        unlimited = true
+                    }
                 }
-                delivery.requestCount += member.requests.count - repeated
             }
-            if var activity, let content = activity.content {
-                // The delivery carries the newest content and alert: their requests are listed whatever
-                // the list's length, so that the merge at delivery (`ActivityPayload.merged`) finds them.
-                for winner in [content, activity.alert].compactMap(\.self) where !delivery.requests.contains(winner.request) {
-                    delivery.requests.append(winner.request)
-                }
-                activity.delivered = max(activity.delivered ?? content, content)
-                activity.ended = activity.ended || activity.ending
-                activity.clearPending()
-                activities[i] = activity
+            rider = instances[Int(rider)].nextInDevice
+        } while rider != trigger
+        released.deliveries[k].expiration = unlimited ? nil : Timestamp(milliseconds: latestExpiration)
+    }
+
+    /// Adds the pending reload of `i` to the delivery at `k` of the output: its requests (once each), its
+    /// priority, its charge; the reload is no longer pending.
+    /// - Returns: the reload's expiration; `nil` when it had none.
+    private mutating func ride(_ i: Int32, at time: Int64, into k: Int) -> Int64? {
+        let slot = instances[Int(i)].pendingSlot
+        let (exempt, expiration) = pending.exemptionAndExpiration(of: slot)
+        let priority = pending.summary(of: slot).priority
+        let requests = pending[slot].requests
+        let activity = activities.isEmpty ? nil : activities[i]
+        clearPending(i)
+        markChanged(i)
+        let charged = !exempt && hasToken(i, at: time)
+        if charged { charge(i, at: time) }
+        instances[Int(i)].lastReload = time
+        if released.deliveries[k].reloaded.isEmpty {
+            requests.forEach { released.deliveries[k].requests.append($0) }
+            released.deliveries[k].requestCount += requests.count
+        } else {
+            // A request that targeted several widgets of the device is in each of their lists: the
+            // push serves it once.
+            var repeated = 0
+            requests.forEach { id in
+                if released.deliveries[k].requests.contains(id) { repeated += 1 } else { released.deliveries[k].requests.append(id) }
             }
-            delivery.reloaded.append(.init(instance: InstanceHandle(i), charged: charged))
-            delivery.priority = max(delivery.priority, member.priority)
-            if let expiration = member.expiration {
-                latestExpiration = max(latestExpiration, expiration)
-            } else {
-                unlimited = true
-            }
+            released.deliveries[k].requestCount += requests.count - repeated
         }
-        add(trigger, reload)
-        var other = instances[Int(trigger)].nextInDevice
-        while other != trigger {
-            if let rider = pendingSummary(of: other),
-                overriding.contains(other)
-                    || (rider.due <= time + window || rider.priority == .background) && isAllowed(other, at: time, exempt: rider.exempt),
-                let reload = self[pending: other]
-            {
-                add(other, reload)
+        if var activity, let content = activity.content {
+            // The delivery carries the newest content and alert: their requests are listed whatever
+            // the list's length, so that the merge at delivery (`ActivityPayload.merged`) finds them.
+            for winner in [content, activity.alert].compactMap(\.self) where !released.deliveries[k].requests.contains(winner.request) {
+                released.deliveries[k].requests.append(winner.request)
             }
-            other = instances[Int(other)].nextInDevice
+            activity.delivered = max(activity.delivered ?? content, content)
+            activity.ended = activity.ended || activity.ending
+            activity.clearPending()
+            activities[i] = activity
         }
-        delivery.expiration = unlimited ? nil : Timestamp(milliseconds: latestExpiration)
-        released.deliveries.append(delivery)
+        released.deliveries[k].reloaded.append(.init(instance: InstanceHandle(i), charged: charged))
+        released.deliveries[k].priority = max(released.deliveries[k].priority, priority)
+        return expiration
     }
 }

@@ -259,21 +259,27 @@ public struct ReloadScheduler: Sendable {
             return slot < 0 ? nil : pending[slot]
         }
         set {
-            let slot = instances[Int(i)].pendingSlot
-            switch (slot >= 0, newValue) {
-            case (true, let value?):
-                pending[slot] = value
-            case (true, nil):
-                pending.free(slot)
-                instances[Int(i)].pendingSlot = -1
-                // An activity's pending content goes with its pending reload.
-                if !activities.isEmpty { activities[i]?.clearPending() }
-            case (false, let value?):
-                instances[Int(i)].pendingSlot = pending.add(value)
-            case (false, nil):
-                break
-            }
+            if let newValue { setPending(i, newValue) } else { clearPending(i) }
         }
+    }
+
+    /// Makes `reload` the pending reload of `i`, in its slot or a free one.
+    mutating func setPending(_ i: Int32, _ reload: __owned PendingReload) {
+        let slot = instances[Int(i)].pendingSlot
+        if slot >= 0 {
+            pending[slot] = reload
+        } else {
+            instances[Int(i)].pendingSlot = pending.add(reload)
+        }
+    }
+
+    /// Drops the pending reload of `i`, if any, and an activity's pending content with it.
+    mutating func clearPending(_ i: Int32) {
+        let slot = instances[Int(i)].pendingSlot
+        guard slot >= 0 else { return }
+        pending.free(slot)
+        instances[Int(i)].pendingSlot = -1
+        if !activities.isEmpty { activities[i]?.clearPending() }
     }
 
     /// Due time, priority and exemption of the pending reload of `i`, without copying the record.

@@ -18,39 +18,49 @@ struct TimerHeap: Sendable {
     var count: Int { entries.count }
     var top: Entry? { entries.first }
 
+    /// Adds `entry`: a hole moves up from the end to where the entry belongs, each parent it passes
+    /// moved down once (a swap at each level wrote both).
     mutating func insert(_ entry: Entry) {
         entries.append(entry)
-        var child = entries.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 4
-            guard entries[child].time < entries[parent].time else { break }
-            entries.swapAt(child, parent)
-            child = parent
+        entries.withUnsafeMutableBufferPointer { heap in
+            var hole = heap.count - 1
+            while hole > 0 {
+                let parent = (hole - 1) / 4
+                guard entry.time < heap[parent].time else { break }
+                heap[hole] = heap[parent]
+                hole = parent
+            }
+            heap[hole] = entry
         }
     }
 
     mutating func popTop() -> Entry? {
-        guard !entries.isEmpty else { return nil }
-        let top = entries[0]
-        let last = entries.removeLast()
-        if !entries.isEmpty {
-            entries[0] = last
-            // Four children per node: half the depth of a binary heap, and siblings share cache lines.
-            var parent = 0
+        guard let last = entries.popLast() else { return nil }
+        guard !entries.isEmpty else { return last }
+        return entries.withUnsafeMutableBufferPointer { heap in
+            let top = heap[0]
+            // The last entry goes where the hole left by the top settles: down from the root, the
+            // smallest of up to four children moved up at each level. Four children per node: half the
+            // depth of a binary heap, and siblings share cache lines.
+            var hole = 0
+            let count = heap.count
             while true {
-                let firstChild = 4 * parent + 1
-                guard firstChild < entries.count else { break }
-                var smallest = parent
-                for child in firstChild..<min(firstChild + 4, entries.count)
-                where entries[child].time < entries[smallest].time {
-                    smallest = child
+                let firstChild = 4 * hole + 1
+                guard firstChild < count else { break }
+                var smallest = firstChild
+                var child = firstChild + 1
+                let end = min(firstChild + 4, count)
+                while child < end {
+                    if heap[child].time < heap[smallest].time { smallest = child }
+                    child += 1
                 }
-                guard smallest != parent else { break }
-                entries.swapAt(parent, smallest)
-                parent = smallest
+                guard heap[smallest].time < last.time else { break }
+                heap[hole] = heap[smallest]
+                hole = smallest
             }
+            heap[hole] = last
+            return top
         }
-        return top
     }
 }
 
@@ -85,7 +95,7 @@ struct Timers: Sendable {
 
     /// The earliest entry; at equal times the timeline reload first (it serves the pending reload).
     var top: TimerHeap.Entry? {
-        earliest.map { source in
+        earliest.map { source, _ in
             switch source {
             case .planned: planned.top!
             case .pending: pending.top!
@@ -94,8 +104,12 @@ struct Timers: Sendable {
         }
     }
 
-    mutating func popTop() -> TimerHeap.Entry? {
-        switch earliest {
+    mutating func popTop() -> TimerHeap.Entry? { popTop(atOrBefore: .max) }
+
+    /// Removes and returns the earliest entry if it is due at or before `time`.
+    mutating func popTop(atOrBefore time: Int64) -> TimerHeap.Entry? {
+        guard let (source, due) = earliest, due <= time else { return nil }
+        switch source {
         case .planned: return planned.popTop()
         case .pending: return pending.popTop()
         case .first:
@@ -109,18 +123,17 @@ struct Timers: Sendable {
                 firstHead = 0
             }
             return entry
-        case nil: return nil
         }
     }
 
     private enum Source { case planned, pending, first }
 
-    /// Which of the three holds the earliest entry.
-    private var earliest: Source? {
+    /// Which of the three holds the earliest entry, and its time.
+    private var earliest: (source: Source, time: Int64)? {
         var best: (source: Source, time: Int64)?
         if let entry = planned.top { best = (.planned, entry.time) }
         if let entry = pending.top, best.map({ entry.time < $0.time }) ?? true { best = (.pending, entry.time) }
         if firstHead < first.count, best.map({ first[firstHead].time < $0.time }) ?? true { best = (.first, first[firstHead].time) }
-        return best?.source
+        return best
     }
 }

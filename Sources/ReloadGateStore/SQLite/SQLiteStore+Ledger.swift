@@ -166,19 +166,20 @@ extension SQLiteStore {
                 // pending reload), up to 100: its first id and length say whether the stored list is this
                 // one. Most merges leave it as it is (docs/DECISIONS.md, "Pending reloads keep their
                 // request lists apart").
-                let first = pending.requests.first.map { Int64(bitPattern: $0) } ?? 0
+                let first = pending.firstRequest.map { Int64(bitPattern: $0) } ?? 0
                 let listStored: Bool
                 if mayHaveList {
                     storedList.bind(instance)
-                    listStored = try storedList.firstRow(integers: 2) == [first, Int64(pending.requests.count)]
+                    listStored = try storedList.firstRow(integers: 2) == [first, Int64(pending.listedCount)]
                 } else {
                     listStored = false
                 }
                 if !listStored {
                     replaceList.bind(instance)
                     replaceList.bind(first)
-                    replaceList.bind(pending.requests.count)
-                    replaceList.bind(IntegerList.text(pending.requests.map { Int64(bitPattern: $0) }))
+                    let listed = pending.requests
+                    replaceList.bind(listed.count)
+                    replaceList.bind(IntegerList.text(listed.map { Int64(bitPattern: $0) }))
                     try replaceList.run()
                 }
             }

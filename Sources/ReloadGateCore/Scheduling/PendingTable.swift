@@ -12,8 +12,8 @@ struct PendingTable: Sendable {
     /// The number of slots, taken or free: at most the most reloads ever pending at once.
     var slotCount: Int { slots.count }
 
-    /// The reload in `slot`, changed in place: a copy would share the request list's bytes, and its first
-    /// append would copy them.
+    /// The reload in `slot`, changed in place: a copy taken out would share the request list's bytes, and
+    /// its first append would copy them.
     subscript(slot: Int32) -> ReloadScheduler.PendingReload {
         get { slots[Int(slot)] }
         _modify { yield &slots[Int(slot)] }

@@ -36,7 +36,7 @@ extension ReloadScheduler {
     }
 
     /// Whether the deliveries are by due time, and at one time the highest priority first: read by
-    /// position (pairs of deliveries copied each record with its lists).
+    /// position, since taking them in pairs would copy each delivery with its lists.
     static func isInReleaseOrder(_ deliveries: [Delivery]) -> Bool {
         for k in deliveries.indices.dropFirst() {
             let (before, after) = (deliveries[k - 1].at, deliveries[k].at)
@@ -46,8 +46,7 @@ extension ReloadScheduler {
     }
 
     /// The deliveries by due time, at one time the highest priority first, otherwise in the order they fell
-    /// due: their positions are sorted and each delivery moved once (sorting the deliveries themselves
-    /// moved each record at every step).
+    /// due: their positions are sorted, so that each delivery moves once rather than at every step.
     static func inReleaseOrder(_ deliveries: [Delivery]) -> [Delivery] {
         let order = deliveries.indices.sorted { a, b in
             if deliveries[a].at != deliveries[b].at { return deliveries[a].at < deliveries[b].at }
@@ -119,8 +118,8 @@ extension ReloadScheduler {
         }
 
         let window = policy(of: trigger).coalescingWindow * 1000
-        // Built in its place in the output, each rider added there (a delivery built apart was copied in
-        // with its lists).
+        // Built in its place in the output, each rider added there: a delivery built apart would be copied
+        // in with its lists.
         let k = released.deliveries.count
         released.deliveries.append(
             Delivery(

@@ -19,7 +19,7 @@ struct TimerHeap: Sendable {
     var top: Entry? { entries.first }
 
     /// Adds `entry`: a hole moves up from the end to where the entry belongs, each parent it passes
-    /// moved down once (a swap at each level wrote both).
+    /// moved down once (one write a level, where a swap writes two).
     mutating func insert(_ entry: Entry) {
         entries.append(entry)
         entries.withUnsafeMutableBufferPointer { heap in

@@ -39,10 +39,8 @@ public struct InstanceSnapshot: Hashable, Sendable {
     public init(
         bucketFullAt: Int64?, lastReload: Timestamp?, plannedReload: Timestamp?, pending: PendingSnapshot?, activity: ActivitySnapshot? = nil
     ) {
-        self.bucketFullAt = bucketFullAt
-        self.lastReload = lastReload
-        self.plannedReload = plannedReload
-        self.rare = Rare.box(pending, activity)
+        self.init(bucketFullAt: bucketFullAt, lastReload: lastReload, plannedReload: plannedReload)
+        rare = Rare.box(pending, activity)
     }
 
     /// A snapshot with neither a pending reload nor an activity's state: nothing boxed, nothing checked.

@@ -15,12 +15,15 @@ public struct InstanceSnapshot: Hashable, Sendable {
         let pending: PendingSnapshot?
         let activity: ActivitySnapshot?
 
-        init(pending: PendingSnapshot?, activity: ActivitySnapshot?) {
+        // Both take their values owned: a snapshot's pending reload, built for its box, is moved in; taken
+        // borrowed, it was copied (its list and strings retained) and the original destroyed (3.8% of the
+        // scheduler benchmark's instructions).
+        init(pending: consuming PendingSnapshot?, activity: consuming ActivitySnapshot?) {
             self.pending = pending
             self.activity = activity
         }
 
-        static func box(_ pending: PendingSnapshot?, _ activity: ActivitySnapshot?) -> Rare? {
+        static func box(_ pending: consuming PendingSnapshot?, _ activity: consuming ActivitySnapshot?) -> Rare? {
             pending == nil && activity == nil ? nil : Rare(pending: pending, activity: activity)
         }
     }
@@ -37,7 +40,8 @@ public struct InstanceSnapshot: Hashable, Sendable {
     }
 
     public init(
-        bucketFullAt: Int64?, lastReload: Timestamp?, plannedReload: Timestamp?, pending: PendingSnapshot?, activity: ActivitySnapshot? = nil
+        bucketFullAt: Int64?, lastReload: Timestamp?, plannedReload: Timestamp?, pending: consuming PendingSnapshot?,
+        activity: consuming ActivitySnapshot? = nil
     ) {
         self.init(bucketFullAt: bucketFullAt, lastReload: lastReload, plannedReload: plannedReload)
         rare = Rare.box(pending, activity)

@@ -18,7 +18,13 @@ extension ReloadScheduler {
 
     private mutating func tick(now: Timestamp, withStates: Bool) -> TickOutput {
         advance(to: now.milliseconds)
-        defer { released = TickOutput() }
+        defer {
+            // The next tick's deliveries start with room for as many as this one released, up to a bound:
+            // grown from empty, a tick of a thousand deliveries moved them through ten reallocations.
+            let room = min(released.deliveries.count, Self.deliveryRoom)
+            released = TickOutput()
+            released.deliveries.reserveCapacity(room)
+        }
         // Stable: at one time and priority they keep the order they fell due in. (Most ticks release
         // them in order already: checked first, sorted only when not.)
         if !Self.isInReleaseOrder(released.deliveries) { released.deliveries = Self.inReleaseOrder(released.deliveries) }
@@ -34,6 +40,10 @@ extension ReloadScheduler {
         }
         return released
     }
+
+    /// The most deliveries the next tick's output has room for before its first: what is held between ticks
+    /// stays small (a few hundred kilobytes); a larger tick grows its array as it goes.
+    static let deliveryRoom = 4096
 
     /// Whether the deliveries are by due time, and at one time the highest priority first: read by
     /// position, since taking them in pairs would copy each delivery with its lists.

@@ -53,10 +53,13 @@ let package = Package(
             name: "ReloadGateCore",
             swiftSettings: swiftSettings
         ),
+        // SQLite's process-wide settings (sqlite3_config, variadic) for the SQLite store.
+        .target(name: "CReloadGateSQLite", linkerSettings: [.linkedLibrary("sqlite3")]),
         // Durable state: the SQLite store (GRDB, WAL, named migrations) and the PostgreSQL store (postgres-nio).
         .target(
             name: "ReloadGateStore",
             dependencies: [
+                "CReloadGateSQLite",
                 "ReloadGateCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API, for the group commit's directly bound statements (BoundStatement).
@@ -330,6 +333,8 @@ let package = Package(
                 "ReloadGateStore",
                 "ReloadGateTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's own count of its memory (SQLiteStoreTests: the statistics are off).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 // A test holds the pruning lock on a connection of its own (LedgerRetentionTests).

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import ReloadGateCore
 @testable import ReloadGateStore
 import ReloadGateTesting
@@ -26,6 +27,18 @@ struct SQLiteStoreTests {
             "v17-idempotency-expiry", "v18-request-answers", "v19-ledger-retention", "v20-decisions-in-runs-only", "v21-activity-state", "v22-registration-key",
         ])
         #expect(try store.info() == StoreInfo(environment: .sandbox, createdAt: now))
+    }
+
+    @Test func sqliteKeepsNoMemoryStatistics() throws {
+        // Turned off when the process was loaded (CReloadGateSQLite): with the statistics on, SQLite counts
+        // what an open store allocated; off, its count stays 0.
+        let directory = try TemporaryDirectory("store")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        _ = try store.info()
+        #expect(SQLiteStore.keepsNoMemoryStatistics)
+        #expect(sqlite3_memory_used() == 0)
     }
 
     @Test func reopeningKeepsWhatWasRecorded() throws {

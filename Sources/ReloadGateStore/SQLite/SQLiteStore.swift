@@ -1,3 +1,4 @@
+import CReloadGateSQLite
 import Foundation
 import GRDB
 public import ReloadGateCore
@@ -33,6 +34,11 @@ public final class SQLiteStore: Sendable {
     let readThreads = ReadThreads(count: SQLiteStore.readers)
     /// GRDB's readers of the pool (its default).
     static let readers = Configuration().maximumReaderCount
+    /// Whether SQLite keeps no memory statistics in this process (`SQLITE_OK`: set when the process was
+    /// loaded, CReloadGateSQLite): they cost a process-wide mutex around every allocation inside SQLite,
+    /// about 7% of a write-heavy loop's time, and nothing reads them. Read when a store opens, so that the
+    /// setting is linked into every process that has one.
+    static let keepsNoMemoryStatistics = reloadgate_sqlite_memory_statistics_setting() == 0
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
     /// - Parameters:
@@ -55,6 +61,7 @@ public final class SQLiteStore: Sendable {
         } catch {
             throw .cannotOpen(path: path, reason: "cannot create the data directory: \(error.localizedDescription)")
         }
+        _ = Self.keepsNoMemoryStatistics
         var configuration = Configuration()
         configuration.label = "reloadgate"
         // Operator commands write while the server runs: wait for the other writer instead of failing,

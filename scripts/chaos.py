@@ -123,14 +123,17 @@ class Gateway:
 
 
 class Record:
-    __slots__ = ("kind", "gateway", "key", "sent", "answered", "status", "decision")
+    __slots__ = ("kind", "gateway", "key", "sent", "answered", "status", "decision", "outcome", "token")
 
-    def __init__(self, kind, gateway, key):
-        self.kind, self.gateway, self.key = kind, gateway, key
+    def __init__(self, kind, gateway, key, token=None):
+        self.kind, self.gateway, self.key, self.token = kind, gateway, key, token
         self.sent = time.monotonic()
         self.answered = None
         self.status = None  # an HTTP status, "unanswered" (30 s), or "connection" (refused, reset)
         self.decision = None
+        # A refusal's `reloadgate-outcome`: "unknown" when the commit may have been made (its answer was
+        # lost), "not-stored" otherwise (docs/OPERATIONS.md, "What a failed answer means").
+        self.outcome = None
 
 
 class Load:
@@ -143,13 +146,33 @@ class Load:
         self.running = False
 
     async def send_push(self, client, gateway, token):
-        apns_id = str(uuid.uuid4())
-        record = Record("push", gateway, apns_id)
+        record = Record("push", gateway, str(uuid.uuid4()), token)
         self.records.append(record)
+        await self.finish(record, self.post_push(client, gateway, record))
+
+    def post_push(self, client, gateway, record):
         headers = {"authorization": f"bearer {self.key.token()}", "apns-topic": f"{BUNDLE}.push-type.widgets",
-                   "apns-push-type": "widgets", "apns-id": apns_id, "apns-priority": self.priority}
-        url = f"https://127.0.0.1:{gateway.apns}/3/device/{token}"
-        await self.finish(record, client.post(url, headers=headers, content=b'{"aps":{"content-changed":true}}'))
+                   "apns-push-type": "widgets", "apns-id": record.key, "apns-priority": self.priority}
+        url = f"https://127.0.0.1:{gateway.apns}/3/device/{record.token}"
+        return client.post(url, headers=headers, content=b'{"aps":{"content-changed":true}}')
+
+    def resend(self, records):
+        """Sends each push of `records` again, the same apns-id to the same token, to the first gateway that
+        answers: what a client does after a refusal whose outcome is unknown. Returns their statuses."""
+        async def go():
+            statuses = []
+            async with httpx.AsyncClient(http2=True, verify=False, timeout=httpx.Timeout(CLIENT_TIMEOUT)) as client:
+                for record in records:
+                    status = "connection"
+                    for gateway in [record.gateway] + [g for g in self.gateways if g is not record.gateway]:
+                        try:
+                            status = (await self.post_push(client, gateway, record)).status_code
+                            break
+                        except (httpx.TransportError, OSError):
+                            continue
+                    statuses.append(status)
+            return statuses
+        return asyncio.run(go())
 
     async def send_webhook(self, client, gateway):
         collapse = uuid.uuid4().hex[:32]
@@ -167,6 +190,7 @@ class Load:
             response = await asyncio.wait_for(request, CLIENT_TIMEOUT)
             record.status = response.status_code
             record.decision = response.headers.get("reloadgate-decision")
+            record.outcome = response.headers.get("reloadgate-outcome")
         except asyncio.TimeoutError:
             record.status = "unanswered"
         except (httpx.TransportError, OSError):
@@ -258,6 +282,16 @@ def stored_postgres(url, records):
     return found
 
 
+def apns_id_counts_postgres(url, keys):
+    """How many requests the database holds for each apns-id of `keys`."""
+    if not keys:
+        return {}
+    listed = ",".join("'" + key.replace("'", "''") + "'" for key in keys)
+    out = run(["psql", "-qtA", "-F", " ", url.split("?")[0], "-c",
+               f"SELECT apnsId, count(*) FROM request WHERE apnsId IN ({listed}) GROUP BY apnsId"])
+    return {key: int(n) for key, n in (line.split() for line in out.splitlines() if line.strip())}
+
+
 def stored_sqlite(path, records):
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
@@ -288,6 +322,10 @@ class Tally:
         self.deaths = 0
         self.recovery = []
         self.slowest_refusal = 0.0
+        # Pushes refused with an unknown outcome that the store holds: kept only if their retry is
+        # answered 200 and not decided again (retry_unknown); unconfirmed, they count as broken.
+        self.unknown = []
+        self.unknown_confirmed = 0
 
     def add(self, records, stored, fault_ends=()):
         for r in records:
@@ -302,22 +340,39 @@ class Tally:
                     log(f"{self.name}: {r.kind} {r.key} answered {r.status} but not in the store")
             elif isinstance(r.status, int) and r.status >= 400:
                 self.slowest_refusal = max(self.slowest_refusal, r.answered - r.sent)
-                if r.key in stored:
+                if r.key in stored and r.kind == "push" and r.outcome == "unknown":
+                    self.unknown.append(r)
+                elif r.key in stored:
                     self.refused_stored += 1
-                    log(f"{self.name}: {r.kind} {r.key} answered {r.status} but stored")
+                    log(f"{self.name}: {r.kind} {r.key} answered {r.status} ({r.outcome}) but stored")
         for end in fault_ends:
             good = [r.answered for r in records if r.status in (200, 202) and r.sent >= end]
             if good:
                 self.recovery.append(min(good) - end)
 
+    def retry_unknown(self, load, count):
+        """Sends again each push refused with an unknown outcome that the store holds: its retry must be
+        answered 200 (the first answer) and leave one request with its apns-id (`count`: apns-id -> rows)."""
+        if not self.unknown:
+            return
+        statuses = load.resend(self.unknown)
+        rows = count([r.key for r in self.unknown])
+        for r, status in zip(self.unknown, statuses):
+            if status == 200 and rows.get(r.key) == 1:
+                self.unknown_confirmed += 1
+            else:
+                log(f"{self.name}: push {r.key} refused with an unknown outcome and stored: its retry answered "
+                    f"{status}, {rows.get(r.key, 0)} requests with its apns-id")
+
     def line(self):
         statuses = ", ".join(f"{k}: {v}" for k, v in sorted(self.by_status.items()))
         recovery = f"{max(self.recovery):.1f}" if self.recovery else "-"
         return (f"| {self.name} | {self.sent} | {statuses} | {self.unanswered} | {self.acked_missing} | "
-                f"{self.refused_stored} | {self.deaths} | {recovery} | {self.slowest_refusal:.2f} |")
+                f"{self.refused_stored} | {self.unknown_confirmed} of {len(self.unknown)} | {self.deaths} | {recovery} | {self.slowest_refusal:.2f} |")
 
     def broken(self):
-        return self.unanswered + self.acked_missing + self.refused_stored + self.deaths > 0
+        unconfirmed = len(self.unknown) - self.unknown_confirmed
+        return self.unanswered + self.acked_missing + self.refused_stored + unconfirmed + self.deaths > 0
 
 
 def setup_app(binary, directory, environment, key):
@@ -415,6 +470,7 @@ def crash(args, work, key, cluster, gateways, rounds):
             tally.deaths += gateway.check_death()
         time.sleep(2)
         tally.add(load.records, stored_postgres(url, load.records), fault_ends=ends)
+        tally.retry_unknown(load, lambda keys: apns_id_counts_postgres(url, keys))
     finally:
         for gateway in started:
             gateway.stop()
@@ -446,6 +502,7 @@ def lock(args, work, key, cluster):
         stored = stored_postgres(url, load.records)
         during = [r for r in load.records if marks["start"] <= r.sent <= marks["end"]]
         tally.add(load.records, stored, fault_ends=[marks["end"]])
+        tally.retry_unknown(load, lambda keys: apns_id_counts_postgres(url, keys))
         late = [r for r in during if r.answered - r.sent > args.deadline / 1000 + 1.0]
         tally.late = len(late)
         tally.during = len(during)
@@ -488,6 +545,7 @@ def kill_and_pause(args, work, key, cluster):
             time.sleep(2)
             stored = stored_postgres(url, load.records)
             tally.add(load.records, stored, fault_ends=[marks["end"]])
+            tally.retry_unknown(load, lambda keys: apns_id_counts_postgres(url, keys))
             tallies.append(tally)
     finally:
         for gateway in started:
@@ -627,8 +685,8 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
     print()
     print(f"chaos: {time.time() - started:.0f} s on {os.cpu_count()} cores; client timeout {CLIENT_TIMEOUT:.0f} s")
-    print("| fault | requests | answers by status | never answered | 200/202 missing from the store | refused but stored | process deaths | s to first good answer after the fault (worst) | slowest refusal s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| fault | requests | answers by status | never answered | 200/202 missing from the store | refused but stored | outcome unknown and stored: retry answered 200, decided once | process deaths | s to first good answer after the fault (worst) | slowest refusal s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     broken = False
     for tally in tallies:
         print(tally.line())

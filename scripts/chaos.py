@@ -9,6 +9,7 @@ calls by a collapse id of their own), a refused or unanswered one must not be. L
 import argparse
 import asyncio
 import base64
+import collections
 import hashlib
 import hmac
 import glob
@@ -131,8 +132,9 @@ class Record:
         self.answered = None
         self.status = None  # an HTTP status, "unanswered" (30 s), or "connection" (refused, reset)
         self.decision = None
-        # A refusal's `reloadgate-outcome`: "unknown" when the commit may have been made (its answer was
-        # lost), "not-stored" otherwise (docs/OPERATIONS.md, "What a failed answer means").
+        # A refusal's outcome: "unknown" when the commit may have been made (its answer was lost: a push's
+        # `reloadgate-outcome`, a webhook call's code `store-outcome-unknown`), "not-stored" otherwise
+        # (docs/OPERATIONS.md, "What a failed answer means").
         self.outcome = None
 
 
@@ -157,8 +159,9 @@ class Load:
         return client.post(url, headers=headers, content=b'{"aps":{"content-changed":true}}')
 
     def resend(self, records):
-        """Sends each push of `records` again, the same apns-id to the same token, to the first gateway that
-        answers: what a client does after a refusal whose outcome is unknown. Returns their statuses."""
+        """Sends each request of `records` again (a push with its apns-id to its token, a webhook call with its
+        idempotency-key) to the first gateway that answers: what a client does after a refusal whose outcome
+        is unknown. Returns their statuses."""
         async def go():
             statuses = []
             async with httpx.AsyncClient(http2=True, verify=False, timeout=httpx.Timeout(CLIENT_TIMEOUT)) as client:
@@ -166,7 +169,8 @@ class Load:
                     status = "connection"
                     for gateway in [record.gateway] + [g for g in self.gateways if g is not record.gateway]:
                         try:
-                            status = (await self.post_push(client, gateway, record)).status_code
+                            post = self.post_push if record.kind == "push" else self.post_webhook
+                            status = (await post(client, gateway, record)).status_code
                             break
                         except (httpx.TransportError, OSError):
                             continue
@@ -175,15 +179,20 @@ class Load:
         return asyncio.run(go())
 
     async def send_webhook(self, client, gateway):
-        collapse = uuid.uuid4().hex[:32]
-        record = Record("webhook", gateway, collapse)
+        record = Record("webhook", gateway, uuid.uuid4().hex[:32])
         self.records.append(record)
-        body = json.dumps({"kind": "scores", "priority": 5, "collapseId": collapse}, separators=(",", ":"))
+        await self.finish(record, self.post_webhook(client, gateway, record))
+
+    def post_webhook(self, client, gateway, record):
+        # The collapse id is the call's idempotency-key too: a retry of a call whose outcome was unknown is
+        # answered from the record, not decided again.
+        body = json.dumps({"kind": "scores", "priority": 5, "collapseId": record.key}, separators=(",", ":"))
         stamp = str(int(time.time()))
         signature = hmac.new(self.credentials["webhookSecret"].encode(), f"{stamp}.{body}".encode(), hashlib.sha256).hexdigest()
-        headers = {"reloadgate-signature": f"t={stamp},v1={signature}", "content-type": "application/json"}
+        headers = {"reloadgate-signature": f"t={stamp},v1={signature}", "content-type": "application/json",
+                   "idempotency-key": record.key}
         url = f"https://127.0.0.1:{gateway.api}/v1/apps/{BUNDLE}/reloads"
-        await self.finish(record, client.post(url, headers=headers, content=body.encode()))
+        return client.post(url, headers=headers, content=body.encode())
 
     async def finish(self, record, request):
         try:
@@ -191,6 +200,9 @@ class Load:
             record.status = response.status_code
             record.decision = response.headers.get("reloadgate-decision")
             record.outcome = response.headers.get("reloadgate-outcome")
+            if record.kind == "webhook" and response.status_code == 503:
+                code = response.json().get("code") if response.headers.get("content-type", "").startswith("application/json") else None
+                record.outcome = "unknown" if code == "store-outcome-unknown" else "not-stored"
         except asyncio.TimeoutError:
             record.status = "unanswered"
         except (httpx.TransportError, OSError):
@@ -263,10 +275,11 @@ class Cluster:
 
 
 def stored_postgres(url, records):
-    """The keys of `records` the database holds (pushes by apns-id, webhook calls by collapse id)."""
+    """How many requests the database holds for each key of `records` (pushes by apns-id, webhook calls by
+    collapse id); keys it does not hold are left out."""
     pushes = [r.key for r in records if r.kind == "push"]
     calls = [r.key for r in records if r.kind == "webhook"]
-    found = set()
+    found = collections.Counter()
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write("CREATE TEMP TABLE wanted (key text);\nCOPY wanted FROM STDIN;\n")
         for key in pushes + calls:
@@ -276,20 +289,10 @@ def stored_postgres(url, records):
         script = f.name
     try:
         out = run(["psql", "-qtA", url.split("?")[0], "-f", script])
-        found.update(line.strip() for line in out.splitlines() if line.strip())
+        found.update(line.strip() for line in out.splitlines() if line.strip())  # one line a request
     finally:
         os.unlink(script)
     return found
-
-
-def apns_id_counts_postgres(url, keys):
-    """How many requests the database holds for each apns-id of `keys`."""
-    if not keys:
-        return {}
-    listed = ",".join("'" + key.replace("'", "''") + "'" for key in keys)
-    out = run(["psql", "-qtA", "-F", " ", url.split("?")[0], "-c",
-               f"SELECT apnsId, count(*) FROM request WHERE apnsId IN ({listed}) GROUP BY apnsId"])
-    return {key: int(n) for key, n in (line.split() for line in out.splitlines() if line.strip())}
 
 
 def stored_sqlite(path, records):
@@ -322,8 +325,8 @@ class Tally:
         self.deaths = 0
         self.recovery = []
         self.slowest_refusal = 0.0
-        # Pushes refused with an unknown outcome that the store holds: kept only if their retry is
-        # answered 200 and not decided again (retry_unknown); unconfirmed, they count as broken.
+        # Requests refused with an unknown outcome that the store holds: kept only if their retry is
+        # answered with the first answer and not decided again (retry_unknown); unconfirmed, they break.
         self.unknown = []
         self.unknown_confirmed = 0
 
@@ -340,7 +343,7 @@ class Tally:
                     log(f"{self.name}: {r.kind} {r.key} answered {r.status} but not in the store")
             elif isinstance(r.status, int) and r.status >= 400:
                 self.slowest_refusal = max(self.slowest_refusal, r.answered - r.sent)
-                if r.key in stored and r.kind == "push" and r.outcome == "unknown":
+                if r.key in stored and r.outcome == "unknown":
                     self.unknown.append(r)
                 elif r.key in stored:
                     self.refused_stored += 1
@@ -351,18 +354,19 @@ class Tally:
                 self.recovery.append(min(good) - end)
 
     def retry_unknown(self, load, count):
-        """Sends again each push refused with an unknown outcome that the store holds: its retry must be
-        answered 200 (the first answer) and leave one request with its apns-id (`count`: apns-id -> rows)."""
+        """Sends again each request refused with an unknown outcome that the store holds: its retry must get
+        the first answer (200 for a push, 202 for a webhook call) and leave one request with its key
+        (`count`: records -> requests stored by key, read after the retries)."""
         if not self.unknown:
             return
         statuses = load.resend(self.unknown)
-        rows = count([r.key for r in self.unknown])
+        rows = count(self.unknown)
         for r, status in zip(self.unknown, statuses):
-            if status == 200 and rows.get(r.key) == 1:
+            if status == (200 if r.kind == "push" else 202) and rows.get(r.key) == 1:
                 self.unknown_confirmed += 1
             else:
-                log(f"{self.name}: push {r.key} refused with an unknown outcome and stored: its retry answered "
-                    f"{status}, {rows.get(r.key, 0)} requests with its apns-id")
+                log(f"{self.name}: {r.kind} {r.key} refused with an unknown outcome and stored: its retry answered "
+                    f"{status}, {rows.get(r.key, 0)} requests with its key")
 
     def line(self):
         statuses = ", ".join(f"{k}: {v}" for k, v in sorted(self.by_status.items()))
@@ -470,7 +474,7 @@ def crash(args, work, key, cluster, gateways, rounds):
             tally.deaths += gateway.check_death()
         time.sleep(2)
         tally.add(load.records, stored_postgres(url, load.records), fault_ends=ends)
-        tally.retry_unknown(load, lambda keys: apns_id_counts_postgres(url, keys))
+        tally.retry_unknown(load, lambda records: stored_postgres(url, records))
     finally:
         for gateway in started:
             gateway.stop()
@@ -502,7 +506,7 @@ def lock(args, work, key, cluster):
         stored = stored_postgres(url, load.records)
         during = [r for r in load.records if marks["start"] <= r.sent <= marks["end"]]
         tally.add(load.records, stored, fault_ends=[marks["end"]])
-        tally.retry_unknown(load, lambda keys: apns_id_counts_postgres(url, keys))
+        tally.retry_unknown(load, lambda records: stored_postgres(url, records))
         late = [r for r in during if r.answered - r.sent > args.deadline / 1000 + 1.0]
         tally.late = len(late)
         tally.during = len(during)
@@ -545,7 +549,7 @@ def kill_and_pause(args, work, key, cluster):
             time.sleep(2)
             stored = stored_postgres(url, load.records)
             tally.add(load.records, stored, fault_ends=[marks["end"]])
-            tally.retry_unknown(load, lambda keys: apns_id_counts_postgres(url, keys))
+            tally.retry_unknown(load, lambda records: stored_postgres(url, records))
             tallies.append(tally)
     finally:
         for gateway in started:
@@ -685,7 +689,7 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
     print()
     print(f"chaos: {time.time() - started:.0f} s on {os.cpu_count()} cores; client timeout {CLIENT_TIMEOUT:.0f} s")
-    print("| fault | requests | answers by status | never answered | 200/202 missing from the store | refused but stored | outcome unknown and stored: retry answered 200, decided once | process deaths | s to first good answer after the fault (worst) | slowest refusal s |")
+    print("| fault | requests | answers by status | never answered | 200/202 missing from the store | refused but stored | outcome unknown and stored: retry given the first answer, decided once | process deaths | s to first good answer after the fault (worst) | slowest refusal s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     broken = False
     for tally in tallies:

@@ -34,10 +34,9 @@ public final class SQLiteStore: Sendable {
     let readThreads = ReadThreads(count: SQLiteStore.readers)
     /// GRDB's readers of the pool (its default).
     static let readers = Configuration().maximumReaderCount
-    /// Whether SQLite keeps no memory statistics in this process (`SQLITE_OK`: set when the process was
-    /// loaded, CReloadGateSQLite): they cost a process-wide mutex around every allocation inside SQLite,
-    /// about 7% of a write-heavy loop's time, and nothing reads them. Read when a store opens, so that the
-    /// setting is linked into every process that has one.
+    /// Whether SQLite keeps no memory statistics in this process: turned off when the process is loaded
+    /// (CReloadGateSQLite, decision 0089), since they cost a process-wide mutex around every allocation
+    /// inside SQLite and nothing reads them.
     static let keepsNoMemoryStatistics = reloadgate_sqlite_memory_statistics_setting() == 0
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
@@ -61,7 +60,6 @@ public final class SQLiteStore: Sendable {
         } catch {
             throw .cannotOpen(path: path, reason: "cannot create the data directory: \(error.localizedDescription)")
         }
-        _ = Self.keepsNoMemoryStatistics
         var configuration = Configuration()
         configuration.label = "reloadgate"
         // Operator commands write while the server runs: wait for the other writer instead of failing,

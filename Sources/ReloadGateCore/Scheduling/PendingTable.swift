@@ -42,6 +42,24 @@ struct PendingTable: Sendable {
         (slots[Int(slot)].due, slots[Int(slot)].priority, slots[Int(slot)].exempt)
     }
 
+    /// The reload in `slot` as stored, its fields read in place: the whole record copied out first would
+    /// retain its list and strings once more, and release them again (decision 0088).
+    func snapshot(of slot: Int32) -> PendingSnapshot {
+        let i = Int(slot)
+        let list = slots[i].requests
+        let count = list.count
+        return PendingSnapshot(
+            due: Timestamp(milliseconds: slots[i].due),
+            priority: slots[i].priority,
+            expiration: slots[i].expiration.map(Timestamp.init(milliseconds:)),
+            list: list,
+            requestCount: count,
+            collapseID: slots[i].collapseID,
+            team: slots[i].team,
+            exempt: slots[i].exempt
+        )
+    }
+
     /// The exemption and expiration of the reload in `slot`, read in place.
     func exemptionAndExpiration(of slot: Int32) -> (exempt: Bool, expiration: Int64?) {
         (slots[Int(slot)].exempt, slots[Int(slot)].expiration)

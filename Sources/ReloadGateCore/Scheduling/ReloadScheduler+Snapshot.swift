@@ -23,6 +23,13 @@ public struct InstanceSnapshot: Hashable, Sendable {
             self.activity = activity
         }
 
+        /// The pending reload in `slot` of `table`, built in the box from the record's fields: built
+        /// apart and moved in, it was copied (its list and strings retained) and the original destroyed.
+        init(slot: Int32, of table: borrowing PendingTable, activity: consuming ActivitySnapshot?) {
+            pending = table.snapshot(of: slot)
+            self.activity = activity
+        }
+
         static func box(_ pending: consuming PendingSnapshot?, _ activity: consuming ActivitySnapshot?) -> Rare? {
             pending == nil && activity == nil ? nil : Rare(pending: pending, activity: activity)
         }
@@ -45,6 +52,15 @@ public struct InstanceSnapshot: Hashable, Sendable {
     ) {
         self.init(bucketFullAt: bucketFullAt, lastReload: lastReload, plannedReload: plannedReload)
         rare = Rare.box(pending, activity)
+    }
+
+    /// A snapshot with the pending reload in `slot` of `table`, built in its box.
+    init(
+        bucketFullAt: Int64?, lastReload: Timestamp?, plannedReload: Timestamp?, pendingSlot slot: Int32, of table: borrowing PendingTable,
+        activity: consuming ActivitySnapshot?
+    ) {
+        self.init(bucketFullAt: bucketFullAt, lastReload: lastReload, plannedReload: plannedReload)
+        rare = Rare(slot: slot, of: table, activity: activity)
     }
 
     /// A snapshot with neither a pending reload nor an activity's state: nothing boxed, nothing checked.
@@ -177,23 +193,13 @@ extension ReloadScheduler {
         guard state.pendingSlot >= 0 || !activities.isEmpty && activities[i] != nil else {
             return InstanceSnapshot(bucketFullAt: bucketFullAt, lastReload: lastReload, plannedReload: plannedReload)
         }
+        let activity = activities.isEmpty ? nil : activities[i]
+        guard state.pendingSlot >= 0 else {
+            return InstanceSnapshot(bucketFullAt: bucketFullAt, lastReload: lastReload, plannedReload: plannedReload, pending: nil, activity: activity)
+        }
         return InstanceSnapshot(
-            bucketFullAt: bucketFullAt,
-            lastReload: lastReload,
-            plannedReload: plannedReload,
-            pending: self[pending: i].map {
-                PendingSnapshot(
-                    due: Timestamp(milliseconds: $0.due),
-                    priority: $0.priority,
-                    expiration: $0.expiration.map(Timestamp.init(milliseconds:)),
-                    list: $0.requests,
-                    requestCount: $0.requests.count,
-                    collapseID: $0.collapseID,
-                    team: $0.team,
-                    exempt: $0.exempt
-                )
-            },
-            activity: activities.isEmpty ? nil : activities[i]
+            bucketFullAt: bucketFullAt, lastReload: lastReload, plannedReload: plannedReload, pendingSlot: state.pendingSlot, of: pending,
+            activity: activity
         )
     }
 

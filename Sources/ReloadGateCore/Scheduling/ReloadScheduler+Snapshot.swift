@@ -15,16 +15,17 @@ public struct InstanceSnapshot: Hashable, Sendable {
         let pending: PendingSnapshot?
         let activity: ActivitySnapshot?
 
-        // Both take their values owned: a snapshot's pending reload, built for its box, is moved in; taken
-        // borrowed, it was copied (its list and strings retained) and the original destroyed (3.8% of the
-        // scheduler benchmark's instructions).
+        // For the public initializer and setters (the stores' restore, tests). Both values are taken owned;
+        // the optimizer still copies the pending reload into the box and destroys the original, which is why
+        // the scheduler's own snapshots use the initializer below.
         init(pending: consuming PendingSnapshot?, activity: consuming ActivitySnapshot?) {
             self.pending = pending
             self.activity = activity
         }
 
-        /// The pending reload in `slot` of `table`, built in the box from the record's fields: built
-        /// apart and moved in, it was copied (its list and strings retained) and the original destroyed.
+        /// The pending reload in `slot` of `table`, built in the box from the record's fields: built apart
+        /// and handed over, it was copied into the box (its list and strings retained) and the original
+        /// destroyed (decision 0088).
         init(slot: Int32, of table: borrowing PendingTable, activity: consuming ActivitySnapshot?) {
             pending = table.snapshot(of: slot)
             self.activity = activity

@@ -165,17 +165,17 @@ public struct PendingSnapshot: Hashable, Sendable {
 }
 
 extension ReloadScheduler {
-    /// The instances whose state changed since the last call, each once, in the order they first
-    /// changed; ``tick(now:)`` returns their snapshots.
-    mutating func takeChangedInstances() -> [InstanceHandle] {
-        var taken: [InstanceHandle] = []
-        taken.reserveCapacity(changed.count)
+    /// Appends the snapshot of every instance whose state changed since the last call to the output, each
+    /// once, in the order they first changed (what ``tick(now:)`` returns), and starts the next list.
+    /// Written straight into the output: a list of the instances first was one more array a tick and
+    /// one more pass over them.
+    mutating func releaseChangedStates() {
+        released.instanceStates.reserveCapacity(changed.count)
         for i in changed where instances[Int(i)].isChanged {
             instances[Int(i)].isChanged = false
-            taken.append(InstanceHandle(i))
+            released.instanceStates.append(InstanceWrite(instance: InstanceHandle(i), snapshot: snapshot(of: i)))
         }
         changed.removeAll(keepingCapacity: true)
-        return taken
     }
 
     /// The durable state of a registered instance.

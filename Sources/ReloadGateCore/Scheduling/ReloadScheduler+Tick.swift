@@ -33,11 +33,7 @@ extension ReloadScheduler {
             changed.removeAll(keepingCapacity: true)
             return released
         }
-        let changed = takeChangedInstances()
-        released.instanceStates.reserveCapacity(changed.count)
-        for instance in changed {
-            released.instanceStates.append(InstanceWrite(instance: instance, snapshot: snapshot(of: instance.rawValue)))
-        }
+        releaseChangedStates()
         return released
     }
 

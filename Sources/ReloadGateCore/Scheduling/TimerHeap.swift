@@ -48,11 +48,19 @@ struct TimerHeap: Sendable {
                 let firstChild = 4 * hole + 1
                 guard firstChild < count else { break }
                 var smallest = firstChild
-                var child = firstChild + 1
-                let end = min(firstChild + 4, count)
-                while child < end {
-                    if heap[child].time < heap[smallest].time { smallest = child }
-                    child += 1
+                if firstChild + 3 < count {
+                    // Four children (all but the last node): two pairs, then their winners, each comparison
+                    // keeping the first of equal times as the scan below does. Without the loop's counter
+                    // and bound, the compiler makes them selects rather than branches.
+                    let left = heap[firstChild + 1].time < heap[firstChild].time ? firstChild + 1 : firstChild
+                    let right = heap[firstChild + 3].time < heap[firstChild + 2].time ? firstChild + 3 : firstChild + 2
+                    smallest = heap[right].time < heap[left].time ? right : left
+                } else {
+                    var child = firstChild + 1
+                    while child < count {
+                        if heap[child].time < heap[smallest].time { smallest = child }
+                        child += 1
+                    }
                 }
                 guard heap[smallest].time < last.time else { break }
                 heap[hole] = heap[smallest]
@@ -85,7 +93,7 @@ struct Timers: Sendable {
             planned.insert(entry)
         case .pendingReload:
             let queued = firstHead < first.count
-            if (!queued || first[first.count - 1].time <= entry.time), top.map({ entry.time <= $0.time }) ?? true {
+            if (!queued || first[first.count - 1].time <= entry.time), entry.time <= earliestTime {
                 first.append(entry)
             } else {
                 pending.insert(entry)
@@ -124,6 +132,11 @@ struct Timers: Sendable {
             }
             return entry
         }
+    }
+
+    /// The earliest entry's time (`Int64.max` when there is none), read without choosing its source.
+    private var earliestTime: Int64 {
+        min(planned.top?.time ?? .max, pending.top?.time ?? .max, firstHead < first.count ? first[firstHead].time : .max)
     }
 
     private enum Source { case planned, pending, first }

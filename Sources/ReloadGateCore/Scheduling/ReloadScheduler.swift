@@ -348,7 +348,7 @@ public struct ReloadScheduler: Sendable {
     // MARK: Introspection
 
     /// The time of the next event, if any: when to call ``tick(now:)`` at the latest.
-    public var nextWakeUp: Timestamp? { timers.topTime.map(Timestamp.init(milliseconds:)) }
+    public var nextWakeUp: Timestamp? { timers.top.map { Timestamp(milliseconds: $0.time) } }
 
     /// The number of pending reloads.
     public var pendingCount: Int { pending.count }

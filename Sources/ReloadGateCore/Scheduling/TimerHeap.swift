@@ -73,16 +73,15 @@ struct TimerHeap: Sendable {
 }
 
 /// The scheduler's timers: a heap of planned timeline reloads (about one per instance, mostly hours
-/// ahead), a radix queue of pending reloads (fewer, minutes ahead; ``RadixTimerQueue``), and a queue of
-/// pending reloads that were the earliest timer when they were set (a push due now, the common case).
-/// Kept apart, the busy pending timers stay small enough for the caches while the large planned heap is
-/// touched only when a timeline reload falls due; in one heap, every pop walked a million entries' depth
-/// (docs/benchmarks-history.md). The queue in front takes what would be the next to be taken anyway:
-/// appended in time order, it is a sorted list, so it costs a comparison. A planned reload can be set in
-/// the past (a timeline's old entry), so the planned timers stay in a heap, which takes any order.
+/// ahead), a heap of pending reloads (few, minutes ahead), and a queue of pending reloads that were the
+/// earliest timer when they were set (a push due now, the common case). Kept apart, the busy pending
+/// heap stays small enough for the caches while the large planned heap is touched only when a timeline
+/// reload falls due; in one heap, every pop walked a million entries' depth (docs/benchmarks-history.md). The
+/// queue takes what would go to the top of the heap only to be popped next: appended in time order,
+/// it is a sorted list, so it costs a comparison where the heap cost a sift.
 struct Timers: Sendable {
     private var planned = TimerHeap()
-    private var pending = RadixTimerQueue(kind: .pendingReload)
+    private var pending = TimerHeap()
     private var first: [TimerHeap.Entry] = []
     private var firstHead = 0
 
@@ -101,9 +100,6 @@ struct Timers: Sendable {
             }
         }
     }
-
-    /// The earliest time, if any: when the next entry falls due.
-    var topTime: Int64? { earliest?.time }
 
     /// The earliest entry; at equal times the timeline reload first (it serves the pending reload).
     var top: TimerHeap.Entry? {
@@ -140,7 +136,7 @@ struct Timers: Sendable {
 
     /// The earliest entry's time (`Int64.max` when there is none), read without choosing its source.
     private var earliestTime: Int64 {
-        min(planned.top?.time ?? .max, pending.topTime ?? .max, firstHead < first.count ? first[firstHead].time : .max)
+        min(planned.top?.time ?? .max, pending.top?.time ?? .max, firstHead < first.count ? first[firstHead].time : .max)
     }
 
     private enum Source { case planned, pending, first }
@@ -149,7 +145,7 @@ struct Timers: Sendable {
     private var earliest: (source: Source, time: Int64)? {
         var best: (source: Source, time: Int64)?
         if let entry = planned.top { best = (.planned, entry.time) }
-        if let time = pending.topTime, best.map({ time < $0.time }) ?? true { best = (.pending, time) }
+        if let entry = pending.top, best.map({ entry.time < $0.time }) ?? true { best = (.pending, entry.time) }
         if firstHead < first.count, best.map({ first[firstHead].time < $0.time }) ?? true { best = (.first, first[firstHead].time) }
         return best
     }

@@ -149,6 +149,7 @@ struct StoreDeadlineTests {
             }
         }
     }
+
     /// A gateway stops while its rebuild waits for the store: the rebuild's reload of the registry waits for
     /// a table another session holds locked (`timeline`, which no commit and no commit probe touches), and
     /// the gateway, told to stop, cancels it and stops within seconds rather than when the lock goes. A

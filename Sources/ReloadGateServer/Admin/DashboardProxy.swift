@@ -171,7 +171,7 @@ public struct DashboardProxy: Sendable {
             outgoing.method = .init(rawValue: request.method.rawValue)
             if let type = request.headers[.contentType] { outgoing.headers.add(name: "content-type", value: type) }
             if request.headers[.contentLength] != nil || request.headers[.transferEncoding] != nil {
-                var body = request.body
+                let body = request.body
                 let bytes = try await body.collect(upTo: DashboardProxy.bodyLimit)
                 outgoing.body = .bytes(bytes)
             }

@@ -25,7 +25,7 @@ struct StoreDeadlineTests {
         let sender = ProviderTokenFactory(keyID: "DEADLINE01", teamID: "DEADTEAM01")
         let store = try await TestPostgres.openStore(url: url, secretsDirectory: data.path("data"))
         defer { try? store.close() }
-        let credentials = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token])
+        _ = try await store.addTestSender(bundle: Self.bundle, sender: sender, devices: [Self.token])
 
         try await TestGateway.withRunning(configure: { configuration in
             configuration.usePostgres(url, dataDirectory: data.path("data"))

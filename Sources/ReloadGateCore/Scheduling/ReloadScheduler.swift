@@ -69,8 +69,8 @@ public struct ReloadScheduler: Sendable {
     var released = TickOutput()
     /// The latest time processed; inputs with an earlier time are treated as happening now.
     var clock = InstanceState.never
-    /// Instances whose state changed since ``takeChangedInstances()`` (a removed instance may repeat;
-    /// the flag in its state says whether it is still to be taken).
+    /// Instances whose state changed since the last tick took their snapshots (``releaseChangedStates()``;
+    /// a removed instance may repeat: the flag in its state says whether it is still to be taken).
     var changed: [Int32] = []
 
     public init(configuration: SchedulerConfiguration = SchedulerConfiguration()) {

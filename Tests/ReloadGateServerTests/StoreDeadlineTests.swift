@@ -167,52 +167,58 @@ struct StoreDeadlineTests {
         let logger = Logger(label: "locker")
         let requestLocker = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 1, logger: logger)
         let timelineLocker = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 2, logger: logger)
-        // The timeline table's lock ends by itself, so that a gateway that waits for it still ends the test.
-        let lockHeld = Duration.seconds(90)
-        let release = Task {
-            try? await Task.sleep(for: lockHeld)
-            _ = try? await timelineLocker.query("ROLLBACK", logger: logger)
+        // Closed on every way out: postgres-nio asserts that a connection is closed before it goes. (The lock
+        // need not end by itself: a gateway that waited for its reload would wait for the statement's lock
+        // timeout, the store's deadline.)
+        @Sendable func closeLockers() async {
+            try? await requestLocker.close()
             try? await timelineLocker.close()
         }
-        defer { release.cancel() }
         let toldToStop = Shared<ContinuousClock.Instant?>(nil)
-
-        try await TestGateway.withRunning(configure: { configuration in
-            configuration.usePostgres(url, dataDirectory: data.path("data"))
-            configuration.store.deadline = 15_000
-        }) { gateway in
-            #expect(try await gateway.push(Self.token, bundle: Self.bundle, sender: sender).status == 200)
-            try await timelineLocker.query("BEGIN", logger: logger)
-            try await timelineLocker.query("LOCK TABLE timeline IN ACCESS EXCLUSIVE MODE", logger: logger)
-            // A commit that misses its deadline on the locked request table: the gateway is degraded and must
-            // reload its state once the store can commit again.
-            try await requestLocker.query("BEGIN", logger: logger)
-            try await requestLocker.query("LOCK TABLE request IN ACCESS EXCLUSIVE MODE", logger: logger)
-            let refused = try await gateway.push(Self.token, bundle: Self.bundle, sender: sender)
-            #expect(refused.status == 503, "\(refused.body)")
-            // The commit probe passes again (a probe already waiting for the request table may first wait out
-            // its deadline); the reload then waits for the timeline table, at most 45 s. The server says so:
-            // a session waits for this one's lock, and only a reload reads that table. (Its statement is not
-            // yet the session's `query` then: the lock is taken while the statement is parsed.)
-            try await requestLocker.query("ROLLBACK", logger: logger)
-            try await requestLocker.close()
-            let waiting = ContinuousClock.now
-            var blocked = false
-            while !blocked, ContinuousClock.now - waiting < .seconds(45) {
-                let rows = try await timelineLocker.query(
-                    """
-                    SELECT count(*)::bigint FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))
-                    """,
-                    logger: logger
-                )
-                for try await count in rows.decode(Int64.self) { blocked = count > 0 }
-                if !blocked { try await Task.sleep(for: .milliseconds(100)) }
+        let stoppedAt: ContinuousClock.Instant
+        do {
+            try await TestGateway.withRunning(configure: { configuration in
+                configuration.usePostgres(url, dataDirectory: data.path("data"))
+                configuration.store.deadline = 15_000
+            }) { gateway in
+                #expect(try await gateway.push(Self.token, bundle: Self.bundle, sender: sender).status == 200)
+                try await timelineLocker.query("BEGIN", logger: logger)
+                try await timelineLocker.query("LOCK TABLE timeline IN ACCESS EXCLUSIVE MODE", logger: logger)
+                // A commit that misses its deadline on the locked request table: the gateway is degraded and must
+                // reload its state once the store can commit again.
+                try await requestLocker.query("BEGIN", logger: logger)
+                try await requestLocker.query("LOCK TABLE request IN ACCESS EXCLUSIVE MODE", logger: logger)
+                // Answered after the deadline (15 s): a loaded machine may take longer still.
+                let refused = try await gateway.push(Self.token, bundle: Self.bundle, sender: sender, timeout: .seconds(90))
+                #expect(refused.status == 503, "\(refused.body)")
+                // The commit probe passes again (a probe already waiting for the request table may first wait out
+                // its deadline); the reload then waits for the timeline table, at most 45 s. The server says so:
+                // a session waits for this one's lock, and only a reload reads that table. (Its statement is not
+                // yet the session's `query` then: the lock is taken while the statement is parsed.)
+                try await requestLocker.query("ROLLBACK", logger: logger)
+                let waiting = ContinuousClock.now
+                var blocked = false
+                while !blocked, ContinuousClock.now - waiting < .seconds(45) {
+                    let rows = try await timelineLocker.query(
+                        """
+                        SELECT count(*)::bigint FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))
+                        """,
+                        logger: logger
+                    )
+                    for try await count in rows.decode(Int64.self) { blocked = count > 0 }
+                    if !blocked { try await Task.sleep(for: .milliseconds(100)) }
+                }
+                try #require(blocked, "the gateway's reload never waited for the locked timeline table")
+                toldToStop.withLock { $0 = .now }
             }
-            try #require(blocked, "the gateway's reload never waited for the locked timeline table")
-            toldToStop.withLock { $0 = .now }
+            stoppedAt = .now
+        } catch {
+            await closeLockers()
+            throw error
         }
-        let stopped = try #require(toldToStop.withLock { $0 }).duration(to: .now)
-        print("StoreDeadlineTests: stopped \(stopped) after being told, its reload waiting for a lock held \(lockHeld)")
+        await closeLockers()
+        let stopped = try #require(toldToStop.withLock { $0 }).duration(to: stoppedAt)
+        print("StoreDeadlineTests: stopped \(stopped) after being told, its reload waiting for a lock (store deadline 15 s)")
         #expect(stopped < .seconds(8), "the gateway took \(stopped) to stop: it waited for its rebuild's read")
     }
 }

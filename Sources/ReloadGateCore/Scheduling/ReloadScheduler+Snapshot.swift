@@ -23,8 +23,8 @@ public struct InstanceSnapshot: Hashable, Sendable {
             self.activity = activity
         }
 
-        /// The pending reload in `slot` of `table`, built in the box from the record's fields: built apart
-        /// and handed over, it was copied into the box (its list and strings retained) and the original
+        /// The pending reload in `slot` of `table`, built in the box from the record's fields. A value built
+        /// apart and handed over is copied into the box (its list and strings retained) and the original
         /// destroyed (decision 0088).
         init(slot: Int32, of table: borrowing PendingTable, activity: consuming ActivitySnapshot?) {
             pending = table.snapshot(of: slot)
@@ -167,8 +167,8 @@ public struct PendingSnapshot: Hashable, Sendable {
 extension ReloadScheduler {
     /// Appends the snapshot of every instance whose state changed since the last call to the output, each
     /// once, in the order they first changed (what ``tick(now:)`` returns), and starts the next list.
-    /// Written straight into the output: a list of the instances first was one more array a tick and
-    /// one more pass over them.
+    /// Written straight into the output, without a list of the instances first (one more array and one
+    /// more pass a tick).
     mutating func releaseChangedStates() {
         released.instanceStates.reserveCapacity(changed.count)
         for i in changed where instances[Int(i)].isChanged {
@@ -190,7 +190,8 @@ extension ReloadScheduler {
         let bucketFullAt = state.bucketFullAt == InstanceState.never ? nil : state.bucketFullAt
         let lastReload = state.lastReload == InstanceState.never ? nil : Timestamp(milliseconds: state.lastReload)
         let plannedReload = state.plannedReload == InstanceState.none ? nil : Timestamp(milliseconds: state.plannedReload)
-        // Most changed instances have nothing pending (a delivery just took it) and are not activities.
+        // Most changed instances have nothing pending (a delivery just took it) and are not activities:
+        // nothing boxed, and the activities not looked up.
         guard state.pendingSlot >= 0 || !activities.isEmpty && activities[i] != nil else {
             return InstanceSnapshot(bucketFullAt: bucketFullAt, lastReload: lastReload, plannedReload: plannedReload)
         }

@@ -355,6 +355,11 @@ public final class PostgresStore: Sendable {
     /// server rolls back what it had not committed). The outcome is always the operation's own: an
     /// operation that committed just before its connection was closed still reports its success.
     ///
+    /// Should the race itself not end (an operation that neither its cancellation nor its closed
+    /// connection ends), a backstop well past both abandons it: as `unavailable` while it still waited for
+    /// a connection, and as ``StoreError/outcomeUnknown(reason:)`` once it had one, since the server may yet
+    /// do what it was sent.
+    ///
     /// A cancelled caller waits for a write until it ends (its outcome decides what the caller may do
     /// next), but not for a read (`readOnly`): a read changes nothing, and one that scans has a deadline
     /// of minutes, which a stopping gateway must not wait out on a connection that no longer answers.
@@ -372,8 +377,11 @@ public final class PostgresStore: Sendable {
         // race's own ends: on a starved machine closing an overrun connection and failing its operation
         // take seconds of their own.)
         let backstop = Self.leaseTimeout + limit * 2 + .seconds(5)
+        let logger = logger
         return try await abandoning(after: backstop, timedOut: {
-            StoreError.unavailable(reason: "the database operation did not end within \(backstop)")
+            let error = lease.abandoned(after: backstop)
+            logger.error("a database operation was abandoned at the store's backstop", metadata: ["error": "\(error)"])
+            return error
         }, returnOnCancel: readOnly) { try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, body) }
     }
 
@@ -530,6 +538,25 @@ public final class PostgresStore: Sendable {
             state.withLock { state in
                 if case .overrun = state { return true }
                 return false
+            }
+        }
+
+        /// The error of an operation that the backstop abandoned, by where it was then. Still waiting for a
+        /// connection, it sent nothing (`unavailable`). Once it had its connection, what it sent may be done
+        /// or may still be done by the server (a commit whose answer never came back): `outcomeUnknown`, so
+        /// that a write is never answered as not stored when it may be.
+        func abandoned(after backstop: Duration) -> StoreError {
+            state.withLock { state in
+                switch state {
+                case .waiting, .timedOut:
+                    .unavailable(reason: "no database connection within \(backstop) (the wait for one did not end)")
+                case .leased:
+                    .outcomeUnknown(reason: "the database operation did not end within \(backstop) on its connection")
+                case .overrun:
+                    .outcomeUnknown(reason: "the database operation did not end within \(backstop), though its connection was closed at the deadline")
+                case .finished:
+                    .outcomeUnknown(reason: "the database operation ended, but its answer did not come back within \(backstop)")
+                }
             }
         }
     }

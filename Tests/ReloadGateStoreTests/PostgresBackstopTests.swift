@@ -7,10 +7,11 @@ import Testing
 
 @testable import ReloadGateStore
 
-/// The store's backstop (``PostgresStore/withConnection(deadline:readOnly:_:)``): an operation that ends
-/// neither when its deadline closes its connection nor when it is cancelled is abandoned, and its error
-/// says what may have happened. Once it had its connection, the server may yet do what it was sent, so the
-/// caller must not answer it as not stored.
+/// The ends of a store operation (``PostgresStore/withConnection(deadline:readOnly:_:)``). An operation that
+/// ends neither when its deadline closes its connection nor when it is cancelled is abandoned at the
+/// backstop, and its error says what may have happened: once it had its connection, the server may yet do
+/// what it was sent, so the caller must not answer it as not stored. And a cancelled caller's write keeps
+/// its deadline.
 @Suite(.enabled(if: TestPostgres.isEnabled))
 struct PostgresBackstopTests {
     @Test func anOperationAbandonedOnItsConnectionHasAnUnknownOutcome() async throws {
@@ -50,5 +51,39 @@ struct PostgresBackstopTests {
             return
         }
         #expect(took >= .seconds(12) && took < .seconds(40), "abandoned after \(took)")
+    }
+
+    /// A write whose caller is cancelled is still waited for, and still has its deadline: when the server
+    /// stops answering, its connection is closed a second after the deadline and the write ends as an
+    /// unknown outcome. (Cancelling the race used to end its timer too, which left the write to the
+    /// backstop.)
+    @Test func aCancelledWriteKeepsItsDeadlineWhenTheServerStopsAnswering() async throws {
+        let directory = try TemporaryDirectory("cancelled-write")
+        defer { directory.remove() }
+        let (store, proxy) = try await PostgresResyncReadTests.openThroughProxy(in: directory, deadline: .milliseconds(500))
+        defer { Task { await proxy.stop() } }
+        defer { try? store.close() }
+        let logger = Logger(label: "test")
+        // Nothing the server answers comes back from this statement on.
+        proxy.swallowReplies(onceClientSends: "reloadgate_cancelled_write")
+        let started = ContinuousClock.now
+        let write = Task {
+            try await store.withConnection { connection in
+                _ = try await connection.rows("SELECT 1 AS reloadgate_cancelled_write", logger: logger)
+            }
+        }
+        while !proxy.isSwallowing, ContinuousClock.now - started < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try #require(proxy.isSwallowing, "the statement never reached the proxy")
+        write.cancel()
+        let outcome = await write.result
+        let took = ContinuousClock.now - started
+        guard case .failure(let error) = outcome, case .outcomeUnknown? = error as? StoreError else {
+            Issue.record("the cancelled write's outcome: \(outcome)")
+            return
+        }
+        // Its deadline and the second after it (1.5 s); the backstop would be 13 s.
+        #expect(took < .seconds(8), "the cancelled write ended after \(took)")
     }
 }

@@ -382,14 +382,23 @@ public final class PostgresStore: Sendable {
             let error = lease.abandoned(after: backstop)
             logger.error("a database operation was abandoned at the store's backstop", metadata: ["error": "\(error)"])
             return error
-        }, returnOnCancel: readOnly) { try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, body) }
+        }, returnOnCancel: readOnly) {
+            try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, readOnly: readOnly, body)
+        }
     }
 
     /// ``withConnection(deadline:readOnly:_:)``'s race of the operation with the lease timeout and its deadline.
+    ///
+    /// The deadline holds even when the race is cancelled (its caller cancelled): postgres-nio does not end
+    /// a query on cancellation, so a write whose server stopped answering would otherwise wait, with no one
+    /// to close its connection, until the backstop. A cancelled read is not waited for (``abandoning``
+    /// returns at once); its connection is closed then, so that the pool does not keep it leased for the
+    /// minutes a scanning read may take.
     private func raceLeaseAndDeadline<Result: Sendable>(
         client: PostgresClient,
         lease: Lease,
         limit: Duration,
+        readOnly: Bool,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         try await withThrowingTaskGroup(of: Result?.self) { group in
@@ -417,15 +426,20 @@ public final class PostgresStore: Sendable {
                 }
             }
             group.addTask {
-                try await Task.sleep(for: Self.leaseTimeout)
+                // Cancelled: the operation ended (its result is in), or its caller cancelled.
+                let cancelled = (try? await Task.sleep(for: Self.leaseTimeout)) == nil
                 if lease.expireWaiting() {
+                    // No connection yet: none is taken now (nothing was sent).
+                    if cancelled { throw CancellationError() }
                     self.poolSuspect.withLock { $0 = true }
                     throw StoreError.unavailable(reason: "no database connection within \(Self.leaseTimeout)")
                 }
-                // Leased: the operation runs until its deadline at most.
-                while let leasedAt = lease.leasedAt, leasedAt.duration(to: .now) < limit {
-                    try await Task.sleep(until: leasedAt.advanced(by: limit), clock: .continuous)
+                if cancelled, readOnly, let connection = lease.overrun() {
+                    try? await connection.close()
+                    return nil
                 }
+                // Leased: the operation runs until its deadline at most, cancelled or not.
+                if let leasedAt = lease.leasedAt { await lease.waitForEnd(until: leasedAt.advanced(by: limit)) }
                 if let connection = lease.overrun() {
                     self.logger.error(
                         "the database did not answer within the store deadline; its connection was closed",
@@ -492,6 +506,8 @@ public final class PostgresStore: Sendable {
     /// operation and its timer).
     private final class Lease: Sendable {
         let state = Mutex(LeaseState.waiting)
+        /// The timer's wait for the running operation's end (``waitForEnd(until:)``), resumed once.
+        private let endWaiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
 
         /// The operation got `connection` in time: `false` when the wait had already timed out.
         func grant(_ connection: PostgresConnection) -> Bool {
@@ -506,6 +522,23 @@ public final class PostgresStore: Sendable {
             state.withLock { state in
                 if case .leased = state { state = .finished }
             }
+            endWaiter.withLock { $0.take() }?.resume()
+        }
+
+        /// Returns when the operation is no longer running on its connection, or at `deadline`, whichever
+        /// comes first; a cancelled task waits too.
+        func waitForEnd(until deadline: ContinuousClock.Instant) async {
+            let timer = Task.detached {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                self.endWaiter.withLock { $0.take() }?.resume()
+            }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                endWaiter.withLock { $0 = continuation }
+                // Ended, or past the deadline, before the wait was in place: `finish()` or the timer found no
+                // one to resume.
+                if leasedAt == nil || ContinuousClock.now >= deadline { endWaiter.withLock { $0.take() }?.resume() }
+            }
+            timer.cancel()
         }
 
         /// The wait for a connection timed out (`true`), unless the operation got one.

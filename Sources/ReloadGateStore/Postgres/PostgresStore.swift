@@ -346,7 +346,8 @@ public final class PostgresStore: Sendable {
     }
 
     /// Runs `body` on a connection of the pool, or throws ``StoreError/unavailable(reason:)`` when none is
-    /// leased within ``leaseTimeout``, or when the operation does not end within its deadline.
+    /// leased within ``leaseTimeout`` or the server cancels the operation at its deadline, and
+    /// ``StoreError/outcomeUnknown(reason:)`` when its connection breaks or is closed under it.
     ///
     /// The deadline (`deadline`, else the store's) is the server's first: it cancels a statement past it
     /// (`statement_timeout`, `lock_timeout`) and rolls the transaction back, which is answered here as the

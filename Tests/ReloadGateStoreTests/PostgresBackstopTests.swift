@@ -55,8 +55,7 @@ struct PostgresBackstopTests {
 
     /// A write whose caller is cancelled is still waited for, and still has its deadline: when the server
     /// stops answering, its connection is closed a second after the deadline and the write ends as an
-    /// unknown outcome. (Cancelling the race used to end its timer too, which left the write to the
-    /// backstop.)
+    /// unknown outcome, not at the backstop.
     @Test func aCancelledWriteKeepsItsDeadlineWhenTheServerStopsAnswering() async throws {
         let directory = try TemporaryDirectory("cancelled-write")
         defer { directory.remove() }

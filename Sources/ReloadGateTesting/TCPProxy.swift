@@ -20,6 +20,8 @@ public final class TCPProxy: Sendable {
         var swallowing = false
         /// Swallowing begins once a client sends a buffer this says yes to (``swallowReplies(onceClientBinds:)``).
         var trigger: (@Sendable (ByteBuffer) -> Bool)?
+        /// The client connection whose buffer fired the trigger.
+        var triggeredBy: (any Channel)?
         var connections: [any Channel] = []
         /// ``endAfterFirstRow(onceClientSends:)``: what a client's buffer contains to arm the cut, and
         /// whether it is armed.
@@ -130,9 +132,17 @@ public final class TCPProxy: Sendable {
     /// ``swallowReplies(onceClientSends:)`` has fired).
     public var isSwallowing: Bool { state.withLock { $0.swallowing } }
 
+    /// Whether the client connection that sent what began the swallowing (a trigger set by
+    /// ``swallowReplies(onceClientSends:)`` or ``swallowReplies(onceClientBinds:)``) is still open; nil
+    /// before the trigger fired. A client that gives up on its query and closes its connection makes it
+    /// false.
+    public var triggeringConnectionIsOpen: Bool? {
+        state.withLock { $0.triggeredBy }?.isActive
+    }
+
     /// Called with each buffer a client sends, before it is forwarded: starts swallowing when the trigger says
     /// so. (A message split across two reads is missed; a Bind is short.)
-    private func watch(_ buffer: ByteBuffer) {
+    private func watch(_ buffer: ByteBuffer, from client: any Channel) {
         state.withLock { state in
             if let marker = state.cutMarker, buffer.readableBytesView.firstRange(of: marker) != nil {
                 state.cutMarker = nil
@@ -141,6 +151,7 @@ public final class TCPProxy: Sendable {
             guard let trigger = state.trigger, trigger(buffer) else { return }
             state.swallowing = true
             state.trigger = nil
+            state.triggeredBy = client
         }
     }
 
@@ -155,7 +166,7 @@ public final class TCPProxy: Sendable {
     /// Connects `client` to the target, on the client's event loop, and relays both ways.
     private func relay(_ client: any Channel, to targetPort: Int) -> EventLoopFuture<Void> {
         let loop = client.eventLoop
-        let toServer = NIOLoopBound(Relay(drop: { false }, watch: { [self] in self.watch($0) }), eventLoop: loop)
+        let toServer = NIOLoopBound(Relay(drop: { false }, watch: { [self] in self.watch($0, from: client) }), eventLoop: loop)
         do {
             try client.pipeline.syncOperations.addHandler(toServer.value)
         } catch {

@@ -58,7 +58,8 @@ struct PostgresResyncReadTests {
 
     /// A read whose caller is cancelled is abandoned at once: it writes nothing, and a scanning read
     /// (loading partitions, a degraded engine's reload) has a deadline of minutes, which a stopping
-    /// gateway waited out on a connection that no longer answered.
+    /// gateway waited out on a connection that no longer answered. Its connection is closed then too,
+    /// rather than kept leased by the pool until the read's deadline or the server's idle timeout.
     @Test func aScanningReadEndsWhenItsCallerIsCancelled() async throws {
         let directory = try TemporaryDirectory("cancelled-read")
         defer { directory.remove() }
@@ -67,8 +68,9 @@ struct PostgresResyncReadTests {
         defer { try? store.close() }
         #expect(try await store.registeredInstances(partitions: [0]).isEmpty)
 
-        // Nothing the server answers comes back from now on: the read waits on its connection.
-        proxy.swallowReplies()
+        // Nothing the server answers comes back once the read's query is sent: the read waits on its
+        // connection.
+        proxy.swallowReplies(onceClientSends: "device.active AND")
         let ended = Mutex<ContinuousClock.Instant?>(nil)
         let read = Task {
             _ = try? await store.registeredInstances(partitions: [0])
@@ -76,6 +78,7 @@ struct PostgresResyncReadTests {
         }
         try await Task.sleep(for: .seconds(1))
         #expect(ended.withLock { $0 } == nil, "the read ended before it was cancelled: nothing was swallowed")
+        #expect(proxy.triggeringConnectionIsOpen == true, "the read's query was not seen, or its connection closed before the cancel")
         let cancelled = ContinuousClock.now
         read.cancel()
         // Before: the read's scanning deadline (300 s) and its backstop, over ten minutes.
@@ -84,5 +87,12 @@ struct PostgresResyncReadTests {
         }
         let took = try #require(ended.withLock { $0 }, "the read had not ended 60 s after its caller was cancelled") - cancelled
         #expect(took < .seconds(10), "the read ended \(took) after its caller was cancelled")
+        // The read's connection goes too. Left leased, it would stay open for the read's deadline (300 s)
+        // or the server's `idle_in_transaction_session_timeout` (61 s with the tests' deadline).
+        while proxy.triggeringConnectionIsOpen == true, ContinuousClock.now - cancelled < .seconds(20) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let closed = ContinuousClock.now - cancelled
+        #expect(proxy.triggeringConnectionIsOpen == false, "the read's connection was still open \(closed) after its caller was cancelled")
     }
 }

@@ -1,3 +1,4 @@
+import ReloadGateCore
 import Testing
 
 @testable import ReloadGateStore
@@ -13,6 +14,32 @@ import Testing
         #expect(IntegerList.text([]) == "[]")
         #expect(IntegerList.parse("[]") == [])
         #expect(IntegerList.parse("") == [])
+    }
+
+    /// The bytes a group commit binds (``IntegerList/withText(_:count:_:)``, written into a temporary
+    /// buffer) are the text of the plain spelling, for lists of every length up to the longest numbers,
+    /// and the buffer is never too small: a list of the longest numbers fills it to the last byte but one
+    /// comma.
+    @Test func theBoundBytesAreThePlainSpelling() {
+        var random = SplitMix64(seed: 49)
+        for length in [0, 1, 2, 3, 17, 100, 257] {
+            let values: [Int64] = (0..<length).map { index in
+                switch index % 4 {
+                case 0: Int64(bitPattern: random.next())
+                case 1: Int64(bitPattern: random.next()) >> 40
+                case 2: index % 8 == 2 ? .min : .max
+                default: 0
+                }
+            }
+            let plain = "[" + values.map(String.init).joined(separator: ",") + "]"
+            #expect(IntegerList.withText(values, count: values.count) { String(decoding: $0, as: UTF8.self) } == plain)
+            #expect(IntegerList.text(values) == plain)
+        }
+        let longest = [Int64](repeating: .min, count: 50)
+        let bytes = IntegerList.withText(longest, count: longest.count) { $0.count }
+        #expect(bytes == IntegerList.maximumLength(count: 50) - 1)
+        // A sequence longer than it said is cut at its count, within the buffer.
+        #expect(IntegerList.withText([Int64](repeating: .min, count: 9), count: 2) { String(decoding: $0, as: UTF8.self) } == "[-9223372036854775808,-9223372036854775808]")
     }
 
     @Test func numbersThatDoNotFitAreLeftOutAndSpacesAreSkipped() {

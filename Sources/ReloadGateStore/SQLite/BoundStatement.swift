@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import ReloadGateCore
 
 /// One of the group commit's cached statements (inserts and updates, and a point query), with its
 /// arguments bound through SQLite's own `sqlite3_bind_*` functions.
@@ -44,6 +45,22 @@ struct BoundStatement: SQLBinder {
         value.withUTF8 { bytes in
             _ = sqlite3_bind_text(handle, index, bytes.baseAddress, CInt(bytes.count), Self.transient)
         }
+    }
+
+    /// Binds `values` as a stored integer list (``IntegerList``, `[1,2,3]`), written into a temporary
+    /// buffer that SQLite copies: no `String` is built for it.
+    mutating func bindList<Values: Collection<Int64>>(_ values: Values) {
+        index += 1
+        let index = index
+        IntegerList.withText(values, count: values.count) { bytes in
+            _ = sqlite3_bind_text(handle, index, bytes.baseAddress, CInt(bytes.count), Self.transient)
+        }
+    }
+
+    /// Binds request ids as a stored integer list, each id as the `Int64` of its bits (as every store
+    /// keeps them).
+    mutating func bindList(requests: [RequestID]) {
+        bindList(requests.lazy.map { Int64(bitPattern: $0) })
     }
 
     /// Binds a blob (SQLite copies it).

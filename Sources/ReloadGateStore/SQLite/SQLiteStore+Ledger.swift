@@ -98,7 +98,7 @@ extension SQLiteStore {
                 insert.bind(run.kind.rawValue)
                 insert.bind(run.due?.milliseconds)
                 insert.bind(run.reason)
-                insert.bind(IntegerList.text(run.instances))
+                insert.bindList(run.instances)
                 insert.bind(run.count)
                 try insert.run()
             }
@@ -179,7 +179,7 @@ extension SQLiteStore {
                     replaceList.bind(first)
                     let listed = pending.requests
                     replaceList.bind(listed.count)
-                    replaceList.bind(IntegerList.text(listed.map { Int64(bitPattern: $0) }))
+                    replaceList.bindList(requests: listed)
                     try replaceList.run()
                 }
             }
@@ -193,8 +193,8 @@ extension SQLiteStore {
                 insert.bind(delivery.apnsID)
                 insert.bind(delivery.device)
                 insert.bind(delivery.released.milliseconds)
-                insert.bind(IntegerList.text(delivery.instances))
-                insert.bind(IntegerList.text(delivery.requests.map { Int64(bitPattern: $0) }))
+                insert.bindList(delivery.instances)
+                insert.bindList(requests: delivery.requests)
                 insert.bind(delivery.requestCount)
                 insert.bind(delivery.priority.rawValue)
                 insert.bind(delivery.expiration?.milliseconds)

@@ -79,6 +79,7 @@ public final class TCPProxy: Sendable {
     public func swallowReplies(onceClientBinds name: String) {
         let marker = [0] + Array(name.utf8) + [0]
         state.withLock { state in
+            state.triggeredBy = nil
             state.trigger = { buffer in
                 let bytes = Array(buffer.readableBytesView)
                 guard bytes.count >= marker.count + 5 else { return false }
@@ -96,6 +97,7 @@ public final class TCPProxy: Sendable {
     public func swallowReplies(onceClientSends marker: String) {
         let bytes = Array(marker.utf8)
         state.withLock { state in
+            state.triggeredBy = nil
             state.trigger = { buffer in buffer.readableBytesView.firstRange(of: bytes) != nil }
         }
     }
@@ -116,6 +118,7 @@ public final class TCPProxy: Sendable {
         let connections = state.withLock { state in
             state.swallowing = false
             state.trigger = nil
+            state.triggeredBy = nil
             defer { state.connections = [] }
             return state.connections
         }
@@ -134,8 +137,8 @@ public final class TCPProxy: Sendable {
 
     /// Whether the client connection that sent what began the swallowing (a trigger set by
     /// ``swallowReplies(onceClientSends:)`` or ``swallowReplies(onceClientBinds:)``) is still open; nil
-    /// before the trigger fired. A client that gives up on its query and closes its connection makes it
-    /// false.
+    /// before the trigger fired (and again after ``heal()`` or a new trigger). A client that gives up on
+    /// its query and closes its connection makes it false.
     public var triggeringConnectionIsOpen: Bool? {
         state.withLock { $0.triggeredBy }?.isActive
     }

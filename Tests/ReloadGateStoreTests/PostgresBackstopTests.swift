@@ -85,4 +85,35 @@ struct PostgresBackstopTests {
         // Its deadline and the second after it (1.5 s); the backstop would be 13 s.
         #expect(took < .seconds(8), "the cancelled write ended after \(took)")
     }
+
+    /// A transaction whose server stops answering ends a second after its deadline, when its connection
+    /// is closed, not at the backstop: once its statement fails, nothing more (the `ROLLBACK` of a
+    /// transaction) is written to the closed connection, which postgres-nio would never answer.
+    @Test func aTransactionEndsWhenItsConnectionIsClosedAtTheDeadline() async throws {
+        let directory = try TemporaryDirectory("closed-transaction")
+        defer { directory.remove() }
+        let (store, proxy) = try await PostgresResyncReadTests.openThroughProxy(in: directory, deadline: .milliseconds(500))
+        defer { Task { await proxy.stop() } }
+        defer { try? store.close() }
+        let logger = Logger(label: "test")
+        proxy.swallowReplies(onceClientSends: "reloadgate_closed_transaction")
+        let started = ContinuousClock.now
+        let outcome: Result<Void, any Error>
+        do {
+            try await store.transaction { connection in
+                _ = try await connection.rows("SELECT 1 AS reloadgate_closed_transaction", logger: logger)
+            }
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        let took = ContinuousClock.now - started
+        #expect(proxy.isSwallowing, "the statement never reached the proxy")
+        guard case .failure(let error) = outcome, case .outcomeUnknown? = error as? StoreError else {
+            Issue.record("the transaction's outcome: \(outcome)")
+            return
+        }
+        // Its deadline and the second after it (1.5 s); the backstop would be 13 s.
+        #expect(took < .seconds(8), "the transaction ended after \(took)")
+    }
 }

@@ -33,6 +33,10 @@ extension PostgresStore {
     /// `CommandComplete` in one write, so the row stream ends within the read that brought the row and is
     /// never left waiting for demand when a connection ends.
     static func run(_ statement: LedgerStatement, on connection: PostgresConnection, logger: Logger) async throws -> [LedgerStatement.Row] {
+        // Not written to a closed connection, where postgres-nio would never answer it
+        // (``PostgresConnection/rows(_:logger:)``). Checked from the task's thread, so a close a moment later
+        // may still come first; the store's backstop bounds that.
+        guard !connection.isClosed else { throw PostgresStore.ClosedConnection() }
         var rows: [LedgerStatement.Row] = []
         for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
         return rows

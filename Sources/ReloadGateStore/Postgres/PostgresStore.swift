@@ -313,7 +313,7 @@ public final class PostgresStore: Sendable {
             return try await withConnection { connection in try await connection.rows(query, logger: logger) }
         }
         return try await withConnection(deadline: deadline) { connection in
-            try await connection.withTransaction(logger: logger) { connection in
+            try await connection.inTransaction(logger: logger) { connection in
                 try await connection.run("SET LOCAL statement_timeout = \(unescaped: String(deadline.milliseconds))", logger: logger)
                 return try await connection.rows(query, logger: logger)
             }
@@ -331,16 +331,11 @@ public final class PostgresStore: Sendable {
     ) async throws -> Result {
         let logger = logger
         return try await withConnection(deadline: deadline, readOnly: readOnly) { connection in
-            do {
-                return try await connection.withTransaction(logger: logger) { connection in
-                    if let deadline {
-                        try await connection.run("SET LOCAL statement_timeout = \(unescaped: String(deadline.milliseconds))", logger: logger)
-                    }
-                    return try await body(connection)
+            try await connection.inTransaction(logger: logger) { connection in
+                if let deadline {
+                    try await connection.run("SET LOCAL statement_timeout = \(unescaped: String(deadline.milliseconds))", logger: logger)
                 }
-            } catch let error as PostgresTransactionError {
-                if let thrown = error.closureError, error.rollbackError == nil { throw thrown }
-                throw error
+                return try await body(connection)
             }
         }
     }
@@ -460,6 +455,10 @@ public final class PostgresStore: Sendable {
         }
     }
 
+    /// A query not written because its connection was closed (``PostgresConnection/rows(_:logger:)``): what
+    /// the operation sent before it may have been done.
+    struct ClosedConnection: Error {}
+
     /// The SQLSTATE of `reloadgate_key_answered_meanwhile` (migration `pg7-idempotency-expiry`).
     static let keyAnsweredMeanwhileState = "RG001"
 
@@ -487,6 +486,9 @@ public final class PostgresStore: Sendable {
         }
         if overran {
             return StoreError.outcomeUnknown(reason: "the database did not answer within \(limit); the connection was closed")
+        }
+        if inner is ClosedConnection {
+            return StoreError.outcomeUnknown(reason: "the connection to the database was closed under the operation")
         }
         // The connection broke under the operation: what was sent may have been done.
         if let psql = inner as? PSQLError, [.serverClosedConnection, .uncleanShutdown, .connectionError].contains(psql.code) {
@@ -617,9 +619,16 @@ extension PostgresConnection {
     /// task (a thread preempted under load), they wait for a consumer without demand, the same state. The
     /// prepared ledger statement (``LedgerStatement``) is the one exception, and its answer is one short row
     /// that arrives with its end (see there).
+    ///
+    /// A query is never written to a closed connection: postgres-nio hands a query to the channel, and on a
+    /// channel already closed it reaches no handler and is never answered, so its caller would wait for
+    /// the store's backstop (a transaction's `ROLLBACK` after the deadline closed its connection did, in
+    /// every backstop the test suite logged). Checked in the event-loop turn that writes the query, where
+    /// the channel cannot close in between.
     func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
         let result: EventLoopFuture<PostgresQueryResult> = eventLoop.flatSubmit {
-            self.query(query, logger: logger)
+            guard !self.isClosed else { return self.eventLoop.makeFailedFuture(PostgresStore.ClosedConnection()) }
+            return self.query(query, logger: logger)
         }
         return try await result.get().rows
     }
@@ -627,6 +636,34 @@ extension PostgresConnection {
     /// Runs `query` for its effect, discarding its rows (through ``rows(_:logger:)``, for the same reason).
     func run(_ query: PostgresQuery, logger: Logger) async throws {
         _ = try await rows(query, logger: logger)
+    }
+
+    /// `body` in one transaction: `BEGIN`, `body`, `COMMIT`, and `ROLLBACK` when `body` throws, unless the
+    /// connection is closed by then (the server rolls back what a session had not committed when it
+    /// ends). postgres-nio's `withTransaction` writes its `ROLLBACK` whatever the connection's state: after
+    /// the deadline closed the connection under the statement, that `ROLLBACK` was never answered (see
+    /// ``rows(_:logger:)``). `body`'s error is rethrown as it is; a `COMMIT` that fails throws its own.
+    /// A connection whose `ROLLBACK` failed is closed, so that the pool does not hand out a session left
+    /// in a failed transaction.
+    func inTransaction<Result: Sendable>(
+        logger: Logger, _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await run("BEGIN", logger: logger)
+        let result: Result
+        do {
+            result = try await body(self)
+        } catch {
+            if !isClosed {
+                do {
+                    try await run("ROLLBACK", logger: logger)
+                } catch {
+                    try? await close()
+                }
+            }
+            throw error
+        }
+        try await run("COMMIT", logger: logger)
+        return result
     }
 }
 

@@ -130,6 +130,33 @@ public func buildGateway(
     }
 }
 
+/// One step of the start that reads or writes the store (the scheduler's load, the first heartbeat), tried
+/// again when the store could not answer within its deadline (`unavailable`, or an unknown outcome: both
+/// steps may be repeated, a load rebuilds the scheduler and a heartbeat renews what it took). A database
+/// slow for a moment (a cold cluster, a loaded machine) does not end the start; one that stays away does,
+/// after ``startAttempts`` tries, with its error.
+private func startStep(_ name: String, logger: Logger, _ step: () async throws -> Void) async throws {
+    for attempt in 1... {
+        do {
+            return try await step()
+        } catch let error as StoreError {
+            switch error {
+            case .unavailable, .outcomeUnknown:
+                guard attempt < startAttempts else { throw error }
+                logger.warning("the store did not answer at the start; trying again", metadata: [
+                    "step": "\(name)", "attempt": "\(attempt)", "error": "\(error)",
+                ])
+                try await Task.sleep(for: .seconds(1))
+            default:
+                throw error
+            }
+        }
+    }
+}
+
+/// How often a start step is tried (``startStep(_:logger:_:)``).
+private let startAttempts = 3
+
 /// What ``Gateway/run()`` does first: opens the store, loads the scheduler's state (before anything
 /// listens: no request is decided on a partial state), and builds the door, the routes and the
 /// listeners' services.
@@ -168,10 +195,10 @@ private func assembleServices(
     }
     let upstream: any DeliveryUpstream
     do {
-        try await door.load()
+        try await startStep("loading the scheduler", logger: logger) { try await door.load() }
         if let membership {
             // The first heartbeat before anything listens: the gateway starts with its share.
-            try await membership.beat()
+            try await startStep("the first heartbeat", logger: logger) { try await membership.beat() }
             logger.info("cluster joined", metadata: ["gateway": "\(membership.gateway)", "partitions": "\(membership.leases.count)"])
         }
         upstream = try apns ?? OutboxUpstream(

@@ -622,8 +622,7 @@ extension PostgresConnection {
     ///
     /// A query is never written to a closed connection: postgres-nio hands a query to the channel, and on a
     /// channel already closed it reaches no handler and is never answered, so its caller would wait for
-    /// the store's backstop (a transaction's `ROLLBACK` after the deadline closed its connection did, in
-    /// every backstop the test suite logged). Checked in the event-loop turn that writes the query, where
+    /// the store's backstop (decision 0047). Checked in the event-loop turn that writes the query, where
     /// the channel cannot close in between.
     func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
         let result: EventLoopFuture<PostgresQueryResult> = eventLoop.flatSubmit {
@@ -640,9 +639,8 @@ extension PostgresConnection {
 
     /// `body` in one transaction: `BEGIN`, `body`, `COMMIT`, and `ROLLBACK` when `body` throws, unless the
     /// connection is closed by then (the server rolls back what a session had not committed when it
-    /// ends). postgres-nio's `withTransaction` writes its `ROLLBACK` whatever the connection's state: after
-    /// the deadline closed the connection under the statement, that `ROLLBACK` was never answered (see
-    /// ``rows(_:logger:)``). `body`'s error is rethrown as it is; a `COMMIT` that fails throws its own.
+    /// ends). postgres-nio's `withTransaction` writes its `ROLLBACK` whatever the connection's state, and
+    /// one written after the deadline closed the connection is never answered (``rows(_:logger:)``). `body`'s error is rethrown as it is; a `COMMIT` that fails throws its own.
     /// A connection whose `ROLLBACK` failed is closed, so that the pool does not hand out a session left
     /// in a failed transaction.
     func inTransaction<Result: Sendable>(

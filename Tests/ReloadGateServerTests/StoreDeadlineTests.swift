@@ -189,16 +189,18 @@ struct StoreDeadlineTests {
                 try await requestLocker.query("BEGIN", logger: logger)
                 try await requestLocker.query("LOCK TABLE request IN ACCESS EXCLUSIVE MODE", logger: logger)
                 // Answered after the deadline (15 s): a loaded machine may take longer still.
+                let pushed = ContinuousClock.now
                 let refused = try await gateway.push(Self.token, bundle: Self.bundle, sender: sender, timeout: .seconds(90))
+                let refusedAfter = pushed.duration(to: .now)
                 #expect(refused.status == 503, "\(refused.body)")
                 // The commit probe passes again (a probe already waiting for the request table may first wait out
-                // its deadline); the reload then waits for the timeline table, at most 45 s. The server says so:
+                // its deadline); the reload then waits for the timeline table, at most 90 s. The server says so:
                 // a session waits for this one's lock, and only a reload reads that table. (Its statement is not
                 // yet the session's `query` then: the lock is taken while the statement is parsed.)
                 try await requestLocker.query("ROLLBACK", logger: logger)
                 let waiting = ContinuousClock.now
                 var blocked = false
-                while !blocked, ContinuousClock.now - waiting < .seconds(45) {
+                while !blocked, ContinuousClock.now - waiting < .seconds(90) {
                     let rows = try await timelineLocker.query(
                         """
                         SELECT count(*)::bigint FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))
@@ -208,7 +210,18 @@ struct StoreDeadlineTests {
                     for try await count in rows.decode(Int64.self) { blocked = count > 0 }
                     if !blocked { try await Task.sleep(for: .milliseconds(100)) }
                 }
-                try #require(blocked, "the gateway's reload never waited for the locked timeline table")
+                if !blocked {
+                    // What the database's other sessions were doing instead (a failure in a loaded run says why).
+                    let sessions = try await Self.sessions(seenBy: timelineLocker, logger: logger)
+                    try #require(
+                        blocked,
+                        """
+                        the gateway's reload never waited for the locked timeline table (the push was refused after \(refusedAfter)); \
+                        its database's sessions: \(sessions)
+                        """
+                    )
+                }
+                print("StoreDeadlineTests: refused after \(refusedAfter); the reload waited for the lock \(waiting.duration(to: .now)) later")
                 toldToStop.withLock { $0 = .now }
             }
             stoppedAt = .now
@@ -220,5 +233,27 @@ struct StoreDeadlineTests {
         let stopped = try #require(toldToStop.withLock { $0 }).duration(to: stoppedAt)
         print("StoreDeadlineTests: stopped \(stopped) after being told, its reload waiting for a lock (store deadline 15 s)")
         #expect(stopped < .seconds(8), "the gateway took \(stopped) to stop: it waited for its rebuild's read")
+    }
+
+    /// One line for each other session of `connection`'s database and the cluster's count of sessions:
+    /// its state, what it waits for, for how long its statement has run, and the statement's start.
+    static func sessions(seenBy connection: PostgresConnection, logger: Logger) async throws -> String {
+        let rows = try await connection.query(
+            """
+            SELECT pid::bigint, coalesce(state, ''), coalesce(wait_event_type || '/' || wait_event, ''),
+                   coalesce(extract(epoch FROM clock_timestamp() - query_start)::float8, 0), left(coalesce(query, ''), 80),
+                   (SELECT count(*)::bigint FROM pg_stat_activity WHERE backend_type = 'client backend')
+            FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid()
+            """,
+            logger: logger
+        )
+        var lines: [String] = []
+        var total: Int64 = 0
+        for try await (pid, state, wait, seconds, query, all) in rows.decode((Int64, String, String, Double, String, Int64).self) {
+            lines.append("\(pid) \(state) waiting=\(wait) for=\(Int(seconds))s: \(query)")
+            total = all
+        }
+        return "\(lines.count) (of \(total) in the cluster): " + lines.joined(separator: " | ")
     }
 }

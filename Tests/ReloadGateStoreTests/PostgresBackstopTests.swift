@@ -116,4 +116,40 @@ struct PostgresBackstopTests {
         // Its deadline and the second after it (1.5 s); the backstop would be 13 s.
         #expect(took < .seconds(8), "the transaction ended after \(took)")
     }
+
+    /// A start whose migration's connection breaks while a statement waits for its answer (the server ends
+    /// the session: `idle_in_transaction_session_timeout` with a loaded client slow between two statements,
+    /// an administrator, a restart) fails at once. postgres-nio's `withTransaction` writes its `ROLLBACK` to
+    /// the closed connection, which is never answered: the start waited for the open's bound of 120 s.
+    @Test func aStartWhoseMigrationConnectionBreaksFailsAtOnce() async throws {
+        let directory = try TemporaryDirectory("broken-migration")
+        defer { directory.remove() }
+        let (proxy, proxied) = try await TCPProxy.inFront(of: try await TestPostgres.newDatabase())
+        defer { Task { await proxy.stop() } }
+        proxy.swallowReplies(onceClientSends: "pg_advisory_xact_lock")
+        let started = ContinuousClock.now
+        let opening = Task {
+            var quiet = Logger(label: "test")
+            quiet.logLevel = .critical
+            return try await PostgresStore(
+                location: try PostgresLocation(url: proxied), secretsDirectory: directory.path("data"),
+                environment: .sandbox, now: Date(), deadline: .seconds(2), logger: quiet
+            )
+        }
+        while !proxy.isSwallowing, ContinuousClock.now - started < .seconds(30) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try #require(proxy.isSwallowing, "the start's migration never asked for its lock")
+        // Every connection is reset under the waiting statement.
+        await proxy.heal()
+        let broken = ContinuousClock.now
+        let outcome = await opening.result
+        let took = broken.duration(to: .now)
+        if case .success(let store) = outcome { try? store.close() }
+        guard case .failure(let error) = outcome, case .cannotOpen? = error as? StoreError else {
+            Issue.record("the start's outcome: \(outcome)")
+            return
+        }
+        #expect(took < .seconds(20), "the start ended \(took) after its migration's connection broke")
+    }
 }

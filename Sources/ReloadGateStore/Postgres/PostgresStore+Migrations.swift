@@ -298,7 +298,7 @@ extension PostgresStore {
     /// starting while another migrates waits for it and then finds nothing to do.
     /// - Parameter last: the last migration to apply (tests build the database of an older version).
     static func migrate(_ client: PostgresClient, upTo last: String? = nil, logger: Logger) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.withConnection { connection in try await connection.inTransaction(logger: logger) { connection in
             // A migration may rewrite a large table, and a gateway starting meanwhile waits for it: neither
             // is held to the store deadline of the pool's connections.
             try await connection.run("SET LOCAL statement_timeout = 0", logger: logger)
@@ -320,7 +320,7 @@ extension PostgresStore {
                 _ = try await connection.rows("INSERT INTO store_migration (name) VALUES (\(migration.name))", logger: logger)
                 logger.info("store migrated", metadata: ["migration": "\(migration.name)"])
             }
-        }
+        } }
     }
 
     /// The names of the migrations applied to this store, in the order of ``migrations`` (those applied in

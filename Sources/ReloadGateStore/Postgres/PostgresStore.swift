@@ -112,7 +112,7 @@ public final class PostgresStore: Sendable {
             // that refuses connections, all of them taken), and a start must end with an answer.
             stored = try await Self.within(Self.migrationTimeout, doing: "opening the store") {
             try await Self.migrate(client, logger: logger)
-            return try await client.withTransaction(logger: logger) { connection in
+            return try await client.withConnection { connection in try await connection.inTransaction(logger: logger) { connection in
                 _ = try await connection.rows(
                     """
                     INSERT INTO store_info (key, value) VALUES ('environment', \(environment.rawValue)),
@@ -129,11 +129,11 @@ public final class PostgresStore: Sendable {
                     throw StoreError.secretsKeyMismatch(directory: URL(fileURLWithPath: secretsDirectory).standardizedFileURL.path)
                 }
                 return stored
-            }
+            } }
             }
         } catch {
             runner.cancel()
-            if case .secretsKeyMismatch(let directory) = (error as? PostgresTransactionError)?.closureError as? StoreError {
+            if case .secretsKeyMismatch(let directory) = error as? StoreError {
                 throw .secretsKeyMismatch(directory: directory)
             }
             throw .cannotOpen(path: description, reason: Self.describe(error))
@@ -465,9 +465,7 @@ public final class PostgresStore: Sendable {
     /// Whether `error` is the server's cancellation of a statement at the deadline (`statement_timeout`,
     /// `lock_timeout`, `idle_in_transaction_session_timeout`).
     static func passedDeadline(_ error: any Error) -> Bool {
-        var inner = error
-        if let transaction = error as? PostgresTransactionError, let thrown = transaction.closureError { inner = thrown }
-        guard let psql = inner as? PSQLError else { return false }
+        guard let psql = error as? PSQLError else { return false }
         return ["57014", "55P03", "25P03"].contains(psql.serverInfo?[.sqlState] ?? "")
     }
 
@@ -475,8 +473,7 @@ public final class PostgresStore: Sendable {
     /// deadline is the store being unavailable (`503`, nothing committed); a connection closed at the
     /// deadline, or one that broke, leaves the outcome unknown (`503` too: the retry is answered).
     static func translate(_ error: any Error, overran: Bool, limit: Duration) -> any Error {
-        var inner = error
-        if let transaction = error as? PostgresTransactionError, let thrown = transaction.closureError { inner = thrown }
+        let inner = error
         if inner is StoreError || inner is RegistryError { return inner }
         if let psql = inner as? PSQLError, psql.serverInfo?[.sqlState] == keyAnsweredMeanwhileState {
             return StoreError.keyAnsweredMeanwhile(key: psql.serverInfo?[.detail] ?? "")
@@ -640,7 +637,10 @@ extension PostgresConnection {
     /// `body` in one transaction: `BEGIN`, `body`, `COMMIT`, and `ROLLBACK` when `body` throws, unless the
     /// connection is closed by then (the server rolls back what a session had not committed when it
     /// ends). postgres-nio's `withTransaction` writes its `ROLLBACK` whatever the connection's state, and
-    /// one written after the deadline closed the connection is never answered (``rows(_:logger:)``). `body`'s error is rethrown as it is; a `COMMIT` that fails throws its own.
+    /// one written after the connection closed is never answered (``rows(_:logger:)``): closed by the
+    /// deadline, or by the server (`idle_in_transaction_session_timeout` while a loaded client is slow
+    /// between two statements, a restart). Every transaction of the store, its migrations included, runs
+    /// here. `body`'s error is rethrown as it is; a `COMMIT` that fails throws its own.
     /// A connection whose `ROLLBACK` failed is closed, so that the pool does not hand out a session left
     /// in a failed transaction.
     func inTransaction<Result: Sendable>(

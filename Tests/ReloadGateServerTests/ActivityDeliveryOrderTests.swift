@@ -20,18 +20,21 @@ struct ActivityDeliveryOrderTests {
     final class Upstream: DeliveryUpstream {
         let delays: [Int64: Duration]
         let refusedOnce: Set<Int64>
+        let refusedForGood: Set<Int64>
         let accepted = Mutex<[Int64]>([])
         let refused = Mutex<[Int64]>([])
 
-        init(delays: [Int64: Duration] = [:], refusedOnce: Set<Int64> = []) {
+        init(delays: [Int64: Duration] = [:], refusedOnce: Set<Int64> = [], refusedForGood: Set<Int64> = []) {
             self.delays = delays
             self.refusedOnce = refusedOnce
+            self.refusedForGood = refusedForGood
         }
 
         func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {
             let body = String(decoding: push.payload ?? [], as: UTF8.self)
             let timestamp = try #require(MockAPNsServer.activityTimestamp(body))
             if let delay = delays[timestamp] { try await Task.sleep(for: delay) }
+            if refusedForGood.contains(timestamp) { return .failed(reason: "PayloadTooLarge") }
             let refuse = refusedOnce.contains(timestamp) && refused.withLock { refused in
                 if refused.contains(timestamp) { return false }
                 refused.append(timestamp)
@@ -168,6 +171,19 @@ struct ActivityDeliveryOrderTests {
         #expect(result.accepted == [1_796_043_350], "\(result.accepted)")
     }
 
+    /// The older update's first attempt is refused (429) and the newer one's for good (`PayloadTooLarge`, say):
+    /// the device showed neither, so the older one's retry is sent, not dropped as outdated.
+    @Test func anOlderUpdateGoesWhenTheNewerOneWasRefusedForGood() async throws {
+        let (older, newer): (Int64, Int64) = (1_796_043_349, 1_796_043_350)
+        let upstream = Upstream(delays: [older: .milliseconds(50)], refusedOnce: [older], refusedForGood: [newer])
+        let result = try await deliver(through: upstream)
+        #expect(upstream.refused.withLock { $0 } == [older], "the older update's first attempt was refused")
+        #expect(result.accepted == [older], "\(result.accepted)")
+        #expect(result.ends[older] == .sent, "\(result.errors)")
+        #expect(result.ends[newer] == .failed)
+        #expect(result.errors[newer] == "PayloadTooLarge", "\(result.errors)")
+    }
+
     /// Turns themselves: one attempt of a device's content at a time, the next after it ends, older content
     /// than attempted is outdated, and a device is forgotten when nothing of it is held.
     @Test func turnsGoOneAtATimeAndForgetADeviceNothingHolds() async throws {
@@ -177,13 +193,13 @@ struct ActivityDeliveryOrderTests {
         #expect(held.tryTurn(device: 8, timestamp: 1) == .go, "another device has its own turn")
         let waiting = Task { await held.turn(device: 7, timestamp: 12) }
         try await Task.sleep(for: .milliseconds(50))
-        held.endTurn(device: 7)
+        held.endTurn(device: 7, reached: 10)
         #expect(await waiting.value == .go)
-        held.endTurn(device: 7)
+        held.endTurn(device: 7, reached: 12)
         // Forgotten once idle: what it knew lasts only while a delivery of the device is held.
         #expect(held.tryTurn(device: 7, timestamp: 11) == .go)
-        held.endTurn(device: 7)
-        held.endTurn(device: 8)
+        held.endTurn(device: 7, reached: 11)
+        held.endTurn(device: 8, reached: 1)
         #expect(held.deviceCount == 0)
 
         let delivery = RecordedDelivery(
@@ -192,10 +208,16 @@ struct ActivityDeliveryOrderTests {
         )
         _ = held.take([delivery])
         #expect(held.tryTurn(device: 9, timestamp: 20) == .go)
-        held.endTurn(device: 9)
+        held.endTurn(device: 9, reached: 20)
         #expect(held.tryTurn(device: 9, timestamp: 19) == .outdated(newer: 20))
         #expect(held.tryTurn(device: 9, timestamp: 20) == .go, "the same content again (a retry) goes")
-        held.endTurn(device: 9)
+        held.endTurn(device: 9, reached: 20)
+        // Newer content that Apple refused showed nothing: older content still goes.
+        #expect(held.tryTurn(device: 9, timestamp: 30) == .go)
+        held.endTurn(device: 9, reached: nil)
+        #expect(held.tryTurn(device: 9, timestamp: 25) == .go, "content older than a refused attempt goes")
+        held.endTurn(device: 9, reached: 25)
+        #expect(held.tryTurn(device: 9, timestamp: 21) == .outdated(newer: 25))
         held.release([delivery])
         #expect(held.deviceCount == 0)
     }

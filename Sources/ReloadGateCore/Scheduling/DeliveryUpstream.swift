@@ -67,6 +67,15 @@ public enum DeliveryOutcome: Hashable, Sendable {
     /// it. Sent again (at least once), and counted.
     case unknown(reason: String)
 
+    /// Whether the push reached Apple or may have (`sent`, `unknown`): a Live Activity's device may show its
+    /// content. Apple's refusals (`failed`, `device-invalid`, `retry`) showed nothing.
+    public var mayHaveReached: Bool {
+        switch self {
+        case .sent, .unknown: true
+        case .failed, .deviceInvalid, .retry: false
+        }
+    }
+
     /// `sent`, `failed`, `device-invalid`, `retry` or `unknown` (logs and metrics).
     public var label: String {
         switch self {

@@ -207,14 +207,15 @@ struct DeliveryWorker: Sendable {
             }
         }
         leaveBehindUnowned(&ready)
-        // Content goes in its device's turn: one waiting for an attempt on its way is tried alone.
-        var turns: [Int64] = []
-        defer { turns.forEach(held.endTurn(device:)) }
+        // Content goes in its device's turn: one waiting for an attempt on its way is tried alone. A turn
+        // ends with the content its attempt made reach Apple, if it did or may have.
+        var turns: [Int64: Int64?] = [:]
+        defer { for (device, reached) in turns { held.endTurn(device: device, reached: reached) } }
         ready.removeAll { delivery, _ in
             guard let content = contents[delivery.apnsID] else { return false }
             switch held.tryTurn(device: delivery.device, timestamp: content) {
             case .go:
-                turns.append(delivery.device)
+                turns[delivery.device] = .some(nil)
                 return false
             case .busy:
                 retries.append(Retry(delivery: delivery, outcome: nil))
@@ -238,6 +239,7 @@ struct DeliveryWorker: Sendable {
         let latency = started.duration(to: .now)   // the group's: until its last answer
         for ((delivery, push), result) in zip(ready, outcomes) {
             let outcome = await conclude(delivery, push: push, result: result, latency: latency)
+            if outcome.mayHaveReached, let content = contents[delivery.apnsID] { turns[delivery.device] = content }
             switch outcome {
             case .retry, .unknown: retries.append(Retry(delivery: delivery, outcome: outcome))
             case .sent, .failed, .deviceInvalid: break
@@ -423,7 +425,8 @@ struct DeliveryWorker: Sendable {
                 return finishOutdated(delivery, content: content, newer: newer)
             }
         }
-        defer { if content != nil { held.endTurn(device: delivery.device) } }
+        var reached: Int64?
+        defer { if content != nil { held.endTurn(device: delivery.device, reached: reached) } }
         do {
             try await markSending([delivery])
         } catch {
@@ -448,7 +451,9 @@ struct DeliveryWorker: Sendable {
         } catch {
             result = .failure(error)
         }
-        return await conclude(delivery, push: push, result: result, latency: started.duration(to: .now))
+        let outcome = await conclude(delivery, push: push, result: result, latency: started.duration(to: .now))
+        if outcome.mayHaveReached { reached = content }
+        return outcome
     }
 
     /// A delivery of a partition this gateway may not hold now: it ends here without a state change

@@ -13,6 +13,8 @@ import Synchronization
 /// a device's content at a time, and never content older than content already attempted for the device,
 /// so that an activity's updates reach Apple newest-last however the worker's groups and retries
 /// interleave (a device shows the newest `timestamp`; an older update after a newer one is not shown).
+/// Only an attempt that reached Apple, or may have (sent, or no answer), makes older content outdated: one
+/// Apple refused, for good or for now, showed nothing, so an older update still goes.
 /// What it knows of a device lasts while the worker holds one of its deliveries: an older update released
 /// later is the scheduler's to drop (`outdated`), since it records the content released.
 final class HeldDeliveries: Sendable {
@@ -27,7 +29,7 @@ final class HeldDeliveries: Sendable {
         var held = 0
         /// An attempt of its content is on its way.
         var sending = false
-        /// The newest content timestamp attempted.
+        /// The newest content timestamp whose attempt reached Apple, or may have.
         var newest: Int64?
         /// Attempts waiting for the one on its way to end.
         var waiting: [CheckedContinuation<Turn, Never>] = []
@@ -37,11 +39,11 @@ final class HeldDeliveries: Sendable {
 
     /// Whether an attempt of content may go now.
     enum Turn: Equatable, Sendable {
-        /// It goes; ``endTurn(device:)`` when its attempt ended.
+        /// It goes; ``endTurn(device:reached:)`` when its attempt ended.
         case go
         /// An attempt of the device's content is on its way.
         case busy
-        /// Newer content (this timestamp) was attempted for the device already.
+        /// Newer content (this timestamp) reached Apple for the device already, or may have.
         case outdated(newer: Int64)
     }
 
@@ -102,12 +104,15 @@ final class HeldDeliveries: Sendable {
         }
     }
 
-    /// The attempt given `go` for `device` ended (answered, failed, or not made): the next may go.
-    func endTurn(device: Int64) {
+    /// The attempt given `go` for `device` ended (answered, failed, or not made): the next may go. `reached`:
+    /// the attempt's content timestamp when it reached Apple or may have (``DeliveryOutcome/mayHaveReached``);
+    /// older content is outdated from then on. Nil when Apple refused it or it was not made.
+    func endTurn(device: Int64, reached: Int64?) {
         let waiting: [CheckedContinuation<Turn, Never>] = state.withLock { state in
             guard var known = state.devices[device] else { return [] }
             let waiting = known.waiting
             known.sending = false
+            if let reached { known.newest = max(known.newest ?? reached, reached) }
             known.waiting = []
             state.devices[device] = known.isIdle ? nil : known
             return waiting
@@ -121,7 +126,6 @@ final class HeldDeliveries: Sendable {
         if known.sending { return .busy }
         if let newest = known.newest, ContentStamp.isOutdated(timestamp, newest: newest) { return .outdated(newer: newest) }
         known.sending = true
-        known.newest = max(known.newest ?? timestamp, timestamp)
         state.devices[device] = known
         return .go
     }

@@ -125,6 +125,15 @@ public final class TCPProxy: Sendable {
         for connection in connections { try? await connection.close() }
     }
 
+    /// Lets the server's answers through again without resetting any connection (``heal()`` resets them):
+    /// what was swallowed stays lost, so a connection that lost an answer must be gone by then.
+    public func letRepliesThrough() {
+        state.withLock { state in
+            state.swallowing = false
+            state.trigger = nil
+        }
+    }
+
     /// Closes the listener and every connection.
     public func stop() async {
         await heal()

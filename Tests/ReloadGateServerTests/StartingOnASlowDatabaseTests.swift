@@ -1,0 +1,43 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import ReloadGateServer
+import ReloadGateStore
+import ReloadGateTesting
+import Testing
+
+/// A gateway's start on a database that is slow for a moment: a store step of the start (here the first
+/// heartbeat) that gets no answer within the store deadline is tried again a second later, and the gateway
+/// comes up instead of ending its start with the step's unknown outcome.
+@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled), .heavy)
+struct StartingOnASlowDatabaseTests {
+    @Test func aFirstHeartbeatWithoutAnAnswerIsTriedAgain() async throws {
+        let (proxy, proxied) = try await TCPProxy.inFront(of: try await TestPostgres.newDatabase())
+        defer { Task { await proxy.stop() } }
+        let data = try TemporaryDirectory("start-slow")
+        defer { data.remove() }
+        // The first heartbeat's write gets no answer; once the deadline closed its connection, answers come
+        // through again (before the second try, a second later).
+        proxy.swallowReplies(onceClientSends: "INSERT INTO gateway (id, address")
+        let letThrough = Task {
+            let began = ContinuousClock.now
+            while proxy.triggeringConnectionIsOpen != false, began.duration(to: .now) < .seconds(120) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            proxy.letRepliesThrough()
+            return proxy.triggeringConnectionIsOpen == false
+        }
+        defer { letThrough.cancel() }
+        try await TestGateway.withRunning(configure: { configuration in
+            configuration.usePostgres(proxied, dataDirectory: data.path("data"))
+            configuration.store.deadline = 1000
+        }) { gateway in
+            try await gateway.withHTTPClient { client in
+                let ready = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/ready"), timeout: .seconds(30))
+                #expect(ready.status == .ok)
+            }
+        }
+        #expect(try await letThrough.value, "the first heartbeat's connection was never closed at its deadline")
+    }
+}

@@ -34,7 +34,7 @@ struct PostgresBackstopTests {
         let outcome: (any Error)?
         do {
             try await store.withConnection { connection in
-                _ = try await connection.rows("SELECT 1", logger: logger)
+                _ = try await connection.rows("SELECT 1 AS reloadgate_backstop", logger: logger)
                 // Deaf to its cancellation and to its connection's close: it waits for the test alone.
                 await Task.detached { for await _ in release { break } }.value
                 ending.finish()
@@ -46,11 +46,13 @@ struct PostgresBackstopTests {
         let took = ContinuousClock.now - started
         releasing.finish()
         for await _ in ended {}
-        guard case .outcomeUnknown? = outcome as? StoreError else {
+        guard case .outcomeUnknown(let reason)? = outcome as? StoreError else {
             Issue.record("the abandoned operation's error: \(String(describing: outcome))")
             return
         }
         #expect(took >= .seconds(12) && took < .seconds(40), "abandoned after \(took)")
+        // The error names what the operation last wrote, for the log to say which operation it was.
+        #expect(reason.hasSuffix("its last statement: SELECT 1 AS reloadgate_backstop"), "\(reason)")
     }
 
     /// A write whose caller is cancelled is still waited for, and still has its deadline: when the server

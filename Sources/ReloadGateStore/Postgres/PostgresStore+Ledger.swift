@@ -37,6 +37,7 @@ extension PostgresStore {
         // (``PostgresConnection/rows(_:logger:)``). Checked from the task's thread, so a close a moment later
         // may still come first; the store's backstop bounds that.
         guard !connection.isClosed else { throw PostgresStore.ClosedConnection() }
+        PostgresStore.noteStatement("the ledger statement (a group commit)")
         var rows: [LedgerStatement.Row] = []
         for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
         return rows

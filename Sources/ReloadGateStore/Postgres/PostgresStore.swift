@@ -379,7 +379,11 @@ public final class PostgresStore: Sendable {
             logger.error("a database operation was abandoned at the store's backstop", metadata: ["error": "\(error)"])
             return error
         }, returnOnCancel: readOnly) {
-            try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, readOnly: readOnly, body)
+            // The statements the operation writes are noted on its lease (``rows(_:logger:)``), for the
+            // backstop's error to name the last one.
+            try await Self.$runningLease.withValue(lease) {
+                try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, readOnly: readOnly, body)
+            }
         }
     }
 
@@ -494,7 +498,15 @@ public final class PostgresStore: Sendable {
         return error
     }
 
-    private enum LeaseState {
+    /// The lease of the operation running in this task (``withConnection(deadline:readOnly:_:)``).
+    @TaskLocal fileprivate static var runningLease: Lease?
+
+    /// Notes `statement` as the last one the running operation wrote (see ``runningLease``).
+    static func noteStatement(_ statement: String) {
+        runningLease?.lastStatement.withLock { $0 = statement }
+    }
+
+    fileprivate enum LeaseState {
         case waiting
         case leased(PostgresConnection, since: ContinuousClock.Instant)
         case finished
@@ -504,8 +516,10 @@ public final class PostgresStore: Sendable {
 
     /// Where an operation is: waiting for its connection, running on it, or ended (shared by the
     /// operation and its timer).
-    private final class Lease: Sendable {
+    fileprivate final class Lease: Sendable {
         let state = Mutex(LeaseState.waiting)
+        /// The last statement the operation wrote (its text, without its values).
+        let lastStatement = Mutex<String?>(nil)
         /// The timer's wait for the running operation's end (``waitForEnd(until:)``), resumed once.
         private let endWaiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
 
@@ -579,16 +593,22 @@ public final class PostgresStore: Sendable {
         /// or may still be done by the server (a commit whose answer never came back): `outcomeUnknown`, so
         /// that a write is never answered as not stored when it may be.
         func abandoned(after backstop: Duration) -> StoreError {
-            state.withLock { state in
+            let last = lastStatement.withLock { $0 }.map { statement in
+                let line = statement.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+                return "; its last statement: " + (line.count > 100 ? line.prefix(100) + "..." : line)
+            } ?? ""
+            return state.withLock { state in
                 switch state {
                 case .waiting, .timedOut:
                     .unavailable(reason: "no database connection within \(backstop) (the wait for one did not end)")
                 case .leased:
-                    .outcomeUnknown(reason: "the database operation did not end within \(backstop) on its connection")
+                    .outcomeUnknown(reason: "the database operation did not end within \(backstop) on its connection" + last)
                 case .overrun:
-                    .outcomeUnknown(reason: "the database operation did not end within \(backstop), though its connection was closed at the deadline")
+                    .outcomeUnknown(
+                        reason: "the database operation did not end within \(backstop), though its connection was closed at the deadline" + last
+                    )
                 case .finished:
-                    .outcomeUnknown(reason: "the database operation ended, but its answer did not come back within \(backstop)")
+                    .outcomeUnknown(reason: "the database operation ended, but its answer did not come back within \(backstop)" + last)
                 }
             }
         }
@@ -622,6 +642,7 @@ extension PostgresConnection {
     /// the store's backstop (decision 0047). Checked in the event-loop turn that writes the query, where
     /// the channel cannot close in between.
     func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        PostgresStore.noteStatement(query.sql)
         let result: EventLoopFuture<PostgresQueryResult> = eventLoop.flatSubmit {
             guard !self.isClosed else { return self.eventLoop.makeFailedFuture(PostgresStore.ClosedConnection()) }
             return self.query(query, logger: logger)

@@ -21,12 +21,11 @@ struct StartingOnASlowDatabaseTests {
         // through again (before the second try, a second later).
         proxy.swallowReplies(onceClientSends: "INSERT INTO gateway (id, address")
         let letThrough = Task {
-            let began = ContinuousClock.now
-            while proxy.triggeringConnectionIsOpen != false, began.duration(to: .now) < .seconds(120) {
-                try await Task.sleep(for: .milliseconds(10))
+            let closed = try await eventually(within: .seconds(120), every: .milliseconds(10)) {
+                proxy.triggeringConnectionIsOpen == false
             }
             proxy.letRepliesThrough()
-            return proxy.triggeringConnectionIsOpen == false
+            return closed
         }
         defer { letThrough.cancel() }
         try await TestGateway.withRunning(configure: { configuration in

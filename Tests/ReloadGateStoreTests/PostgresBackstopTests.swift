@@ -73,10 +73,8 @@ struct PostgresBackstopTests {
                 _ = try await connection.rows("SELECT 1 AS reloadgate_cancelled_write", logger: logger)
             }
         }
-        while !proxy.isSwallowing, ContinuousClock.now - started < .seconds(10) {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        try #require(proxy.isSwallowing, "the statement never reached the proxy")
+        let reached = try await eventually(within: .seconds(10), every: .milliseconds(20)) { proxy.isSwallowing }
+        try #require(reached, "the statement never reached the proxy")
         write.cancel()
         let outcome = await write.result
         let took = ContinuousClock.now - started
@@ -129,7 +127,6 @@ struct PostgresBackstopTests {
         let (proxy, proxied) = try await TCPProxy.inFront(of: try await TestPostgres.newDatabase())
         defer { Task { await proxy.stop() } }
         proxy.swallowReplies(onceClientSends: "pg_advisory_xact_lock")
-        let started = ContinuousClock.now
         let opening = Task {
             var quiet = Logger(label: "test")
             quiet.logLevel = .critical
@@ -138,10 +135,8 @@ struct PostgresBackstopTests {
                 environment: .sandbox, now: Date(), deadline: .seconds(2), logger: quiet
             )
         }
-        while !proxy.isSwallowing, ContinuousClock.now - started < .seconds(30) {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        try #require(proxy.isSwallowing, "the start's migration never asked for its lock")
+        let asked = try await eventually(within: .seconds(30), every: .milliseconds(20)) { proxy.isSwallowing }
+        try #require(asked, "the start's migration never asked for its lock")
         // Every connection is reset under the waiting statement.
         await proxy.heal()
         let broken = ContinuousClock.now

@@ -89,10 +89,10 @@ struct PostgresResyncReadTests {
         #expect(took < .seconds(10), "the read ended \(took) after its caller was cancelled")
         // The read's connection goes too. Left leased, it would stay open for the read's deadline (300 s)
         // or the server's `idle_in_transaction_session_timeout` (61 s with the tests' deadline).
-        while proxy.triggeringConnectionIsOpen == true, ContinuousClock.now - cancelled < .seconds(20) {
-            try await Task.sleep(for: .milliseconds(50))
+        let closedInTime = try await eventually(within: .seconds(20), every: .milliseconds(50)) {
+            proxy.triggeringConnectionIsOpen == false
         }
         let closed = ContinuousClock.now - cancelled
-        #expect(proxy.triggeringConnectionIsOpen == false, "the read's connection was still open \(closed) after its caller was cancelled")
+        #expect(closedInTime, "the read's connection was still open \(closed) after its caller was cancelled")
     }
 }

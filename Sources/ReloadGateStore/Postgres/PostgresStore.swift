@@ -477,22 +477,21 @@ public final class PostgresStore: Sendable {
     /// deadline is the store being unavailable (`503`, nothing committed); a connection closed at the
     /// deadline, or one that broke, leaves the outcome unknown (`503` too: the retry is answered).
     static func translate(_ error: any Error, overran: Bool, limit: Duration) -> any Error {
-        let inner = error
-        if inner is StoreError || inner is RegistryError { return inner }
-        if let psql = inner as? PSQLError, psql.serverInfo?[.sqlState] == keyAnsweredMeanwhileState {
+        if error is StoreError || error is RegistryError { return error }
+        if let psql = error as? PSQLError, psql.serverInfo?[.sqlState] == keyAnsweredMeanwhileState {
             return StoreError.keyAnsweredMeanwhile(key: psql.serverInfo?[.detail] ?? "")
         }
-        if passedDeadline(inner), let psql = inner as? PSQLError {
+        if passedDeadline(error), let psql = error as? PSQLError {
             return StoreError.unavailable(reason: "the database did not finish within the store deadline: \(describe(psql))")
         }
         if overran {
             return StoreError.outcomeUnknown(reason: "the database did not answer within \(limit); the connection was closed")
         }
-        if inner is ClosedConnection {
+        if error is ClosedConnection {
             return StoreError.outcomeUnknown(reason: "the connection to the database was closed under the operation")
         }
         // The connection broke under the operation: what was sent may have been done.
-        if let psql = inner as? PSQLError, [.serverClosedConnection, .uncleanShutdown, .connectionError].contains(psql.code) {
+        if let psql = error as? PSQLError, [.serverClosedConnection, .uncleanShutdown, .connectionError].contains(psql.code) {
             return StoreError.outcomeUnknown(reason: "the connection to the database broke (\(describe(psql)))")
         }
         return error

@@ -122,10 +122,7 @@ struct StoreDeadlineTests {
                 let waiting = ContinuousClock.now
                 var blocked = false
                 while !blocked, ContinuousClock.now - waiting < .seconds(15) {
-                    let rows = try await locker.query(
-                        "SELECT count(*)::bigint FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))", logger: logger
-                    )
-                    for try await count in rows.decode(Int64.self) { blocked = count > 0 }
+                    blocked = try await Self.someSessionWaits(for: locker, logger: logger)
                     if !blocked { try await Task.sleep(for: .milliseconds(50)) }
                 }
                 try #require(blocked, "the adoption's insert never waited for the row lock")
@@ -201,13 +198,7 @@ struct StoreDeadlineTests {
                 let waiting = ContinuousClock.now
                 var blocked = false
                 while !blocked, ContinuousClock.now - waiting < .seconds(90) {
-                    let rows = try await timelineLocker.query(
-                        """
-                        SELECT count(*)::bigint FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))
-                        """,
-                        logger: logger
-                    )
-                    for try await count in rows.decode(Int64.self) { blocked = count > 0 }
+                    blocked = try await Self.someSessionWaits(for: timelineLocker, logger: logger)
                     if !blocked { try await Task.sleep(for: .milliseconds(100)) }
                 }
                 if !blocked {
@@ -235,9 +226,25 @@ struct StoreDeadlineTests {
         #expect(stopped < .seconds(8), "the gateway took \(stopped) to stop: it waited for its rebuild's read")
     }
 
+    /// Whether another session waits for a lock `connection` holds. Its transaction is open, so the
+    /// server's list of sessions is first cleared: within a transaction PostgreSQL answers every read of
+    /// `pg_stat_activity` from the list it took at the first one, and a session opened since (a gateway's
+    /// new pool connection) would never be seen waiting.
+    static func someSessionWaits(for connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await connection.query("SELECT pg_stat_clear_snapshot()", logger: logger)
+        let rows = try await connection.query(
+            "SELECT count(*)::bigint FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))", logger: logger
+        )
+        var waiting = false
+        for try await count in rows.decode(Int64.self) { waiting = count > 0 }
+        return waiting
+    }
+
     /// One line for each other session of `connection`'s database and the cluster's count of sessions:
-    /// its state, what it waits for, for how long its statement has run, and the statement's start.
+    /// its state, what it waits for, for how long its statement has run, and the statement's start
+    /// (the server's list read afresh, as in ``someSessionWaits(for:logger:)``).
     static func sessions(seenBy connection: PostgresConnection, logger: Logger) async throws -> String {
+        try await connection.query("SELECT pg_stat_clear_snapshot()", logger: logger)
         let rows = try await connection.query(
             """
             SELECT pid::bigint, coalesce(state, ''), coalesce(wait_event_type || '/' || wait_event, ''),

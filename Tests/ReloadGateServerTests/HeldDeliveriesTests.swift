@@ -35,4 +35,40 @@ struct HeldDeliveriesTests {
         held.release([Self.delivery("a", epoch: 5)])
         #expect(held.count == 0)
     }
+
+    /// After a herd, the storage follows what is held, not the most ever held: 200,000 deliveries to as
+    /// many devices taken at once and released in batches leave room for a few thousand. (Swift keeps a
+    /// dictionary's room when entries leave: without the rebuild, room for over 200,000 of each stayed.)
+    @Test func theRoomKeptFollowsWhatIsHeldAfterAHerd() {
+        let held = HeldDeliveries()
+        let herd = (0..<200_000).map { n in
+            var delivery = Self.delivery("herd-\(n)", epoch: nil)
+            delivery.device = Int64(n)
+            return delivery
+        }
+        #expect(held.take(herd).count == herd.count)
+        #expect(held.capacities.held >= herd.count && held.capacities.devices >= herd.count)
+        // Ended in batches of 256, as the worker's groups end; the last 100 are still held.
+        for start in stride(from: 0, to: herd.count - 100, by: 256) {
+            held.release(herd[start..<min(start + 256, herd.count - 100)])
+        }
+        #expect(held.count == 100 && held.deviceCount == 100)
+        let kept = held.capacities
+        #expect(kept.held <= Dictionary<String, Int>.keptRoom, "room for \(kept.held) deliveries kept, 100 held")
+        #expect(kept.devices <= Dictionary<String, Int>.keptRoom, "room for \(kept.devices) devices kept, 100 known")
+        // What is still held is still held: taken again, not twice.
+        #expect(held.take(Array(herd.suffix(100))).isEmpty)
+        held.release(herd.suffix(100))
+        #expect(held.count == 0 && held.deviceCount == 0)
+    }
+
+    /// A device's last turn ending gives its room back too (an activity's deliveries end through turns).
+    @Test func turnsEndingGiveTheRoomBack() {
+        let held = HeldDeliveries()
+        for device in 0..<100_000 { #expect(held.tryTurn(device: Int64(device), timestamp: 1) == .go) }
+        #expect(held.capacities.devices >= 100_000)
+        for device in 0..<100_000 { held.endTurn(device: Int64(device), reached: 1) }
+        #expect(held.deviceCount == 0)
+        #expect(held.capacities.devices <= Dictionary<String, Int>.keptRoom, "room for \(held.capacities.devices) devices kept, none known")
+    }
 }

@@ -73,10 +73,16 @@ final class HeldDeliveries: Sendable {
                 state.devices[delivery.device]?.held -= 1
                 if state.devices[delivery.device]?.isIdle == true { state.devices[delivery.device] = nil }
             }
+            state.held.giveBackSpareRoom()
+            state.devices.giveBackSpareRoom()
         }
     }
 
     var count: Int { state.withLock { $0.held.count } }
+
+    /// How many deliveries and devices the storage held now has room for (tests: it follows what is
+    /// held, not the most ever held).
+    var capacities: (held: Int, devices: Int) { state.withLock { ($0.held.capacity, $0.devices.capacity) } }
 
     /// Devices known (a delivery held or a turn taken).
     var deviceCount: Int { state.withLock { $0.devices.count } }
@@ -115,6 +121,7 @@ final class HeldDeliveries: Sendable {
             if let reached { known.newest = max(known.newest ?? reached, reached) }
             known.waiting = []
             state.devices[device] = known.isIdle ? nil : known
+            if known.isIdle { state.devices.giveBackSpareRoom() }
             return waiting
         }
         // Each looks again: one goes, the others wait again or are outdated.
@@ -129,4 +136,21 @@ final class HeldDeliveries: Sendable {
         state.devices[device] = known
         return .go
     }
+}
+
+extension Dictionary {
+    /// Gives back the storage of a large dictionary that most of its entries left: Swift keeps a
+    /// dictionary's room when entries are removed, so one that held a herd of 900,000 deliveries kept
+    /// storage for two million entries (tens of megabytes, written once and so resident) after the last
+    /// one ended. Rebuilt at the size of what it holds once that is below an eighth of its room: a
+    /// rebuild copies few entries against the many removed before it, and one still growing is not rebuilt.
+    mutating func giveBackSpareRoom() {
+        guard capacity > Self.keptRoom, count < capacity / 8 else { return }
+        var smaller = Self(minimumCapacity: count)
+        for (key, value) in self { smaller[key] = value }
+        self = smaller
+    }
+
+    /// The room a dictionary keeps whatever it holds: a few hundred kilobytes at most.
+    static var keptRoom: Int { 16_384 }
 }

@@ -22,6 +22,18 @@ struct GroupCommitQueueTests {
         #expect(signals <= 1)
     }
 
+    /// The items are handed over whole: the array taken is the one filled (not copied), and the queue
+    /// starts a new one rather than keeping room for the largest batch it ever held.
+    @Test func takingHandsTheArrayOverAndKeepsNoRoom() {
+        let queue = GroupCommitQueue<Int>()
+        for n in 0..<100_000 { _ = queue.append(n) }
+        let taken = queue.takeAll()
+        #expect(taken.count == 100_000 && taken.first == 0 && taken.last == 99_999)
+        #expect(queue.room < 100_000, "the queue kept room for \(queue.room) items after its largest batch")
+        #expect(queue.append(1) == nil)
+        #expect(queue.takeAll() == [1])
+    }
+
     /// While the loop's commit is in flight, items are queued without waking it; the commit's end wakes
     /// it once for all of them.
     @Test func heldWakeUpsQueueItemsSilentlyUntilResumed() async {

@@ -61,13 +61,19 @@ final class GroupCommitQueue<Item: Sendable>: Sendable {
         signal.yield()
     }
 
-    /// Everything queued so far, in arrival order; the queue is empty afterwards.
+    /// Everything queued so far, in arrival order; the queue is empty afterwards. The array is handed
+    /// over whole and the queue starts a new one: emptied in place while the caller's copy shared it, it
+    /// was reallocated at its full room (the largest batch ever queued) for every commit.
     func takeAll() -> [Item] {
         state.withLock { state in
-            defer { state.items.removeAll(keepingCapacity: true) }
-            return state.items
+            var taken: [Item] = []
+            swap(&taken, &state.items)
+            return taken
         }
     }
+
+    /// The items the queue has room for before it grows (tests).
+    var room: Int { state.withLock { $0.items.capacity } }
 
     /// Wakes the loop without an item (something else is ready to commit).
     func wake() {

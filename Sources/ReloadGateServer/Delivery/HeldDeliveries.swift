@@ -140,9 +140,9 @@ final class HeldDeliveries: Sendable {
 
 extension Dictionary {
     /// Gives back the storage of a large dictionary that most of its entries left: Swift keeps a
-    /// dictionary's room when entries are removed, so one that held a herd of 900,000 deliveries kept
-    /// room for 1.5 million entries (tens of megabytes, written once and so resident) after the last one
-    /// ended. Rebuilt at the size of what it holds once that is below an eighth of its room: a
+    /// dictionary's room when entries are removed, so after a herd of 900,000 deliveries the worker would
+    /// keep room for 1.5 million entries (tens of megabytes, written once and so resident) long after the
+    /// last one ended. Rebuilt at the size of what it holds once that is below an eighth of its room: a
     /// rebuild copies few entries against the many removed before it, and one still growing is not rebuilt.
     mutating func giveBackSpareRoom() {
         guard capacity > Self.keptRoom, count < capacity / 8 else { return }

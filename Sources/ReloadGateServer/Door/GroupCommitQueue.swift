@@ -62,8 +62,8 @@ final class GroupCommitQueue<Item: Sendable>: Sendable {
     }
 
     /// Everything queued so far, in arrival order; the queue is empty afterwards. The array is handed
-    /// over whole and the queue starts a new one: emptied in place while the caller's copy shared it, it
-    /// was reallocated at its full room (the largest batch ever queued) for every commit.
+    /// over whole and the queue starts a new one: emptying it in place while the caller's copy shares it
+    /// would allocate, at every commit, a new array with room for the largest batch ever queued.
     func takeAll() -> [Item] {
         state.withLock { state in
             var taken: [Item] = []

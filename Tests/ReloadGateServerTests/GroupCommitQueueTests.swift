@@ -22,8 +22,8 @@ struct GroupCommitQueueTests {
         #expect(signals <= 1)
     }
 
-    /// The items are handed over whole: the array taken is the one filled (not copied), and the queue
-    /// starts a new one rather than keeping room for the largest batch it ever held.
+    /// The items are handed over whole, in order, and the queue starts a new array rather than keeping
+    /// room for the largest batch it ever held.
     @Test func takingHandsTheArrayOverAndKeepsNoRoom() {
         let queue = GroupCommitQueue<Int>()
         for n in 0..<100_000 { _ = queue.append(n) }

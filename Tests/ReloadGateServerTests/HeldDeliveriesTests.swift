@@ -54,8 +54,8 @@ struct HeldDeliveriesTests {
         }
         #expect(held.count == 100 && held.deviceCount == 100)
         let kept = held.capacities
-        #expect(kept.held <= Dictionary<String, Int>.keptRoom, "room for \(kept.held) deliveries kept, 100 held")
-        #expect(kept.devices <= Dictionary<String, Int>.keptRoom, "room for \(kept.devices) devices kept, 100 known")
+        #expect(kept.held <= HeldDeliveries.keptRoom, "room for \(kept.held) deliveries kept, 100 held")
+        #expect(kept.devices <= HeldDeliveries.keptRoom, "room for \(kept.devices) devices kept, 100 known")
         // What is still held is still held: taken again, not twice.
         #expect(held.take(Array(herd.suffix(100))).isEmpty)
         held.release(herd.suffix(100))
@@ -69,6 +69,6 @@ struct HeldDeliveriesTests {
         #expect(held.capacities.devices >= 100_000)
         for device in 0..<100_000 { held.endTurn(device: Int64(device), reached: 1) }
         #expect(held.deviceCount == 0)
-        #expect(held.capacities.devices <= Dictionary<String, Int>.keptRoom, "room for \(held.capacities.devices) devices kept, none known")
+        #expect(held.capacities.devices <= HeldDeliveries.keptRoom, "room for \(held.capacities.devices) devices kept, none known")
     }
 }

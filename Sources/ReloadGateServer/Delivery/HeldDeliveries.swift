@@ -80,6 +80,9 @@ final class HeldDeliveries: Sendable {
 
     var count: Int { state.withLock { $0.held.count } }
 
+    /// The room each of its dictionaries keeps whatever it holds: a few hundred kilobytes at most.
+    static let keptRoom = 16_384
+
     /// How many deliveries and devices the storage held now has room for (tests: it follows what is
     /// held, not the most ever held).
     var capacities: (held: Int, devices: Int) { state.withLock { ($0.held.capacity, $0.devices.capacity) } }
@@ -138,19 +141,16 @@ final class HeldDeliveries: Sendable {
     }
 }
 
-extension Dictionary {
+private extension Dictionary {
     /// Gives back the storage of a large dictionary that most of its entries left: Swift keeps a
     /// dictionary's room when entries are removed, so after a herd of 900,000 deliveries the worker would
     /// keep room for 1.5 million entries (tens of megabytes, written once and so resident) long after the
     /// last one ended. Rebuilt at the size of what it holds once that is below an eighth of its room: a
     /// rebuild copies few entries against the many removed before it, and one still growing is not rebuilt.
     mutating func giveBackSpareRoom() {
-        guard capacity > Self.keptRoom, count < capacity / 8 else { return }
+        guard capacity > HeldDeliveries.keptRoom, count < capacity / 8 else { return }
         var smaller = Self(minimumCapacity: count)
         for (key, value) in self { smaller[key] = value }
         self = smaller
     }
-
-    /// The room a dictionary keeps whatever it holds: a few hundred kilobytes at most.
-    static var keptRoom: Int { 16_384 }
 }

@@ -160,6 +160,7 @@ extension SchedulerEngine {
     func collectTick() {
         let output = scheduler.tick(now: Timestamp(now()))
         record(output)
+        pipeline.open.ledger.instanceStates.reserveRoom(for: output.instanceStates.count)
         for write in output.instanceStates {
             pipeline.open.ledger.instanceStates.append((Int64(write.instance.rawValue), write.snapshot))
         }
@@ -338,6 +339,7 @@ extension SchedulerEngine {
     /// Adds what a tick released to the batch: deliveries (as `pending`, with their apns-id) and
     /// pending reloads that expired while waiting.
     func record(_ output: TickOutput) {
+        pipeline.open.ledger.deliveries.reserveRoom(for: output.deliveries.count)
         for delivery in output.deliveries {
             var recorded = RecordedDelivery(
                 apnsID: apnsIDs.next(milliseconds: delivery.at.milliseconds),

@@ -11,6 +11,10 @@ import ReloadGateCore
 /// statements that was about a quarter of the commit's CPU (docs/benchmarks-history.md). The statement is
 /// still GRDB's (prepared and cached by the `Database`, inside GRDB's transaction); only the binding
 /// and stepping are done here. Use it on the writer's queue only, like any GRDB statement.
+///
+/// Every run binds every parameter (checked before it steps), so a run's values replace the last run's:
+/// they are not cleared in between (`sqlite3_clear_bindings` set each to NULL first, once per row of the
+/// group commit, for nothing).
 struct BoundStatement: SQLBinder {
     private let statement: Statement
     private var handle: SQLiteStatement { statement.sqliteStatement }
@@ -92,7 +96,6 @@ struct BoundStatement: SQLBinder {
     mutating func run() throws {
         defer {
             sqlite3_reset(handle)
-            sqlite3_clear_bindings(handle)
             index = 0
         }
         precondition(index == sqlite3_bind_parameter_count(handle), "\(statement.sql): \(index) arguments bound")
@@ -108,7 +111,6 @@ struct BoundStatement: SQLBinder {
     mutating func firstRow(integers columns: CInt) throws -> [Int64]? {
         defer {
             sqlite3_reset(handle)
-            sqlite3_clear_bindings(handle)
             index = 0
         }
         precondition(index == sqlite3_bind_parameter_count(handle), "\(statement.sql): \(index) arguments bound")
@@ -130,7 +132,6 @@ struct BoundStatement: SQLBinder {
     mutating func forEachRow(_ body: (SQLiteStatement) throws -> Void) throws {
         defer {
             sqlite3_reset(handle)
-            sqlite3_clear_bindings(handle)
             index = 0
         }
         // A statement of the shared rules: its placeholders and values come from one rendering, but a

@@ -96,6 +96,48 @@ struct LedgerTests {
         }
     }
 
+    /// A batch larger than one multi-row statement (and not a multiple of it) is written whole, and of an
+    /// instance's states in one batch (a commit gathers several turns) the last one counts, a removal
+    /// included.
+    @Test(arguments: StoreImplementation.all) func aLargeBatchIsWrittenWholeAndAnInstancesLastStateCounts(_ implementation: StoreImplementation) async throws {
+        let widgets = (0..<45).map {
+            WidgetRegistration(id: "w\($0)", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())
+        }
+        try await StoreFixture.with("ledger-large", implementation, widgets: widgets, now: now) { fixture in
+            let ids = fixture.instances
+            func state(_ bucket: Int64) -> InstanceSnapshot {
+                InstanceSnapshot(bucketFullAt: bucket, lastReload: Timestamp(seconds: 1_790_000_000), plannedReload: nil, pending: nil)
+            }
+            var batch = LedgerBatch()
+            batch.requests = (1...45).map { StoreFixture.request(RequestID($0), app: fixture.app) }
+            batch.instanceStates = ids.enumerated().map { ($1, state(Int64($0))) }
+            batch.instanceStates += [
+                (ids[0], nil),  // removed after its state: gone
+                (ids[1], nil), (ids[1], state(1_001)),  // removed, then a state again: the state
+                (ids[2], state(1_002)),  // a second state: the second
+                (ids[3], nil), (ids[3], state(1_003)), (ids[3], nil),  // removed last: gone
+            ]
+            batch.deliveries = (0..<45).map { index in
+                RecordedDelivery(
+                    apnsID: String(format: "00000000-0000-4000-8000-%012d", index), device: fixture.registration.device,
+                    released: Timestamp(seconds: 1_790_000_000 + Int64(index)), instances: [ids[index]], requests: [RequestID(index + 1)],
+                    priority: .high, expiration: nil, state: .pending
+                )
+            }
+            try await fixture.store.commit(batch)
+
+            #expect(try await fixture.store.lastRequestID() == 45)
+            let stored = try await fixture.store.deliveries(in: [.pending])
+            #expect(Set(stored.map(\.apnsID)) == Set(batch.deliveries.map(\.apnsID)))
+            let snapshots = try await fixture.store.instanceSnapshots()
+            let expected = [(ids[1], state(1_001)), (ids[2], state(1_002))] + ids.enumerated().dropFirst(4).map { ($1, state(Int64($0))) }
+            #expect(snapshots.map(\.instance).sorted() == expected.map(\.0).sorted())
+            for (instance, snapshot) in expected {
+                #expect(snapshots.first { $0.instance == instance }?.snapshot == snapshot, "instance \(instance)")
+            }
+        }
+    }
+
     @Test(arguments: StoreImplementation.all) func removedWidgetsTakeTheirStateWithThem(_ implementation: StoreImplementation) async throws {
         try await withFixture(implementation) { fixture in
             let w1 = fixture.registration.instances[0].id

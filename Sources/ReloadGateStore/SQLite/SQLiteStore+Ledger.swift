@@ -54,42 +54,48 @@ extension SQLiteStore {
         // (BoundStatement), each prepared once per batch.
         let decisions = StoredDecisions(batch)
         if !batch.requests.isEmpty {
-            var insert = try BoundStatement(db, sql: """
-                INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId,
-                    decisionInstanceId, decisionKind, decisionDue, decisionReason,
-                    answerKey, answerBodyHash, answerStatus, answerResponse, answerExpiresAt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
+            var rows = try RowsInsert(
+                db,
+                head: """
+                    INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId,
+                        decisionInstanceId, decisionKind, decisionDue, decisionReason,
+                        answerKey, answerBodyHash, answerStatus, answerResponse, answerExpiresAt)
+                    """,
+                row: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                count: batch.requests.count
+            )
             for (index, request) in batch.requests.enumerated() {
-                insert.bind(Int64(bitPattern: request.id))
-                insert.bind(request.app)
-                insert.bind(request.source.rawValue)
-                insert.bind(request.received.milliseconds)
-                insert.bind(request.priority.rawValue)
-                insert.bind(request.expiration?.milliseconds)
-                insert.bind(request.collapseID)
-                insert.bind(request.exempt)
-                insert.bind(request.summary)
-                insert.bind(request.apnsID)
-                if let decision = decisions.first[index] {
-                    insert.bindOutcome(of: decision)
-                } else {
-                    for _ in 0..<4 { insert.bindNull() }
-                }
-                if let answer = request.answer {
-                    guard answer.app == request.app else {
-                        throw StoreError.corrupt(reason: "request \(request.id) keeps an answer of another app")
+                try rows.add { insert in
+                    insert.bind(Int64(bitPattern: request.id))
+                    insert.bind(request.app)
+                    insert.bind(request.source.rawValue)
+                    insert.bind(request.received.milliseconds)
+                    insert.bind(request.priority.rawValue)
+                    insert.bind(request.expiration?.milliseconds)
+                    insert.bind(request.collapseID)
+                    insert.bind(request.exempt)
+                    insert.bind(request.summary)
+                    insert.bind(request.apnsID)
+                    if let decision = decisions.first[index] {
+                        insert.bindOutcome(of: decision)
+                    } else {
+                        for _ in 0..<4 { insert.bindNull() }
                     }
-                    insert.bind(answer.key)
-                    insert.bind(answer.bodyHash)
-                    insert.bind(answer.status)
-                    insert.bind(answer.response)
-                    insert.bind(answer.expiresAt.milliseconds)
-                } else {
-                    for _ in 0..<5 { insert.bindNull() }
+                    if let answer = request.answer {
+                        guard answer.app == request.app else {
+                            throw StoreError.corrupt(reason: "request \(request.id) keeps an answer of another app")
+                        }
+                        insert.bind(answer.key)
+                        insert.bind(answer.bodyHash)
+                        insert.bind(answer.status)
+                        insert.bind(answer.response)
+                        insert.bind(answer.expiresAt.milliseconds)
+                    } else {
+                        for _ in 0..<5 { insert.bindNull() }
+                    }
                 }
-                try insert.run()
             }
+            try rows.finish()
         }
         if !decisions.runs.isEmpty {
             var insert = try BoundStatement(db, sql: "INSERT INTO decision_run (requestId, kind, due, reason, instances, count) VALUES (?, ?, ?, ?, ?, ?)")
@@ -104,11 +110,20 @@ extension SQLiteStore {
             }
         }
         if !batch.instanceStates.isEmpty {
-            var upsertState = try BoundStatement(db, sql: """
-                INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload, activity) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
-                    lastReload = excluded.lastReload, plannedReload = excluded.plannedReload, activity = excluded.activity
-                """)
+            var upsertStates = try RowsInsert(
+                db,
+                head: "INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload, activity)",
+                row: "(?, ?, ?, ?, ?)",
+                tail: """
+                    ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
+                        lastReload = excluded.lastReload, plannedReload = excluded.plannedReload, activity = excluded.activity
+                    """,
+                count: batch.instanceStates.count { $0.snapshot != nil }
+            )
+            // State rows are deleted after the upserts, which run in groups: an upsert replaces every
+            // column, so of an instance's writes in the batch only the last counts, and an upsert that
+            // follows the instance's deletion cancels it. Deletions are rare (an instance unregistered).
+            var deletedStates = Set<Int64>()
             var upsertPending = try BoundStatement(db, sql: """
                 INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -134,17 +149,18 @@ extension SQLiteStore {
             }
             for (instance, snapshot) in batch.instanceStates {
                 guard let snapshot else {
-                    deleteState.bind(instance)
-                    try deleteState.run()
+                    deletedStates.insert(instance)
                     try removePending(instance)
                     continue
                 }
-                upsertState.bind(instance)
-                upsertState.bind(snapshot.bucketFullAt)
-                upsertState.bind(snapshot.lastReload?.milliseconds)
-                upsertState.bind(snapshot.plannedReload?.milliseconds)
-                upsertState.bind(snapshot.activity?.text)
-                try upsertState.run()
+                if !deletedStates.isEmpty { deletedStates.remove(instance) }
+                try upsertStates.add { upsert in
+                    upsert.bind(instance)
+                    upsert.bind(snapshot.bucketFullAt)
+                    upsert.bind(snapshot.lastReload?.milliseconds)
+                    upsert.bind(snapshot.plannedReload?.milliseconds)
+                    upsert.bind(snapshot.activity?.text)
+                }
                 guard let pending = snapshot.pending else {
                     try removePending(instance)
                     continue
@@ -183,24 +199,33 @@ extension SQLiteStore {
                     try replaceList.run()
                 }
             }
+            try upsertStates.finish()
+            for instance in deletedStates {
+                deleteState.bind(instance)
+                try deleteState.run()
+            }
         }
         if !batch.deliveries.isEmpty {
-            var insert = try BoundStatement(db, sql: """
-                INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority, expiration, state)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
+            var rows = try RowsInsert(
+                db,
+                head: "INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority, expiration, state)",
+                row: "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                count: batch.deliveries.count
+            )
             for delivery in batch.deliveries {
-                insert.bind(delivery.apnsID)
-                insert.bind(delivery.device)
-                insert.bind(delivery.released.milliseconds)
-                insert.bindList(delivery.instances)
-                insert.bindList(requests: delivery.requests)
-                insert.bind(delivery.requestCount)
-                insert.bind(delivery.priority.rawValue)
-                insert.bind(delivery.expiration?.milliseconds)
-                insert.bind(delivery.state.rawValue)
-                try insert.run()
+                try rows.add { insert in
+                    insert.bind(delivery.apnsID)
+                    insert.bind(delivery.device)
+                    insert.bind(delivery.released.milliseconds)
+                    insert.bindList(delivery.instances)
+                    insert.bindList(requests: delivery.requests)
+                    insert.bind(delivery.requestCount)
+                    insert.bind(delivery.priority.rawValue)
+                    insert.bind(delivery.expiration?.milliseconds)
+                    insert.bind(delivery.state.rawValue)
+                }
             }
+            try rows.finish()
         }
         return deleted
     }

@@ -39,7 +39,7 @@ struct RowsInsert {
     /// Adds the next row, its values bound by `bind` in the order of `row`'s placeholders; runs a
     /// statement once it has all its rows. Rows are written in the order they are added.
     mutating func add(_ bind: (inout BoundStatement) throws -> Void) throws {
-        precondition(remaining > 0, "more rows added than counted")
+        guard remaining > 0 else { throw StoreError.corrupt(reason: "more rows added to an insert than counted") }
         if bound > 0 || remaining >= Self.rowsPerStatement {
             try bind(&many!)
             bound += 1

@@ -17,8 +17,12 @@ extension ReloadScheduler {
         // Duplicates are skipped: a linear look-back for the usual few targets (the widgets of one
         // device), a set for a webhook's thousands.
         let small = request.targets.count <= 8
-        var seen = Set<Int32>(minimumCapacity: small ? 0 : request.targets.count)
-        decisions.reserveRoom(for: request.targets.count)
+        var seen = Set<Int32>()
+        if !small {
+            // A webhook's thousands (a fan-out's million) get their room once, not by doubling.
+            seen.reserveCapacity(request.targets.count)
+            decisions.reserveRoom(for: request.targets.count)
+        }
         for (index, target) in request.targets.enumerated() where isRegistered(target.rawValue) {
             if small {
                 if index > 0, request.targets[..<index].contains(target) { continue }

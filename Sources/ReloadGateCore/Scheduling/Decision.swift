@@ -47,6 +47,18 @@ public enum DecisionKind: String, Sendable, CaseIterable {
     }
 }
 
+/// How many decisions of each kind, counted in an array by ``DecisionKind/index`` rather than a
+/// dictionary: a fan-out's answer and its commit's metrics each count a million decisions.
+public struct DecisionCounts: Sendable {
+    private var counts = Array(repeating: 0, count: DecisionKind.allCases.count)
+
+    public init(_ decisions: some Sequence<Decision>) {
+        for decision in decisions { counts[decision.kind.index] += 1 }
+    }
+
+    public subscript(kind: DecisionKind) -> Int { counts[kind.index] }
+}
+
 /// Why, with the numbers (rule 10). The description is what the CLI and the response headers show.
 public enum DecisionReason: Hashable, Sendable, CustomStringConvertible {
     case dueNow

@@ -151,15 +151,12 @@ public final class GatewayMetrics: Sendable {
     /// also counted as budget exhaustion.
     func decisionsCommitted(_ decisions: [Decision]) {
         guard !decisions.isEmpty else { return }
-        // Counted in an array by kind: a fan-out's commit counts a million decisions.
-        var byKind = Array(repeating: 0, count: DecisionKind.allCases.count)
-        var exhausted = 0
-        for decision in decisions {
-            byKind[decision.kind.index] += 1
-            if case .waitingForBudget = decision.reason { exhausted += 1 }
+        let byKind = DecisionCounts(decisions)
+        for kind in DecisionKind.allCases where byKind[kind] > 0 {
+            increment("reloadgate_decisions_total", ["kind": kind.rawValue], by: byKind[kind])
         }
-        for kind in DecisionKind.allCases where byKind[kind.index] > 0 {
-            increment("reloadgate_decisions_total", ["kind": kind.rawValue], by: byKind[kind.index])
+        let exhausted = decisions.count {
+            if case .waitingForBudget = $0.reason { true } else { false }
         }
         if exhausted > 0 { increment("reloadgate_budget_exhausted_total", [:], by: exhausted) }
     }

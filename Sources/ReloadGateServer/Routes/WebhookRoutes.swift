@@ -154,18 +154,12 @@ struct WebhookRoutes {
     /// The `202` body: the request id, the number of widget instances decided, and the count of each
     /// decision kind (all kinds listed, zeros included).
     static func render(_ id: ReloadGateCore.RequestID, _ decisions: [Decision]) -> (status: Int, body: String) {
-        // Counted in an array by kind, and the targets without a filtered copy: a fan-out's answer counts
-        // a million decisions.
-        var byKind = Array(repeating: 0, count: DecisionKind.allCases.count)
-        var targets = 0
-        for decision in decisions {
-            byKind[decision.kind.index] += 1
-            if decision.instance != nil { targets += 1 }
-        }
+        let byKind = DecisionCounts(decisions)
         var counts: [String: Int] = [:]
-        for kind in DecisionKind.allCases where byKind[kind.index] > 0 || DecisionKind.onArrival.contains(kind) {
-            counts[kind.rawValue] = byKind[kind.index]
+        for kind in DecisionKind.allCases where byKind[kind] > 0 || DecisionKind.onArrival.contains(kind) {
+            counts[kind.rawValue] = byKind[kind]
         }
+        let targets = decisions.count { $0.instance != nil }
         return (202, RegistryAPI.ReloadAccepted(requestId: id, targets: targets, decisions: counts).jsonText)
     }
 

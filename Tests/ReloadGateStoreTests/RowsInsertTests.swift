@@ -1,0 +1,60 @@
+import GRDB
+@testable import ReloadGateStore
+import Testing
+
+/// `RowsInsert`: every row added is written, in order, whether it went in a statement of 32 or alone;
+/// adding more rows than counted, or fewer, is the store's error, never a row silently dropped.
+struct RowsInsertTests {
+    func withTable(_ body: (Database) throws -> Void) throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (position INTEGER PRIMARY KEY, label TEXT NOT NULL)")
+            try body(db)
+        }
+    }
+
+    @Test(arguments: [0, 1, 31, 32, 33, 64, 100]) func everyRowAddedIsWrittenInOrder(_ count: Int) throws {
+        try withTable { db in
+            var rows = try RowsInsert(db, head: "INSERT INTO t (position, label)", row: "(?, ?)", count: count)
+            for position in 0..<count {
+                try rows.add { insert in
+                    insert.bind(position)
+                    insert.bind("row \(position)")
+                }
+            }
+            try rows.finish()
+            let labels = try String.fetchAll(db, sql: "SELECT label FROM t ORDER BY position")
+            #expect(labels == (0..<count).map { "row \($0)" })
+        }
+    }
+
+    @Test func moreRowsThanCountedAreRefused() throws {
+        try withTable { db in
+            var rows = try RowsInsert(db, head: "INSERT INTO t (position, label)", row: "(?, ?)", count: 1)
+            try rows.add { insert in
+                insert.bind(1)
+                insert.bind("one")
+            }
+            #expect(throws: StoreError.self) {
+                try rows.add { insert in
+                    insert.bind(2)
+                    insert.bind("two")
+                }
+            }
+        }
+    }
+
+    /// Rows bound to a statement of 32 that never ran would be lost: `finish` says so.
+    @Test func fewerRowsThanCountedAreAnError() throws {
+        try withTable { db in
+            var rows = try RowsInsert(db, head: "INSERT INTO t (position, label)", row: "(?, ?)", count: 40)
+            for position in 0..<20 {
+                try rows.add { insert in
+                    insert.bind(position)
+                    insert.bind("row \(position)")
+                }
+            }
+            #expect(throws: StoreError.self) { try rows.finish() }
+        }
+    }
+}

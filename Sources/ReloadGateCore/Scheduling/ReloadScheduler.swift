@@ -59,8 +59,10 @@ public struct ReloadScheduler: Sendable {
         var frequentByKind: [String: UInt16] = [:]
     }
     /// The Live Activities among the instances, with their content's state (few next to the widgets: kept
-    /// beside the instance table rather than in it).
+    /// beside the instance table rather than in it). Its room follows what it holds (``dropActivity(_:)``).
     var activities: [Int32: ActivitySnapshot] = [:]
+    /// The room ``activities`` keeps however few it holds (about a megabyte).
+    static let keptActivityRoom = 16_384
     var instances = InstanceTable()
     var firstInstanceOfDevice: [Int32] = []
     var pending = PendingTable()
@@ -143,14 +145,21 @@ public struct ReloadScheduler: Sendable {
         }
         if pushType.descriptor.mergeRule == .newestContent {
             if activities[Int32(i)] == nil { activities[Int32(i)] = ActivitySnapshot() }
-        } else {
-            activities[Int32(i)] = nil
+        } else if !activities.isEmpty {
+            dropActivity(Int32(i))
         }
     }
 
     /// Registers an instance as ``PushTypeDescriptor/scheduling(kind:family:)`` files it.
     public mutating func register(_ instance: InstanceHandle, device: DeviceHandle, _ kind: SchedulingKind) {
         register(instance, device: device, kind: kind.kind, pushType: kind.pushType, frequentUpdates: kind.frequentUpdates)
+    }
+
+    /// Forgets `instance`'s activity state, if it has one. A game's million activities end together: the
+    /// dictionary then gives back the room they took.
+    mutating func dropActivity(_ instance: Int32) {
+        guard activities.removeValue(forKey: instance) != nil else { return }
+        activities.giveBackSpareRoom(keeping: Self.keptActivityRoom)
     }
 
     /// Removes an instance (its widget was removed, or its device unregistered).
@@ -162,7 +171,7 @@ public struct ReloadScheduler: Sendable {
         let dropped = removePending(i)?.requests.array ?? []
         unlink(i)
         instances[Int(i)] = InstanceState()
-        activities[i] = nil
+        dropActivity(i)
         markChanged(i)
         return dropped
     }
@@ -176,7 +185,7 @@ public struct ReloadScheduler: Sendable {
         guard isRegistered(i) else { return }
         _ = removePending(i)
         unlink(i)
-        activities[i] = nil
+        dropActivity(i)
         // A change not yet taken is dropped with the state (the changed list skips unmarked entries).
         instances[Int(i)] = InstanceState()
     }

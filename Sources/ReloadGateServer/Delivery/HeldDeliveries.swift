@@ -73,8 +73,8 @@ final class HeldDeliveries: Sendable {
                 state.devices[delivery.device]?.held -= 1
                 if state.devices[delivery.device]?.isIdle == true { state.devices[delivery.device] = nil }
             }
-            state.held.giveBackSpareRoom()
-            state.devices.giveBackSpareRoom()
+            state.held.giveBackSpareRoom(keeping: HeldDeliveries.keptRoom)
+            state.devices.giveBackSpareRoom(keeping: HeldDeliveries.keptRoom)
         }
     }
 
@@ -124,7 +124,7 @@ final class HeldDeliveries: Sendable {
             if let reached { known.newest = max(known.newest ?? reached, reached) }
             known.waiting = []
             state.devices[device] = known.isIdle ? nil : known
-            if known.isIdle { state.devices.giveBackSpareRoom() }
+            if known.isIdle { state.devices.giveBackSpareRoom(keeping: HeldDeliveries.keptRoom) }
             return waiting
         }
         // Each looks again: one goes, the others wait again or are outdated.
@@ -138,19 +138,5 @@ final class HeldDeliveries: Sendable {
         known.sending = true
         state.devices[device] = known
         return .go
-    }
-}
-
-private extension Dictionary {
-    /// Gives back the storage of a large dictionary that most of its entries left: Swift keeps a
-    /// dictionary's room when entries are removed, so after a herd of 900,000 deliveries the worker would
-    /// keep room for 1.5 million entries (tens of megabytes, written once and so resident) long after the
-    /// last one ended. Rebuilt at the size of what it holds once that is below an eighth of its room: a
-    /// rebuild copies few entries against the many removed before it, and one still growing is not rebuilt.
-    mutating func giveBackSpareRoom() {
-        guard capacity > HeldDeliveries.keptRoom, count < capacity / 8 else { return }
-        var smaller = Self(minimumCapacity: count)
-        for (key, value) in self { smaller[key] = value }
-        self = smaller
     }
 }

@@ -61,7 +61,7 @@ struct PostgresBackstopTests {
     @Test func aCancelledWriteKeepsItsDeadlineWhenTheServerStopsAnswering() async throws {
         let directory = try TemporaryDirectory("cancelled-write")
         defer { directory.remove() }
-        let (store, proxy) = try await PostgresResyncReadTests.openThroughProxy(in: directory, deadline: .milliseconds(500))
+        let (store, proxy) = try await TestPostgres.newStoreThroughProxy(in: directory, deadline: .milliseconds(500))
         defer { Task { await proxy.stop() } }
         defer { try? store.close() }
         let logger = Logger(label: "test")
@@ -92,7 +92,7 @@ struct PostgresBackstopTests {
     @Test func aTransactionEndsWhenItsConnectionIsClosedAtTheDeadline() async throws {
         let directory = try TemporaryDirectory("closed-transaction")
         defer { directory.remove() }
-        let (store, proxy) = try await PostgresResyncReadTests.openThroughProxy(in: directory, deadline: .milliseconds(500))
+        let (store, proxy) = try await TestPostgres.newStoreThroughProxy(in: directory, deadline: .milliseconds(500))
         defer { Task { await proxy.stop() } }
         defer { try? store.close() }
         let logger = Logger(label: "test")

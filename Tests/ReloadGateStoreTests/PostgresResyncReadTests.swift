@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 import ReloadGateCore
 import ReloadGateStore
 import ReloadGateTesting
@@ -12,27 +11,10 @@ import Testing
 /// every answer of the gateway, for five minutes a read. And a read whose caller is cancelled ends then.
 @Suite(.enabled(if: TestPostgres.isEnabled))
 struct PostgresResyncReadTests {
-    /// A store on a new database through a proxy, with `deadline`.
-    static func openThroughProxy(in directory: TemporaryDirectory, deadline: Duration) async throws -> (PostgresStore, TCPProxy) {
-        let (proxy, proxied) = try await TCPProxy.inFront(of: try await TestPostgres.newDatabase())
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        do {
-            let store = try await PostgresStore(
-                location: try PostgresLocation(url: proxied), secretsDirectory: directory.path("data"),
-                environment: .sandbox, now: Date(), deadline: deadline, logger: logger
-            )
-            return (store, proxy)
-        } catch {
-            await proxy.stop()
-            throw error
-        }
-    }
-
     @Test func aDevicesRegistrationIsReadWithinTheStoresDeadline() async throws {
         let directory = try TemporaryDirectory("resync-read")
         defer { directory.remove() }
-        let (store, proxy) = try await Self.openThroughProxy(in: directory, deadline: .seconds(2))
+        let (store, proxy) = try await TestPostgres.newStoreThroughProxy(in: directory, deadline: .seconds(2))
         defer { Task { await proxy.stop() } }
         defer { try? store.close() }
         #expect(try await store.registeredInstances(device: 1).isEmpty)
@@ -63,7 +45,7 @@ struct PostgresResyncReadTests {
     @Test func aScanningReadEndsWhenItsCallerIsCancelled() async throws {
         let directory = try TemporaryDirectory("cancelled-read")
         defer { directory.remove() }
-        let (store, proxy) = try await Self.openThroughProxy(in: directory, deadline: TestPostgres.storeDeadline)
+        let (store, proxy) = try await TestPostgres.newStoreThroughProxy(in: directory, deadline: TestPostgres.storeDeadline)
         defer { Task { await proxy.stop() } }
         defer { try? store.close() }
         #expect(try await store.registeredInstances(partitions: [0]).isEmpty)

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Logging
 import ReloadGateCore
 @testable import ReloadGateStore
 import ReloadGateTesting
@@ -22,6 +23,26 @@ enum StoreImplementation: String, CaseIterable, Sendable, CustomTestStringConver
         switch self {
         case .sqlite: try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         case .postgres: try await TestPostgres.newStore(secretsDirectory: directory.path("data"), now: now)
+        }
+    }
+}
+
+extension TestPostgres {
+    /// A PostgreSQL store on a new database reached through a proxy (``TCPProxy``) that the test can
+    /// stall, cut or heal, with `deadline`; the caller stops the proxy.
+    static func newStoreThroughProxy(in directory: TemporaryDirectory, deadline: Duration) async throws -> (PostgresStore, TCPProxy) {
+        let (proxy, proxied) = try await TCPProxy.inFront(of: try await newDatabase())
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        do {
+            let store = try await PostgresStore(
+                location: try PostgresLocation(url: proxied), secretsDirectory: directory.path("data"),
+                environment: .sandbox, now: Date(), deadline: deadline, logger: logger
+            )
+            return (store, proxy)
+        } catch {
+            await proxy.stop()
+            throw error
         }
     }
 }

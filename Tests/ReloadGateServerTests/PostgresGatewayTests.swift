@@ -70,9 +70,10 @@ struct PostgresGatewayTests {
             let decisions = try #require(third.json["decisions"] as? [String: Int], "\(third.body)")
             let thirdID = Int64(try #require(third.json["requestId"] as? Int))
             if decisions["forwarded"] == 1 {
-                // The call came before the gateway had loaded the device's partition (its first heartbeat
-                // and load wait for the database, which a loaded machine can hold up for seconds): it went
-                // to the partition's inbox, and the gateway decides it once the partition is loaded.
+                // The call came before the gateway held and had loaded the device's partition (its first
+                // heartbeat and load wait for the database, which a loaded machine can hold up for seconds;
+                // a lease the first gateway could not release at its stop runs out first): it went to the
+                // partition's inbox, and the partition's owner decides it once the partition is loaded.
                 let merged = try await eventually(within: .seconds(60)) {
                     try await store.requestRecord(thirdID)?.decisions.map(\.decision).contains("merged") ?? false
                 }

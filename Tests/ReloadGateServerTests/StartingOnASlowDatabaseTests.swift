@@ -30,7 +30,10 @@ struct StartingOnASlowDatabaseTests {
         defer { letThrough.cancel() }
         try await TestGateway.withRunning(configure: { configuration in
             configuration.usePostgres(proxied, dataDirectory: data.path("data"))
-            configuration.store.deadline = 1000
+            // Short, so that the swallowed first try ends soon, but not so short that the retries meet a
+            // database held up for a second or two by the rest of the suite on two cores (a CI run once
+            // saw all three tries of a 1 s deadline go unanswered).
+            configuration.store.deadline = 3000
         }) { gateway in
             try await gateway.withHTTPClient { client in
                 let ready = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/ready"), timeout: .seconds(30))

@@ -53,6 +53,8 @@ struct MetricsTests {
             #expect(series["reloadgate_budget_exhausted_total"] == 1)
             #expect(series["reloadgate_pending_reloads"] == 1)
             #expect((series["reloadgate_store_commit_seconds_count"] ?? 0) >= 1)
+            // A turn is counted when it seals a commit, the commit when it has ended: never fewer turns.
+            #expect((series["reloadgate_commit_turn_seconds_count"] ?? 0) >= (series["reloadgate_store_commit_seconds_count"] ?? 0))
             #expect(series[#"reloadgate_apns_answers_total{status="403",reason="InvalidProviderToken"}"#] == 1)
             #expect(series[#"reloadgate_deliveries_total{outcome="sent"}"#] == 1)
             #expect(series[#"reloadgate_delivery_attempts_total{outcome="sent",reason=""}"#] == 1)

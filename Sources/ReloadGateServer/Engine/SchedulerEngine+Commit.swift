@@ -109,7 +109,9 @@ extension SchedulerEngine {
     /// (the commits are pipelined). When a commit fails, the batch decided meanwhile (made on the failed
     /// one's state) is refused with it.
     func commitTurn() async -> Turn {
+        let started = monotonic()
         var turn = await takeTurn()
+        if turn.commit != nil { metrics.sealed(after: started.duration(to: monotonic())) }
         nudgeTimerLoopIfEarlier()
         turn.isStopping = isStopping
         turn.isDegraded = isDegraded

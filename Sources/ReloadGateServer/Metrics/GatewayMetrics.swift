@@ -29,6 +29,8 @@ public final class GatewayMetrics: Sendable {
     private let pendingReloads: Prometheus.Gauge
     /// Time to commit one group of requests and decisions.
     private let storeCommit: DurationHistogram
+    /// Time of the commit loop's turn that sealed each commit.
+    private let sealingTurn: DurationHistogram
     /// APNs listener answers `200` (the common case, without a lookup).
     private let apnsSuccess: Prometheus.Counter
     /// Pushes' apns-ids in the engine's index in memory (``KeptAnswerIndex``).
@@ -57,6 +59,10 @@ public final class GatewayMetrics: Sendable {
         Series(name: "reloadgate_budget_exhausted_total", type: .counter, labels: [], help: "Decisions deferred for want of a budget token (rule 1)."),
         Series(name: "reloadgate_pending_reloads", type: .gauge, labels: [], help: "Pending reloads in the scheduler after the last commit."),
         Series(name: "reloadgate_store_commit_seconds", type: .histogram, labels: [], help: "Time of each group commit of requests and decisions."),
+        Series(
+            name: "reloadgate_commit_turn_seconds", type: .histogram, labels: [],
+            help: "Time of the commit loop's turn before each group commit: deciding what queued while the last one ran, and sealing."
+        ),
         Series(name: "reloadgate_delivery_attempts_total", type: .counter, labels: ["outcome", "reason"], help: "Delivery attempts by outcome and the push service's reason."),
         Series(name: "reloadgate_deliveries_total", type: .counter, labels: ["outcome"], help: "Deliveries that reached their end, by outcome."),
         Series(name: "reloadgate_pushes_sent_total", type: .counter, labels: ["push_type"], help: "Pushes the push service accepted (or the outbox took), by push type: widgets, controls or liveactivity."),
@@ -95,6 +101,13 @@ public final class GatewayMetrics: Sendable {
             buckets: [
                 .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
                 .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
+            ]
+        )
+        sealingTurn = registry.makeDurationHistogram(
+            descriptor: Self.descriptor("reloadgate_commit_turn_seconds"),
+            buckets: [
+                .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+                .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
             ]
         )
         apnsSuccess = registry.makeCounter(
@@ -165,6 +178,12 @@ public final class GatewayMetrics: Sendable {
     func committed(in duration: Duration, pending: Int) {
         storeCommit.record(duration)
         pendingReloads.set(Int64(pending))
+    }
+
+    /// The commit loop's turn that sealed a commit took `duration` (what the gateway does between the end
+    /// of one commit and the start of the next).
+    func sealed(after duration: Duration) {
+        sealingTurn.record(duration)
     }
 
     /// The index of kept answers holds `count` apns-ids.

@@ -61,7 +61,7 @@ public final class GatewayMetrics: Sendable {
         Series(name: "reloadgate_store_commit_seconds", type: .histogram, labels: [], help: "Time of each group commit of requests and decisions."),
         Series(
             name: "reloadgate_commit_turn_seconds", type: .histogram, labels: [],
-            help: "Time of the commit loop's turn before each group commit: deciding what queued while the last one ran, and sealing."
+            help: "Time of the commit loop's turn before each group commit: settling the one that ended, deciding what queued while it ran, sealing."
         ),
         Series(name: "reloadgate_delivery_attempts_total", type: .counter, labels: ["outcome", "reason"], help: "Delivery attempts by outcome and the push service's reason."),
         Series(name: "reloadgate_deliveries_total", type: .counter, labels: ["outcome"], help: "Deliveries that reached their end, by outcome."),

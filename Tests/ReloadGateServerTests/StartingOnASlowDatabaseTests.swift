@@ -30,9 +30,9 @@ struct StartingOnASlowDatabaseTests {
         defer { letThrough.cancel() }
         try await TestGateway.withRunning(configure: { configuration in
             configuration.usePostgres(proxied, dataDirectory: data.path("data"))
-            // Short, so that the swallowed first try ends soon, but not so short that the retries meet a
-            // database held up for a second or two by the rest of the suite on two cores (a CI run once
-            // saw all three tries of a 1 s deadline go unanswered).
+            // Short, so that the swallowed first try ends soon, but long enough for the retries: the rest
+            // of the suite on two cores can hold the database up for a second or two, and all three tries
+            // of a 1 s deadline can then go unanswered.
             configuration.store.deadline = 3000
         }) { gateway in
             try await gateway.withHTTPClient { client in

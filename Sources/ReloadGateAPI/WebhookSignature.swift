@@ -1,4 +1,4 @@
-public import Crypto
+import Crypto
 public import Foundation
 import ReloadGateCore
 
@@ -37,41 +37,79 @@ public struct WebhookSignature: Sendable, Equatable {
         }
     }
 
+    /// An app's webhook secret, ready to sign: HMAC-SHA256 keyed once (the key's pads hashed), copied for
+    /// each message. Kept beside the app so that a call does not key the HMAC again.
+    public struct Key: Sendable {
+        let keyed: HMAC<SHA256>
+
+        public init(secret: String) {
+            keyed = HMAC<SHA256>(key: SymmetricKey(data: Data(secret.utf8)))
+        }
+
+        /// The HMAC of `<timestamp>.<body>`, without copying the body into one message.
+        func code(timestamp: Int64, body: some DataProtocol) -> HMAC<SHA256>.MAC {
+            var mac = keyed
+            var prefix = String(timestamp)
+            prefix.append(".")
+            prefix.withUTF8 { mac.update(data: UnsafeRawBufferPointer($0)) }
+            mac.update(data: body)
+            return mac.finalize()
+        }
+    }
+
     /// Parses the header value.
     public init(header: String?) throws(Failure) {
-        guard let header, !header.isEmpty else { throw .missing }
+        guard var header, !header.isEmpty else { throw .missing }
+        // Scanned as bytes in place: this runs on every webhook call.
+        guard let parsed = header.withUTF8({ Self.parse($0) }) else { throw .malformed }
+        self.timestamp = parsed.timestamp
+        self.signatures = parsed.signatures
+    }
+
+    /// `t=` and the `v1=` values of a header, or nil when it is malformed.
+    private static func parse(_ header: UnsafeBufferPointer<UInt8>) -> (timestamp: Int64, signatures: [Data])? {
         var timestamp: Int64?
         var signatures: [Data] = []
-        // Scanned as bytes: this runs on every webhook call.
-        for part in header.utf8.split(separator: UInt8(ascii: ",")) {
-            guard let equals = part.firstIndex(of: UInt8(ascii: "=")) else { throw .malformed }
-            let name = HeaderValue.trimmed(part[..<equals])
-            let value = HeaderValue.trimmed(part[part.index(after: equals)...])
+        for part in header.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: true) {
+            guard let equals = part.firstIndex(of: UInt8(ascii: "=")) else { return nil }
+            let name = trimmed(part[..<equals])
+            let value = trimmed(part[part.index(after: equals)...])
             if name.elementsEqual("t".utf8) {
-                guard timestamp == nil, let parsed = Int64(Substring(value)) else { throw .malformed }
+                guard timestamp == nil, let parsed = Int64(String(decoding: value, as: UTF8.self)) else { return nil }
                 timestamp = parsed
             } else if name.elementsEqual("v1".utf8) {
-                guard let bytes = Self.hexBytes(value), bytes.count == 32 else { throw .malformed }
+                guard value.count == 64, let bytes = hexBytes(value) else { return nil }
                 signatures.append(bytes)
             }
             // Unknown schemes are ignored, so a later scheme can be added beside v1.
         }
-        guard let timestamp, !signatures.isEmpty else { throw .malformed }
-        self.timestamp = timestamp
-        self.signatures = signatures
+        guard let timestamp, !signatures.isEmpty else { return nil }
+        return (timestamp, signatures)
+    }
+
+    /// `bytes` without the spaces and tabs around them (as ``HeaderValue/trimmed(_:)-(Substring)``).
+    private static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>> {
+        let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+            return bytes[bytes.endIndex...]
+        }
+        return bytes[first...last]
     }
 
     /// Checks the signature of `body` with `secret` at `now`: the time first (cheap), then the HMAC.
     public func verify(body: some DataProtocol, secret: String, now: Date) throws(Failure) {
+        try verify(body: body, key: Key(secret: secret), now: now)
+    }
+
+    /// Checks the signature of `body` with an app's keyed secret at `now`: the time first (cheap), then the
+    /// HMAC, computed once and compared with each candidate in constant time.
+    public func verify(body: some DataProtocol, key: Key, now: Date) throws(Failure) {
         let nowSeconds = Timestamp(clampingUnixSeconds: now.timeIntervalSince1970).milliseconds / 1000
         guard Self.isWithinWindow(timestamp, of: nowSeconds) else {
             throw .outsideWindow(signedAt: timestamp, now: nowSeconds)
         }
-        let key = SymmetricKey(data: Data(secret.utf8))
-        var message = Data("\(timestamp).".utf8)
-        message.append(contentsOf: body)
-        guard signatures.contains(where: { HMAC<SHA256>.isValidAuthenticationCode($0, authenticating: message, using: key) })
-        else { throw .mismatch }
+        let code = key.code(timestamp: timestamp, body: body)
+        guard signatures.contains(where: { code == $0 }) else { throw .mismatch }
     }
 
     /// Whether `signed` is at most ``window`` seconds from `now`, for any two `Int64`s.
@@ -93,18 +131,23 @@ public struct WebhookSignature: Sendable, Equatable {
     }
 
     static func hexBytes(_ text: String) -> Data? {
-        hexBytes(Substring(text).utf8)
+        hexBytes(Array(text.utf8)[...])
     }
 
-    static func hexBytes(_ text: Substring.UTF8View) -> Data? {
+    /// Hexadecimal digits as bytes (both cases), or nil for an odd count or another character.
+    static func hexBytes<Digits: Collection<UInt8>>(_ text: Digits) -> Data? {
         guard text.count % 2 == 0 else { return nil }
-        var bytes = Data(capacity: text.count / 2)
-        var iterator = text.makeIterator()
-        while let high = iterator.next(), let low = iterator.next() {
+        var bytes = [UInt8](repeating: 0, count: text.count / 2)
+        var index = text.startIndex
+        for position in bytes.indices {
+            let high = text[index]
+            index = text.index(after: index)
+            let low = text[index]
+            index = text.index(after: index)
             guard let h = nibble(high), let l = nibble(low) else { return nil }
-            bytes.append(h << 4 | l)
+            bytes[position] = h << 4 | l
         }
-        return bytes
+        return Data(bytes)
     }
 
     private static func nibble(_ byte: UInt8) -> UInt8? {

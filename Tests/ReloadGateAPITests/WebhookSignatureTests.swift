@@ -24,6 +24,24 @@ struct WebhookSignatureTests {
         try WebhookSignature(header: otherFirst).verify(body: body, secret: secret, now: now)
     }
 
+    @Test func anAppsKeyedSecretChecksCallAfterCallAsTheSecretDoes() throws {
+        // The route keys the secret once (kept with the app) and checks every call with it.
+        let key = WebhookSignature.Key(secret: secret)
+        let signed = WebhookSignature.header(body: body, timestamp: 1_790_000_000, secret: secret)
+        // Spaces around the parts and upper-case digits are read as the lower-case header.
+        let loose = " t = 1790000000 , v1 = " + signed.split(separator: "=")[2].uppercased()
+        for header in [signed, loose, signed, loose] {
+            try WebhookSignature(header: header).verify(body: body, key: key, now: now)
+        }
+        #expect(throws: WebhookSignature.Failure.mismatch) {
+            try WebhookSignature(header: signed).verify(body: body, key: WebhookSignature.Key(secret: "rgs_other"), now: now)
+        }
+        #expect(throws: WebhookSignature.Failure.mismatch) {
+            try WebhookSignature(header: signed).verify(body: Data(#"{"kind":"news"}"#.utf8), key: key, now: now)
+        }
+        try WebhookSignature(header: signed).verify(body: body, key: key, now: now)
+    }
+
     @Test func aChangedBodyOrAnotherSecretIsAMismatch() throws {
         let signature = try WebhookSignature(header: WebhookSignature.header(body: body, timestamp: 1_790_000_000, secret: secret))
         #expect(throws: WebhookSignature.Failure.mismatch) {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ReloadGateAPI
 import ReloadGateCore
 import ReloadGateStore
 import Synchronization
@@ -17,6 +18,8 @@ final class AppDirectory: Sendable {
         /// Unsealed on the first webhook call: a push never needs it (with another `secrets.key` than the
         /// one that sealed it, pushes still work; the start refuses such a key anyway).
         var webhookSecret: String?
+        /// The secret keyed for HMAC-SHA256, made with it.
+        var webhookKey: WebhookSignature.Key?
     }
 
     private let store: any GatewayStoreReading
@@ -37,20 +40,23 @@ final class AppDirectory: Sendable {
         if let entry = byBundle.withLock({ $0[bundle.rawValue] }) { return entry.app }
         guard let app = try await store.app(bundle: bundle) else { return nil }
         byBundle.withLock { entries in
-            if entries[bundle.rawValue] == nil { entries[bundle.rawValue] = Entry(app: app, webhookSecret: nil) }
+            if entries[bundle.rawValue] == nil { entries[bundle.rawValue] = Entry(app: app, webhookSecret: nil, webhookKey: nil) }
         }
         return app
     }
 
-    /// The app of `bundle` and its webhook secret, or `nil` when no such app is registered.
-    func appWithSecret(bundle: BundleID) async throws -> (app: App, webhookSecret: String)? {
-        if let entry = byBundle.withLock({ $0[bundle.rawValue] }), let secret = entry.webhookSecret { return (entry.app, secret) }
+    /// The app of `bundle` and its webhook secret (as text and keyed), or `nil` when no such app is registered.
+    func appWithSecret(bundle: BundleID) async throws -> (app: App, webhookSecret: String, webhookKey: WebhookSignature.Key)? {
+        if let entry = byBundle.withLock({ $0[bundle.rawValue] }), let secret = entry.webhookSecret, let key = entry.webhookKey {
+            return (entry.app, secret, key)
+        }
         guard let app = try await store.app(bundle: bundle) else { return nil }
         guard let secret = try await store.webhookSecret(of: app) else {
             throw StoreError.corrupt(reason: "the app \(bundle) has no webhook secret")
         }
-        byBundle.withLock { $0[bundle.rawValue] = Entry(app: app, webhookSecret: secret) }
-        return (app, secret)
+        let key = WebhookSignature.Key(secret: secret)
+        byBundle.withLock { $0[bundle.rawValue] = Entry(app: app, webhookSecret: secret, webhookKey: key) }
+        return (app, secret, key)
     }
 
     /// Drops what is kept of the app (its credentials changed): the old API key and secret stop working.

@@ -72,7 +72,10 @@ struct APIChannel: ServerChildChannel {
     func handle(value: Value, logger: Logger) async {
         switch try? await value.negotiated.get() {
         case .http1(let connection):
-            await http1.handle(value: connection, logger: logger)
+            // On the connection's event loop, as the HTTP/2 handler runs its routes (``EventLoopTaskExecutor``).
+            await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
+                await http1.handle(value: connection, logger: logger)
+            }
         case .http2, .refused, nil:
             try? await value.channel.closeFuture.get()
         }

@@ -56,6 +56,8 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
     /// The routes' tasks, cancelled when the connection closes.
     private var routing: [HTTP2StreamID: Task<Void, Never>] = [:]
     private var logger: Logger
+    /// Where the routes' tasks run: this connection's event loop (made when the first request comes).
+    private var executor: EventLoopTaskExecutor?
     private var streams: [HTTP2StreamID: Stream] = [:]
     /// The window, the flushes, the timer and the drain (``FrameLevelHTTP2Connection``).
     var connectionState = FrameLevelHTTP2State()
@@ -195,7 +197,9 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
             id: id, request: request, responder: responder, channel: context.channel, logger: logger,
             handler: NIOLoopBound((self, context), eventLoop: context.eventLoop)
         )
-        routing[id] = Task { await routed.run() }
+        let executor = executor ?? EventLoopTaskExecutor(context.eventLoop)
+        self.executor = executor
+        routing[id] = Task(executorPreference: executor) { await routed.run() }
     }
 
     /// A request on its way through the router, and where its answer goes.
@@ -211,10 +215,15 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
             let answer = await APIHTTP2Handler.answer(request, responder: responder, channel: channel, logger: logger)
             let handler = handler
             let id = id
-            handler.eventLoop.execute {
-                let (handler, context) = handler.value
-                handler.respond(id, answer.head, answer.body, context: context)
+            // On the loop already when the task ran where it was started (``EventLoopTaskExecutor``).
+            guard handler.eventLoop.inEventLoop else {
+                return handler.eventLoop.execute {
+                    let (handler, context) = handler.value
+                    handler.respond(id, answer.head, answer.body, context: context)
+                }
             }
+            let (connection, context) = handler.value
+            connection.respond(id, answer.head, answer.body, context: context)
         }
     }
 

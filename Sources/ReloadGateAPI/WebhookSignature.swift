@@ -130,10 +130,6 @@ public struct WebhookSignature: Sendable, Equatable {
         return Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Data(secret.utf8))))
     }
 
-    static func hexBytes(_ text: String) -> Data? {
-        hexBytes(Array(text.utf8)[...])
-    }
-
     /// Hexadecimal digits as bytes (both cases), or nil for an odd count or another character.
     static func hexBytes<Digits: Collection<UInt8>>(_ text: Digits) -> Data? {
         guard text.count % 2 == 0 else { return nil }

@@ -31,7 +31,12 @@ extension TestPostgres {
     /// A PostgreSQL store on a new database reached through a proxy (``TCPProxy``) that the test can
     /// stall, cut or heal, with `deadline`; the caller stops the proxy.
     static func newStoreThroughProxy(in directory: TemporaryDirectory, deadline: Duration) async throws -> (PostgresStore, TCPProxy) {
-        let (proxy, proxied) = try await TCPProxy.inFront(of: try await newDatabase())
+        let database = try await newDatabase()
+        // Migrated first by a handle with the tests' generous deadline: a migration's statements beside the
+        // whole suite on two cores can take longer than a short deadline under test (a CI run's open once
+        // failed at 500 ms), and the test asks about its operations, not about the open.
+        try await openStore(url: database, secretsDirectory: directory.path("data")).close()
+        let (proxy, proxied) = try await TCPProxy.inFront(of: database)
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         do {

@@ -9,7 +9,7 @@ import Testing
 /// The API listener runs each route on the event loop of the connection that brought the request (its task
 /// prefers that loop's executor), over HTTP/2 and HTTP/1.1 alike, before and after the route awaits: no
 /// hand-off to the global executor's threads and back for every request.
-@Suite(.timeLimit(.minutes(5)), .heavy)
+@Suite(.timeLimit(.minutes(10)), .heavy)
 struct RouteExecutorTests {
     @Test(arguments: [HTTPClient.Configuration.HTTPVersion.automatic, .http1Only])
     func aRouteRunsOnItsConnectionsEventLoop(_ version: HTTPClient.Configuration.HTTPVersion) async throws {

@@ -37,8 +37,9 @@ public struct WebhookSignature: Sendable, Equatable {
         }
     }
 
-    /// An app's webhook secret, ready to sign: HMAC-SHA256 keyed once (the key's pads hashed), copied for
-    /// each message. Kept beside the app so that a call does not key the HMAC again.
+    /// An app's webhook secret keyed for HMAC-SHA256 once (the key's pads hashed), copied for each message:
+    /// the one place the signed message (`<t>.<body>`) is made, for checking and for signing. The gateway
+    /// keeps it beside the app so that a call does not key the HMAC again.
     public struct Key: Sendable {
         let keyed: HMAC<SHA256>
 
@@ -72,8 +73,8 @@ public struct WebhookSignature: Sendable, Equatable {
         var signatures: [Data] = []
         for part in header.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: true) {
             guard let equals = part.firstIndex(of: UInt8(ascii: "=")) else { return nil }
-            let name = trimmed(part[..<equals])
-            let value = trimmed(part[part.index(after: equals)...])
+            let name = HeaderValue.trimmed(part[..<equals])
+            let value = HeaderValue.trimmed(part[part.index(after: equals)...])
             if name.elementsEqual("t".utf8) {
                 guard timestamp == nil, let parsed = Int64(String(decoding: value, as: UTF8.self)) else { return nil }
                 timestamp = parsed
@@ -85,15 +86,6 @@ public struct WebhookSignature: Sendable, Equatable {
         }
         guard let timestamp, !signatures.isEmpty else { return nil }
         return (timestamp, signatures)
-    }
-
-    /// `bytes` without the spaces and tabs around them (as ``HeaderValue/trimmed(_:)-(Substring)``).
-    private static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>> {
-        let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
-            return bytes[bytes.endIndex...]
-        }
-        return bytes[first...last]
     }
 
     /// Checks the signature of `body` with `secret` at `now`: the time first (cheap), then the HMAC.
@@ -125,9 +117,7 @@ public struct WebhookSignature: Sendable, Equatable {
     }
 
     static func sign(body: some DataProtocol, timestamp: Int64, secret: String) -> Data {
-        var message = Data("\(timestamp).".utf8)
-        message.append(contentsOf: body)
-        return Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Data(secret.utf8))))
+        Data(Key(secret: secret).code(timestamp: timestamp, body: body))
     }
 
     /// Hexadecimal digits as bytes (both cases), or nil for an odd count or another character.

@@ -23,8 +23,10 @@ public enum HeaderValue {
         Substring(trimmed(text.utf8))
     }
 
-    /// ``trimmed(_:)-(Substring)`` of bytes (ASCII spaces and tabs end at scalar boundaries).
-    public static func trimmed(_ bytes: Substring.UTF8View) -> Substring.UTF8View {
+    /// ``trimmed(_:)-(Substring)`` of bytes (ASCII spaces and tabs end at scalar boundaries): a string's
+    /// UTF-8 view or a buffer scanned in place.
+    @inlinable
+    public static func trimmed<Bytes: BidirectionalCollection>(_ bytes: Bytes) -> Bytes.SubSequence where Bytes.Element == UInt8 {
         let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
             return bytes[bytes.endIndex...]

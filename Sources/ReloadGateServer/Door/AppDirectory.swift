@@ -17,9 +17,13 @@ final class AppDirectory: Sendable {
         var app: App
         /// Unsealed on the first webhook call: a push never needs it (with another `secrets.key` than the
         /// one that sealed it, pushes still work; the start refuses such a key anyway).
-        var webhookSecret: String?
-        /// The secret keyed for HMAC-SHA256, made with it.
-        var webhookKey: WebhookSignature.Key?
+        var webhook: Webhook?
+    }
+
+    /// An app's webhook secret, and the same secret keyed for checking signatures.
+    private struct Webhook: Sendable {
+        var secret: String
+        var key: WebhookSignature.Key
     }
 
     private let store: any GatewayStoreReading
@@ -40,23 +44,23 @@ final class AppDirectory: Sendable {
         if let entry = byBundle.withLock({ $0[bundle.rawValue] }) { return entry.app }
         guard let app = try await store.app(bundle: bundle) else { return nil }
         byBundle.withLock { entries in
-            if entries[bundle.rawValue] == nil { entries[bundle.rawValue] = Entry(app: app, webhookSecret: nil, webhookKey: nil) }
+            if entries[bundle.rawValue] == nil { entries[bundle.rawValue] = Entry(app: app, webhook: nil) }
         }
         return app
     }
 
     /// The app of `bundle` and its webhook secret (as text and keyed), or `nil` when no such app is registered.
     func appWithSecret(bundle: BundleID) async throws -> (app: App, webhookSecret: String, webhookKey: WebhookSignature.Key)? {
-        if let entry = byBundle.withLock({ $0[bundle.rawValue] }), let secret = entry.webhookSecret, let key = entry.webhookKey {
-            return (entry.app, secret, key)
+        if let entry = byBundle.withLock({ $0[bundle.rawValue] }), let webhook = entry.webhook {
+            return (entry.app, webhook.secret, webhook.key)
         }
         guard let app = try await store.app(bundle: bundle) else { return nil }
         guard let secret = try await store.webhookSecret(of: app) else {
             throw StoreError.corrupt(reason: "the app \(bundle) has no webhook secret")
         }
-        let key = WebhookSignature.Key(secret: secret)
-        byBundle.withLock { $0[bundle.rawValue] = Entry(app: app, webhookSecret: secret, webhookKey: key) }
-        return (app, secret, key)
+        let webhook = Webhook(secret: secret, key: WebhookSignature.Key(secret: secret))
+        byBundle.withLock { $0[bundle.rawValue] = Entry(app: app, webhook: webhook) }
+        return (app, secret, webhook.key)
     }
 
     /// Drops what is kept of the app (its credentials changed): the old API key and secret stop working.

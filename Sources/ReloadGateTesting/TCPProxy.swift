@@ -18,8 +18,8 @@ public final class TCPProxy: Sendable {
 
     private struct State {
         var swallowing = false
-        /// Swallowing begins once a client sends a buffer this says yes to (``swallowReplies(onceClientBinds:)``).
-        var trigger: (@Sendable (ByteBuffer) -> Bool)?
+        /// Swallowing begins once a client sends bytes this says yes to (``swallowReplies(onceClientBinds:)``).
+        var trigger: (@Sendable (Sent) -> Bool)?
         /// The client connection whose buffer fired the trigger.
         var triggeredBy: (any Channel)?
         var connections: [any Channel] = []
@@ -80,10 +80,12 @@ public final class TCPProxy: Sendable {
         let marker = [0] + Array(name.utf8) + [0]
         state.withLock { state in
             state.triggeredBy = nil
-            state.trigger = { buffer in
-                let bytes = Array(buffer.readableBytesView)
-                guard bytes.count >= marker.count + 5 else { return false }
-                for start in 5...(bytes.count - marker.count) where bytes[start - 5] == UInt8(ascii: "B") {
+            state.trigger = { sent in
+                let bytes = sent.bytes
+                // Ending in the new bytes: a Bind the last read already carried has been seen.
+                let first = max(5, sent.carried - marker.count + 1)
+                guard bytes.count - marker.count >= first else { return false }
+                for start in first...(bytes.count - marker.count) where bytes[start - 5] == UInt8(ascii: "B") {
                     if bytes[start..<(start + marker.count)].elementsEqual(marker) { return true }
                 }
                 return false
@@ -98,7 +100,7 @@ public final class TCPProxy: Sendable {
         let bytes = Array(marker.utf8)
         state.withLock { state in
             state.triggeredBy = nil
-            state.trigger = { buffer in buffer.readableBytesView.firstRange(of: bytes) != nil }
+            state.trigger = { sent in sent.contains(bytes) }
         }
     }
 
@@ -152,15 +154,16 @@ public final class TCPProxy: Sendable {
         state.withLock { $0.triggeredBy }?.isActive
     }
 
-    /// Called with each buffer a client sends, before it is forwarded: starts swallowing when the trigger says
-    /// so. (A message split across two reads is missed; a Bind is short.)
-    private func watch(_ buffer: ByteBuffer, from client: any Channel) {
+    /// Called with each read of a client's bytes, before they are forwarded (with the end of the reads
+    /// before it, so that a marker split across two reads is found): starts swallowing when the trigger
+    /// says so.
+    private func watch(_ sent: Sent, from client: any Channel) {
         state.withLock { state in
-            if let marker = state.cutMarker, buffer.readableBytesView.firstRange(of: marker) != nil {
+            if let marker = state.cutMarker, sent.contains(marker) {
                 state.cutMarker = nil
                 state.cutArmed = true
             }
-            guard let trigger = state.trigger, trigger(buffer) else { return }
+            guard let trigger = state.trigger, trigger(sent) else { return }
             state.swallowing = true
             state.trigger = nil
             state.triggeredBy = client
@@ -186,7 +189,7 @@ public final class TCPProxy: Sendable {
         }
         return ClientBootstrap(group: loop)
             .channelInitializer { [self] server in
-                let toClient = Relay(drop: { [self] in self.isSwallowing }, watch: { _ in }, cut: { [self] in self.takeCut() })
+                let toClient = Relay(drop: { [self] in self.isSwallowing }, watch: nil, cut: { [self] in self.takeCut() })
                 toClient.partner = client
                 return server.eventLoop.makeCompletedFuture { try server.pipeline.syncOperations.addHandler(toClient) }
             }
@@ -200,12 +203,33 @@ public final class TCPProxy: Sendable {
 
 /// Writes what its channel reads to the partner channel (unless `drop` says otherwise), and closes the
 /// partner when its channel closes. Used on its channel's event loop only.
+/// What a client sent in one read, after the last ``carried`` bytes of its reads before (a marker split
+/// between two reads is whole here).
+struct Sent {
+    /// How many bytes of the earlier reads are kept in front of the next: longer than any marker.
+    static let carry = 256
+    var bytes: [UInt8]
+    var carried: Int
+
+    /// Whether `marker` ends in this read's own bytes (one that ended in the reads before was seen then).
+    func contains(_ marker: [UInt8]) -> Bool {
+        var rest = bytes[...]
+        while let found = rest.firstRange(of: marker) {
+            if found.upperBound > carried { return true }
+            rest = bytes[(found.lowerBound + 1)...]
+        }
+        return false
+    }
+}
+
 private final class Relay: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     let drop: @Sendable () -> Bool
-    /// Sees every buffer read, before it is forwarded.
-    let watch: @Sendable (ByteBuffer) -> Void
+    /// Sees every read, with the end of the reads before it, before it is forwarded (`nil`: the server's side).
+    let watch: (@Sendable (Sent) -> Void)?
+    /// The last ``Sent/carry`` bytes read.
+    private var tail: [UInt8] = []
     /// Asked at each buffer from the server: whether to begin cutting the answer after its first row.
     let cut: @Sendable () -> Bool
     var partner: (any Channel)?
@@ -217,7 +241,7 @@ private final class Relay: ChannelInboundHandler {
 
     init(
         drop: @escaping @Sendable () -> Bool,
-        watch: @escaping @Sendable (ByteBuffer) -> Void,
+        watch: (@Sendable (Sent) -> Void)?,
         cut: @escaping @Sendable () -> Bool = { false }
     ) {
         self.drop = drop
@@ -234,7 +258,11 @@ private final class Relay: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
-        watch(buffer)
+        if let watch {
+            let sent = Sent(bytes: tail + buffer.readableBytesView, carried: tail.count)
+            tail = Array(sent.bytes.suffix(Sent.carry))
+            watch(sent)
+        }
         if drop() { return }
         if cutting == nil, cut() { cutting = BackendMessages() }
         if cutting != nil, let partner {

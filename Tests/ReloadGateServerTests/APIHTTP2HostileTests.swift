@@ -15,15 +15,7 @@ struct APIHTTP2HostileTests {
     static let bundle = "com.example.scores"
 
     static func withGateway(_ body: @Sendable (TestGateway, AppCredentials) async throws -> Void) async throws {
-        let directory = try TemporaryDirectory("api-hostile")
-        defer { directory.remove() }
-        let credentials: AppCredentials
-        do {
-            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
-            defer { try? store.close() }
-            credentials = try await store.createApp(bundle: try BundleID(bundle), now: Date())
-        }
-        try await TestGateway.withRunning(in: directory) { gateway in try await body(gateway, credentials) }
+        try await TestGateway.withRunningApp(bundle, directoryNamed: "api-hostile", body)
     }
 
     static func request(_ method: String, _ path: String, _ fields: [(String, String)] = []) -> [(String, String)] {

@@ -31,19 +31,11 @@ struct ConnectionTimeoutTests {
     /// The same, with the app's credentials; `headerTimeout` for a test whose connection's start is not
     /// what it is about.
     static func withGateway(headerTimeout: Int = 5, _ body: @Sendable (TestGateway, AppCredentials) async throws -> Void) async throws {
-        let directory = try TemporaryDirectory("timeouts")
-        defer { directory.remove() }
-        let credentials: AppCredentials
-        do {
-            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
-            defer { try? store.close() }
-            credentials = try await store.createApp(bundle: try BundleID(bundle), now: Date())
-        }
-        try await TestGateway.withRunning(in: directory, configure: { configuration in
+        try await TestGateway.withRunningApp(bundle, directoryNamed: "timeouts", configure: { configuration in
             configuration.listen.headerTimeout = headerTimeout
             configuration.listen.bodyTimeout = 2
             configuration.listen.idleTimeout = 8
-        }) { gateway in try await body(gateway, credentials) }
+        }, body)
     }
 
     static func port(_ listener: Listener, of gateway: TestGateway) -> Int {

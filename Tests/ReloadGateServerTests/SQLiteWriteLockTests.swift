@@ -22,17 +22,9 @@ struct SQLiteWriteLockTests {
     /// lock, come after it went at 45 s, and the test fails; the writes wait 60 s (the store's deadline),
     /// so they are still waiting when the hold ends.
     @Test func writesWaitingForTheLockHoldNoOtherAnswer() async throws {
-        let directory = try TemporaryDirectory("write-lock")
-        defer { directory.remove() }
-        let credentials: AppCredentials
-        do {
-            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
-            defer { try? store.close() }
-            credentials = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date())
-        }
-        try await TestGateway.withRunning(in: directory, configure: { configuration in
+        try await TestGateway.withRunningApp(Self.bundle, directoryNamed: "write-lock", configure: { configuration in
             configuration.store.deadline = 60_000
-        }) { gateway in
+        }) { gateway, credentials in
             let lock = try await SQLiteWriteLockHolder.hold(gateway.configuration.dataDirectory + "/reloadgate.sqlite", atMost: .seconds(45))
 
             try await gateway.withHTTPClient { client in
@@ -93,17 +85,9 @@ struct SQLiteWriteLockTests {
     /// when it degrades), so the first `/ready` after it says `503`; once the lock is gone the gateway is
     /// ready and commits again by itself.
     @Test func readyTurnsUnavailableWhenACommitMeetsTheLockAndRecovers() async throws {
-        let directory = try TemporaryDirectory("write-lock-ready")
-        defer { directory.remove() }
-        let credentials: AppCredentials
-        do {
-            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
-            defer { try? store.close() }
-            credentials = try await store.createApp(bundle: try BundleID(Self.bundle), now: Date())
-        }
-        try await TestGateway.withRunning(in: directory, configure: { configuration in
+        try await TestGateway.withRunningApp(Self.bundle, directoryNamed: "write-lock-ready", configure: { configuration in
             configuration.store.deadline = 4_000
-        }) { gateway in
+        }) { gateway, credentials in
             try await gateway.withHTTPClient { client in
                 let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
                 let token = String(repeating: "c1", count: 32)

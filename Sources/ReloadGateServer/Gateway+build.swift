@@ -93,9 +93,6 @@ public func buildGateway(
     try AdminSocket.removeStale(at: configuration.adminSocketPath)
     let tls = try ListenerTLS.load(configuration.tls, now: now(), logger: logger)
 
-    // HTTP/1.1 connections (the API listener's fallback and the admin socket): Hummingbird closes idle ones;
-    // the handshake, header and body deadlines are the gateway's.
-    let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(configuration.listen.idleTimeout)))
     let timeouts = ConnectionTimeouts(configuration.listen, keepsIdle: false)
     let server: HTTPServerBuilder
     // The API listener serves HTTP/2 frame by frame in front of the router (docs/DECISIONS.md, "The API
@@ -103,7 +100,7 @@ public func buildGateway(
     // responder is set once the routes are complete.
     let responders = RouterResponderBox()
     do {
-        server = try .frameLevelHTTP2(tls: tls, http1: http1, listen: configuration.listen, responders: responders, logger: logger)
+        server = try .frameLevelHTTP2(tls: tls, listen: configuration.listen, responders: responders, logger: logger)
     } catch {
         throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")
     }
@@ -120,7 +117,7 @@ public func buildGateway(
         do {
             return try await assembleServices(
                 configuration: configuration, logger: logger, now: now, readiness: readiness, apns: apns, tls: tls,
-                http1: http1, timeouts: timeouts, server: server, responders: responders, onListening: onListening,
+                timeouts: timeouts, server: server, responders: responders, onListening: onListening,
                 customizeRouter: customizeRouter
             )
         } catch {
@@ -167,7 +164,6 @@ private func assembleServices(
     readiness: Readiness,
     apns: APNsUpstream?,
     tls: ListenerTLS,
-    http1: HTTP1Channel.Configuration,
     timeouts: ConnectionTimeouts,
     server: HTTPServerBuilder,
     responders: RouterResponderBox,
@@ -276,7 +272,7 @@ private func assembleServices(
         // The same frame-level HTTP/2 connection as the API listener's, in front of the admin router.
         let adminResponders = RouterResponderBox()
         do {
-            adminServer = try .frameLevelHTTP2(tls: tls, http1: http1, listen: configuration.listen, responders: adminResponders, logger: logger)
+            adminServer = try .frameLevelHTTP2(tls: tls, listen: configuration.listen, responders: adminResponders, logger: logger)
         } catch {
             try? store.close()
             throw ConfigurationError.inconsistent(key: "tls", reason: "the TLS configuration is not usable: \(error)")

@@ -2,17 +2,18 @@ import HummingbirdCore
 import HummingbirdHTTP2
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTP2
 import NIOSSL
 import NIOTLS
 
-/// The API listener's connections: TLS with ALPN, HTTP/2 served frame by frame by
-/// ``APIHTTP2Handler`` in front of the router, HTTP/1.1 (the ALPN fallback) by Hummingbird's HTTP/1.1
-/// channel as before. The handshake deadline holds until the HTTP handlers take the connection.
+/// The API listener's connections: TLS with ALPN, then HTTP/2 or HTTP/1.1 (the ALPN fallback), each served
+/// on the connection's event loop by a frame-level handler (``APIHTTP2Handler``, ``APIHTTP1Handler``) in
+/// front of the router. The handshake deadline holds until the HTTP handlers take the connection.
 struct APIChannel: ServerChildChannel {
     /// What the connection turned out to speak, once ALPN has chosen.
     enum Negotiated: Sendable {
-        case http1(HTTP1Channel.Value)
+        case http1
         case http2
         /// ALPN failed: the channel is closing.
         case refused
@@ -24,7 +25,8 @@ struct APIChannel: ServerChildChannel {
     }
 
     let sslContext: NIOSSLContext
-    let http1: HTTP1Channel
+    /// NIO's HTTP/1.1 decoder's limits (a field, all fields, how many).
+    let http1Limits: NIOHTTPDecoderLimitConfiguration
     let responders: RouterResponderBox
     let settings: HTTP2Settings
     let timeouts: ConnectionTimeouts
@@ -32,7 +34,7 @@ struct APIChannel: ServerChildChannel {
     let logger: Logger
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let http1 = http1
+        let http1Limits = http1Limits
         let responders = responders
         let settings = settings
         let timeouts = timeouts
@@ -54,9 +56,21 @@ struct APIChannel: ServerChildChannel {
                         return .http2
                     }
                 case .negotiated("http/1.1"), .fallback:
-                    return http1.setup(channel: channel, logger: logger).map { value in
+                    return channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        // One request at a time (the pipelining handler holds the next); a head NIO cannot
+                        // parse is answered by APIHTTP1Handler.
+                        try sync.configureHTTPServerPipeline(
+                            withPipeliningAssistance: true,
+                            withErrorHandling: false,
+                            withOutboundHeaderValidation: false,
+                            withEncoderConfiguration: .init(),
+                            withDecoderLimitConfiguration: http1Limits
+                        )
+                        try sync.addHandler(RequestTimeoutHandler<NIOHTTP1Parts>(timeouts: timeouts, logger: handlerLogger))
+                        try sync.addHandler(APIHTTP1Handler(responders: responders, logger: handlerLogger))
                         channel.pipeline.triggerUserOutboundEvent(HandshakeTimeoutHandler.ProtocolChosen(), promise: nil)
-                        return .http1(value)
+                        return .http1
                     }
                 case .negotiated:
                     return channel.close().map { .refused }
@@ -69,32 +83,24 @@ struct APIChannel: ServerChildChannel {
         }
     }
 
+    /// The handlers answer on the loop; the connection's task waits for it to close.
     func handle(value: Value, logger: Logger) async {
-        switch try? await value.negotiated.get() {
-        case .http1(let connection):
-            // On the connection's event loop, as the HTTP/2 handler runs its routes (``EventLoopTaskExecutor``).
-            await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
-                await http1.handle(value: connection, logger: logger)
-            }
-        case .http2, .refused, nil:
-            try? await value.channel.closeFuture.get()
-        }
+        try? await value.channel.closeFuture.get()
     }
 }
 
 extension HTTPServerBuilder {
     /// The server of the API listener and of the admin API's TLS listener: their TLS, 100 streams a connection,
-    /// `listen`'s deadlines (the idle one kept by the HTTP/2 handler) and drain grace period.
+    /// `listen`'s deadlines (the idle one kept by the HTTP/2 handler, or over HTTP/1.1 by
+    /// `RequestTimeoutHandler`) and drain grace period.
     static func frameLevelHTTP2(
         tls: ListenerTLS,
-        http1: HTTP1Channel.Configuration,
         listen: GatewayConfiguration.Listen,
         responders: RouterResponderBox,
         logger: Logger
     ) throws -> HTTPServerBuilder {
         try frameLevelHTTP2(
             tlsConfiguration: tls.configuration,
-            http1: http1,
             maxConcurrentStreams: 100,
             timeouts: ConnectionTimeouts(listen, keepsIdle: true),
             gracePeriod: .seconds(Int64(listen.shutdownGracePeriod)),
@@ -103,11 +109,10 @@ extension HTTPServerBuilder {
         )
     }
 
-    /// The API listener's server: ``APIChannel`` (HTTP/2 frame by frame, HTTP/1.1 by Hummingbird), with the
+    /// The API listener's server: ``APIChannel`` (HTTP/2 and HTTP/1.1 frame by frame), with the
     /// gateway's deadlines on every connection and request. `responders` is set once the routes are built.
     static func frameLevelHTTP2(
         tlsConfiguration: TLSConfiguration,
-        http1: HTTP1Channel.Configuration,
         maxConcurrentStreams: Int,
         timeouts: ConnectionTimeouts,
         gracePeriod: TimeAmount,
@@ -117,9 +122,13 @@ extension HTTPServerBuilder {
         var tls = tlsConfiguration
         tls.applicationProtocols = ["h2", "http/1.1"]
         let context = try NIOSSLContext(configuration: tls)
-        var http1Timed = http1
-        http1Timed.additionalChannelHandlers = { [RequestTimeoutHandler<HTTPTypesParts>(timeouts: timeouts, logger: logger)] }
-        let configuration = http1Timed
+        // HTTP/1.1 heads: the limits Hummingbird's HTTP/1.1 channel had (80 KiB a field and in all, 1000 fields).
+        let decoder = HTTP1Channel.Configuration.DecoderConfiguration()
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderFieldSize = decoder.maxHeaderFieldSize
+        limits.maxHeaderListSize = decoder.maxHeaderListSize
+        limits.maxHeaderFieldCount = decoder.maxHeaderFieldCount
+        let http1Limits = limits
         let settings: HTTP2Settings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
@@ -129,7 +138,7 @@ extension HTTPServerBuilder {
         return HTTPServerBuilder { responder in
             APIChannel(
                 sslContext: context,
-                http1: HTTP1Channel(responder: responder, configuration: configuration),
+                http1Limits: http1Limits,
                 responders: responders,
                 settings: settings,
                 timeouts: timeouts,

@@ -212,7 +212,7 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
         let handler: NIOLoopBound<(APIHTTP2Handler, ChannelHandlerContext)>
 
         func run() async {
-            let answer = await APIHTTP2Handler.answer(request, responder: responder, channel: channel, logger: logger)
+            let answer = await RouteAnswer.answer(request, responder: responder, channel: channel, logger: logger)
             let handler = handler
             let id = id
             // On the loop already when the task ran where it was started (``EventLoopTaskExecutor``).
@@ -227,32 +227,6 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
         }
     }
 
-    /// The router's answer as a head and a whole body. An error the router lets through is answered as
-    /// Hummingbird's server answers it.
-    fileprivate static func answer(
-        _ request: Request,
-        responder: RouterResponder<GatewayRequestContext>,
-        channel: any Channel,
-        logger: Logger
-    ) async -> (head: HTTPResponse, body: ByteBuffer) {
-        let context = GatewayRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
-        var response: Response
-        do {
-            response = try await responder.respond(to: request, context: context)
-        } catch let error as any HTTPResponseError {
-            response = (try? error.response(from: request, context: context)) ?? Response(status: .internalServerError)
-        } catch {
-            response = Response(status: .internalServerError)
-        }
-        let collected = CollectedBody()
-        do {
-            try await response.body.write(CollectingBodyWriter(collected: collected))
-        } catch {
-            logger.debug("a response body could not be written", metadata: ["error": "\(error)"])
-        }
-        return (response.head, collected.buffer)
-    }
-
     /// Writes an answer, and resets a stream whose request had not ended (its body passed the cap).
     private func respond(_ id: HTTP2StreamID, _ head: HTTPResponse, _ body: ByteBuffer, context: ChannelHandlerContext) {
         routing[id] = nil
@@ -264,9 +238,10 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
         for field in head.headerFields where field.name != .connection && field.name != .transferEncoding {
             headers.add(name: field.name.canonicalName, value: field.value)
         }
-        if head.headerFields[.contentLength] == nil, head.status.code != 204, head.status.code != 304 {
+        if head.headerFields[.contentLength] == nil, RouteAnswer.hasContentLength(head.status) {
             headers.add(name: "content-length", value: String(body.readableBytes))
         }
+        if head.headerFields[.date] == nil { headers.add(name: "date", value: HTTPDateField.now) }
         // A HEAD request's answer has the headers of the GET and no body (RFC 9110 9.3.2).
         let hasBody = body.readableBytes > 0 && stream.head.method != .head
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
@@ -345,20 +320,4 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
         logger.debug("API connection closed on an error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
-}
-
-/// A response body, gathered whole (the API's answers are small: the largest is the OpenAPI document).
-final class CollectedBody: @unchecked Sendable {
-    var buffer = ByteBuffer()
-}
-
-struct CollectingBodyWriter: ResponseBodyWriter {
-    let collected: CollectedBody
-
-    mutating func write(_ buffer: ByteBuffer) async throws {
-        var buffer = buffer
-        collected.buffer.writeBuffer(&buffer)
-    }
-
-    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
 }

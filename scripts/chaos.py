@@ -211,12 +211,14 @@ class Load:
 
     async def worker(self, index):
         clients = {}
+        # Half the workers speak HTTP/1.1, as curl and most webhook senders do; the others HTTP/2.
+        http2 = index % 2 == 0
         try:
             while self.running:
                 gateway = self.gateways[random.randrange(len(self.gateways))]
                 client = clients.get(id(gateway))
                 if client is None:
-                    client = httpx.AsyncClient(http2=True, verify=False, timeout=httpx.Timeout(CLIENT_TIMEOUT + 5))
+                    client = httpx.AsyncClient(http2=http2, verify=False, timeout=httpx.Timeout(CLIENT_TIMEOUT + 5))
                     clients[id(gateway)] = client
                 choice = random.random()
                 if self.webhooks and choice < 0.1:

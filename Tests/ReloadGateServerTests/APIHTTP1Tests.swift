@@ -126,6 +126,23 @@ struct APIHTTP1Tests {
         }
     }
 
+    /// HTTP/1.0 that asks to keep the connection: each answer says `connection: keep-alive` (without it an
+    /// HTTP/1.0 client waits for the close to end the answer), and the connection serves the next request.
+    @Test func anHTTP10ConnectionKeptAliveSaysSoAndGoesOn() async throws {
+        try await Self.withGateway { gateway, _ in
+            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let request = "GET /health HTTP/1.0\r\nconnection: keep-alive\r\n\r\n"
+            try await connection.send(request)
+            _ = try await Self.read(1, from: connection)
+            try await connection.send(request)
+            let answers = try await Self.read(2, from: connection)
+            #expect(answers.map(\.status) == [200, 200])
+            #expect(answers.map { $0.fields["connection"] } == ["keep-alive", "keep-alive"])
+            #expect(!connection.isClosed)
+            await connection.close()
+        }
+    }
+
     /// A client that waits to be asked for its body (`expect: 100-continue`, as curl sends for bodies over
     /// 1 KiB) is asked at once, before any of the body is sent, and then gets its answer.
     @Test func aClientThatWaitsForContinueIsAskedAtOnce() async throws {

@@ -42,6 +42,9 @@ final class APIHTTP1Handler: ChannelInboundHandler {
     private var body = ByteBuffer()
     private var requestEnded = false
     private var keepAlive = true
+    /// An HTTP/1.0 request that asked to keep the connection: its answer must say so too, or the client
+    /// (ApacheBench's `-k`, for one) waits for the close that marks the answer's end.
+    private var http10KeepAlive = false
     /// The route's task, cancelled when the connection closes.
     private var routing: Task<Void, Never>?
     /// Where the routes' tasks run: this connection's event loop (made when the first request comes).
@@ -72,6 +75,7 @@ final class APIHTTP1Handler: ChannelInboundHandler {
         case .head(let head):
             requestEnded = false
             keepAlive = head.isKeepAlive
+            http10KeepAlive = keepAlive && head.version == .http1_0
             body.clear()
             guard let request = Self.request(head) else {
                 phase = .refused
@@ -166,7 +170,11 @@ final class APIHTTP1Handler: ChannelInboundHandler {
         }
         if response.headerFields[.date] == nil { headers.add(name: "date", value: HTTPDateField.now) }
         let close = !keepAlive
-        if close { headers.add(name: "connection", value: "close") }
+        if close {
+            headers.add(name: "connection", value: "close")
+        } else if http10KeepAlive {
+            headers.add(name: "connection", value: "keep-alive")
+        }
         let status = HTTPResponseStatus(statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase)
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
         if body.readableBytes > 0, !isHead { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }

@@ -108,6 +108,26 @@ struct APIHTTP1Tests {
         }
     }
 
+    /// A body past the limit, sent in chunks, then a chunk that cannot be parsed, after the 413: no second
+    /// answer for the same request, and the connection closes.
+    @Test func anUnreadableChunkAfterTheAnswerClosesWithoutASecondAnswer() async throws {
+        try await Self.withGateway { gateway, credentials in
+            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let chunk = String(repeating: " ", count: 70_000)
+            try await connection.send(
+                "PUT /v1/apps/\(Self.bundle)/devices/\(Self.token) HTTP/1.1\r\nhost: localhost\r\nauthorization: bearer \(credentials.apiKey)\r\n"
+                    + "content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+                    + String(chunk.utf8.count, radix: 16) + "\r\n" + chunk + "\r\n"
+            )
+            let early = try await Self.read(1, from: connection)
+            #expect(early[0].status == 413)
+            try await connection.send("zz\r\n")
+            #expect(await connection.waitForClose(timeout: .seconds(30)))
+            #expect(Self.answers(connection.receivedBytes, count: 2) == nil, "a second answer: \(connection.receivedText)")
+            await connection.close()
+        }
+    }
+
     /// `connection: close`, and HTTP/1.0 without keep-alive: the answer says `connection: close` and the
     /// connection closes after it.
     @Test(arguments: ["GET /health HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n", "GET /health HTTP/1.0\r\n\r\n"])

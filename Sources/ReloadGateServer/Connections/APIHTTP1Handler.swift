@@ -15,9 +15,10 @@ import NIOHTTPTypesHTTP1
 /// (with `connection: close`). The deadlines (headers, body, idle) are the ``RequestTimeoutHandler`` in
 /// front; a head NIO cannot parse is answered `400` and the connection closed.
 ///
-/// A request that sends `expect: 100-continue` is answered `100 Continue` at its head. A body is gathered up to ``APIHTTP2Handler/bodyCap`` (one byte more than the routes take): a larger one
-/// is handed to the route at the cap, which answers `413`, and the rest of it is read and dropped, so the
-/// connection stays usable and the client reads the answer before any reset.
+/// A request that sends `expect: 100-continue` is answered `100 Continue` at its head. A body is gathered
+/// up to ``APIHTTP2Handler/bodyCap`` (one byte more than the routes take): a larger one is handed to the
+/// route at the cap, which answers `413`, and the rest of it is read and dropped, so the connection stays
+/// usable and the client reads the answer before any reset.
 final class APIHTTP1Handler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -179,16 +180,22 @@ final class APIHTTP1Handler: ChannelInboundHandler {
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
         if body.readableBytes > 0, !isHead { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
         guard close else { return context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil) }
-        // Our side is closed after the answer (TLS close_notify, then the TCP half-close), as Hummingbird's
-        // channel closed it: the client then closes its own at once, and so the whole connection
-        // (``userInboundEventTriggered``). A full close would wait up to NIOSSL's 5 s for the client's
-        // close_notify.
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-            let closed = bound.value.eventLoop.makePromise(of: Void.self)
-            bound.value.close(mode: .output, promise: closed)
-            closed.futureResult.whenFailure { _ in bound.value.close(promise: nil) }
+            let (handler, context) = bound.value
+            handler.closeOurSide(context: context)
         }
+    }
+
+    /// Ends the connection from our side: TLS close_notify, then the TCP half-close, as Hummingbird's
+    /// channel closed it. The client then closes its own at once, and so the whole connection
+    /// (``userInboundEventTriggered``). A full close would wait up to NIOSSL's 5 s for the client's
+    /// close_notify.
+    private func closeOurSide(context: ChannelHandlerContext) {
+        let closed = context.eventLoop.makePromise(of: Void.self)
+        context.close(mode: .output, promise: closed)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        closed.futureResult.whenFailure { _ in bound.value.close(promise: nil) }
     }
 
     /// A client that closed its side (TLS close_notify, or a TCP half-close; the server channel allows
@@ -201,8 +208,9 @@ final class APIHTTP1Handler: ChannelInboundHandler {
         }
     }
 
-    /// A head NIO cannot parse is answered `400` and the connection closed after it (after the answer in
-    /// flight, if there is one: nothing more can be read). Any other error closes the connection.
+    /// A head (or chunk) NIO cannot parse is answered `400` and the connection closed after it; when the
+    /// request already has its answer, or the route is making it, there is no second one: nothing more can
+    /// be read, so the connection closes after that answer. Any other error closes the connection.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard error is HTTPParserError, context.channel.isActive else {
             logger.debug("API connection closed on an error", metadata: ["error": "\(error)"])
@@ -212,8 +220,8 @@ final class APIHTTP1Handler: ChannelInboundHandler {
         keepAlive = false
         switch phase {
         case .routing: break
-        case .refused: context.close(promise: nil)
-        case .idle, .reading, .draining:
+        case .refused, .draining: closeOurSide(context: context)
+        case .idle, .reading:
             phase = .refused
             write(HTTPResponse(status: .badRequest), ByteBuffer(), isHead: false, context: context)
         }

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import ReloadGateAPI
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
@@ -280,10 +281,10 @@ struct RouterTierTests {
                 #expect(try await client.call("/v1/keys/ROUTERKEY1", .delete).status == .notFound)
 
                 let bundle = try BundleID(RouterTier.bundle)
-                #expect(try await tier.door.apps.appWithSecret(bundle: bundle)?.app.teamID == "TEAM000001")
+                #expect(try await tier.door.apps.appWithWebhookKey(bundle: bundle)?.app.teamID == "TEAM000001")
                 let team = try await client.call("/v1/apps/\(RouterTier.bundle)/team", .post, headers: [.contentType: "application/json"], body: #"{"team":"TEAM000002"}"#)
                 #expect(team.status == .ok, "\(team.text)")
-                #expect(try await tier.door.apps.appWithSecret(bundle: bundle)?.app.teamID == "TEAM000002")
+                #expect(try await tier.door.apps.appWithWebhookKey(bundle: bundle)?.app.teamID == "TEAM000002")
                 #expect(try await client.call("/v1/apps/com.example.none/team", .post, headers: [.contentType: "application/json"], body: #"{"team":"T1"}"#).status == .notFound)
 
                 let rotated = try await client.call("/v1/apps/\(RouterTier.bundle)/rotate-key", .post)
@@ -292,15 +293,24 @@ struct RouterTierTests {
                 #expect(try await tier.door.apps.app(forAPIKey: try #require(rotated.json["apiKey"] as? String))?.bundle == bundle)
 
                 // An empty body (content-length 0, as curl -X POST sends) is no body: the API key alone.
-                let secret = try await tier.door.apps.appWithSecret(bundle: bundle)?.webhookSecret
+                // Whether the directory's key checks a signature made with `secret`.
+                func keyChecks(_ secret: String) async throws -> Bool {
+                    let key = try #require(try await tier.door.apps.appWithWebhookKey(bundle: bundle)?.webhookKey)
+                    let now = Date()
+                    let header = WebhookSignature.header(body: Data("{}".utf8), timestamp: Int64(now.timeIntervalSince1970), secret: secret)
+                    return (try? WebhookSignature(header: header).verify(body: Data("{}".utf8), key: key, now: now)) != nil
+                }
+                let secret = tier.credentials.webhookSecret
+                #expect(try await keyChecks(secret))
                 let empty = try await client.call("/v1/apps/\(RouterTier.bundle)/rotate-key", .post, headers: [.contentLength: "0"], body: "")
                 #expect(empty.status == .ok, "\(empty.text)")
-                #expect(try await tier.door.apps.appWithSecret(bundle: bundle)?.webhookSecret == secret)
+                #expect(try await keyChecks(secret))
                 let both = try await client.call(
                     "/v1/apps/\(RouterTier.bundle)/rotate-key", .post, headers: [.contentType: "application/json"], body: #"{"webhookSecret":true}"#
                 )
                 #expect(both.status == .ok, "\(both.text)")
-                #expect(try await tier.door.apps.appWithSecret(bundle: bundle)?.webhookSecret != secret)
+                #expect(try await !keyChecks(secret))
+                #expect(try await keyChecks(try #require(both.json["webhookSecret"] as? String)))
             }
         }
     }

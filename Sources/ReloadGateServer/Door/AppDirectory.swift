@@ -17,13 +17,8 @@ final class AppDirectory: Sendable {
         var app: App
         /// Unsealed on the first webhook call: a push never needs it (with another `secrets.key` than the
         /// one that sealed it, pushes still work; the start refuses such a key anyway).
-        var webhook: Webhook?
-    }
-
-    /// An app's webhook secret, and the same secret keyed for checking signatures.
-    private struct Webhook: Sendable {
-        var secret: String
-        var key: WebhookSignature.Key
+        /// The secret keyed for checking signatures (the text itself is not needed again).
+        var webhookKey: WebhookSignature.Key?
     }
 
     private let store: any GatewayStoreReading
@@ -44,23 +39,24 @@ final class AppDirectory: Sendable {
         if let entry = byBundle.withLock({ $0[bundle.rawValue] }) { return entry.app }
         guard let app = try await store.app(bundle: bundle) else { return nil }
         byBundle.withLock { entries in
-            if entries[bundle.rawValue] == nil { entries[bundle.rawValue] = Entry(app: app, webhook: nil) }
+            if entries[bundle.rawValue] == nil { entries[bundle.rawValue] = Entry(app: app, webhookKey: nil) }
         }
         return app
     }
 
-    /// The app of `bundle` and its webhook secret (as text and keyed), or `nil` when no such app is registered.
-    func appWithSecret(bundle: BundleID) async throws -> (app: App, webhookSecret: String, webhookKey: WebhookSignature.Key)? {
-        if let entry = byBundle.withLock({ $0[bundle.rawValue] }), let webhook = entry.webhook {
-            return (entry.app, webhook.secret, webhook.key)
+    /// The app of `bundle` and its webhook secret keyed for checking signatures, or `nil` when no such app
+    /// is registered.
+    func appWithWebhookKey(bundle: BundleID) async throws -> (app: App, webhookKey: WebhookSignature.Key)? {
+        if let entry = byBundle.withLock({ $0[bundle.rawValue] }), let key = entry.webhookKey {
+            return (entry.app, key)
         }
         guard let app = try await store.app(bundle: bundle) else { return nil }
         guard let secret = try await store.webhookSecret(of: app) else {
             throw StoreError.corrupt(reason: "the app \(bundle) has no webhook secret")
         }
-        let webhook = Webhook(secret: secret, key: WebhookSignature.Key(secret: secret))
-        byBundle.withLock { $0[bundle.rawValue] = Entry(app: app, webhook: webhook) }
-        return (app, secret, webhook.key)
+        let key = WebhookSignature.Key(secret: secret)
+        byBundle.withLock { $0[bundle.rawValue] = Entry(app: app, webhookKey: key) }
+        return (app, key)
     }
 
     /// Drops what is kept of the app (its credentials changed): the old API key and secret stop working.

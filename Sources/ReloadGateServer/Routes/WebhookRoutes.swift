@@ -42,7 +42,7 @@ struct WebhookRoutes {
     private func reload(_ request: Request, _ context: some RequestContext) async throws -> Response {
         let received = door.now()
         let bundleText = context.parameters.get("bundle") ?? ""
-        guard let bundle = try? BundleID(bundleText), let (app, _, key) = try await door.apps.appWithSecret(bundle: bundle) else {
+        guard let bundle = try? BundleID(bundleText), let (app, key) = try await door.apps.appWithWebhookKey(bundle: bundle) else {
             throw APIError.notFound("no app \(bundleText) is registered (reloadgate apps add \(bundleText))")
         }
         // An app's registration key may ship inside the app: it never calls the webhook (refused by its

@@ -25,6 +25,8 @@ struct RouteExecutorTests {
                 for _ in 0..<3 {
                     let response = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/test/thread"), timeout: .seconds(30))
                     #expect(response.status == .ok)
+                    // Every answer carries its date, over both protocols (RFC 9110 6.6.1).
+                    #expect(response.headers.first(name: "date")?.hasSuffix(" GMT") == true)
                     #expect(String(buffer: try await response.body.collect(upTo: 1024)) == "true true")
                 }
             }

@@ -17,6 +17,17 @@ struct APIHTTP1Tests {
         try await TestGateway.withRunningApp(bundle, directoryNamed: "api-http1", body)
     }
 
+    /// A TLS connection to the API listener that offers only HTTP/1.1.
+    static func connect(to gateway: TestGateway) async throws -> RawConnection {
+        try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+    }
+
+    /// The start of a device registration's head, up to the fields each test adds.
+    static func registrationHead(_ credentials: AppCredentials) -> String {
+        "PUT /v1/apps/\(bundle)/devices/\(token) HTTP/1.1\r\nhost: localhost\r\nauthorization: bearer \(credentials.apiKey)\r\n"
+            + "content-type: application/json\r\n"
+    }
+
     /// One answer as read off the wire.
     struct Answer {
         var status: Int
@@ -65,7 +76,7 @@ struct APIHTTP1Tests {
     /// HEAD's answer announces its length and has no body.
     @Test func requestsSentTogetherAreAnsweredInOrder() async throws {
         try await Self.withGateway { gateway, _ in
-            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let connection = try await Self.connect(to: gateway)
             try await connection.send(
                 "GET /health HTTP/1.1\r\nhost: localhost\r\n\r\nGET /nothing-here HTTP/1.1\r\nhost: localhost\r\n\r\nHEAD /health HTTP/1.1\r\nhost: localhost\r\n\r\n"
             )
@@ -90,11 +101,10 @@ struct APIHTTP1Tests {
     /// dropped), and the next request on the same connection is served.
     @Test func aBodyPastTheLimitIsAnsweredAndTheConnectionGoesOn() async throws {
         try await Self.withGateway { gateway, credentials in
-            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let connection = try await Self.connect(to: gateway)
             let half = String(repeating: " ", count: 100_000)
             try await connection.send(
-                "PUT /v1/apps/\(Self.bundle)/devices/\(Self.token) HTTP/1.1\r\nhost: localhost\r\nauthorization: bearer \(credentials.apiKey)\r\n"
-                    + "content-type: application/json\r\ncontent-length: \(2 * half.utf8.count)\r\n\r\n" + half
+                Self.registrationHead(credentials) + "content-length: \(2 * half.utf8.count)\r\n\r\n" + half
             )
             // The answer comes before the body has been sent whole.
             let early = try await Self.read(1, from: connection)
@@ -112,11 +122,10 @@ struct APIHTTP1Tests {
     /// answer for the same request, and the connection closes.
     @Test func anUnreadableChunkAfterTheAnswerClosesWithoutASecondAnswer() async throws {
         try await Self.withGateway { gateway, credentials in
-            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let connection = try await Self.connect(to: gateway)
             let chunk = String(repeating: " ", count: 70_000)
             try await connection.send(
-                "PUT /v1/apps/\(Self.bundle)/devices/\(Self.token) HTTP/1.1\r\nhost: localhost\r\nauthorization: bearer \(credentials.apiKey)\r\n"
-                    + "content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+                Self.registrationHead(credentials) + "transfer-encoding: chunked\r\n\r\n"
                     + String(chunk.utf8.count, radix: 16) + "\r\n" + chunk + "\r\n"
             )
             let early = try await Self.read(1, from: connection)
@@ -133,7 +142,7 @@ struct APIHTTP1Tests {
     @Test(arguments: ["GET /health HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n", "GET /health HTTP/1.0\r\n\r\n"])
     func theConnectionClosesWhenTheRequestSaysSo(_ request: String) async throws {
         try await Self.withGateway { gateway, _ in
-            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let connection = try await Self.connect(to: gateway)
             try await connection.send(request)
             let answers = try await Self.read(1, from: connection)
             #expect(answers[0].status == 200)
@@ -150,7 +159,7 @@ struct APIHTTP1Tests {
     /// HTTP/1.0 client waits for the close to end the answer), and the connection serves the next request.
     @Test func anHTTP10ConnectionKeptAliveSaysSoAndGoesOn() async throws {
         try await Self.withGateway { gateway, _ in
-            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let connection = try await Self.connect(to: gateway)
             let request = "GET /health HTTP/1.0\r\nconnection: keep-alive\r\n\r\n"
             try await connection.send(request)
             _ = try await Self.read(1, from: connection)
@@ -167,11 +176,10 @@ struct APIHTTP1Tests {
     /// 1 KiB) is asked at once, before any of the body is sent, and then gets its answer.
     @Test func aClientThatWaitsForContinueIsAskedAtOnce() async throws {
         try await Self.withGateway { gateway, credentials in
-            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let connection = try await Self.connect(to: gateway)
             let body = #"{"widgets":[]}"#
             try await connection.send(
-                "PUT /v1/apps/\(Self.bundle)/devices/\(Self.token) HTTP/1.1\r\nhost: localhost\r\nauthorization: bearer \(credentials.apiKey)\r\n"
-                    + "content-type: application/json\r\nexpect: 100-continue\r\ncontent-length: \(body.utf8.count)\r\n\r\n"
+                Self.registrationHead(credentials) + "expect: 100-continue\r\ncontent-length: \(body.utf8.count)\r\n\r\n"
             )
             let asked = try await Self.read(1, from: connection)
             #expect(asked[0].status == 100)
@@ -186,7 +194,7 @@ struct APIHTTP1Tests {
     /// at once. (The client's close waits for the gateway's close_notify; before, it waited its 5 s.)
     @Test func aClientsCloseIsAnsweredAtOnce() async throws {
         try await Self.withGateway { gateway, _ in
-            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let connection = try await Self.connect(to: gateway)
             try await connection.send("GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n")
             _ = try await Self.read(1, from: connection)
             let started = ContinuousClock.now
@@ -198,7 +206,7 @@ struct APIHTTP1Tests {
     /// A head that is not HTTP: 400 and the connection closes.
     @Test func anUnreadableHeadIsRefusedAndClosed() async throws {
         try await Self.withGateway { gateway, _ in
-            let connection = try await RawConnection.connect(port: gateway.port, tls: try gateway.pki.clientTLSConfiguration(), alpn: ["http/1.1"])
+            let connection = try await Self.connect(to: gateway)
             try await connection.send("GET /health HTTP/1.1\r\nhost localhost\r\n\r\n")
             let answers = try await Self.read(1, from: connection)
             #expect(answers[0].status == 400)

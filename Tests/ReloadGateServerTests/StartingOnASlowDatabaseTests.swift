@@ -30,10 +30,11 @@ struct StartingOnASlowDatabaseTests {
         defer { letThrough.cancel() }
         try await TestGateway.withRunning(configure: { configuration in
             configuration.usePostgres(proxied, dataDirectory: data.path("data"))
-            // Short, so that the swallowed first try ends soon, but long enough for the retries: the rest
-            // of the suite on two cores can hold the database up for a second or two, and all three tries
-            // of a 1 s deadline can then go unanswered.
-            configuration.store.deadline = 3000
+            // Short, so that the swallowed first try ends within the test's minutes, but long enough for
+            // the retries: a first heartbeat takes all 1,024 partitions in one transaction, and with the
+            // rest of the suite on two cores sharing the database, both retries of a 3 s deadline failed in
+            // one CI run (the last without an answer in 4 s).
+            configuration.store.deadline = 10_000
         }) { gateway in
             try await gateway.withHTTPClient { client in
                 let ready = try await client.execute(HTTPClientRequest(url: gateway.baseURL + "/ready"), timeout: .seconds(30))

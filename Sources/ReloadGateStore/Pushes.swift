@@ -84,13 +84,13 @@ struct Adoption: Sendable {
 }
 
 /// A device's row by what identifies it.
-private struct AdoptionKey: Hashable {
+struct DeviceKey: Hashable {
     var app: Int64
     var token: String
 }
 
 /// An instance's row by what identifies it.
-private struct ImplicitInstanceKey: Hashable {
+struct InstanceKey: Hashable {
     var device: Int64
     var widgetID: String
 }
@@ -130,14 +130,14 @@ extension SQLSession {
             insert += "(\(adoption.app.id), \(adoption.token.hex), true, \(now.storedMilliseconds), \(adoption.pushType.rawValue))"
         }
         insert += " ON CONFLICT (appId, token) DO NOTHING RETURNING id, appId, token"
-        var created: [AdoptionKey: Int64] = [:]
+        var created: [DeviceKey: Int64] = [:]
         for row in try await rows(insert) {
-            created[AdoptionKey(app: try row.int64("appId"), token: try row.string("token"))] = try row.int64("id")
+            created[DeviceKey(app: try row.int64("appId"), token: try row.string("token"))] = try row.int64("id")
         }
         // Each token's device, or its refusal; a token twice in the batch is created by its first adoption.
         var devices: [Result<(id: Int64, created: Bool), RegistryError>] = []
         for adoption in adoptions {
-            let key = AdoptionKey(app: adoption.app.id, token: adoption.token.hex)
+            let key = DeviceKey(app: adoption.app.id, token: adoption.token.hex)
             if let id = created.removeValue(forKey: key) {
                 devices.append(.success((id, true)))
                 continue
@@ -162,10 +162,10 @@ extension SQLSession {
             any = true
         }
         instances += " ON CONFLICT (deviceId, widgetID) DO NOTHING RETURNING id, deviceId, widgetID"
-        var added: [ImplicitInstanceKey: Int64] = [:]
+        var added: [InstanceKey: Int64] = [:]
         if any {
             for row in try await rows(instances) {
-                added[ImplicitInstanceKey(device: try row.int64("deviceId"), widgetID: try row.string("widgetID"))] = try row.int64("id")
+                added[InstanceKey(device: try row.int64("deviceId"), widgetID: try row.string("widgetID"))] = try row.int64("id")
             }
         }
         var results: [Result<RegistryWritten, RegistryError>] = []
@@ -176,7 +176,7 @@ extension SQLSession {
             case .success(let device):
                 let implicit = ImplicitInstance.of(adoption.pushType, pushToStart: adoption.pushToStart).widgetID
                 // The instance is added by the first adoption that names it; a later one finds it.
-                if let id = added.removeValue(forKey: ImplicitInstanceKey(device: device.id, widgetID: implicit)) {
+                if let id = added.removeValue(forKey: InstanceKey(device: device.id, widgetID: implicit)) {
                     results.append(.success(.adopted(AdoptedDevice(device: device.id, instance: id, created: device.created, instanceAdded: true))))
                     continue
                 }

@@ -64,6 +64,19 @@ extension SQLStore {
                     results += try await session.adopt(adoptions, now: now)
                     continue
                 }
+                // So are registrations of distinct tokens that retire none (``SQLSession/register(_:now:)``).
+                var registrations: [TokenRegistration] = []
+                var tokens = Set<DeviceKey>()
+                while index < writes.count, case .instances(let app, let token, let pushType, let instances, .none) = writes[index].step,
+                    tokens.insert(DeviceKey(app: app.id, token: token.hex)).inserted
+                {
+                    registrations.append(TokenRegistration(app: app, token: token, pushType: pushType, instances: instances))
+                    index += 1
+                }
+                if !registrations.isEmpty {
+                    results += try await session.register(registrations, now: now)
+                    continue
+                }
                 let write = writes[index]
                 results.append(try await Result.of { try await session.write(write, now: now) })
                 index += 1
@@ -127,6 +140,17 @@ struct StoredDevice: Sendable {
     var pushType: PushType
 }
 
+extension StoredDevice {
+    /// From a row with the device's `id`, `active`, `unregisteredAt` and `pushType`.
+    init(_ row: SQLRow) throws {
+        self.init(
+            id: try row.int64("id"), active: try row.bool("active"),
+            unregisteredAt: try row.optionalInt64("unregisteredAt").map(Date.init(storedMilliseconds:)),
+            pushType: PushType(rawValue: try row.string("pushType")) ?? .widgets
+        )
+    }
+}
+
 /// A widget row (or a control's or activity's instance row) as a registration compares it with what it
 /// registers.
 private struct StoredInstance {
@@ -160,9 +184,20 @@ extension SQLSession {
     func putInstances(
         app: App, token: DeviceToken, pushType: PushType, instances widgets: [InstanceRegistration], previousToken: DeviceToken?, now: Date
     ) async throws -> DeviceRegistration {
+        try await putInstances(
+            app: app, token: token, pushType: pushType, instances: widgets, previousToken: previousToken,
+            current: device(app: app, token: token), now: now
+        )
+    }
+
+    /// ``putInstances(app:token:pushType:instances:previousToken:now:)`` with the token's row (`current`,
+    /// `nil` for none) read in this transaction.
+    func putInstances(
+        app: App, token: DeviceToken, pushType: PushType, instances widgets: [InstanceRegistration], previousToken: DeviceToken?,
+        current: StoredDevice?, now: Date
+    ) async throws -> DeviceRegistration {
         let time = now.storedMilliseconds
         // Refusals first, before any change (writeRegistry relies on it).
-        let current = try await device(app: app, token: token)
         if let current, current.pushType != pushType { throw RegistryError.otherPushType(token, registered: current.pushType) }
         var previous: StoredDevice?
         if let previousToken {
@@ -273,13 +308,7 @@ extension SQLSession {
 
     /// The app's device with this token, in any state.
     func device(app: App, token: DeviceToken) async throws -> StoredDevice? {
-        try await row("SELECT id, active, unregisteredAt, pushType FROM device WHERE appId = \(app.id) AND token = \(token.hex)").map { row in
-            StoredDevice(
-                id: try row.int64("id"), active: try row.bool("active"),
-                unregisteredAt: try row.optionalInt64("unregisteredAt").map(Date.init(storedMilliseconds:)),
-                pushType: PushType(rawValue: try row.string("pushType")) ?? .widgets
-            )
-        }
+        try await row("SELECT id, active, unregisteredAt, pushType FROM device WHERE appId = \(app.id) AND token = \(token.hex)").map(StoredDevice.init)
     }
 }
 

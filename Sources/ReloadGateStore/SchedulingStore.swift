@@ -82,9 +82,9 @@ public protocol SharedSchedulingStore: SchedulingStore {
     func deliveries(in states: [RecordedDelivery.State], partitions: [Int]) async throws -> [RecordedDelivery]
     /// The device of a widget instance (`nil`: no such instance).
     func device(ofInstance instance: Int64) async throws -> Int64?
-    /// The instances of one active device (none for an inactive or deleted one), to bring a scheduler in
-    /// line with its registration.
-    func registeredInstances(device: Int64) async throws -> [RegisteredInstance]
+    /// The instances of the active ones of `devices` (none for an inactive or deleted one), by instance id,
+    /// to bring a scheduler in line with their registrations: one read for a registry batch's devices.
+    func registeredInstances(devices: [Int64]) async throws -> [RegisteredInstance]
 }
 
 /// An answer kept in a request's row: which request, its key, and until when it holds.

@@ -374,8 +374,9 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         try reading { $0.instances[instance]?.device }
     }
 
-    public func registeredInstances(device: Int64) async throws -> [RegisteredInstance] {
-        try reading { Self.registered($0) { $0 == device } }
+    public func registeredInstances(devices: [Int64]) async throws -> [RegisteredInstance] {
+        let devices = Set(devices)
+        return try reading { Self.registered($0) { devices.contains($0) } }
     }
 
     /// The instances of active devices whose device id passes `devices`, by instance id.

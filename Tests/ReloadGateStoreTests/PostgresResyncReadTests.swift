@@ -5,8 +5,8 @@ import ReloadGateTesting
 import Synchronization
 import Testing
 
-/// Reads on a database whose answers stop coming. One device's registration, read in the commit loop's
-/// turn when a gateway resyncs a device (``SharedSchedulingStore/registeredInstances(device:)``), takes
+/// Reads on a database whose answers stop coming. Devices' registrations, read in the commit loop's
+/// turn when a gateway resyncs devices (``SharedSchedulingStore/registeredInstances(devices:)``), take
 /// the store's deadline, not the minutes a scanning read may take: it must not hold the loop, and with it
 /// every answer of the gateway, for five minutes a read. And a read whose caller is cancelled ends then.
 @Suite(.enabled(if: TestPostgres.isEnabled))
@@ -17,15 +17,15 @@ struct PostgresResyncReadTests {
         let (store, proxy) = try await TestPostgres.newStoreThroughProxy(in: directory, deadline: .seconds(2))
         defer { Task { await proxy.stop() } }
         defer { try? store.close() }
-        #expect(try await store.registeredInstances(device: 1).isEmpty)
+        #expect(try await store.registeredInstances(devices: [1]).isEmpty)
 
         // The server's answers are lost from the read's query on (its connection leased and its
         // transaction, if it has one, begun).
-        proxy.swallowReplies(onceClientSends: "widget.deviceId = ")
+        proxy.swallowReplies(onceClientSends: "widget.deviceId IN ")
         let ended = Mutex<ContinuousClock.Instant?>(nil)
         let started = ContinuousClock.now
         let read = Task {
-            _ = try? await store.registeredInstances(device: 1)
+            _ = try? await store.registeredInstances(devices: [1])
             ended.withLock { $0 = .now }
         }
         defer { read.cancel() }

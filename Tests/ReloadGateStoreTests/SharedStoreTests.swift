@@ -185,8 +185,12 @@ struct SharedStoreTests {
             let first = try await store.adoptDevice(app: subject.app, token: try DeviceToken(Self.token(7)), now: Date())
             let again = try await store.adoptDevice(app: subject.app, token: try DeviceToken(Self.token(7)), now: Date())
             #expect(first == again)
-            let registered = try await store.registeredInstances(device: first.device)
+            let registered = try await store.registeredInstances(devices: [first.device])
             #expect(registered.map(\.instance) == [first.instance])
+            // Several devices in one read, by instance id: a device named twice and one unknown add nothing.
+            let second = try await store.adoptDevice(app: subject.app, token: try DeviceToken(Self.token(8)), now: Date())
+            let both = try await store.registeredInstances(devices: [second.device, first.device, second.device, first.device + 1000])
+            #expect(both.map(\.instance) == [first.instance, second.instance])
             #expect(try await store.device(ofInstance: first.instance) == first.device)
             #expect(try await store.device(ofInstance: first.instance + 1000) == nil)
             return registered.map { "\($0.device) \($0.instance) \($0.kind)" }

@@ -48,17 +48,31 @@ extension SchedulerEngine {
             return
         }
         if entries.count == Self.inboxReadLimit { inboxMayHaveWork = true }
-        for entry in entries {
-            guard owned[entry.partition] != nil else { continue }
+        let held = entries.filter { owned[$0.partition] != nil }
+        var index = 0
+        while index < held.count {
+            // Registry notices one after the other are brought in line with one read (a registry batch
+            // of another gateway, or of this one, tells each of its devices so); other work one by one,
+            // in order.
+            var end = index + 1
+            if case .device = held[index].work {
+                while end < held.count, case .device = held[end].work { end += 1 }
+            }
+            let run = held[index..<end]
             do {
-                try await apply(entry.work)
+                if run.count == 1 {
+                    try await apply(run[run.startIndex].work)
+                } else {
+                    try await resync(devices: run.compactMap { if case .device(let device) = $0.work { device } else { nil } })
+                }
             } catch {
                 // Left in the inbox: tried again with the next read.
-                logger.warning("cannot apply forwarded work; retrying", metadata: ["inbox-id": "\(entry.id)", "error": "\(error)"])
+                logger.warning("cannot apply forwarded work; retrying", metadata: ["inbox-id": "\(run[run.startIndex].id)", "error": "\(error)"])
                 inboxMayHaveWork = true
                 return
             }
-            pipeline.open.ledger.consumedInbox.append(entry.id)
+            pipeline.open.ledger.consumedInbox += run.map(\.id)
+            index = end
         }
     }
 
@@ -73,7 +87,7 @@ extension SchedulerEngine {
                 guard let handle = Self.handle(target), !scheduler.isRegistered(handle),
                     let device = try await partitioning?.store.device(ofInstance: target), isLocal(device: device)
                 else { continue }
-                try await resync(device: device)
+                try await resync(devices: [device])
             }
             let request = ReloadRequest(
                 id: forwarded.id,
@@ -89,7 +103,7 @@ extension SchedulerEngine {
             scheduler.receive(request, into: &pipeline.open.ledger.decisions)
             pipeline.open.forwardedArrivals.append((request.id, request.received))
         case .device(let device):
-            try await resync(device: device)
+            try await resync(devices: [device])
         case .cancel(let instances, let request):
             for id in instances {
                 guard let handle = Self.handle(id) else { continue }
@@ -105,21 +119,35 @@ extension SchedulerEngine {
         }
     }
 
-    /// Brings the scheduler in line with a device's registration as the store has it now: widgets gone
-    /// (or the whole device) are dropped with a `cancelled` decision, new ones registered, planned reloads
-    /// of timelines taken over.
-    func resync(device: Int64) async throws {
-        guard let partitioning, let deviceHandle = Self.deviceHandle(device) else { return }
-        let registered = try await partitioning.store.registeredInstances(device: device)
-        let now = Set(registered.map(\.instance))
-        let gone = scheduler.instances(ofDevice: deviceHandle).filter { !now.contains(Int64($0.rawValue)) }
-        _ = drop(gone, reason: .removedFromRegistry)
-        for instance in registered {
-            guard let handle = Self.handle(instance.instance) else { continue }
-            let known = scheduler.isRegistered(handle)
-            scheduler.register(handle, device: deviceHandle, instance.scheduling)
-            if !known || scheduler.snapshot(of: handle)?.plannedReload != instance.plannedReload {
-                scheduler.setPlannedReload(handle, instance.plannedReload)
+    /// Brings the scheduler in line with the registrations of `devices` as the store has them now, with
+    /// one read for all of them (on a shared store each read is a round trip; one a device held a
+    /// registry batch to a few hundred devices a second): widgets gone (or a whole device) are dropped with
+    /// a `cancelled` decision, new ones registered, planned reloads of timelines taken over. The devices
+    /// are brought in line in their order, each as it would be alone.
+    func resync(devices: [Int64]) async throws {
+        guard let partitioning else { return }
+        var handles: [(device: Int64, handle: DeviceHandle)] = []
+        var seen = Set<Int64>()
+        for device in devices where seen.insert(device).inserted {
+            if let handle = Self.deviceHandle(device) { handles.append((device, handle)) }
+        }
+        guard !handles.isEmpty else { return }
+        var byDevice: [Int64: [RegisteredInstance]] = [:]
+        for instance in try await partitioning.store.registeredInstances(devices: handles.map(\.device)) {
+            byDevice[instance.device, default: []].append(instance)
+        }
+        for (device, deviceHandle) in handles {
+            let registered = byDevice[device] ?? []
+            let now = Set(registered.map(\.instance))
+            let gone = scheduler.instances(ofDevice: deviceHandle).filter { !now.contains(Int64($0.rawValue)) }
+            _ = drop(gone, reason: .removedFromRegistry)
+            for instance in registered {
+                guard let handle = Self.handle(instance.instance) else { continue }
+                let known = scheduler.isRegistered(handle)
+                scheduler.register(handle, device: deviceHandle, instance.scheduling)
+                if !known || scheduler.snapshot(of: handle)?.plannedReload != instance.plannedReload {
+                    scheduler.setPlannedReload(handle, instance.plannedReload)
+                }
             }
         }
     }
@@ -135,11 +163,9 @@ extension SchedulerEngine {
     /// The same without waiting: `true` when a device scheduled here was brought in line (its dropped
     /// reloads and changed state are written by the next commit).
     func devicesChangedWithoutWaiting(_ devices: [Int64]) async throws -> Bool {
-        var resynced = false
-        for device in devices where isLocal(device: device) {
-            try await resync(device: device)
-            resynced = true
-        }
-        return resynced
+        let local = devices.filter { isLocal(device: $0) }
+        guard !local.isEmpty else { return false }
+        try await resync(devices: local)
+        return true
     }
 }

@@ -46,11 +46,11 @@ extension SchedulerEngine {
         guard partitioning != nil, !local.isEmpty, submission.targetDevices.count == submission.targets.count else { return }
         var devices: [Int64] = []
         for (target, device) in zip(submission.targets, submission.targetDevices) {
-            guard let handle = Self.handle(target), !scheduler.isRegistered(handle), !devices.contains(device), isLocal(device: device)
-            else { continue }
+            guard let handle = Self.handle(target), !scheduler.isRegistered(handle), isLocal(device: device) else { continue }
             devices.append(device)
         }
-        for device in devices { try await resync(device: device) }
+        // (A device named twice is read once.)
+        try await resync(devices: devices)
     }
 
     /// Adds the forwarded targets of request `id` to the open batch: an inbox entry per partition, and a

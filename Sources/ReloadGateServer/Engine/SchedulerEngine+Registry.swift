@@ -14,7 +14,18 @@ extension SchedulerEngine {
     func applyWithoutWaiting(_ written: [(RegistryWrite, RegistryWritten)]) async throws -> Bool {
         try checkAccepting()
         var needsCommit = false
+        // On a shared store, the devices of registrations one after the other are brought in line with
+        // one read (``resync(devices:)``); before any other write, in the batch's order.
+        var changed: [Int64] = []
         for (write, result) in written {
+            if partitioning != nil, case .device(let registration) = result {
+                changed += registration.devices
+                continue
+            }
+            if !changed.isEmpty {
+                if try await devicesChangedWithoutWaiting(changed) { needsCommit = true }
+                changed = []
+            }
             switch (write, result) {
             case (_, .device(let registration)):
                 if try await applyWithoutWaiting(registration) { needsCommit = true }
@@ -26,6 +37,7 @@ extension SchedulerEngine {
                 break
             }
         }
+        if !changed.isEmpty, try await devicesChangedWithoutWaiting(changed) { needsCommit = true }
         return needsCommit
     }
 

@@ -80,10 +80,11 @@ extension PostgresStore: ClusterStore {
         try await rows("SELECT deviceId FROM widget WHERE id = \(instance)").first?.value("deviceId", as: Int64.self)
     }
 
-    /// One device's instances: read in the commit loop's turn (a resync), so with the store's deadline,
+    /// Some devices' instances: read in the commit loop's turn (a resync), so with the store's deadline,
     /// not the scanning reads' minutes.
-    public func registeredInstances(device: Int64) async throws -> [RegisteredInstance] {
-        try await registeredInstances(where: "device.active AND widget.deviceId = \(device)", scanning: false)
+    public func registeredInstances(devices: [Int64]) async throws -> [RegisteredInstance] {
+        guard !devices.isEmpty else { return [] }
+        return try await registeredInstances(where: "device.active AND widget.deviceId IN \(ids: devices)", scanning: false)
     }
 
     public func instanceSnapshots(partitions: [Int]) async throws -> [(instance: Int64, snapshot: InstanceSnapshot)] {

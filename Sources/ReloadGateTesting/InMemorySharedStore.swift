@@ -374,7 +374,12 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         try reading { $0.instances[instance]?.device }
     }
 
+    /// How many times ``registeredInstances(devices:)`` was called (each is a round trip on PostgreSQL).
+    public var registrationReads: Int { registrationReadCount.withLock { $0 } }
+    private let registrationReadCount = Mutex(0)
+
     public func registeredInstances(devices: [Int64]) async throws -> [RegisteredInstance] {
+        registrationReadCount.withLock { $0 += 1 }
         let devices = Set(devices)
         return try reading { Self.registered($0) { devices.contains($0) } }
     }

@@ -1,0 +1,48 @@
+import Foundation
+import ReloadGateCore
+import ReloadGateTesting
+import Testing
+
+@testable import ReloadGateServer
+@testable import ReloadGateStore
+
+/// On a shared store, the registry batch's devices are brought in line with one read, not one a device:
+/// on PostgreSQL each read is a round trip in the commit loop's turn, and one a device held registrations
+/// near 520 a second (docs/BENCHMARKS.md). What the scheduler holds after is what a read a device gives.
+@Suite struct SharedStoreResyncTests {
+    @Test func aRegistryBatchIsBroughtInLineWithOneRead() async throws {
+        let cluster = try await BesideTheCommitLoopTests.Cluster()
+        let store = cluster.store
+        // Forty devices registered in the store, as a registry batch writes them, then a timeline write
+        // between two runs of registrations.
+        var registered: [(device: Int64, instances: [Int64])] = []
+        for number in 10..<50 {
+            registered.append(try store.register(app: cluster.app.id, token: BesideTheCommitLoopTests.Cluster.token(number), kinds: ["scores"], now: Timestamp(Date())))
+        }
+        func written(_ device: (device: Int64, instances: [Int64])) -> (RegistryWrite, RegistryWritten) {
+            let widget = WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration([:]))
+            let registration = DeviceRegistration(
+                device: device.device, pushType: .widgets, instances: device.instances.map { ($0, InstanceRegistration(widget)) },
+                removedInstances: [], retired: nil
+            )
+            return (.putDevice(app: cluster.app, token: try! DeviceToken(BesideTheCommitLoopTests.Cluster.token(Int(device.device))), widgets: [widget], previousToken: nil), .device(registration))
+        }
+        let reads = store.registrationReads
+        _ = try await cluster.engine.applyWithoutWaiting(registered.map(written))
+        #expect(store.registrationReads - reads == 1, "reads for one batch of \(registered.count) registrations")
+        for device in registered {
+            for instance in device.instances {
+                let handle = try #require(SchedulerEngine.handle(instance))
+                #expect(await cluster.engine.scheduler.isRegistered(handle), "instance \(instance) of device \(device.device)")
+            }
+        }
+        // Two runs split by another write: a read each.
+        let timeline: (RegistryWrite, RegistryWritten) = (
+            .putTimeline(app: cluster.app, token: try DeviceToken(BesideTheCommitLoopTests.Cluster.token(10)), widgetID: "w", timeline: Timeline(entries: [], policy: .never)),
+            .timeline(instance: registered[0].instances[0])
+        )
+        let before = store.registrationReads
+        _ = try await cluster.engine.applyWithoutWaiting(registered.prefix(5).map(written) + [timeline] + registered.suffix(5).map(written))
+        #expect(store.registrationReads - before == 2)
+    }
+}

@@ -109,12 +109,19 @@ extension SQLSession {
     /// there already are read one by one.
     /// - Returns: one result per adoption, in order.
     func adopt(_ adoptions: [Adoption], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
-        var results: [Result<RegistryWritten, RegistryError>] = []
-        results.reserveCapacity(adoptions.count)
+        try await Self.inChunks(adoptions, of: Self.adoptionChunk) { try await adoptChunk($0, now: now) }
+    }
+
+    /// `body`'s results for `items` taken `size` at a time, in order (a statement's parameters are bounded).
+    static func inChunks<Item, Written>(
+        _ items: [Item], of size: Int, _ body: (ArraySlice<Item>) async throws -> [Written]
+    ) async throws -> [Written] {
+        var results: [Written] = []
+        results.reserveCapacity(items.count)
         var start = 0
-        while start < adoptions.count {
-            let chunk = adoptions[start..<min(start + Self.adoptionChunk, adoptions.count)]
-            results += try await adoptChunk(chunk, now: now)
+        while start < items.count {
+            let chunk = items[start..<min(start + size, items.count)]
+            results += try await body(chunk)
             start = chunk.endIndex
         }
         return results

@@ -23,15 +23,7 @@ extension SQLSession {
     /// - Precondition: no token is in `registrations` twice (the caller ends a run at a repeated token).
     /// - Returns: one result per registration, in order.
     func register(_ registrations: [TokenRegistration], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
-        var results: [Result<RegistryWritten, RegistryError>] = []
-        results.reserveCapacity(registrations.count)
-        var start = 0
-        while start < registrations.count {
-            let chunk = registrations[start..<min(start + Self.registrationChunk, registrations.count)]
-            results += try await registerChunk(chunk, now: now)
-            start = chunk.endIndex
-        }
-        return results
+        try await Self.inChunks(registrations, of: Self.registrationChunk) { try await registerChunk($0, now: now) }
     }
 
     /// At most this many tokens in one statement (five parameters each in the device insert: SQLite

@@ -44,5 +44,15 @@ import Testing
         let before = store.registrationReads
         _ = try await cluster.engine.applyWithoutWaiting(registered.prefix(5).map(written) + [timeline] + registered.suffix(5).map(written))
         #expect(store.registrationReads - before == 2)
+
+        // A batch larger than one read names (1,000 devices) is read in parts, each within the store's deadline.
+        for number in 50..<1_060 {
+            registered.append(try store.register(app: cluster.app.id, token: BesideTheCommitLoopTests.Cluster.token(number), kinds: ["scores"], now: Timestamp(Date())))
+        }
+        let large = store.registrationReads
+        _ = try await cluster.engine.applyWithoutWaiting(registered.map(written))
+        #expect(store.registrationReads - large == 2, "reads for \(registered.count) registrations")
+        let last = try #require(registered.last.flatMap { SchedulerEngine.handle($0.instances[0]) })
+        #expect(await cluster.engine.scheduler.isRegistered(last))
     }
 }

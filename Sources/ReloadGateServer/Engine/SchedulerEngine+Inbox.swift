@@ -25,6 +25,8 @@ extension SchedulerEngine {
     static let inboxPollInterval: Duration = .seconds(1)
     static let inboxReadLimit = 2048
     static let inboxReadTimeout: Duration = .seconds(1)
+    /// Most devices one resync read names (``resync(devices:)``).
+    static let resyncReadDevices = 1_000
 
     /// Decides the forwarded work of the partitions held into the open batch, which deletes it from the
     /// inbox when it commits. A read that fails is retried with the next poll.
@@ -133,8 +135,13 @@ extension SchedulerEngine {
         }
         guard !handles.isEmpty else { return }
         var byDevice: [Int64: [RegisteredInstance]] = [:]
-        for instance in try await partitioning.store.registeredInstances(devices: handles.map(\.device)) {
-            byDevice[instance.device, default: []].append(instance)
+        // At most ``resyncReadDevices`` devices a read: each read is bounded by the store's deadline, and a
+        // registry batch may hold tens of thousands.
+        for start in stride(from: 0, to: handles.count, by: Self.resyncReadDevices) {
+            let part = handles[start..<min(start + Self.resyncReadDevices, handles.count)]
+            for instance in try await partitioning.store.registeredInstances(devices: part.map(\.device)) {
+                byDevice[instance.device, default: []].append(instance)
+            }
         }
         for (device, deviceHandle) in handles {
             let registered = byDevice[device] ?? []

@@ -77,6 +77,14 @@ final class RegistryLog: Sendable {
         while true {
             let entries = queue.takeAll()
             guard !entries.isEmpty else { return }
+            // An engine that takes no change (stopping, or degraded until it reloads its state) would refuse
+            // the batch after its commit: it is refused before, with nothing written.
+            do {
+                try await engine.checkAccepting()
+            } catch {
+                for entry in entries { entry.reply(.failure(error)) }
+                continue
+            }
             let results: [Result<RegistryWritten, RegistryError>]
             do {
                 results = try await store.writeRegistry(entries.map(\.write), now: now())
@@ -126,12 +134,27 @@ final class RegistryLog: Sendable {
                     }
                 }
                 for (entry, result) in zip(entries, results) {
-                    switch result {
-                    case .failure(let error): entry.reply(.failure(error))
-                    case .success(let value): entry.reply(failure.map { .failure($0) } ?? .success(value))
+                    switch (result, failure) {
+                    case (.failure(let error), _): entry.reply(.failure(error))
+                    case (.success(let value), nil): entry.reply(.success(value))
+                    // An adoption's push is refused with the engine's error: the push was not decided.
+                    case (.success(.adopted), let failure?): entry.reply(.failure(failure))
+                    // The change is committed, the scheduler has not taken it: not "nothing was accepted".
+                    case (.success, let failure?): entry.reply(.failure(RegistryNotApplied(cause: failure)))
                     }
                 }
             }
         }
     }
+}
+
+/// A registry change the store committed that the scheduler did not take (the engine became degraded or
+/// began stopping after the batch's check, a shared store's read back failed, or the commit after it
+/// failed): answered `503 registry-not-applied`. The same request sent again writes the same rows and is
+/// taken once the engine accepts; a degraded engine's reload, or the inbox notice on a shared store, also
+/// brings the scheduler in line.
+struct RegistryNotApplied: Error, CustomStringConvertible {
+    var cause: any Error
+
+    var description: String { "the change is stored, but the scheduler has not taken it (\(cause))" }
 }

@@ -86,6 +86,8 @@ extension APIError {
             )
         case let error as StoreError where error.isTransient:
             APIError(status: .serviceUnavailable, code: "store-unavailable", message: "\(error); nothing was accepted, retry")
+        case let error as RegistryNotApplied:
+            APIError(status: .serviceUnavailable, code: "registry-not-applied", message: "\(error); send the same request again")
         case is SchedulerOverloaded:
             APIError(status: .serviceUnavailable, code: "overloaded", message: "too many requests wait to be decided; nothing was accepted, retry")
         default:

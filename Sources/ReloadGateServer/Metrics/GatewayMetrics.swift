@@ -33,6 +33,12 @@ public final class GatewayMetrics: Sendable {
     private let sealingTurn: DurationHistogram
     /// APNs listener answers `200` (the common case, without a lookup).
     private let apnsSuccess: Prometheus.Counter
+    /// A delivery's common path, counted without a lookup: an attempt `sent` with no reason, a delivery
+    /// finished `sent`, and a push sent, by push type (in ``PushType/allCases``' order). Every delivery
+    /// counts all three, and a lookup builds and hashes its key's strings under the lock.
+    private let attemptsSent: Prometheus.Counter
+    private let deliveriesSent: Prometheus.Counter
+    private let pushesSent: [Prometheus.Counter]
     /// Pushes' apns-ids in the engine's index in memory (``KeptAnswerIndex``).
     private let keptAnswerKeys: Prometheus.Gauge
 
@@ -114,6 +120,15 @@ public final class GatewayMetrics: Sendable {
             descriptor: Self.descriptor("reloadgate_apns_answers_total"),
             labels: [("status", "200"), ("reason", "")]
         )
+        attemptsSent = registry.makeCounter(
+            descriptor: Self.descriptor("reloadgate_delivery_attempts_total"),
+            labels: [("outcome", "sent"), ("reason", "")]
+        )
+        deliveriesSent = registry.makeCounter(descriptor: Self.descriptor("reloadgate_deliveries_total"), labels: [("outcome", "sent")])
+        let registry = registry
+        pushesSent = PushType.allCases.map {
+            registry.makeCounter(descriptor: Self.descriptor("reloadgate_pushes_sent_total"), labels: [("push_type", $0.rawValue)])
+        }
         keptAnswerKeys = registry.makeGauge(descriptor: Self.descriptor("reloadgate_apns_ids_in_memory"))
         deliveryQueue.set(Int64(0))
         pendingReloads.set(Int64(0))
@@ -279,18 +294,26 @@ public final class GatewayMetrics: Sendable {
     /// One attempt ended: `outcome` is `sent`, `failed`, `device-invalid`, `retry` or `unknown`; `reason`
     /// Apple's reason (or the error) when not sent.
     func deliveryAttempt(outcome: String, reason: String?, latency: Duration?) {
-        increment("reloadgate_delivery_attempts_total", ["outcome": outcome, "reason": reason ?? ""])
+        if outcome == "sent", reason == nil {
+            attemptsSent.increment()
+        } else {
+            increment("reloadgate_delivery_attempts_total", ["outcome": outcome, "reason": reason ?? ""])
+        }
         if let latency { deliveryLatency.record(latency) }
     }
 
     /// A push of `pushType` was accepted by the push service (or written to the outbox).
     func pushSent(_ pushType: PushType) {
-        increment("reloadgate_pushes_sent_total", ["push_type": pushType.rawValue])
+        pushesSent[pushType.ordinal].increment()
     }
 
     /// A delivery reached its end: `sent` or `failed` (including an invalid device).
     func deliveryFinished(outcome: String) {
-        increment("reloadgate_deliveries_total", ["outcome": outcome])
+        if outcome == "sent" {
+            deliveriesSent.increment()
+        } else {
+            increment("reloadgate_deliveries_total", ["outcome": outcome])
+        }
         changeDeliveryQueue(by: -1)
     }
 

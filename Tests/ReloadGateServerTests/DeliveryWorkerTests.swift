@@ -92,6 +92,67 @@ struct DeliveryWorkerTests {
         await statesTask.value
     }
 
+    /// Records each push's widget ids; names widgets (like the outbox) or not (like Apple).
+    final class NamingUpstream: DeliveryUpstream {
+        let namesWidgets: Bool
+        let widgetIDs = Mutex<[[String]]>([])
+
+        init(namesWidgets: Bool) {
+            self.namesWidgets = namesWidgets
+        }
+
+        func send(_ push: OutgoingPush) async throws -> DeliveryOutcome {
+            widgetIDs.withLock { $0.append(push.widgetIDs) }
+            return .sent
+        }
+    }
+
+    /// A delivery's widget ids are read with its address only for an upstream that uses them: Apple's
+    /// request carries none, and the read of the device's widgets was a twentieth of a delivery's CPU.
+    @Test func widgetIDsAreReadOnlyForAnUpstreamThatNamesThem() async throws {
+        let directory = try TemporaryDirectory("worker")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        let app = try await store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
+        let registered = try await store.putDevice(
+            app: app,
+            token: try DeviceToken(String(repeating: "ab", count: 32)),
+            widgets: [
+                WidgetRegistration(id: "scores-small", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration()),
+                WidgetRegistration(id: "scores-large", kind: "scores", family: .systemLarge, configuration: WidgetConfiguration()),
+            ],
+            previousToken: nil,
+            now: Date()
+        )
+        for namesWidgets in [true, false] {
+            let upstream = NamingUpstream(namesWidgets: namesWidgets)
+            let logger = Logger(label: "test")
+            let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger)
+            let states = door.deliveryStates
+            let worker = DeliveryWorker(store: store, upstream: upstream, states: door, now: { Date() }, logger: logger)
+            let delivery = RecordedDelivery(
+                apnsID: UUID().uuidString.lowercased(),
+                device: registered.device,
+                released: Timestamp(Date()),
+                instances: registered.instances.map(\.id),
+                requests: [],
+                priority: .high,
+                expiration: nil,
+                state: .pending
+            )
+            let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
+            let statesTask = Task { await states.run() }
+            feed.yield([delivery])
+            feed.finish()
+            await worker.run(batches, isStopping: { false })
+            states.finish()
+            await statesTask.value
+            let expected: [[String]] = namesWidgets ? [["scores-large", "scores-small"].sorted()] : [[]]
+            #expect(upstream.widgetIDs.withLock { $0.map { $0.sorted() } } == expected, "namesWidgets: \(namesWidgets)")
+        }
+    }
+
     /// Apple's `retry-after` is outside input: any number waits at most an hour, a negative one or an HTTP
     /// date is ignored, and no attempt count overflows the doubling.
     @Test func retryAfterAndTheBackoffAreBoundedWhateverAppleSays() throws {

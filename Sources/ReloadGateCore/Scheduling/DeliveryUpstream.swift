@@ -129,6 +129,11 @@ public protocol DeliveryUpstream: Sendable {
     /// delivery an earlier run released, `pending` ones included. The default is `false` (Apple keeps no
     /// record the gateway can read: the mark is what says a push may have reached it).
     var recordsWhatItTakes: Bool { get }
+
+    /// Whether the upstream uses a push's ``OutgoingPush/widgetIDs`` (the outbox writes them in its line).
+    /// Apple's request carries none, so for it the worker does not read them with the address. The
+    /// default is `false`.
+    var namesWidgets: Bool { get }
 }
 
 extension DeliveryUpstream {
@@ -155,4 +160,5 @@ extension DeliveryUpstream {
     public func ready() async {}
     public func alreadySent(_ apnsIDs: Set<String>) async -> Set<String> { [] }
     public var recordsWhatItTakes: Bool { false }
+    public var namesWidgets: Bool { false }
 }

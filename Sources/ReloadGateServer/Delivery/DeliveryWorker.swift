@@ -103,7 +103,7 @@ struct DeliveryWorker: Sendable {
                 }
                 for chunk in deliveries.chunks(of: 256) {
                     if await isStopping() { return false }
-                    let addresses = try? await store.pushAddresses(chunk.map { ($0.device, $0.instances) })
+                    let addresses = try? await store.pushAddresses(chunk.map { ($0.device, instancesToName($0)) })
                     let lookups = chunk.indices.map { index in addresses.map { Lookup.found($0[index - chunk.startIndex]) } ?? .unknown }
                     if rateLimiter == nil {
                         // First attempts go out in groups: one commit of their `sending` marks and one
@@ -142,6 +142,12 @@ struct DeliveryWorker: Sendable {
                 guard await add(batch) else { return }
             }
         }
+    }
+
+    /// The instances whose widget ids are read with a delivery's address: none when the upstream does
+    /// not use them (Apple's request carries none), which spares the store a read of the device's widgets.
+    private func instancesToName(_ delivery: RecordedDelivery) -> [Int64] {
+        upstream.namesWidgets ? delivery.instances : []
     }
 
     /// Whether `delivery` may have been taken by the upstream before this worker started at `started`
@@ -404,7 +410,7 @@ struct DeliveryWorker: Sendable {
             address = found
         case .unknown:
             do {
-                address = try await store.pushAddress(device: delivery.device, instances: delivery.instances)
+                address = try await store.pushAddress(device: delivery.device, instances: instancesToName(delivery))
             } catch {
                 return .retry(reason: "store: \(error)", retryAfter: nil)
             }

@@ -148,6 +148,9 @@ public actor OutboxUpstream: DeliveryUpstream {
     /// True: a delivery's line, synced before ``send(_:)`` returns, is the record of what the outbox took.
     public nonisolated var recordsWhatItTakes: Bool { true }
 
+    /// True: a delivery's line names its widgets.
+    public nonisolated var namesWidgets: Bool { true }
+
     /// The apns-ids among `apnsIDs` that have a whole line in the outbox's last ``recoveryWindow`` bytes:
     /// in `outbox.jsonl`, and in `outbox.jsonl.1` for what the window holds beyond it.
     public func alreadySent(_ apnsIDs: Set<String>) async -> Set<String> {

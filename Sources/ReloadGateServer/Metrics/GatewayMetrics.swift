@@ -47,6 +47,16 @@ public final class GatewayMetrics: Sendable {
         var labels: [String]
     }
 
+    /// `reloadgate_http_requests_total`'s counters by route, method and status: every API answer counts
+    /// one, and a ``CounterKey`` built its array of six label strings (the status made a string) and
+    /// hashed them all for each.
+    private struct HTTPRequestKey: Hashable {
+        var route: String
+        var method: String
+        var status: Int
+    }
+    private let httpRequests = Mutex<[HTTPRequestKey: Prometheus.Counter]>([:])
+
     /// One series the gateway exports: its name, type, label names and help text. docs/METRICS.md lists
     /// every one (a documentation test compares them).
     public struct Series: Sendable {
@@ -164,7 +174,17 @@ public final class GatewayMetrics: Sendable {
 
     /// An answer of the API listener: `route` is the route's pattern (`/v1/apps/{bundle}/reloads`).
     func httpRequest(route: String, method: String, status: Int) {
-        increment("reloadgate_http_requests_total", ["route": route, "method": method, "status": String(status)])
+        let key = HTTPRequestKey(route: route, method: method, status: status)
+        let counter = httpRequests.withLock { known in
+            if let counter = known[key] { return counter }
+            let counter = registry.makeCounter(
+                descriptor: Self.descriptor("reloadgate_http_requests_total"),
+                labels: [("route", route), ("method", method), ("status", String(status))]
+            )
+            known[key] = counter
+            return counter
+        }
+        counter.increment()
     }
 
     /// An answer of the APNs listener: its status and reason (none for 200).

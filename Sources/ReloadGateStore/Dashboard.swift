@@ -31,7 +31,7 @@ extension SQLStore {
                 if hour * DashboardFigures.hour >= since { figures.addDecisions(hour: hour, kind: kind, count: count, now: now) }
             }
             for row in try await session.rows("""
-                SELECT dl.state, dl.lastError, count(*) AS count,
+                SELECT \(unescaped: RecordedDelivery.stateSQL) AS state, dl.lastError, count(*) AS count,
                     CAST(coalesce(sum(CASE WHEN dl.attempts > 1 THEN dl.attempts - 1 ELSE 0 END), 0) AS bigint) AS retries,
                     CAST(coalesce(sum(dl.unknownOutcomes), 0) AS bigint) AS unknown
                 FROM delivery dl JOIN device d ON d.id = dl.deviceId WHERE true\(deviceApp) GROUP BY 1, 2

@@ -132,10 +132,9 @@ extension SQLStore {
 
     /// The deliveries in `states`, in release order (the worker's queue at start).
     public func deliveries(in states: [RecordedDelivery.State]) async throws -> [RecordedDelivery] {
-        let names = RecordedDelivery.State.sqlList(states)
-        return try await reading(scanning: true) { session in
+        try await reading(scanning: true) { session in
             try await session.rows("""
-                SELECT \(unescaped: RecordedDelivery.columns) FROM delivery dl WHERE dl.state IN (\(unescaped: names))
+                SELECT \(unescaped: RecordedDelivery.columns) FROM delivery dl WHERE \(unescaped: RecordedDelivery.State.condition(states))
                 ORDER BY dl.releasedAt, dl.apnsId
                 """).compactMap(RecordedDelivery.init)
         }
@@ -185,7 +184,9 @@ extension SQLStore {
                         UNION ALL SELECT kind, count FROM decision_run
                     ) decided GROUP BY kind
                     """),
-                deliveriesByState: try await counts("SELECT state AS key, count(*) AS count FROM delivery GROUP BY state"),
+                deliveriesByState: try await counts(
+                    "SELECT \(unescaped: RecordedDelivery.stateSQL) AS key, count(*) AS count FROM delivery dl GROUP BY 1"
+                ),
                 failuresByReason: try await counts(
                     "SELECT lastError AS key, count(*) AS count FROM delivery WHERE state = 'failed' GROUP BY lastError"
                 ),
@@ -294,13 +295,25 @@ extension RecordedDelivery.State {
     static func sqlList(_ states: [Self]) -> String {
         states.map { "'\($0.rawValue)'" }.joined(separator: ", ")
     }
+
+    /// The condition that a delivery (`delivery dl`) is in one of `states`: first on the indexed `state`
+    /// column (a delivery in flight is `pending` there, or `sending` when a gateway of the version before
+    /// marked it), then on the state as read (``RecordedDelivery/stateSQL``).
+    static func condition(_ states: [Self]) -> String {
+        let stored = states.contains(.sending) ? Array(Set(states + [.pending])).sorted { $0.rawValue < $1.rawValue } : states
+        return "dl.state IN (\(sqlList(stored))) AND \(RecordedDelivery.stateSQL) IN (\(sqlList(states)))"
+    }
 }
 
 extension RecordedDelivery {
+    /// A delivery's state (of `delivery dl`): `sending` while an attempt of a `pending` one is on its way
+    /// (`inFlight`, written without a change of the indexed `state`: decision 0096), else its `state`.
+    static let stateSQL = "(CASE WHEN dl.inFlight = 1 AND dl.state = 'pending' THEN 'sending' ELSE dl.state END)"
+
     /// The columns ``init(_:)`` reads (of `delivery dl`).
     static let columns = """
         dl.apnsId, dl.deviceId, dl.releasedAt, dl.instances, dl.requests, dl.requestCount, dl.priority, dl.expiration,
-        dl.state, dl.attempts, dl.lastError, dl.unknownOutcomes, dl.updatedAt
+        \(stateSQL) AS state, dl.attempts, dl.lastError, dl.unknownOutcomes, dl.updatedAt
         """
 
     /// A `delivery` row; `nil` for an unknown priority or state.

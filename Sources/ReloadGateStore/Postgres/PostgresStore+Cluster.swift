@@ -96,10 +96,9 @@ extension PostgresStore: ClusterStore {
 
     public func deliveries(in states: [RecordedDelivery.State], partitions: [Int]) async throws -> [RecordedDelivery] {
         guard !partitions.isEmpty else { return [] }
-        let names = RecordedDelivery.State.sqlList(states)
         return try await reading(scanning: true) { session in
             try await session.rows("""
-                SELECT \(unescaped: RecordedDelivery.columns) FROM delivery dl WHERE dl.state IN (\(unescaped: names))
+                SELECT \(unescaped: RecordedDelivery.columns) FROM delivery dl WHERE \(unescaped: RecordedDelivery.State.condition(states))
                     AND \(unescaped: Self.inPartitions("dl.deviceId", partitions)) ORDER BY dl.releasedAt, dl.apnsId
                 """).compactMap(RecordedDelivery.init)
         }

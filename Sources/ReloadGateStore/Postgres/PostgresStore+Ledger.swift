@@ -294,7 +294,8 @@ extension PostgresStore {
         let unknown = rows.map { Int64($0.change.unknownOutcomes) }
         _ = try await self.rows(
             """
-            UPDATE delivery SET state = c.state, lastError = c.lastError, updatedAt = \(time),
+            UPDATE delivery SET state = CASE WHEN c.state = 'sending' THEN delivery.state ELSE c.state END,
+                inFlight = CASE WHEN c.state = 'sending' THEN 1 ELSE 0 END, lastError = c.lastError, updatedAt = \(time),
                 attempts = delivery.attempts + c.attempts, unknownOutcomes = delivery.unknownOutcomes + c.unknownOutcomes
             FROM unnest(\(rows.map(\.apnsID))::text[], \(states)::text[], \(errors)::text[], \(attempts)::bigint[], \(unknown)::bigint[])
                 AS c(apnsId, state, lastError, attempts, unknownOutcomes)

@@ -289,6 +289,16 @@ extension PostgresStore {
                 "CREATE UNIQUE INDEX app_on_registration_key ON app (registrationKeyHash)",
             ]
         ),
+        (
+            "pg12-delivery-in-flight",
+            [
+                // The `sending` mark without a change of the indexed `state` (the SQLite store's
+                // `v23-delivery-in-flight`, decision 0096). Gateways of the version before still write
+                // `state = 'sending'`, which reads the same; a delivery this version marks in flight reads as
+                // `pending` to them (sent again after a takeover, without its unknown outcome counted).
+                "ALTER TABLE delivery ADD COLUMN inFlight bigint NOT NULL DEFAULT 0",
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

@@ -327,24 +327,49 @@ extension SQLiteStore {
         Timestamp(date)
     }
 
-    /// Writes merged state changes, one row each, through one prepared statement bound value by value:
-    /// two of these run for every delivery to Apple (its `sending` and its final mark), and GRDB's
-    /// argument array, built and bound for each row, cost nearly as much as SQLite's own update (decision 0095).
+    /// Writes merged state changes, one row each, through prepared statements bound value by value: two
+    /// of these run for every delivery to Apple (its `sending` mark and its final one), and GRDB's argument
+    /// array, built and bound for each row, cost nearly as much as SQLite's own update (decision 0095).
+    ///
+    /// A change that ends `sending` sets `inFlight` and leaves `state` as it is (`pending`): SQLite moves a
+    /// row in an index whenever the update sets one of its columns, and the `sending` mark moved every
+    /// delivery in `delivery_on_state` and back (decision 0096). Any other change sets `state` and clears
+    /// `inFlight`. ``RecordedDelivery/stateSQL`` reads the two as one state.
     static func apply(_ updates: [(apnsID: String, change: DeliveryStateChange.Merged)], at time: Timestamp, in db: Database) throws {
         guard !updates.isEmpty else { return }
-        var update = try BoundStatement(db, sql: """
-            UPDATE delivery SET state = ?, lastError = ?, updatedAt = ?, attempts = attempts + ?,
-                unknownOutcomes = unknownOutcomes + ?
-            WHERE apnsId = ?
-            """)
+        var settled: BoundStatement?
+        var inFlight: BoundStatement?
         for (apnsID, change) in updates {
-            update.bind(change.state.rawValue)
-            update.bind(change.error)
-            update.bind(time.milliseconds)
-            update.bind(change.attempts)
-            update.bind(change.unknownOutcomes)
-            update.bind(apnsID)
-            try update.run()
+            if change.state == .sending {
+                if inFlight == nil {
+                    inFlight = try BoundStatement(db, sql: """
+                        UPDATE delivery SET inFlight = 1, lastError = ?, updatedAt = ?, attempts = attempts + ?,
+                            unknownOutcomes = unknownOutcomes + ?
+                        WHERE apnsId = ?
+                        """)
+                }
+                inFlight!.bind(change.error)
+                inFlight!.bind(time.milliseconds)
+                inFlight!.bind(change.attempts)
+                inFlight!.bind(change.unknownOutcomes)
+                inFlight!.bind(apnsID)
+                try inFlight!.run()
+            } else {
+                if settled == nil {
+                    settled = try BoundStatement(db, sql: """
+                        UPDATE delivery SET state = ?, inFlight = 0, lastError = ?, updatedAt = ?, attempts = attempts + ?,
+                            unknownOutcomes = unknownOutcomes + ?
+                        WHERE apnsId = ?
+                        """)
+                }
+                settled!.bind(change.state.rawValue)
+                settled!.bind(change.error)
+                settled!.bind(time.milliseconds)
+                settled!.bind(change.attempts)
+                settled!.bind(change.unknownOutcomes)
+                settled!.bind(apnsID)
+                try settled!.run()
+            }
         }
     }
 }

@@ -332,6 +332,12 @@ extension SQLiteStore {
             try db.execute(sql: "ALTER TABLE app ADD COLUMN registrationKeyHash BLOB")
             try db.execute(sql: "CREATE UNIQUE INDEX app_on_registration_key ON app (registrationKeyHash)")
         }
+        migrator.registerMigration("v23-delivery-in-flight") { db in
+            // 1 while an attempt of a `pending` delivery is on its way: the `sending` mark, written without
+            // moving the row in `delivery_on_state` (decision 0096). Rows marked `sending` before stay so
+            // and read the same.
+            try db.execute(sql: "ALTER TABLE delivery ADD COLUMN inFlight INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 

@@ -337,39 +337,24 @@ extension SQLiteStore {
     /// `inFlight`. ``RecordedDelivery/stateSQL`` reads the two as one state.
     static func apply(_ updates: [(apnsID: String, change: DeliveryStateChange.Merged)], at time: Timestamp, in db: Database) throws {
         guard !updates.isEmpty else { return }
-        var settled: BoundStatement?
-        var inFlight: BoundStatement?
+        // Prepared on first use: the mark sets `inFlight`, the others `state` (and clear `inFlight`).
+        var marks: BoundStatement?
+        var settles: BoundStatement?
         for (apnsID, change) in updates {
-            if change.state == .sending {
-                if inFlight == nil {
-                    inFlight = try BoundStatement(db, sql: """
-                        UPDATE delivery SET inFlight = 1, lastError = ?, updatedAt = ?, attempts = attempts + ?,
-                            unknownOutcomes = unknownOutcomes + ?
-                        WHERE apnsId = ?
-                        """)
-                }
-                inFlight!.bind(change.error)
-                inFlight!.bind(time.milliseconds)
-                inFlight!.bind(change.attempts)
-                inFlight!.bind(change.unknownOutcomes)
-                inFlight!.bind(apnsID)
-                try inFlight!.run()
-            } else {
-                if settled == nil {
-                    settled = try BoundStatement(db, sql: """
-                        UPDATE delivery SET state = ?, inFlight = 0, lastError = ?, updatedAt = ?, attempts = attempts + ?,
-                            unknownOutcomes = unknownOutcomes + ?
-                        WHERE apnsId = ?
-                        """)
-                }
-                settled!.bind(change.state.rawValue)
-                settled!.bind(change.error)
-                settled!.bind(time.milliseconds)
-                settled!.bind(change.attempts)
-                settled!.bind(change.unknownOutcomes)
-                settled!.bind(apnsID)
-                try settled!.run()
-            }
+            let mark = change.state == .sending
+            var update = try (mark ? marks : settles) ?? BoundStatement(db, sql: """
+                UPDATE delivery SET \(mark ? "inFlight = 1" : "state = ?, inFlight = 0"), lastError = ?, updatedAt = ?,
+                    attempts = attempts + ?, unknownOutcomes = unknownOutcomes + ?
+                WHERE apnsId = ?
+                """)
+            if !mark { update.bind(change.state.rawValue) }
+            update.bind(change.error)
+            update.bind(time.milliseconds)
+            update.bind(change.attempts)
+            update.bind(change.unknownOutcomes)
+            update.bind(apnsID)
+            try update.run()
+            if mark { marks = update } else { settles = update }
         }
     }
 }

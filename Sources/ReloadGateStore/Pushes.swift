@@ -118,12 +118,7 @@ extension SQLSession {
     ) async throws -> [Written] {
         var results: [Written] = []
         results.reserveCapacity(items.count)
-        var start = 0
-        while start < items.count {
-            let chunk = items[start..<min(start + size, items.count)]
-            results += try await body(chunk)
-            start = chunk.endIndex
-        }
+        for chunk in items.chunks(of: size) { results += try await body(chunk) }
         return results
     }
 

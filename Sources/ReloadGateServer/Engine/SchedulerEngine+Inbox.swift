@@ -137,8 +137,7 @@ extension SchedulerEngine {
         var byDevice: [Int64: [RegisteredInstance]] = [:]
         // At most ``resyncReadDevices`` devices a read: each read is bounded by the store's deadline, and a
         // registry batch may hold tens of thousands.
-        for start in stride(from: 0, to: handles.count, by: Self.resyncReadDevices) {
-            let part = handles[start..<min(start + Self.resyncReadDevices, handles.count)]
+        for part in handles.chunks(of: Self.resyncReadDevices) {
             for instance in try await partitioning.store.registeredInstances(devices: part.map(\.device)) {
                 byDevice[instance.device, default: []].append(instance)
             }

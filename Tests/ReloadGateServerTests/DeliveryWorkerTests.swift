@@ -108,7 +108,7 @@ struct DeliveryWorkerTests {
     }
 
     /// A delivery's widget ids are read with its address only for an upstream that uses them: Apple's
-    /// request carries none, and the read of the device's widgets was a twentieth of a delivery's CPU.
+    /// request carries none, and reading the device's widgets costs about a twentieth of a delivery's CPU.
     @Test func widgetIDsAreReadOnlyForAnUpstreamThatNamesThem() async throws {
         let directory = try TemporaryDirectory("worker")
         defer { directory.remove() }

@@ -48,8 +48,8 @@ public final class GatewayMetrics: Sendable {
     }
 
     /// `reloadgate_http_requests_total`'s counters by route, method and status: every API answer counts
-    /// one, and a ``CounterKey`` built its array of six label strings (the status made a string) and
-    /// hashed them all for each.
+    /// one, and a ``CounterKey`` would build an array of six label strings (the status made a string) and
+    /// hash them all for each.
     private struct HTTPRequestKey: Hashable {
         var route: String
         var method: String

@@ -332,8 +332,8 @@ extension SQLiteStore {
     /// array, built and bound for each row, cost nearly as much as SQLite's own update (decision 0095).
     ///
     /// A change that ends `sending` sets `inFlight` and leaves `state` as it is (`pending`): SQLite moves a
-    /// row in an index whenever the update sets one of its columns, and the `sending` mark moved every
-    /// delivery in `delivery_on_state` and back (decision 0096). Any other change sets `state` and clears
+    /// row in an index whenever the update sets one of its columns, so a mark that set `state` would move
+    /// every delivery in `delivery_on_state` and back (decision 0096). Any other change sets `state` and clears
     /// `inFlight`. ``RecordedDelivery/stateSQL`` reads the two as one state.
     static func apply(_ updates: [(apnsID: String, change: DeliveryStateChange.Merged)], at time: Timestamp, in db: Database) throws {
         guard !updates.isEmpty else { return }

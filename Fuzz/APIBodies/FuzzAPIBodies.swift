@@ -5,6 +5,9 @@ import ReloadGateCore
 
 /// The registry and webhook bodies: the first byte picks the body (device registration, timeline,
 /// webhook, control registration), the rest is the JSON. Accepted bodies hold only values in range; a refusal is a 4xx.
+/// The bodies' parser (``JSONParser``) reads as JSON what both Foundation's `JSONDecoder` and
+/// `JSONSerialization` read, and more only with a number beyond a double's range (JSONParserTests compares
+/// the values).
 @main
 struct FuzzAPIBodies {
     static func main() {
@@ -13,6 +16,16 @@ struct FuzzAPIBodies {
         FuzzDriver.run { bytes in
             guard let selector = bytes.first else { return }
             let data = Data(bytes.dropFirst())
+            let parsed = try? JSONParser.parse(data)
+            // Foundation reads UTF-16 and UTF-32 too, which a zero byte or a UTF-16 byte-order mark
+            // announces; the parser reads UTF-8 only, where neither can be in JSON.
+            let utf8 = !data.contains(0) && !data.starts(with: [0xFE, 0xFF]) && !data.starts(with: [0xFF, 0xFE])
+            let foundation = utf8 ? try? JSONDecoder().decode(JSONValue.self, from: data) : nil
+            // JSONDecoder reads a repeated key's later value never; JSONSerialization reads all of the text.
+            if foundation != nil, (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil {
+                precondition(parsed != nil, "Foundation reads it as JSON, the parser does not")
+            }
+            if utf8, let parsed, foundation == nil { precondition(!parsed.numbersAreFinite, "the parser reads it as JSON, Foundation does not") }
             do throws(APIError) {
                 switch selector % 4 {
                 case 0:

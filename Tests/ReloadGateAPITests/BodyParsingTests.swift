@@ -15,7 +15,7 @@ struct BodyParsingTests {
 
     @Test func deeplyNestedJSONIsRefusedAsInvalidJSON() {
         let body = "{\"widgets\":" + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "}"
-        #expect(throws: APIError.invalidJSON("the body is not JSON")) {
+        #expect(throws: APIError.invalidJSON("the body is not JSON: more than 512 arrays and objects inside each other at byte 522")) {
             try DeviceRegistrationBody(json: Data(body.utf8), limits: RegistryLimits())
         }
     }
@@ -31,8 +31,13 @@ struct BodyParsingTests {
                 try DeviceRegistrationBody(json: Data(body.utf8), limits: RegistryLimits())
             }
         }
-        for body in ["{", "nope", #"{"kind":}"#] {
-            #expect(throws: APIError.invalidJSON("the body is not JSON"), "\(body)") { try TimelineBody.timeline(json: Data(body.utf8), limits: RegistryLimits()) }
+        for (body, problem) in [
+            ("{", "a field name in quotes was expected at byte 1"), ("nope", "a value was expected at byte 0"),
+            (#"{"kind":}"#, "a value was expected at byte 8"), (#"{"kind":"k",,}"#, "a field name in quotes was expected at byte 12"),
+        ] {
+            #expect(throws: APIError.invalidJSON("the body is not JSON: \(problem)"), "\(body)") {
+                try TimelineBody.timeline(json: Data(body.utf8), limits: RegistryLimits())
+            }
         }
         #expect(throws: APIError.invalidJSON("the body is empty; a JSON object is expected")) {
             try ControlRegistrationBody(json: Data(), limits: RegistryLimits())

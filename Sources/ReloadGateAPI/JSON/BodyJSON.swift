@@ -17,23 +17,24 @@ public enum BodyJSON {
         try encoder.encode(value)
     }
 
-    /// The decoder of bodies that need no `userInfo` (JSONDecoder is safe to share between threads).
-    private static let shared = JSONDecoder()
-
-    /// A request body as `Body`: an empty body, text that is not JSON or JSON that is not an object is
-    /// `400 invalid-json`; a field of the wrong type is `422 invalid-field` naming it (a type's own
-    /// ``APIError`` from its `init(from:)` passes through as it is).
+    /// A request body as `Body`: an empty body or text that is not JSON is `400 invalid-json` saying where
+    /// it stops being JSON, JSON that is not an object is `400 invalid-json`, a field of the wrong type is
+    /// `422 invalid-field` naming it (a type's own ``APIError`` from its `init(from:)` passes through as it
+    /// is). The text is read by ``JSONParser`` and the type by its `init(from:)` over ``JSONValueDecoder``.
     public static func decode<Body: Decodable>(
         _ type: Body.Type,
         from data: Data,
         userInfo: [CodingUserInfoKey: any Sendable] = [:]
     ) throws(APIError) -> Body {
         guard !data.isEmpty else { throw .invalidJSON("the body is empty; a JSON object is expected") }
+        let value: JSONValue
         do {
-            if userInfo.isEmpty { return try shared.decode(type, from: data) }
-            let decoder = JSONDecoder()
-            decoder.userInfo = userInfo
-            return try decoder.decode(type, from: data)
+            value = try JSONParser.parse(data)
+        } catch {
+            throw .invalidJSON("the body is not JSON: \(error)")
+        }
+        do {
+            return try JSONValueDecoder.decode(type, value, [], userInfo)
         } catch let error as APIError {
             throw error
         } catch let error as DecodingError {

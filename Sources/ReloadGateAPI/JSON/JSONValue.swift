@@ -1,5 +1,3 @@
-public import Foundation
-
 /// Any JSON value, for the parts of a body whose shape is the sender's: a widget's configuration, a
 /// request's target as it was sent. Everything else in a body is a field of a type.
 public enum JSONValue: Codable, Sendable, Hashable {
@@ -46,9 +44,20 @@ public enum JSONValue: Codable, Sendable, Hashable {
         }
     }
 
+    /// Whether every number in the value is finite: ``JSONParser`` keeps a number beyond a double's range
+    /// (`1e400`) as infinite, for the field that reads it to refuse by name.
+    public var numbersAreFinite: Bool {
+        switch self {
+        case .number(let number): return number.isFinite
+        case .array(let items): return items.allSatisfy(\.numbersAreFinite)
+        case .object(let fields): return fields.values.allSatisfy(\.numbersAreFinite)
+        case .null, .bool, .integer, .string: return true
+        }
+    }
+
     /// `text` parsed as JSON (any value, not only an object), or the text itself when it is not JSON: how
     /// the admin API shows stored JSON text (a configuration, a request's target).
     public static func parsedOrText(_ text: String) -> JSONValue {
-        (try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))) ?? .string(text)
+        (try? JSONParser.parse(text.utf8)) ?? .string(text)
     }
 }

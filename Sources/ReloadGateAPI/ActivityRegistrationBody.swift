@@ -17,7 +17,7 @@ public struct ActivityRegistrationBody: RegistryBody, Sendable {
     public init(from decoder: any Decoder) throws {
         let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
         let fields = try decoder.container(keyedBy: AnyKey.self)
-        try fields.refuseUnknown(Self.fieldNames)
+        try decoder.refuseUnknownFields(Self.fieldNames)
         environment = try fields.optionalString(AnyKey("environment"))
         activity = ActivityRegistration(
             attributesType: try fields.string(AnyKey("attributesType")),

@@ -46,7 +46,7 @@ public struct WebhookBody: Decodable, Sendable {
 
     public init(from decoder: any Decoder) throws {
         let fields = try decoder.container(keyedBy: AnyKey.self)
-        try fields.refuseUnknown(Self.fieldNames)
+        try decoder.refuseUnknownFields(Self.fieldNames)
         target = ReloadTarget()
         if let text = try fields.optionalString(AnyKey("pushType")) {
             // `widgets` (the default): reloadTimelines(ofKind:) / reloadAllTimelines(); `controls`:

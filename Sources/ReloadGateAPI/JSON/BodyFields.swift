@@ -1,8 +1,8 @@
-public import Foundation
+import Foundation
 public import ReloadGateCore
 
-/// A key for any field name: a body's decoder lists the fields it was sent (`allKeys`), so that an
-/// unknown one is refused by name.
+/// A key for any field name (`AnyKey("kind")`): the bodies whose fields are checked by name, and a field
+/// of a configuration in a refusal's path.
 public struct AnyKey: CodingKey, Hashable, Sendable {
     public var stringValue: String
     public var intValue: Int? { nil }
@@ -65,12 +65,6 @@ extension KeyedDecodingContainer {
         return list
     }
 
-    /// An object field that must be there, with whatever fields it has.
-    public func object(_ key: Key) throws(APIError) -> KeyedDecodingContainer<AnyKey> {
-        guard let object = try? nestedContainer(keyedBy: AnyKey.self, forKey: key) else { throw .invalidField("\(name(key)) must be an object") }
-        return object
-    }
-
     /// A JSON number that is not a boolean (the decoder keeps them apart), if the field is one.
     public func number(_ key: Key) -> Double? {
         (try? decode(Double.self, forKey: key)).flatMap { $0.isFinite ? $0 : nil }
@@ -78,10 +72,18 @@ extension KeyedDecodingContainer {
 
     /// A string, a number or a boolean: a value of a flat configuration.
     public func configurationValue(_ key: Key) throws(APIError) -> WidgetConfiguration.Value {
-        if let text = try? decode(String.self, forKey: key) { return .string(text) }
-        if let flag = try? decode(Bool.self, forKey: key) { return .bool(flag) }
-        if let number = number(key) { return .number(number) }
-        throw .invalidField("\(name(key)) must be a string, a number or a boolean (configurations are flat)")
+        try Self.configurationValue((try? decode(JSONValue.self, forKey: key)) ?? .null, name(key))
+    }
+
+    /// `value` as a configuration's value, or the refusal naming it `name`.
+    static func configurationValue(_ value: JSONValue, _ name: @autoclosure () -> String) throws(APIError) -> WidgetConfiguration.Value {
+        switch value {
+        case .string(let text): return .string(text)
+        case .bool(let flag): return .bool(flag)
+        case .integer(let integer): return .number(Double(integer))
+        case .number(let number) where number.isFinite: return .number(number)
+        default: throw .invalidField("\(name()) must be a string, a number or a boolean (configurations are flat)")
+        }
     }
 
     /// A flat object of strings, numbers and booleans; empty when missing or `null`.
@@ -90,12 +92,15 @@ extension KeyedDecodingContainer {
         return WidgetConfiguration(try flatObject(key))
     }
 
-    /// A flat object's values, read key by key (a nested container costs `JSONDecoder` less than a
-    /// dictionary of a `Decodable` value: 5.3 against 4.7 us a webhook call, `reloadgate-bench-bodies`).
+    /// A flat object's values, read from the object as parsed (a keyed container's `allKeys` casts its
+    /// array of keys element by element, the largest cost of a webhook call's body).
     public func flatObject(_ key: Key) throws(APIError) -> [String: WidgetConfiguration.Value] {
-        let object = try object(key)
+        guard case .object(let fields) = (try? decode(JSONValue.self, forKey: key)) else { throw .invalidField("\(name(key)) must be an object") }
         var values: [String: WidgetConfiguration.Value] = [:]
-        for field in object.allKeys { values[field.stringValue] = try object.configurationValue(field) }
+        values.reserveCapacity(fields.count)
+        for (field, value) in fields {
+            values[field] = try Self.configurationValue(value, BodyJSON.path(codingPath + [key, AnyKey(field)]))
+        }
         return values
     }
 
@@ -118,15 +123,17 @@ extension KeyedDecodingContainer {
     }
 }
 
-extension KeyedDecodingContainer<AnyKey> {
-    /// Refuses a field not in `names`, naming it (the first in sorted order) and the fields there are.
-    public func refuseUnknown(_ names: Set<String>) throws(APIError) {
+extension Decoder {
+    /// Refuses a field of the body's object not in `names`, naming it (the first in sorted order) and the
+    /// fields there are. Reads the object as parsed, not a keyed container's `allKeys` (see `flatObject`).
+    public func refuseUnknownFields(_ names: Set<String>) throws {
+        guard case .object(let fields) = try singleValueContainer().decode(JSONValue.self) else { return }
         var unknown: String?
-        for key in allKeys where !names.contains(key.stringValue) {
-            if unknown == nil || key.stringValue < unknown! { unknown = key.stringValue }
+        for key in fields.keys where !names.contains(key) {
+            if unknown == nil || key < unknown! { unknown = key }
         }
         if let unknown {
-            throw .invalidField("unknown field '\(unknown)'; the fields are \(names.sorted().joined(separator: ", "))")
+            throw APIError.invalidField("unknown field '\(unknown)'; the fields are \(names.sorted().joined(separator: ", "))")
         }
     }
 }

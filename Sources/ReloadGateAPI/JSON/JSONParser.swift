@@ -1,9 +1,9 @@
 /// RFC 8259 JSON, UTF-8 bytes to a ``JSONValue``: the first half of reading a request body
 /// (``BodyJSON/decode(_:from:userInfo:)``; ``JSONValueDecoder`` is the second).
 ///
-/// Written by hand because Foundation's `JSONDecoder` took 4.3 us to read a three-field object into a
-/// synthesized `Decodable` struct on this project's machines, most of a webhook call's body cost, where
-/// this parser and the decoder over its tree take well under one (decision 0097 has the figures).
+/// Written by hand because Foundation's `JSONDecoder` took 4.3 us to read the webhook's usual three-field
+/// body into a synthesized `Decodable` struct with no checks on this project's machines; this parser reads
+/// it in 0.6 us, and the body with every check of its `init(from:)` takes 2.6 us (decision 0097).
 ///
 /// Strict where JSON is strict, and as `JSONDecoder` was where the text is valid:
 /// - a leading zero, `.5`, a raw control character in a string, an unpaired `\uD800` surrogate, invalid
@@ -245,18 +245,18 @@ public struct JSONParser: ~Copyable {
         if current == UInt8(ascii: ".") {
             whole = false
             index += 1
-            guard try digitsFollow() else { throw failure("a digit was expected after '.'") }
+            guard digitsFollow() else { throw failure("a digit was expected after '.'") }
         }
         if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
             whole = false
             index += 1
             if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { index += 1 }
-            guard try digitsFollow() else { throw failure("a digit was expected in an exponent") }
+            guard digitsFollow() else { throw failure("a digit was expected in an exponent") }
         }
         let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
         if whole, let integer = Self.integer(text) { return .integer(integer) }
-        // The grammar above is a subset of what Double's parser reads, so this only fails never; it
-        // gives infinity beyond Double's range.
+        // The grammar above is a subset of what Double's parser reads, so this does not fail; beyond a
+        // double's range it gives infinity.
         guard let double = Double(String(decoding: text, as: UTF8.self)) else { throw SyntaxError(offset: start, reason: "a number out of range") }
         return .number(double)
     }
@@ -265,7 +265,7 @@ public struct JSONParser: ~Copyable {
         while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { index += 1 }
     }
 
-    private mutating func digitsFollow() throws(SyntaxError) -> Bool {
+    private mutating func digitsFollow() -> Bool {
         guard let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return false }
         skipDigits()
         return true

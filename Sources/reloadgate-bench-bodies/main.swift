@@ -20,6 +20,8 @@ let webhookFull = Data(#"{"kind":"scores","match":{"team":"42","live":true},"dev
 let registration = Data(
     #"{"widgets":[{"id":"w1","kind":"scores","family":"systemSmall","configuration":{"team":"42"}},{"id":"w2","kind":"news","family":"systemMedium"},{"id":"w3","kind":"scores","family":"accessoryCircular","configuration":{"team":"7","live":true}}]}"#.utf8
 )
+/// scripts/bench-scale's registration body.
+let registrationOne = Data(#"{"widgets":[{"id":"w","kind":"scores","family":"systemSmall","configuration":{"group":"b"}}]}"#.utf8)
 let traceLine = Data(#"{"at":"2026-11-25T18:02:00.000Z","event":"push","device":"d1","kind":"scores","priority":10}"#.utf8)
 let received = Timestamp(seconds: 1_790_000_000)
 let limits = RegistryLimits()
@@ -48,6 +50,7 @@ for (name, data, parse) in [
     ("webhook {kind, match, priority}", webhook, { (data: Data) throws -> Int in try WebhookBody(json: data, received: received).priority.rawValue }),
     ("webhook, every field", webhookFull, { (data: Data) throws -> Int in try WebhookBody(json: data, received: received).priority.rawValue }),
     ("registration, 3 widgets", registration, { (data: Data) throws -> Int in try DeviceRegistrationBody(json: data, limits: limits).widgets.count }),
+    ("registration, 1 widget", registrationOne, { (data: Data) throws -> Int in try DeviceRegistrationBody(json: data, limits: limits).widgets.count }),
     ("trace line, a push", traceLine, { (data: Data) throws -> Int in
         var names = TraceNames()
         return try TraceFile.read(data, names: &names).count

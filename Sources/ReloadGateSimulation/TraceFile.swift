@@ -70,7 +70,7 @@ public enum TraceFile {
     }
 
     /// One event from its parsed line.
-    static func event(_ object: [String: Any], names: inout TraceNames) throws(APIError) -> TraceEvent {
+    static func event(_ object: [String: JSONValue], names: inout TraceNames) throws(APIError) -> TraceEvent {
         let at = try TraceFields.date(object["at"], "at")
         let kind = try TraceFields.string(object["event"], "event")
         switch kind {
@@ -86,7 +86,7 @@ public enum TraceFile {
                 pushType = named
             }
             var widgets: [TraceWidget] = []
-            for (index, item) in try TraceFields.array(object["widgets"] ?? [Any](), "widgets").enumerated() {
+            for (index, item) in try TraceFields.array(object["widgets"] ?? .array([]), "widgets").enumerated() {
                 let widget = try TraceFields.object(item, "widgets[\(index)]")
                 let id = try TraceFields.string(widget["widget"], "widgets[\(index)].widget")
                 let kind = try TraceFields.string(widget["kind"], "widgets[\(index)].kind")
@@ -97,7 +97,7 @@ public enum TraceFile {
         case "timeline":
             let device = names.device(try TraceFields.string(object["device"], "device"))
             let instance = names.instance(device: device, widget: try TraceFields.string(object["widget"], "widget"))
-            let planned = object["plannedReload"].flatMap { $0 is NSNull ? nil : $0 }
+            let planned = TraceFields.present(object["plannedReload"])
             return .timeline(at: at, instance: instance, plannedReload: try planned.map { value throws(APIError) in try TraceFields.date(value, "plannedReload") })
         case "push", "webhook":
             let source = TraceSource(rawValue: kind)!
@@ -127,8 +127,8 @@ public enum TraceFile {
             } else {
                 throw .invalidField("a \(kind) needs targets, a device or a kind")
             }
-            let priority = object["priority"].flatMap { $0 is NSNull ? nil : $0 }
-            let expiration = object["expiration"].flatMap { $0 is NSNull ? nil : $0 }
+            let priority = TraceFields.present(object["priority"])
+            let expiration = TraceFields.present(object["expiration"])
             var recorded: [DecisionKind]?
             if let decided = object["decided"] {
                 recorded = []
@@ -151,7 +151,7 @@ public enum TraceFile {
                     team: try TraceFields.optionalString(object["team"], "team"),
                     exempt: try TraceFields.bool(object["exempt"], "exempt", default: false),
                     recorded: recorded,
-                    activity: try object["activity"].flatMap { $0 is NSNull ? nil : $0 }.map { value throws(APIError) in try Self.activity(value) }
+                    activity: try TraceFields.present(object["activity"]).map { value throws(APIError) in try Self.activity(value) }
                 )
             )
         default:
@@ -160,7 +160,7 @@ public enum TraceFile {
     }
 
     /// A Live Activity update: `{"event": "start" | "update" | "end", "timestamp": UNIX seconds, "alert": bool}`.
-    static func activity(_ value: Any) throws(APIError) -> ActivityContent {
+    static func activity(_ value: JSONValue) throws(APIError) -> ActivityContent {
         let object = try TraceFields.object(value, "activity")
         let name = try TraceFields.string(object["event"], "activity.event")
         guard let event = ActivityContent.Event(rawValue: name) else { throw .invalidField("activity.event must be start, update or end") }
@@ -172,9 +172,9 @@ public enum TraceFile {
     }
 
     /// An APNs priority: 10, 5 or 1 (a number or a numeric string, as apns-priority is sent).
-    static func priority(_ value: Any) throws(APIError) -> Priority {
+    static func priority(_ value: JSONValue) throws(APIError) -> Priority {
         let number: Int
-        if let text = value as? String, let parsed = Int(text) {
+        if case .string(let text) = value, let parsed = Int(text) {
             number = parsed
         } else {
             number = try TraceFields.integer(value, "priority", in: 0...10)

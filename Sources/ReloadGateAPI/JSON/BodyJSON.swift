@@ -26,13 +26,7 @@ public enum BodyJSON {
         from data: Data,
         userInfo: [CodingUserInfoKey: any Sendable] = [:]
     ) throws(APIError) -> Body {
-        guard !data.isEmpty else { throw .invalidJSON("the body is empty; a JSON object is expected") }
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(data)
-        } catch {
-            throw .invalidJSON("the body is not JSON: \(error)")
-        }
+        let value = try parse(data)
         do {
             return try JSONValueDecoder.decode(type, value, [], userInfo)
         } catch let error as APIError {
@@ -41,6 +35,17 @@ public enum BodyJSON {
             throw refusal(error)
         } catch {
             throw .invalidJSON("the body is not JSON")
+        }
+    }
+
+    /// `data` parsed by ``JSONParser``: an empty body, or text that is not JSON, is `400 invalid-json`
+    /// saying where it stops being JSON.
+    public static func parse(_ data: Data) throws(APIError) -> JSONValue {
+        guard !data.isEmpty else { throw .invalidJSON("the body is empty; a JSON object is expected") }
+        do {
+            return try JSONParser.parse(data)
+        } catch {
+            throw .invalidJSON("the body is not JSON: \(error)")
         }
     }
 

@@ -135,6 +135,30 @@ struct JSONParserTests {
         !bytes.contains(0) && !bytes.starts(with: [0xFE, 0xFF]) && !bytes.starts(with: [0xFF, 0xFE])
     }
 
+    /// Whether `bytes` hold a zero with an unsigned exponent (`0e5`, `0E12`): JSON, but Foundation's
+    /// `JSONDecoder` refuses it as a `Double` (it reads `0e0`, `0e+5`, `-0E5` and `1E5`), so a body with one
+    /// is compared with nothing.
+    static func hasZeroWithBareExponent(_ bytes: [UInt8]) -> Bool {
+        bytes.indices.contains { index in
+            guard index + 2 < bytes.count, bytes[index] == UInt8(ascii: "0"),
+                bytes[index + 1] == UInt8(ascii: "e") || bytes[index + 1] == UInt8(ascii: "E"),
+                (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(bytes[index + 2])
+            else { return false }
+            return index == 0 || !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index - 1]) && bytes[index - 1] != UInt8(ascii: ".")
+        }
+    }
+
+    @Test func foundationRefusesAZeroWithABareExponentTheParserReadsIt() throws {
+        // What `hasZeroWithBareExponent` leaves out of the comparison, pinned down: if Foundation is
+        // mended, this fails and the exception can go.
+        let body = Data(#"{"entries":[{"date":1790000000,"relevance":0E5}],"policy":"atEnd"}"#.utf8)
+        #expect(throws: (any Error).self) { try JSONDecoder().decode(TimelineBody.self, from: body) }
+        #expect(try TimelineBody.timeline(json: body, limits: RegistryLimits()).entries.count == 1)
+        #expect(throws: APIError.invalidField("entries[0].relevance must be a number")) {
+            try TimelineBody.timeline(json: Data(#"{"entries":[{"date":1790000000,"relevance":"0E5"}],"policy":"atEnd"}"#.utf8), limits: RegistryLimits())
+        }
+    }
+
     static func serializationReads(_ bytes: [UInt8]) -> Bool {
         (try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])) != nil
     }
@@ -206,7 +230,7 @@ struct JSONParserTests {
         }
         await propertyCheck(count: 3_000, input: Gen.int(in: 0...(Self.seeds.count - 1)), Gen.int(in: 0...Int.max).array(of: 0...3)) { seed, edits in
             let bytes = Self.mutated(seed, edits)
-            guard Self.foundationReadsUTF8(bytes) else { return }
+            guard Self.foundationReadsUTF8(bytes), !Self.hasZeroWithBareExponent(bytes) else { return }
             same(DeviceRegistrationBody.self, bytes)
             same(WebhookBody.self, bytes)
             same(TimelineBody.self, bytes)

@@ -47,13 +47,9 @@ public enum TraceFields {
         return fields
     }
 
-    /// A finite JSON number that is not a boolean, as a `Double`.
+    /// A finite JSON number that is not a boolean, as a `Double` (``JSONValue/finiteNumber``).
     public static func number(_ value: JSONValue?) -> Double? {
-        switch value {
-        case .integer(let integer)?: return Double(integer)
-        case .number(let number)? where number.isFinite: return number
-        default: return nil
-        }
+        value?.finiteNumber
     }
 
     /// A whole number within `range`; fractions, booleans and anything outside the range are refused.

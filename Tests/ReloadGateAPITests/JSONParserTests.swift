@@ -59,6 +59,13 @@ struct JSONParserTests {
         }
     }
 
+    /// The admin API shows stored text as JSON only when an encoder can write it back.
+    @Test func storedTextIsShownAsJSONOnlyWithFiniteNumbers() {
+        #expect(JSONValue.parsedOrText(#"{"team":"42","n":1.5}"#) == .object(["team": .string("42"), "n": .number(1.5)]))
+        #expect(JSONValue.parsedOrText(#"{"n":1e400}"#) == .string(#"{"n":1e400}"#))
+        #expect(JSONValue.parsedOrText("scores") == .string("scores"))
+    }
+
     @Test func refusesInvalidUTF8AndUTF16() {
         for bytes: [UInt8] in [[0x22, 0xFF, 0x22], [0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0xFF, 0xFE, 0x31, 0x00], [0x7B, 0x00, 0x7D, 0x00]] {
             #expect(throws: JSONParser.SyntaxError.self, "\(bytes)") { try JSONParser.parse(bytes) }

@@ -80,9 +80,11 @@ extension KeyedDecodingContainer {
         switch value {
         case .string(let text): return .string(text)
         case .bool(let flag): return .bool(flag)
-        case .integer(let integer): return .number(Double(integer))
-        case .number(let number) where number.isFinite: return .number(number)
-        default: throw .invalidField("\(name()) must be a string, a number or a boolean (configurations are flat)")
+        default:
+            guard let number = value.finiteNumber else {
+                throw .invalidField("\(name()) must be a string, a number or a boolean (configurations are flat)")
+            }
+            return .number(number)
         }
     }
 

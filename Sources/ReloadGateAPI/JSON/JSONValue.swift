@@ -44,20 +44,32 @@ public enum JSONValue: Codable, Sendable, Hashable {
         }
     }
 
-    /// Whether every number in the value is finite: ``JSONParser`` keeps a number beyond a double's range
-    /// (`1e400`) as infinite, for the field that reads it to refuse by name.
+    /// The value as a number, if it is one and finite: an integer, or a number within a double's range
+    /// (``JSONParser`` keeps `1e400` as infinite, for the field that reads it to refuse by name). A boolean
+    /// is not a number. Every reader of a number from a body or a trace line goes through this.
+    public var finiteNumber: Double? {
+        switch self {
+        case .integer(let integer): return Double(integer)
+        case .number(let number) where number.isFinite: return number
+        default: return nil
+        }
+    }
+
+    /// Whether every number in the value is finite (see ``finiteNumber``).
     public var numbersAreFinite: Bool {
         switch self {
-        case .number(let number): return number.isFinite
+        case .number: return finiteNumber != nil
         case .array(let items): return items.allSatisfy(\.numbersAreFinite)
         case .object(let fields): return fields.values.allSatisfy(\.numbersAreFinite)
         case .null, .bool, .integer, .string: return true
         }
     }
 
-    /// `text` parsed as JSON (any value, not only an object), or the text itself when it is not JSON: how
-    /// the admin API shows stored JSON text (a configuration, a request's target).
+    /// `text` parsed as JSON (any value, not only an object), or the text itself when it is not JSON or
+    /// holds a number beyond a double's range (which no encoder writes): how the admin API shows stored
+    /// JSON text (a configuration, a request's target).
     public static func parsedOrText(_ text: String) -> JSONValue {
-        (try? JSONParser.parse(text.utf8)) ?? .string(text)
+        guard let value = try? JSONParser.parse(text.utf8), value.numbersAreFinite else { return .string(text) }
+        return value
     }
 }

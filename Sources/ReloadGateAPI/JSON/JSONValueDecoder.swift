@@ -59,9 +59,8 @@ struct JSONValueDecoder: Decoder {
     }
 
     static func double(_ value: JSONValue, _ path: [any CodingKey]) throws -> Double {
+        if let number = value.finiteNumber { return number }
         switch value {
-        case .integer(let integer): return Double(integer)
-        case .number(let number) where number.isFinite: return number
         case .number:
             throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "the number is beyond a double's range"))
         default: throw mismatch(Double.self, value, path)
@@ -150,11 +149,8 @@ extension JSONValueDecoder {
 
         func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
             let value = try field(key)
-            switch value {
-            case .integer(let integer): return Double(integer)
-            case .number(let number) where number.isFinite: return number
-            default: return try JSONValueDecoder.double(value, codingPath + [key])
-            }
+            if let number = value.finiteNumber { return number }
+            return try JSONValueDecoder.double(value, codingPath + [key])
         }
 
         // One look-up for a field that may be missing (the protocol's own `decodeIfPresent` makes three).

@@ -1,3 +1,5 @@
+import ReloadGateCore
+
 /// The integer lists the store keeps as JSON arrays of integers (`[1,2,3]`: request ids, instance ids),
 /// on SQLite and PostgreSQL alike.
 enum IntegerList {
@@ -76,22 +78,8 @@ enum IntegerList {
                 guard written < count else { break }
                 if written > 0 { put(UInt8(ascii: ",")) }
                 written += 1
-                var magnitude = value.magnitude
                 if value < 0 { put(UInt8(ascii: "-")) }
-                // The digits are written backwards from where the number ends, then it ends there.
-                var digits = 1
-                var rest = magnitude / 10
-                while rest > 0 {
-                    digits += 1
-                    rest /= 10
-                }
-                end += digits
-                var position = end
-                repeat {
-                    position -= 1
-                    buffer[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                    magnitude /= 10
-                } while magnitude > 0
+                buffer.writeDecimal(value.magnitude, at: &end)
             }
             put(UInt8(ascii: "]"))
             return try body(UnsafeBufferPointer(rebasing: buffer[..<end]))

@@ -65,13 +65,12 @@ for (name, data, parse) in [
     )
 }
 
-let counts = Dictionary(uniqueKeysWithValues: DecisionKind.onArrival.map { ($0.rawValue, 1) })
-let r1 = measure("") { RegistryAPI.ReloadAccepted(requestId: 12345, targets: 1, decisions: counts).jsonText.utf8.count }
-let r2 = measure("") {
-    let countsText = counts.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
-    return #"{"decisions":{\#(countsText)},"requestId":\#(12345),"targets":\#(1)}"#.utf8.count
-}
-print(String(format: "the 202's text: ReloadAccepted.jsonText %.0f ns, the string as built before %.0f ns", r1, r2))
+// The webhook's 202 for one scheduled instance: written from the counts (as the route does), and through the
+// dictionary the answer's type holds (as the route did).
+let oneScheduled = DecisionCounts([Decision(request: 1, instance: nil, kind: .scheduled, due: nil, reason: .dueNow)])
+let r1 = measure("") { RegistryAPI.ReloadAccepted.jsonText(requestId: 12345, targets: 1, counts: oneScheduled).utf8.count }
+let r2 = measure("") { RegistryAPI.ReloadAccepted(requestId: 12345, targets: 1, counts: oneScheduled).jsonText.utf8.count }
+print(String(format: "the 202's text: from the counts %.0f ns, through the dictionary %.0f ns", r1, r2))
 
 
 // The webhook's signature: its header parsed and the HMAC checked with the app's keyed secret (as the route

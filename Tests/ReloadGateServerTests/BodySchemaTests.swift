@@ -304,6 +304,19 @@ import Testing
             #expect(example.jsonText == String(decoding: try BodyJSON.encode(example), as: UTF8.self))
         }
         #expect(try Self.problems(Self.accepted).isEmpty)
+        // The webhook's 202 is written from the counts: the same bytes as the encoder's, for no decision, for
+        // every kind once, and for kinds listed only when they were made (cancelled, forwarded).
+        let kinds: [[DecisionKind]] = [[], DecisionKind.allCases, [.scheduled, .scheduled, .merged, .noMatch], [.forwarded, .afterEnd]]
+        for (index, made) in kinds.enumerated() {
+            let counts = DecisionCounts(made.map { Decision(request: 1, instance: nil, kind: $0, due: nil, reason: .noMatchingWidget) })
+            let answer = RegistryAPI.ReloadAccepted(requestId: RequestID(index) * 1_000_003, targets: made.count, counts: counts)
+            let encoded = String(decoding: try BodyJSON.encode(answer), as: UTF8.self)
+            #expect(RegistryAPI.ReloadAccepted.jsonText(requestId: answer.requestId, targets: made.count, counts: counts) == encoded)
+            #expect(answer.decisions.keys.contains("forwarded") == made.contains(.forwarded))
+            for kind in DecisionKind.onArrival {
+                #expect(answer.decisions[kind.rawValue] == made.count { $0 == kind })
+            }
+        }
         // Canonical configurations keep their long escapes (they are stored).
         #expect(JSONText.quoted("\u{8}") == #""\u0008""#)
     }

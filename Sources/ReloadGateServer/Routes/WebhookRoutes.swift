@@ -154,13 +154,8 @@ struct WebhookRoutes {
     /// The `202` body: the request id, the number of widget instances decided, and the count of each
     /// decision kind (all kinds listed, zeros included).
     static func render(_ id: ReloadGateCore.RequestID, _ decisions: [Decision]) -> (status: Int, body: String) {
-        let byKind = DecisionCounts(decisions)
-        var counts: [String: Int] = [:]
-        for kind in DecisionKind.allCases where byKind[kind] > 0 || DecisionKind.onArrival.contains(kind) {
-            counts[kind.rawValue] = byKind[kind]
-        }
         let targets = decisions.count { $0.instance != nil }
-        return (202, RegistryAPI.ReloadAccepted(requestId: id, targets: targets, decisions: counts).jsonText)
+        return (202, RegistryAPI.ReloadAccepted.jsonText(requestId: id, targets: targets, counts: DecisionCounts(decisions)))
     }
 
     static func response(status: Int, body: String, replayed: Bool) -> Response {

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import ReloadGateCore
 
 // The operator's queries: pending, explain, budget, stats, devices. Written once for both engines.

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import ReloadGateCore
 
 // What the scheduler loads, what a webhook call targets, and where the delivery worker sends.

@@ -1,6 +1,6 @@
-public import Foundation
+import Foundation
 import PostgresNIO
-public import ReloadGateCore
+import ReloadGateCore
 
 /// A gateway's leases after a heartbeat: the partitions it owns (with the epoch each lease carries, for
 /// fencing), what changed, and how many it should give back so that newcomers get their share.

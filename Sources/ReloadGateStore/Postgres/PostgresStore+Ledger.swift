@@ -1,6 +1,6 @@
 import Foundation
 import PostgresNIO
-public import ReloadGateCore
+import ReloadGateCore
 
 // The group commit on PostgreSQL: a batch is one prepared statement whatever its size. Each column of each
 // table travels as one typed array (binary format), unpacked by `unnest`, so a batch costs one round trip,

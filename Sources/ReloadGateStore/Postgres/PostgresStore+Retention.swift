@@ -17,7 +17,6 @@ extension PostgresStore {
         let logger = logger
         let limit = Int64(step.limit)
         let before = step.receivedBefore.milliseconds
-        let now = step.now.milliseconds
         return try await transaction { connection in
             var pruned = LedgerPruned()
             guard try await connection.rows("SELECT pg_try_advisory_xact_lock(\(Self.pruneLock)) AS locked", logger: logger)

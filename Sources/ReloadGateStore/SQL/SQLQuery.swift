@@ -93,6 +93,12 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
             segments.append(.value(value.sqlValue))
         }
 
+        /// A value that may be absent, bound as `NULL` when it is. Its own overload, so that the compiler
+        /// does not warn of an optional written into text: it is bound, never written.
+        public mutating func appendInterpolation<Wrapped: SQLBindable>(_ value: Wrapped?) {
+            segments.append(.value(value.sqlValue))
+        }
+
         /// A list of ids, for `column IN \(ids: list)` (an empty list matches nothing).
         public mutating func appendInterpolation(ids: [Int64]) {
             segments.append(.ids(ids))

@@ -1,5 +1,5 @@
 import Foundation
-public import ReloadGateCore
+import ReloadGateCore
 
 extension SQLiteStore: GatewayStore {
     /// The file is local: always.

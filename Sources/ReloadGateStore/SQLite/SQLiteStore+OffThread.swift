@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import GRDB
 import NIOPosix
 public import ReloadGateCore

@@ -1,5 +1,5 @@
 import GRDB
-public import ReloadGateCore
+import ReloadGateCore
 
 extension SQLiteStore {
     /// Deletes one step of what is past retention (``LedgerPruneStep``) in one write transaction, then

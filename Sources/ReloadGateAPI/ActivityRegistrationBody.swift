@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import ReloadGateCore
 
 /// The body of `PUT /v1/apps/<bundle>/activities/<token>`: a Live Activity's update token (from

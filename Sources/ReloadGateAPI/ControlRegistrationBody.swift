@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import ReloadGateCore
 
 /// The body of `PUT /v1/apps/<bundle>/controls/<token>`: one control, as the widget extension's

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import ReloadGateCore
 
 /// A Live Activity push's body, by Apple's rules ("Starting and updating Live Activities with ActivityKit

@@ -1,5 +1,5 @@
 public import Crypto
-public import Foundation
+import Foundation
 import ReloadGateCore
 
 /// An APNs provider token (a JWT) taken apart: Apple's header `{"alg":"ES256","kid":...}` and claims

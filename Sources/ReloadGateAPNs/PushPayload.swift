@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import ReloadGateCore
 
 /// A push's body, checked: a JSON object of at most 4096 bytes (Apple's limit for widget, control and Live

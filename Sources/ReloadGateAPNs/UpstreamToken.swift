@@ -1,5 +1,5 @@
 public import Crypto
-public import Foundation
+import Foundation
 import Synchronization
 
 /// The gateway's own provider token toward Apple (docs/DESIGN.md, "Delivery"): ES256 with the operator's

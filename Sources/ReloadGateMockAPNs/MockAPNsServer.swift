@@ -1,5 +1,5 @@
 public import Crypto
-public import Foundation
+import Foundation
 import NIOCore
 import NIOHPACK
 import NIOHTTP2

@@ -16,7 +16,7 @@ extension GatewayStore {
         )
         let widgets = [WidgetRegistration(id: "w1", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())]
         for token in devices {
-            try await putDevice(app: credentials.app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: Date())
+            _ = try await putDevice(app: credentials.app, token: try DeviceToken(token), widgets: widgets, previousToken: nil, now: Date())
         }
         return credentials
     }

@@ -1,4 +1,4 @@
-public import Crypto
+import Crypto
 import Foundation
 public import ReloadGateMockAPNs
 public import ReloadGateServer

@@ -1,4 +1,4 @@
-public import NIOCore
+import NIOCore
 import NIOPosix
 import NIOTLS
 public import NIOSSL
@@ -33,10 +33,10 @@ public final class RawConnection: Sendable {
     /// Connects to `host:port`; with `tls`, completes a TLS handshake offering `alpn` first.
     public static func connect(host: String = "localhost", port: Int, tls: TLSConfiguration? = nil, alpn: [String] = []) async throws -> RawConnection {
         let received = Received()
-        var context: NIOSSLContext?
-        if var tls {
+        let context: NIOSSLContext? = try tls.map { tls in
+            var tls = tls
             tls.applicationProtocols = alpn
-            context = try NIOSSLContext(configuration: tls)
+            return try NIOSSLContext(configuration: tls)
         }
         let handshake = Mutex<EventLoopFuture<Void>?>(nil)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)

@@ -1,4 +1,4 @@
-public import NIOCore
+import NIOCore
 import NIOHPACK
 public import NIOHTTP2
 import NIOPosix

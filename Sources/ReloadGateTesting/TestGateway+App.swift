@@ -1,5 +1,5 @@
-public import Foundation
-public import ReloadGateCore
+import Foundation
+import ReloadGateCore
 public import ReloadGateServer
 public import ReloadGateStore
 

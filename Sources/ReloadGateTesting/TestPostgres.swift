@@ -1,5 +1,5 @@
 import Foundation
-public import Logging
+import Logging
 import PostgresNIO
 public import ReloadGateCore
 public import ReloadGateStore

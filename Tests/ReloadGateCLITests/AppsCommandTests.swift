@@ -20,7 +20,7 @@ struct AppsCommandTests {
 
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        let app = try await #require(try await store.app(forAPIKey: apiKey))
+        let app = try #require(try await store.app(forAPIKey: apiKey))
         #expect(app.bundle == (try BundleID("com.example.scores")))
         #expect(app.teamID == "ABCDE12345")
         #expect(try await store.webhookSecret(of: app) == secret)

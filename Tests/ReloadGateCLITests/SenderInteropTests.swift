@@ -129,8 +129,8 @@ struct SenderInteropTests {
             let store = try SQLiteStore(directory: gateway.directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
             #expect(try await store.ledgerCounts().requests == 5)
-            let app = try await #require(try await store.app(bundle: try await BundleID(Self.bundle)))
-            guard case .active(_, .controls) = try await store.pushDeviceStatus(app: app, token: try await DeviceToken(Self.control)) else {
+            let app = try #require(try await store.app(bundle: try BundleID(Self.bundle)))
+            guard case .active(_, .controls) = try await store.pushDeviceStatus(app: app, token: try DeviceToken(Self.control)) else {
                 Issue.record("the control's token was not adopted as a control")
                 return
             }

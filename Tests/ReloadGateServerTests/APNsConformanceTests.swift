@@ -519,8 +519,8 @@ struct APNsConformanceTests {
             #expect(answer.header("reloadgate-decision") == "scheduled")
             let store = try fixture.store()
             defer { try? store.close() }
-            let app = try await #require(try await store.app(bundle: try await BundleID(Self.bundle)))
-            #expect(try await store.deviceStatus(app: app, token: try await DeviceToken(unknown))?.active == true)
+            let app = try #require(try await store.app(bundle: try BundleID(Self.bundle)))
+            #expect(try await store.deviceStatus(app: app, token: try DeviceToken(unknown))?.active == true)
         }
         try await Self.withFixture(configure: { $0.ingress.unknownDevices = .reject }) { fixture in
             let answer = try await fixture.push(token: unknown, fixture.fields())

@@ -195,8 +195,8 @@ struct APNsUpstreamTests {
             #expect(try await fixture.deliveries([.failed]).count == 1)
             _ = try await eventually { try await store.pendingReloads(PendingFilter()).isEmpty }
             #expect(try await store.pendingReloads(PendingFilter()).isEmpty)
-            let request = try await #require(try await store.requests(apnsID: apnsID.lowercased()).last)
-            let decisions = try await #require(try await store.requestRecord(request)).decisions
+            let request = try #require(try await store.requests(apnsID: apnsID.lowercased()).last)
+            let decisions = try #require(try await store.requestRecord(request)).decisions
             #expect(decisions.map(\.decision) == ["deferred", "cancelled"], "\(decisions)")
             #expect(decisions.last?.reason.contains("410 Unregistered") == true, "\(decisions)")
             #expect(try await fixture.push(kind: "news").status == 410)

@@ -65,7 +65,7 @@ struct DiskFullTests {
                 }
                 // The disk fills up: a file takes every byte left.
                 let filler = disk + "/filler"
-                FileManager.default.createFile(atPath: filler, contents: nil)
+                #expect(FileManager.default.createFile(atPath: filler, contents: nil))
                 let handle = try #require(FileHandle(forWritingAtPath: filler))
                 // Large writes, then page by page for what a large one could not take.
                 for size in [1 << 20, 4 << 10, 1] {

@@ -115,7 +115,7 @@ struct PendingListTests {
 
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
         defer { try? store.close() }
-        #expect(try await store.appliedMigrations().contains("v11-pending-lists"))
+        #expect(try store.appliedMigrations().contains("v11-pending-lists"))
         let pending = try await store.instanceSnapshots().map(\.snapshot.pending)
         #expect(pending.map { $0?.requests } == [[4, 5, 6], [7]])
         #expect(pending.map { $0?.requestCount } == [9, 1])

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import ReloadGateCore
 
 /// The checks of a JSON value that the bodies' decoders (``KeyedDecodingContainer``'s helpers) and the

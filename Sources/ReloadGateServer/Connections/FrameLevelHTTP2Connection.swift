@@ -7,7 +7,7 @@ import NIOHTTP2
 /// connection's deadlines, GOAWAY once. Each handler keeps its own streams and decides what a request is and
 /// what a passed deadline means (``timerFired(context:)``). A protocol with its parts in an extension, not a
 /// handler both wrap: the handlers' calls are resolved at compile time, nothing is added per frame.
-protocol FrameLevelHTTP2Connection: ChannelInboundHandler where InboundIn == HTTP2Frame, OutboundOut == HTTP2Frame {
+protocol FrameLevelHTTP2Connection: ChannelInboundHandler, SendableMetatype where InboundIn == HTTP2Frame, OutboundOut == HTTP2Frame {
     /// The connection's shared state; only the extension's parts change it.
     var connectionState: FrameLevelHTTP2State { get set }
     /// The timer set with ``schedule(at:context:)`` fired: reset the streams that are late, close an idle

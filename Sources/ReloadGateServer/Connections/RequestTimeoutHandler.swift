@@ -6,7 +6,7 @@ import NIOHTTPTypes
 /// How a pipeline's HTTP parts map to ``RequestDeadlines``' events: NIO's HTTP/1 parts on the APNs
 /// listener, swift-http-types' parts behind Hummingbird's codec (its HTTP/1.1 connections and HTTP/2
 /// streams).
-protocol TimedHTTPParts {
+protocol TimedHTTPParts: SendableMetatype {
     associatedtype Request
     associatedtype Response
     /// `true` for a request's head, `false` for its end, `nil` for a body part.

@@ -99,7 +99,7 @@ final class IngressHTTP1Handler: ChannelInboundHandler {
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         if let bytes { context.write(wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil) }
         let close = !keepAlive || draining
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
             if close { context.close(promise: nil) }
         }
         if requestEnded { finish(context: context) }

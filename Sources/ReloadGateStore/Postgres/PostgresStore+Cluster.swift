@@ -138,12 +138,13 @@ extension PostgresStore: ClusterStore {
                     open = connection
                     current.withLock { $0 = connection }
                     if !Task.isCancelled {
-                        let notifications = try await connection.listen(Self.clusterChannel)
-                        if reported { logger.notice("listening for other gateways' changes again") }
-                        reported = false
-                        await onChange(nil)
-                        for try await notification in notifications {
-                            await onChange(ClusterChange(rawValue: notification.payload))
+                        try await connection.listen(on: Self.clusterChannel) { notifications in
+                            if reported { logger.notice("listening for other gateways' changes again") }
+                            reported = false
+                            await onChange(nil)
+                            for try await notification in notifications {
+                                await onChange(ClusterChange(rawValue: notification.payload))
+                            }
                         }
                     }
                 } catch {

@@ -427,7 +427,7 @@ public final class PostgresStore: Sendable {
             }
             group.addTask {
                 // Cancelled: the operation ended (its result is in), or its caller cancelled.
-                let cancelled = (try? await Task.sleep(for: Self.leaseTimeout)) == nil
+                let cancelled = (try? await LateTimer.sleep(until: .now.advanced(by: Self.leaseTimeout)) { lease.isWaiting }) == nil
                 if lease.expireWaiting() {
                     // No connection yet: none is taken now (nothing was sent).
                     if cancelled { throw CancellationError() }
@@ -438,8 +438,15 @@ public final class PostgresStore: Sendable {
                     try? await connection.close()
                     return nil
                 }
-                // Leased: the operation runs until its deadline at most, cancelled or not.
-                if let leasedAt = lease.leasedAt { await lease.waitForEnd(until: leasedAt.advanced(by: limit)) }
+                // Leased: the operation runs until its deadline at most, cancelled or not (and a moment more
+                // when the deadline passed while the process was paused: its answer may be in, unread).
+                if let leasedAt = lease.leasedAt {
+                    let deadline = leasedAt.advanced(by: limit)
+                    await lease.waitForEnd(until: deadline)
+                    if LateTimer.firedAfterPause(due: deadline), lease.leasedAt != nil {
+                        await lease.waitForEnd(until: .now.advanced(by: LateTimer.grace))
+                    }
+                }
                 if let connection = lease.overrun() {
                     self.logger.error(
                         "the database did not answer within the store deadline; its connection was closed",
@@ -552,6 +559,14 @@ public final class PostgresStore: Sendable {
                 if leasedAt == nil || ContinuousClock.now >= deadline { endWaiter.withLock { $0.take() }?.resume() }
             }
             timer.cancel()
+        }
+
+        /// Whether the operation still waits for its connection.
+        var isWaiting: Bool {
+            state.withLock { state in
+                if case .waiting = state { return true }
+                return false
+            }
         }
 
         /// The wait for a connection timed out (`true`), unless the operation got one.

@@ -31,7 +31,7 @@ public func abandoning<T: Sendable>(
     }
     let timer = limit.map { limit in
         Task {
-            guard (try? await Task.sleep(for: limit)) != nil else { return }
+            guard (try? await LateTimer.sleep(until: .now.advanced(by: limit)) { !outcome.isSettled }) != nil else { return }
             outcome.settle(.failure(timedOut()))
         }
     }
@@ -73,6 +73,16 @@ private final class AbandoningOutcome<T: Sendable>: Sendable {
                 }
             }
             if let settled { continuation.resume(with: settled) }
+        }
+    }
+
+    /// Whether the wait has its outcome.
+    var isSettled: Bool {
+        state.withLock { state in
+            switch state {
+            case .pending, .waiting: false
+            case .settled, .delivered: true
+            }
         }
     }
 

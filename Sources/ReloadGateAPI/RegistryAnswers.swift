@@ -4,9 +4,10 @@ public import ReloadGateCore
 /// ``DeviceRegistrationBody``, ``ControlRegistrationBody``, ``TimelineBody`` and ``WebhookBody``).
 ///
 /// The three answers of the busiest routes (a registration, a control's registration, the webhook's
-/// `202`) are written by hand as well (``DeviceRegistered/jsonText`` ...): `JSONSerialization` took a
-/// tenth of a registration's CPU (docs/DECISIONS.md, "Registry writes have a group commit of their
-/// own"). `BodySchemaTests` checks that the hand-written text is the encoder's, byte for byte.
+/// `202`) are written by hand as well (``DeviceRegistered/jsonText``, ``ControlRegistered/jsonText``,
+/// ``ReloadAccepted/jsonText(requestId:targets:counts:)``): `JSONSerialization` took a tenth of a
+/// registration's CPU (docs/DECISIONS.md, "Registry writes have a group commit of their own").
+/// `BodySchemaTests` checks that the hand-written text is the encoder's, byte for byte.
 public enum RegistryAPI {
     /// `PUT /v1/apps/<bundle>/devices/<token>`: the device's widgets now, each with its instance id.
     public struct DeviceRegistered: DocumentedBody {
@@ -144,15 +145,9 @@ public enum RegistryAPI {
             self.init(requestId: requestId, targets: targets, decisions: decisions)
         }
 
-        /// ``BodyJSON/encode(_:)``'s bytes, written without the encoder.
-        public var jsonText: String {
-            let counts = decisions.sorted { $0.key < $1.key }.map { "\(JSONText.encoderQuoted($0.key)):\($0.value)" }
-            return #"{"decisions":{\#(counts.joined(separator: ","))},"requestId":\#(requestId),"targets":\#(targets)}"#
-        }
-
-        /// `ReloadAccepted(requestId:targets:counts:).jsonText`, written from the counts: the webhook answers
-        /// every call with it, and the dictionary, its sort and its join were 5% of a call's CPU
-        /// (`reloadgate-bench-bodies` prints both).
+        /// ``BodyJSON/encode(_:)``'s bytes of `ReloadAccepted(requestId:targets:counts:)`, written from the
+        /// counts without the encoder: the webhook answers every call with it (`reloadgate-bench-bodies`
+        /// prints its cost beside the text built through the dictionary).
         public static func jsonText(requestId: RequestID, targets: Int, counts: DecisionCounts) -> String {
             // At most the ten kinds' keys (under 16 bytes each) and counts (20 digits), two more numbers and
             // the punctuation: under 512 bytes.

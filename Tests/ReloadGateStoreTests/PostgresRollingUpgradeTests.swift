@@ -35,9 +35,9 @@ struct PostgresRollingUpgradeTests {
             var bindings = PostgresBindings()
             bindings.append(request)
             bindings.append([request, request])
-            bindings.append(PostgresNullableArray<Int64>([8, nil]))
+            bindings.append(PostgresPackedArray<Int64?>([8, nil]))
             bindings.append(["scheduled", "no-match"])
-            bindings.append(PostgresNullableArray<Int64>([1_790_000_000_000, nil]))
+            bindings.append(PostgresPackedArray<Int64?>([1_790_000_000_000, nil]))
             bindings.append(["scheduled", "no-match"])
             return bindings
         }

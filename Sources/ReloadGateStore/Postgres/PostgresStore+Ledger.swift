@@ -155,34 +155,35 @@ extension PostgresStore {
 
         init(_ batch: LedgerBatch) {
             var bindings = PostgresBindings(capacity: 64)
-            func nullable<Element: PostgresArrayEncodable & PostgresNonThrowingEncodable>(_ values: [Element?]) {
-                bindings.append(PostgresNullableArray(values))
+            // Every column is an array written in one pass (decision 0099).
+            func column<Slot: PostgresPackedSlot>(_ values: [Slot]) {
+                bindings.append(PostgresPackedArray(values))
             }
 
             // Requests, each with its first decision; further decisions in runs.
             let decisions = StoredDecisions(batch)
             let first = decisions.first
             let requests = batch.requests
-            bindings.append(requests.map { Int64(bitPattern: $0.id) })
-            bindings.append(requests.map(\.app))
-            bindings.append(requests.map(\.source.rawValue))
-            bindings.append(requests.map(\.received.milliseconds))
-            bindings.append(requests.map { Int64($0.priority.rawValue) })
-            nullable(requests.map { $0.expiration?.milliseconds })
-            nullable(requests.map(\.collapseID))
-            bindings.append(requests.map(\.exempt))
-            bindings.append(requests.map(\.summary))
-            nullable(requests.map(\.apnsID))
-            nullable(first.map { $0?.instance.map { Int64($0.rawValue) } })
-            nullable(first.map { $0?.kind.rawValue })
-            nullable(first.map { $0?.due?.milliseconds })
-            nullable(first.map { $0?.reason.description })
+            column(requests.map { Int64(bitPattern: $0.id) })
+            column(requests.map(\.app))
+            column(requests.map(\.source.rawValue))
+            column(requests.map(\.received.milliseconds))
+            column(requests.map { Int64($0.priority.rawValue) })
+            column(requests.map { $0.expiration?.milliseconds })
+            column(requests.map(\.collapseID))
+            column(requests.map(\.exempt))
+            column(requests.map(\.summary))
+            column(requests.map(\.apnsID))
+            column(first.map { $0?.instance.map { Int64($0.rawValue) } })
+            column(first.map { $0?.kind.rawValue })
+            column(first.map { $0?.due?.milliseconds })
+            column(first.map { $0?.reason.description })
             let runs = decisions.runs
-            bindings.append(runs.map { Int64(bitPattern: $0.request) })
-            bindings.append(runs.map { IntegerList.text($0.instances) })
-            bindings.append(runs.map(\.kind.rawValue))
-            nullable(runs.map { $0.due?.milliseconds })
-            bindings.append(runs.map(\.reason))
+            column(runs.map { Int64(bitPattern: $0.request) })
+            column(runs.map { IntegerList.text($0.instances) })
+            column(runs.map(\.kind.rawValue))
+            column(runs.map { $0.due?.milliseconds })
+            column(runs.map(\.reason))
 
             // The last state of each instance counts (one row per key and statement).
             var last: [Int64: InstanceSnapshot?] = [:]
@@ -202,63 +203,63 @@ extension PostgresStore {
                 states.append((instance, snapshot))
                 if let reload = snapshot.pending { pending.append((instance, reload)) } else { noPending.append(instance) }
             }
-            bindings.append(removed)
-            bindings.append(removed + noPending)
-            bindings.append(states.map(\.instance))
-            nullable(states.map(\.snapshot.bucketFullAt))
-            nullable(states.map { $0.snapshot.lastReload?.milliseconds })
-            nullable(states.map { $0.snapshot.plannedReload?.milliseconds })
-            bindings.append(pending.map(\.instance))
-            bindings.append(pending.map(\.reload.due.milliseconds))
-            bindings.append(pending.map { Int64($0.reload.priority.rawValue) })
-            nullable(pending.map { $0.reload.expiration?.milliseconds })
-            bindings.append(pending.map { Int64($0.reload.requestCount) })
-            nullable(pending.map(\.reload.collapseID))
-            nullable(pending.map(\.reload.team))
-            bindings.append(pending.map(\.reload.exempt))
+            column(removed)
+            column(removed + noPending)
+            column(states.map(\.instance))
+            column(states.map(\.snapshot.bucketFullAt))
+            column(states.map { $0.snapshot.lastReload?.milliseconds })
+            column(states.map { $0.snapshot.plannedReload?.milliseconds })
+            column(pending.map(\.instance))
+            column(pending.map(\.reload.due.milliseconds))
+            column(pending.map { Int64($0.reload.priority.rawValue) })
+            column(pending.map { $0.reload.expiration?.milliseconds })
+            column(pending.map { Int64($0.reload.requestCount) })
+            column(pending.map(\.reload.collapseID))
+            column(pending.map(\.reload.team))
+            column(pending.map(\.reload.exempt))
             // A pending reload's list only grows from its first request: the stored row is rewritten only
             // when its first id or length differ (most merges leave it as it is).
             let lists = pending.map { ($0.instance, $0.reload.requests.map { Int64(bitPattern: $0) }) }
-            bindings.append(lists.map(\.0))
-            bindings.append(lists.map { $0.1.first ?? 0 })
-            bindings.append(lists.map { Int64($0.1.count) })
-            bindings.append(lists.map { IntegerList.text($0.1) })
+            column(lists.map(\.0))
+            column(lists.map { $0.1.first ?? 0 })
+            column(lists.map { Int64($0.1.count) })
+            column(lists.map { IntegerList.text($0.1) })
 
             let deliveries = batch.deliveries
-            bindings.append(deliveries.map(\.apnsID))
-            bindings.append(deliveries.map(\.device))
-            bindings.append(deliveries.map(\.released.milliseconds))
-            bindings.append(deliveries.map { IntegerList.text($0.instances) })
-            bindings.append(deliveries.map { IntegerList.text($0.requests.map { Int64(bitPattern: $0) }) })
-            bindings.append(deliveries.map { Int64($0.requestCount) })
-            bindings.append(deliveries.map { Int64($0.priority.rawValue) })
-            nullable(deliveries.map { $0.expiration?.milliseconds })
-            bindings.append(deliveries.map(\.state.rawValue))
+            column(deliveries.map(\.apnsID))
+            column(deliveries.map(\.device))
+            column(deliveries.map(\.released.milliseconds))
+            column(deliveries.map { IntegerList.text($0.instances) })
+            column(deliveries.map { IntegerList.text($0.requests.map { Int64(bitPattern: $0) }) })
+            column(deliveries.map { Int64($0.requestCount) })
+            column(deliveries.map { Int64($0.priority.rawValue) })
+            column(deliveries.map { $0.expiration?.milliseconds })
+            column(deliveries.map(\.state.rawValue))
 
             let encoder = JSONEncoder()
             let created = batch.requests.first?.received.milliseconds ?? 0
-            bindings.append(batch.forwards.map { Int32($0.partition) })
+            column(batch.forwards.map { Int32($0.partition) })
             // ForwardedWork is a plain Codable enum of integers and strings: encoding cannot fail.
-            bindings.append(batch.forwards.map { String(decoding: (try? encoder.encode($0.work)) ?? Data(), as: UTF8.self) })
-            bindings.append(batch.forwards.map { _ in created })
-            bindings.append(batch.consumedInbox)
+            column(batch.forwards.map { String(decoding: (try? encoder.encode($0.work)) ?? Data(), as: UTF8.self) })
+            column(batch.forwards.map { _ in created })
+            column(batch.consumedInbox)
 
             bindings.append(batch.fence != nil)
             bindings.append(batch.fence?.gateway ?? "")
             bindings.append(batch.fence?.generation ?? 0)
 
             let answers = batch.idempotentAnswers
-            bindings.append(answers.map(\.app))
-            bindings.append(answers.map(\.key))
-            bindings.append(answers.map { Self.hex($0.bodyHash) })
-            bindings.append(answers.map { Int64($0.status) })
-            bindings.append(answers.map(\.response))
-            bindings.append(answers.map(\.createdAt.milliseconds))
-            bindings.append(answers.map(\.expiresAt.milliseconds))
+            column(answers.map(\.app))
+            column(answers.map(\.key))
+            column(answers.map { Self.hex($0.bodyHash) })
+            column(answers.map { Int64($0.status) })
+            column(answers.map(\.response))
+            column(answers.map(\.createdAt.milliseconds))
+            column(answers.map(\.expiresAt.milliseconds))
             bindings.append(batch.expiredBy?.milliseconds ?? Int64.min)
             bindings.append(Int64(batch.pruneLimit))
-            bindings.append(runs.map { Int64($0.count) })
-            nullable(states.map { $0.snapshot.activity?.text })
+            column(runs.map { Int64($0.count) })
+            column(states.map { $0.snapshot.activity?.text })
             self.bindings = bindings
             self.fence = batch.fence
         }
@@ -288,16 +289,17 @@ extension PostgresStore {
         guard !changes.isEmpty else { return }
         let rows = DeliveryStateChange.merged(changes)
         let time = Timestamp(now).milliseconds
-        let states = rows.map(\.change.state.rawValue)
-        let errors = PostgresNullableArray(rows.map(\.change.error))
-        let attempts = rows.map { Int64($0.change.attempts) }
-        let unknown = rows.map { Int64($0.change.unknownOutcomes) }
+        let ids = PostgresPackedArray(rows.map(\.apnsID))
+        let states = PostgresPackedArray(rows.map(\.change.state.rawValue))
+        let errors = PostgresPackedArray(rows.map(\.change.error))
+        let attempts = PostgresPackedArray(rows.map { Int64($0.change.attempts) })
+        let unknown = PostgresPackedArray(rows.map { Int64($0.change.unknownOutcomes) })
         _ = try await self.rows(
             """
             UPDATE delivery SET state = CASE WHEN c.state = 'sending' THEN delivery.state ELSE c.state END,
                 inFlight = CASE WHEN c.state = 'sending' THEN 1 ELSE 0 END, lastError = c.lastError, updatedAt = \(time),
                 attempts = delivery.attempts + c.attempts, unknownOutcomes = delivery.unknownOutcomes + c.unknownOutcomes
-            FROM unnest(\(rows.map(\.apnsID))::text[], \(states)::text[], \(errors)::text[], \(attempts)::bigint[], \(unknown)::bigint[])
+            FROM unnest(\(ids)::text[], \(states)::text[], \(errors)::text[], \(attempts)::bigint[], \(unknown)::bigint[])
                 AS c(apnsId, state, lastError, attempts, unknownOutcomes)
             WHERE delivery.apnsId = c.apnsId
             """

@@ -92,7 +92,9 @@ struct PostgresBackstopTests {
 
     /// A transaction whose server stops answering ends a second after its deadline, when its connection
     /// is closed, not at the backstop: once its statement fails, nothing more (the `ROLLBACK` of a
-    /// transaction) is written to the closed connection, which postgres-nio would never answer.
+    /// transaction) is written to the closed connection, which postgres-nio would never answer. Its
+    /// `COMMIT` was never sent, so nothing of it was committed: the store is unavailable, not the outcome
+    /// unknown.
     @Test func aTransactionEndsWhenItsConnectionIsClosedAtTheDeadline() async throws {
         let directory = try TemporaryDirectory("closed-transaction")
         defer { directory.remove() }
@@ -113,10 +115,11 @@ struct PostgresBackstopTests {
         }
         let took = ContinuousClock.now - started
         #expect(proxy.isSwallowing, "the statement never reached the proxy")
-        guard case .failure(let error) = outcome, case .outcomeUnknown? = error as? StoreError else {
+        guard case .failure(let error) = outcome, case .unavailable(let reason)? = error as? StoreError else {
             Issue.record("the transaction's outcome: \(outcome)")
             return
         }
+        #expect(reason.contains("COMMIT was never sent"), "\(reason)")
         // Its deadline and the second after it (1.5 s); the backstop would be 13 s.
         #expect(took < .seconds(8), "the transaction ended after \(took)")
     }

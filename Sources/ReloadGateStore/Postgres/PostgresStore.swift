@@ -422,7 +422,7 @@ public final class PostgresStore: Sendable {
                         }
                     }
                 } catch {
-                    throw Self.translate(error, overran: lease.overran, limit: limit)
+                    throw Self.translate(error, overran: lease.overran, limit: limit, mayHaveCommitted: lease.mayHaveCommitted)
                 }
             }
             group.addTask {
@@ -482,8 +482,11 @@ public final class PostgresStore: Sendable {
 
     /// A failed operation's error as the gateway answers it: a statement the server cancelled at the
     /// deadline is the store being unavailable (`503`, nothing committed); a connection closed at the
-    /// deadline, or one that broke, leaves the outcome unknown (`503` too: the retry is answered).
-    static func translate(_ error: any Error, overran: Bool, limit: Duration) -> any Error {
+    /// deadline, or one that broke, leaves the outcome unknown (`503` too: the retry is answered) when
+    /// what the operation sent may have committed (`mayHaveCommitted`), and is the store being unavailable
+    /// when it cannot have: an operation whose every statement ran in a transaction whose `COMMIT` was
+    /// never sent, which the server rolls back when its session ends.
+    static func translate(_ error: any Error, overran: Bool, limit: Duration, mayHaveCommitted: Bool = true) -> any Error {
         if error is StoreError || error is RegistryError { return error }
         if let psql = error as? PSQLError, psql.serverInfo?[.sqlState] == keyAnsweredMeanwhileState {
             return StoreError.keyAnsweredMeanwhile(key: psql.serverInfo?[.detail] ?? "")
@@ -491,25 +494,54 @@ public final class PostgresStore: Sendable {
         if passedDeadline(error), let psql = error as? PSQLError {
             return StoreError.unavailable(reason: "the database did not finish within the store deadline: \(describe(psql))")
         }
+        let broken: String
         if overran {
-            return StoreError.outcomeUnknown(reason: "the database did not answer within \(limit); the connection was closed")
+            broken = "the database did not answer within \(limit); the connection was closed"
+        } else if error is ClosedConnection {
+            broken = "the connection to the database was closed under the operation"
+        } else if let psql = error as? PSQLError, [.serverClosedConnection, .uncleanShutdown, .connectionError].contains(psql.code) {
+            broken = "the connection to the database broke (\(describe(psql)))"
+        } else {
+            return error
         }
-        if error is ClosedConnection {
-            return StoreError.outcomeUnknown(reason: "the connection to the database was closed under the operation")
+        // The connection broke under the operation: what was sent may have been done, unless nothing sent
+        // could commit.
+        guard mayHaveCommitted else {
+            return StoreError.unavailable(reason: broken + "; nothing was committed: the transaction's COMMIT was never sent")
         }
-        // The connection broke under the operation: what was sent may have been done.
-        if let psql = error as? PSQLError, [.serverClosedConnection, .uncleanShutdown, .connectionError].contains(psql.code) {
-            return StoreError.outcomeUnknown(reason: "the connection to the database broke (\(describe(psql)))")
-        }
-        return error
+        return StoreError.outcomeUnknown(reason: broken)
     }
 
     /// The lease of the operation running in this task (``withConnection(deadline:readOnly:_:)``).
     @TaskLocal fileprivate static var runningLease: Lease?
 
-    /// Notes `statement` as the last one the running operation wrote (see ``runningLease``).
+    /// Notes `statement` as the last one the running operation wrote (see ``runningLease``), before it is
+    /// written, and what it may commit (``Lease/mayHaveCommitted``).
     static func noteStatement(_ statement: String) {
-        runningLease?.lastStatement.withLock { $0 = statement }
+        guard let lease = runningLease else { return }
+        lease.lastStatement.withLock { $0 = statement }
+        lease.writes.withLock { $0.note(statement) }
+    }
+
+    /// What the statements an operation wrote may have committed, statement by statement: a statement
+    /// outside a transaction block commits by itself, one inside commits with the block's `COMMIT`.
+    fileprivate enum Writes {
+        /// Nothing written yet, or only transactions rolled back.
+        case none
+        /// In a transaction block (`BEGIN` written) whose `COMMIT` was not written.
+        case inTransaction
+        /// A `COMMIT`, or a statement outside a transaction block, was written.
+        case mayHaveCommitted
+
+        mutating func note(_ statement: String) {
+            switch (self, statement) {
+            case (.mayHaveCommitted, _): return
+            case (.none, "BEGIN"): self = .inTransaction
+            case (.inTransaction, "ROLLBACK"): self = .none
+            case (.inTransaction, "COMMIT"), (.none, _): self = .mayHaveCommitted
+            case (.inTransaction, _): return
+            }
+        }
     }
 
     fileprivate enum LeaseState {
@@ -526,6 +558,16 @@ public final class PostgresStore: Sendable {
         let state = Mutex(LeaseState.waiting)
         /// The last statement the operation wrote (its text, without its values).
         let lastStatement = Mutex<String?>(nil)
+        /// What the statements written so far may have committed.
+        let writes = Mutex(Writes.none)
+
+        /// Whether what the operation wrote may have been committed (see ``Writes``).
+        var mayHaveCommitted: Bool {
+            writes.withLock { writes in
+                if case .mayHaveCommitted = writes { return true }
+                return false
+            }
+        }
         /// The timer's wait for the running operation's end (``waitForEnd(until:)``), resumed once.
         private let endWaiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
 

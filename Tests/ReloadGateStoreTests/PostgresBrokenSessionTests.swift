@@ -1,0 +1,130 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ReloadGateTesting
+import Testing
+
+@testable import ReloadGateStore
+
+/// A store operation whose session the server ends under it (an administrator, a restart,
+/// `idle_in_transaction_session_timeout` while a paused gateway sat between two statements). What it sent
+/// in a transaction whose `COMMIT` was never written cannot have been committed: the store is unavailable
+/// (`503`, the engine keeps its state). A statement written outside a transaction block commits by itself,
+/// so there the outcome stays unknown (the retry is answered, the engine reloads).
+@Suite(.enabled(if: TestPostgres.isEnabled))
+struct PostgresBrokenSessionTests {
+    static let logger = {
+        var logger = Logger(label: "broken-session")
+        logger.logLevel = .critical
+        return logger
+    }()
+
+    /// The store, and a connection of the test's own to end the store's session with.
+    static func withStore(_ body: (PostgresStore, PostgresConnection) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory("broken-session")
+        defer { directory.remove() }
+        let url = try await TestPostgres.newDatabase()
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: directory.path("data"))
+        defer { try? store.close() }
+        let location = try PostgresLocation(url: url)
+        let admin = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 9, logger: logger)
+        do {
+            _ = try await admin.rows("CREATE TABLE reloadgate_broken (v integer)", logger: logger)
+            try await body(store, admin)
+        } catch {
+            try? await admin.close()
+            throw error
+        }
+        try await admin.close()
+    }
+
+    /// Ends the session `pid` and waits until the server no longer lists it.
+    static func terminate(_ pid: Int32, by admin: PostgresConnection) async throws {
+        _ = try await admin.rows("SELECT pg_terminate_backend(\(pid))", logger: logger)
+        let gone = try await eventually(within: .seconds(10), every: .milliseconds(20)) {
+            (try? await admin.rows("SELECT 1 FROM pg_stat_activity WHERE pid = \(pid)", logger: logger).isEmpty) ?? false
+        }
+        try #require(gone, "the session \(pid) did not end")
+    }
+
+    static func rows(in admin: PostgresConnection) async throws -> Int64 {
+        try await admin.rows("SELECT count(*)::bigint AS n FROM reloadgate_broken", logger: logger).first!.value("n", as: Int64.self)
+    }
+
+    @Test func aTransactionWhoseSessionEndsBeforeItsCommitIsUnavailableAndWroteNothing() async throws {
+        try await Self.withStore { store, admin in
+            let outcome: Result<Void, any Error>
+            do {
+                try await store.transaction { connection in
+                    _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (1)", logger: Self.logger)
+                    let pid = try await connection.rows("SELECT pg_backend_pid() AS pid", logger: Self.logger).first!.value("pid", as: Int32.self)
+                    try await Self.terminate(pid, by: admin)
+                    _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (2)", logger: Self.logger)
+                }
+                outcome = .success(())
+            } catch {
+                outcome = .failure(error)
+            }
+            guard case .failure(let error) = outcome, case .unavailable(let reason)? = error as? StoreError else {
+                Issue.record("the transaction's outcome: \(outcome)")
+                return
+            }
+            #expect(reason.contains("COMMIT was never sent"), "\(reason)")
+            let count = try await Self.rows(in: admin)
+            #expect(count == 0)
+        }
+    }
+
+    @Test func aStatementOutsideATransactionLeavesTheOutcomeUnknownWhenItsSessionEnds() async throws {
+        try await Self.withStore { store, admin in
+            let outcome: Result<Void, any Error>
+            do {
+                try await store.withConnection { connection in
+                    _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (1)", logger: Self.logger)
+                    let pid = try await connection.rows("SELECT pg_backend_pid() AS pid", logger: Self.logger).first!.value("pid", as: Int32.self)
+                    try await Self.terminate(pid, by: admin)
+                    _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (2)", logger: Self.logger)
+                }
+                outcome = .success(())
+            } catch {
+                outcome = .failure(error)
+            }
+            guard case .failure(let error) = outcome, case .outcomeUnknown? = error as? StoreError else {
+                Issue.record("the operation's outcome: \(outcome)")
+                return
+            }
+            // The first insert committed by itself: answering it as not stored would have been wrong.
+            let count = try await Self.rows(in: admin)
+            #expect(count == 1)
+        }
+    }
+
+    /// A transaction that committed, then a second one on the same connection broken before its `COMMIT`:
+    /// the first may be done, so the operation's outcome is unknown.
+    @Test func aCommittedTransactionBeforeTheBreakLeavesTheOutcomeUnknown() async throws {
+        try await Self.withStore { store, admin in
+            let outcome: Result<Void, any Error>
+            do {
+                try await store.withConnection { connection in
+                    try await connection.inTransaction(logger: Self.logger) { connection in
+                        _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (1)", logger: Self.logger)
+                    }
+                    try await connection.inTransaction(logger: Self.logger) { connection in
+                        let pid = try await connection.rows("SELECT pg_backend_pid() AS pid", logger: Self.logger).first!.value("pid", as: Int32.self)
+                        try await Self.terminate(pid, by: admin)
+                        _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (2)", logger: Self.logger)
+                    }
+                }
+                outcome = .success(())
+            } catch {
+                outcome = .failure(error)
+            }
+            guard case .failure(let error) = outcome, case .outcomeUnknown? = error as? StoreError else {
+                Issue.record("the operation's outcome: \(outcome)")
+                return
+            }
+            let count = try await Self.rows(in: admin)
+            #expect(count == 1)
+        }
+    }
+}

@@ -47,26 +47,52 @@ struct PostgresBrokenSessionTests {
         try #require(gone, "the session \(pid) did not end")
     }
 
+    /// The store error `operation` ends with (`nil` when it succeeds or fails otherwise, which the tests record).
+    static func storeError(of operation: () async throws -> Void) async -> StoreError? {
+        do {
+            try await operation()
+            Issue.record("the operation succeeded")
+            return nil
+        } catch {
+            guard let error = error as? StoreError else {
+                Issue.record("the operation's error: \(error)")
+                return nil
+            }
+            return error
+        }
+    }
+
+    /// Ends the connection's session between two inserts (the second is never written).
+    static func breakSession(of connection: PostgresConnection, by admin: PostgresConnection) async throws {
+        let pid = try await connection.rows("SELECT pg_backend_pid() AS pid", logger: logger).first!.value("pid", as: Int32.self)
+        try await terminate(pid, by: admin)
+        _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (2)", logger: logger)
+    }
+
+    /// `error` is an unknown outcome, and the first insert, which committed, is in the table.
+    static func expectUnknownWithTheFirstRow(_ error: StoreError?, admin: PostgresConnection) async throws {
+        guard case .outcomeUnknown? = error else {
+            Issue.record("the operation's error: \(String(describing: error))")
+            return
+        }
+        let count = try await rows(in: admin)
+        #expect(count == 1)
+    }
+
     static func rows(in admin: PostgresConnection) async throws -> Int64 {
         try await admin.rows("SELECT count(*)::bigint AS n FROM reloadgate_broken", logger: logger).first!.value("n", as: Int64.self)
     }
 
     @Test func aTransactionWhoseSessionEndsBeforeItsCommitIsUnavailableAndWroteNothing() async throws {
         try await Self.withStore { store, admin in
-            let outcome: Result<Void, any Error>
-            do {
+            let error = await Self.storeError {
                 try await store.transaction { connection in
                     _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (1)", logger: Self.logger)
-                    let pid = try await connection.rows("SELECT pg_backend_pid() AS pid", logger: Self.logger).first!.value("pid", as: Int32.self)
-                    try await Self.terminate(pid, by: admin)
-                    _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (2)", logger: Self.logger)
+                    try await Self.breakSession(of: connection, by: admin)
                 }
-                outcome = .success(())
-            } catch {
-                outcome = .failure(error)
             }
-            guard case .failure(let error) = outcome, case .unavailable(let reason)? = error as? StoreError else {
-                Issue.record("the transaction's outcome: \(outcome)")
+            guard case .unavailable(let reason)? = error else {
+                Issue.record("the transaction's error: \(String(describing: error))")
                 return
             }
             #expect(reason.contains("COMMIT was never sent"), "\(reason)")
@@ -77,25 +103,14 @@ struct PostgresBrokenSessionTests {
 
     @Test func aStatementOutsideATransactionLeavesTheOutcomeUnknownWhenItsSessionEnds() async throws {
         try await Self.withStore { store, admin in
-            let outcome: Result<Void, any Error>
-            do {
+            let error = await Self.storeError {
                 try await store.withConnection { connection in
                     _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (1)", logger: Self.logger)
-                    let pid = try await connection.rows("SELECT pg_backend_pid() AS pid", logger: Self.logger).first!.value("pid", as: Int32.self)
-                    try await Self.terminate(pid, by: admin)
-                    _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (2)", logger: Self.logger)
+                    try await Self.breakSession(of: connection, by: admin)
                 }
-                outcome = .success(())
-            } catch {
-                outcome = .failure(error)
-            }
-            guard case .failure(let error) = outcome, case .outcomeUnknown? = error as? StoreError else {
-                Issue.record("the operation's outcome: \(outcome)")
-                return
             }
             // The first insert committed by itself: answering it as not stored would have been wrong.
-            let count = try await Self.rows(in: admin)
-            #expect(count == 1)
+            try await Self.expectUnknownWithTheFirstRow(error, admin: admin)
         }
     }
 
@@ -103,28 +118,17 @@ struct PostgresBrokenSessionTests {
     /// the first may be done, so the operation's outcome is unknown.
     @Test func aCommittedTransactionBeforeTheBreakLeavesTheOutcomeUnknown() async throws {
         try await Self.withStore { store, admin in
-            let outcome: Result<Void, any Error>
-            do {
+            let error = await Self.storeError {
                 try await store.withConnection { connection in
                     try await connection.inTransaction(logger: Self.logger) { connection in
                         _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (1)", logger: Self.logger)
                     }
                     try await connection.inTransaction(logger: Self.logger) { connection in
-                        let pid = try await connection.rows("SELECT pg_backend_pid() AS pid", logger: Self.logger).first!.value("pid", as: Int32.self)
-                        try await Self.terminate(pid, by: admin)
-                        _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (2)", logger: Self.logger)
+                        try await Self.breakSession(of: connection, by: admin)
                     }
                 }
-                outcome = .success(())
-            } catch {
-                outcome = .failure(error)
             }
-            guard case .failure(let error) = outcome, case .outcomeUnknown? = error as? StoreError else {
-                Issue.record("the operation's outcome: \(outcome)")
-                return
-            }
-            let count = try await Self.rows(in: admin)
-            #expect(count == 1)
+            try await Self.expectUnknownWithTheFirstRow(error, admin: admin)
         }
     }
 }

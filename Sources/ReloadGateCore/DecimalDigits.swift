@@ -5,13 +5,7 @@ extension UnsafeMutableBufferPointer<UInt8> {
     @inlinable
     public func writeDecimal(_ value: UInt64, at end: inout Int) {
         // The digits are written backwards from where the number ends, then it ends there.
-        var digits = 1
-        var rest = value / 10
-        while rest > 0 {
-            digits += 1
-            rest /= 10
-        }
-        end += digits
+        end += UInt64.decimalDigitCount(value)
         var position = end
         var magnitude = value
         repeat {
@@ -19,5 +13,20 @@ extension UnsafeMutableBufferPointer<UInt8> {
             self[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
             magnitude /= 10
         } while magnitude > 0
+    }
+}
+
+extension UInt64 {
+    /// How many decimal digits `value` has (1 for 0): what ``Swift/UnsafeMutableBufferPointer/writeDecimal(_:at:)``
+    /// writes for it.
+    @inlinable
+    public static func decimalDigitCount(_ value: UInt64) -> Int {
+        var digits = 1
+        var rest = value / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        return digits
     }
 }

@@ -66,23 +66,42 @@ enum IntegerList {
         _ values: Values, count: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> Result
     ) rethrows -> Result {
         try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: maximumLength(count: count)) { buffer in
-            var end = 0
-            func put(_ byte: UInt8) {
-                buffer[end] = byte
-                end += 1
-            }
-            put(UInt8(ascii: "["))
-            var written = 0
-            for value in values {
-                // A sequence longer than it said is cut at `count`, within the buffer.
-                guard written < count else { break }
-                if written > 0 { put(UInt8(ascii: ",")) }
-                written += 1
-                if value < 0 { put(UInt8(ascii: "-")) }
-                buffer.writeDecimal(value.magnitude, at: &end)
-            }
-            put(UInt8(ascii: "]"))
+            let end = write(values, count: count, into: buffer, at: 0)
             return try body(UnsafeBufferPointer(rebasing: buffer[..<end]))
         }
+    }
+
+    /// The length in bytes of ``text(_:)`` for `values`.
+    static func textLength(_ values: some Collection<Int64>) -> Int {
+        var length = 2 + max(0, values.count - 1)
+        for value in values {
+            length += (value < 0 ? 1 : 0) + UInt64.decimalDigitCount(value.magnitude)
+        }
+        return length
+    }
+
+    /// Writes ``text(_:)`` for `values` (of which there are `count`) into `buffer` from `start` and returns
+    /// where it ends: the one writer of the lists' text. `buffer` has room for ``maximumLength(count:)``
+    /// bytes from `start`, or for ``textLength(_:)`` of the values.
+    static func write<Values: Sequence<Int64>>(
+        _ values: Values, count: Int, into buffer: UnsafeMutableBufferPointer<UInt8>, at start: Int
+    ) -> Int {
+        var end = start
+        func put(_ byte: UInt8) {
+            buffer[end] = byte
+            end += 1
+        }
+        put(UInt8(ascii: "["))
+        var written = 0
+        for value in values {
+            // A sequence longer than it said is cut at `count`, within the buffer.
+            guard written < count else { break }
+            if written > 0 { put(UInt8(ascii: ",")) }
+            written += 1
+            if value < 0 { put(UInt8(ascii: "-")) }
+            buffer.writeDecimal(value.magnitude, at: &end)
+        }
+        put(UInt8(ascii: "]"))
+        return end
     }
 }

@@ -60,6 +60,17 @@ struct PostgresPackedArrayTests {
         #expect(texts == Array(expectedTexts.readableBytesView))
     }
 
+    @Test func anIntegerListIsBoundAsItsStoredText() throws {
+        let lists: [[Int64]] = [[], [0], [1, 2, 3], [Int64.min, -1, 9, 10, 99, 100, Int64.max], (0..<100).map { $0 * 1_000_003 - 7 }]
+        #expect(Self.packed(lists.map(PackedIntegerList.init)) == (try Self.library(lists.map(IntegerList.text))))
+        for list in lists {
+            #expect(IntegerList.textLength(list) == IntegerList.text(list).utf8.count, "\(list)")
+        }
+        var alone = ByteBuffer()
+        PackedIntegerList([4, -5]).encode(into: &alone, context: .default)
+        #expect(alone.readString(length: alone.readableBytes) == "[4,-5]")
+    }
+
     @Test func thePackedArrayAppendsAfterWhatTheBufferHolds() throws {
         var buffer = ByteBuffer()
         buffer.writeString("prefix")

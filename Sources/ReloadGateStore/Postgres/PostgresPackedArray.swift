@@ -131,3 +131,28 @@ extension String: PostgresPackedElement {
         return at
     }
 }
+
+/// An integer list bound as its stored text (``IntegerList/text(_:)``, `[1,2,3]`), written straight into
+/// the array's bytes: no `String` made for it.
+struct PackedIntegerList: PostgresPackedElement, PostgresNonThrowingEncodable {
+    let values: [Int64]
+
+    init(_ values: [Int64]) {
+        self.values = values
+    }
+
+    static var psqlType: PostgresDataType { .text }
+    static var psqlFormat: PostgresFormat { .binary }
+    static var psqlArrayType: PostgresDataType { .textArray }
+
+    var packedCount: Int { IntegerList.textLength(values) }
+
+    func pack(into bytes: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
+        IntegerList.write(values, count: values.count, into: bytes.assumingMemoryBound(to: UInt8.self), at: offset)
+    }
+
+    func encode<JSONEncoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
+        let count = packedCount
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { bytes in pack(into: bytes, at: 0) }
+    }
+}

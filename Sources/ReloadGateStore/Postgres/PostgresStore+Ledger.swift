@@ -180,7 +180,7 @@ extension PostgresStore {
             column(first.map { $0?.reason.description })
             let runs = decisions.runs
             column(runs.map { Int64(bitPattern: $0.request) })
-            column(runs.map { IntegerList.text($0.instances) })
+            column(runs.map { PackedIntegerList($0.instances) })
             column(runs.map(\.kind.rawValue))
             column(runs.map { $0.due?.milliseconds })
             column(runs.map(\.reason))
@@ -223,14 +223,14 @@ extension PostgresStore {
             column(lists.map(\.0))
             column(lists.map { $0.1.first ?? 0 })
             column(lists.map { Int64($0.1.count) })
-            column(lists.map { IntegerList.text($0.1) })
+            column(lists.map { PackedIntegerList($0.1) })
 
             let deliveries = batch.deliveries
             column(deliveries.map(\.apnsID))
             column(deliveries.map(\.device))
             column(deliveries.map(\.released.milliseconds))
-            column(deliveries.map { IntegerList.text($0.instances) })
-            column(deliveries.map { IntegerList.text($0.requests.map { Int64(bitPattern: $0) }) })
+            column(deliveries.map { PackedIntegerList($0.instances) })
+            column(deliveries.map { PackedIntegerList($0.requests.map { Int64(bitPattern: $0) }) })
             column(deliveries.map { Int64($0.requestCount) })
             column(deliveries.map { Int64($0.priority.rawValue) })
             column(deliveries.map { $0.expiration?.milliseconds })

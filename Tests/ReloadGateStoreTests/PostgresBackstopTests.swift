@@ -7,7 +7,7 @@ import Testing
 
 @testable import ReloadGateStore
 
-/// The ends of a store operation (``PostgresStore/withConnection(deadline:readOnly:_:)``). An operation that
+/// The ends of a store operation (``PostgresStore/withConnection(deadline:leftWhenCancelled:_:)``). An operation that
 /// ends neither when its deadline closes its connection nor when it is cancelled is abandoned at the
 /// backstop, and its error says what may have happened: once it had its connection, the server may yet do
 /// what it was sent, so the caller must not answer it as not stored. And a cancelled caller's write keeps
@@ -88,6 +88,45 @@ struct PostgresBackstopTests {
         }
         // Its deadline and the second after it (1.5 s); the backstop would be 13 s.
         #expect(took < .seconds(8), "the cancelled write ended after \(took)")
+    }
+
+    /// A pruning step of the ledger is not waited for once its caller is cancelled (a stopping gateway),
+    /// though it writes: its outcome is no one's answer, and the next step deletes what it did not. Here it
+    /// waits for the `request` table, locked by another session, and its caller is cancelled; a write
+    /// waited for would end at the store's deadline (30 s), or at the lock's end.
+    @Test func aCancelledPruningStepIsNotWaitedFor() async throws {
+        let directory = try TemporaryDirectory("cancelled-prune")
+        defer { directory.remove() }
+        let url = try await TestPostgres.newDatabase()
+        let store = try await TestPostgres.openStore(url: url, secretsDirectory: directory.path("data"))
+        defer { try? store.close() }
+        let logger = Logger(label: "test")
+        let locker = try await PostgresConnection.connect(
+            configuration: try PostgresLocation(url: url).connectionConfiguration(), id: 1, logger: logger
+        )
+        do {
+            _ = try await locker.rows("BEGIN", logger: logger)
+            _ = try await locker.rows("LOCK TABLE request IN ACCESS EXCLUSIVE MODE", logger: logger)
+            let now = Timestamp(Date())
+            let step = Task { try await store.pruneLedger(LedgerPruneStep(receivedBefore: now, now: now, limit: 16)) }
+            let waiting = try await eventually(within: .seconds(20), every: .milliseconds(20)) {
+                (try? await locker.rows(
+                    "SELECT 1 FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))", logger: logger
+                ).isEmpty == false) ?? false
+            }
+            try #require(waiting, "the pruning step never waited for the lock")
+            let cancelled = ContinuousClock.now
+            step.cancel()
+            let outcome = await step.result
+            let took = cancelled.duration(to: .now)
+            _ = try await locker.rows("ROLLBACK", logger: logger)
+            if case .success(let pruned) = outcome { Issue.record("the cancelled step pruned: \(pruned)") }
+            #expect(took < .seconds(5), "the cancelled pruning step was waited for \(took)")
+        } catch {
+            try? await locker.close()
+            throw error
+        }
+        try await locker.close()
     }
 
     /// A transaction whose server stops answering ends a second after its deadline, when its connection

@@ -76,11 +76,11 @@ extension PostgresStore: SQLStore {
     public func reading<T: Sendable>(scanning: Bool, _ body: @escaping @Sendable (PostgresSession) async throws -> T) async throws -> T {
         let logger = logger
         guard scanning else {
-            return try await withConnection(readOnly: true) { connection in
+            return try await withConnection(leftWhenCancelled: true) { connection in
                 try await body(PostgresSession(connection: connection, logger: logger))
             }
         }
-        return try await transaction(deadline: Self.readDeadline, readOnly: true) { connection in
+        return try await transaction(deadline: Self.readDeadline, leftWhenCancelled: true) { connection in
             try await body(PostgresSession(connection: connection, logger: logger))
         }
     }

@@ -17,7 +17,9 @@ extension PostgresStore {
         let logger = logger
         let limit = Int64(step.limit)
         let before = step.receivedBefore.milliseconds
-        return try await transaction { connection in
+        // A stopping gateway does not wait for a step (which may wait for a lock until the deadline): its
+        // outcome is no one's answer, and whatever it did not commit the next step deletes.
+        return try await transaction(leftWhenCancelled: true) { connection in
             var pruned = LedgerPruned()
             guard try await connection.rows("SELECT pg_try_advisory_xact_lock(\(Self.pruneLock)) AS locked", logger: logger)
                 .first?.value("locked", as: Bool.self) == true

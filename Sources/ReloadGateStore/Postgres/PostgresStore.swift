@@ -271,7 +271,7 @@ public final class PostgresStore: Sendable {
         let milliseconds = max(1, timeout.milliseconds)
         do {
             // Nothing is written: a cancelled caller (a stopping gateway) does not wait for it.
-            try await transaction(readOnly: true) { connection in
+            try await transaction(leftWhenCancelled: true) { connection in
                 try await connection.run("SET LOCAL lock_timeout = \(unescaped: String(milliseconds))", logger: logger)
                 try await connection.run(
                     """
@@ -322,15 +322,15 @@ public final class PostgresStore: Sendable {
 
     /// Runs `body` in one transaction (committed when it returns, rolled back when it throws). An error
     /// of `body` is rethrown as it is (a ``RegistryError``, a ``StoreError``), once rolled back.
-    /// `readOnly`: `body` writes nothing, so a cancelled caller stops waiting for it at once
-    /// (``withConnection(deadline:readOnly:_:)``).
+    /// `leftWhenCancelled`: a cancelled caller stops waiting for `body` at once
+    /// (``withConnection(deadline:leftWhenCancelled:_:)``).
     func transaction<Result: Sendable>(
         deadline: Duration? = nil,
-        readOnly: Bool = false,
+        leftWhenCancelled: Bool = false,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let logger = logger
-        return try await withConnection(deadline: deadline, readOnly: readOnly) { connection in
+        return try await withConnection(deadline: deadline, leftWhenCancelled: leftWhenCancelled) { connection in
             try await connection.inTransaction(logger: logger) { connection in
                 if let deadline {
                     try await connection.run("SET LOCAL statement_timeout = \(unescaped: String(deadline.milliseconds))", logger: logger)
@@ -357,11 +357,13 @@ public final class PostgresStore: Sendable {
     /// do what it was sent.
     ///
     /// A cancelled caller waits for a write until it ends (its outcome decides what the caller may do
-    /// next), but not for a read (`readOnly`): a read changes nothing, and one that scans has a deadline
-    /// of minutes, which a stopping gateway must not wait out on a connection that no longer answers.
+    /// next), but not for an operation `leftWhenCancelled`: a read, which changes nothing (one that scans
+    /// has a deadline of minutes, which a stopping gateway must not wait out on a connection that no longer
+    /// answers), or a write whose outcome no one needs (a pruning step of the ledger, which the next step
+    /// repeats). Its connection is closed then: the server rolls back what was not committed.
     func withConnection<Result: Sendable>(
         deadline: Duration? = nil,
-        readOnly: Bool = false,
+        leftWhenCancelled: Bool = false,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let client = client
@@ -378,27 +380,27 @@ public final class PostgresStore: Sendable {
             let error = lease.abandoned(after: backstop)
             logger.error("a database operation was abandoned at the store's backstop", metadata: ["error": "\(error)"])
             return error
-        }, returnOnCancel: readOnly) {
+        }, returnOnCancel: leftWhenCancelled) {
             // The statements the operation writes are noted on its lease (``rows(_:logger:)``), for the
             // backstop's error to name the last one.
             try await Self.$runningLease.withValue(lease) {
-                try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, readOnly: readOnly, body)
+                try await self.raceLeaseAndDeadline(client: client, lease: lease, limit: limit, leftWhenCancelled: leftWhenCancelled, body)
             }
         }
     }
 
-    /// ``withConnection(deadline:readOnly:_:)``'s race of the operation with the lease timeout and its deadline.
+    /// ``withConnection(deadline:leftWhenCancelled:_:)``'s race of the operation with the lease timeout and its deadline.
     ///
     /// The deadline holds even when the race is cancelled (its caller cancelled): postgres-nio does not end
     /// a query on cancellation, so a write whose server stopped answering would otherwise wait, with no one
-    /// to close its connection, until the backstop. A cancelled read is not waited for (``abandoning``
-    /// returns at once); its connection is closed then, so that the pool does not keep it leased for the
-    /// minutes a scanning read may take.
+    /// to close its connection, until the backstop. A cancelled operation `leftWhenCancelled` is not waited
+    /// for (``abandoning`` returns at once); its connection is closed then, so that the pool does not keep it
+    /// leased for the minutes a scanning read may take.
     private func raceLeaseAndDeadline<Result: Sendable>(
         client: PostgresClient,
         lease: Lease,
         limit: Duration,
-        readOnly: Bool,
+        leftWhenCancelled: Bool,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         try await withThrowingTaskGroup(of: Result?.self) { group in
@@ -434,7 +436,7 @@ public final class PostgresStore: Sendable {
                     self.poolSuspect.withLock { $0 = true }
                     throw StoreError.unavailable(reason: "no database connection within \(Self.leaseTimeout)")
                 }
-                if cancelled, readOnly, let connection = lease.overrun() {
+                if cancelled, leftWhenCancelled, let connection = lease.overrun() {
                     try? await connection.close()
                     return nil
                 }
@@ -512,7 +514,7 @@ public final class PostgresStore: Sendable {
         return StoreError.outcomeUnknown(reason: broken)
     }
 
-    /// The lease of the operation running in this task (``withConnection(deadline:readOnly:_:)``).
+    /// The lease of the operation running in this task (``withConnection(deadline:leftWhenCancelled:_:)``).
     @TaskLocal fileprivate static var runningLease: Lease?
 
     /// Notes `statement` as the last one the running operation wrote (see ``runningLease``), before it is

@@ -131,4 +131,19 @@ struct PostgresBrokenSessionTests {
             try await Self.expectUnknownWithTheFirstRow(error, admin: admin)
         }
     }
+
+    /// A block ended by a statement other than the store's own `COMMIT` (`END`) counts as committed: the
+    /// rule never says "nothing was stored" of what may be.
+    @Test func aBlockEndedOtherwiseLeavesTheOutcomeUnknown() async throws {
+        try await Self.withStore { store, admin in
+            let error = await Self.storeError {
+                try await store.transaction { connection in
+                    _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (1)", logger: Self.logger)
+                    _ = try await connection.rows("end", logger: Self.logger)
+                    try await Self.breakSession(of: connection, by: admin)
+                }
+            }
+            try await Self.expectUnknownWithTheFirstRow(error, admin: admin)
+        }
+    }
 }

@@ -535,13 +535,19 @@ public final class PostgresStore: Sendable {
         /// A `COMMIT`, or a statement outside a transaction block, was written.
         case mayHaveCommitted
 
+        /// `BEGIN`, `COMMIT` and `ROLLBACK` are the texts ``PostgresConnection/inTransaction(logger:_:)``
+        /// writes (every transaction of the store runs there). Anything else that could end a block
+        /// (`END`, a `COMMIT` spelled otherwise) counts as a commit: the rule errs toward "may have
+        /// committed", never toward "nothing was stored".
         mutating func note(_ statement: String) {
             switch (self, statement) {
             case (.mayHaveCommitted, _): return
             case (.none, "BEGIN"): self = .inTransaction
             case (.inTransaction, "ROLLBACK"): self = .none
             case (.inTransaction, "COMMIT"), (.none, _): self = .mayHaveCommitted
-            case (.inTransaction, _): return
+            case (.inTransaction, _):
+                let first = statement.drop { $0.isWhitespace }.prefix { $0.isLetter }.uppercased()
+                if first == "COMMIT" || first == "END" { self = .mayHaveCommitted }
             }
         }
     }

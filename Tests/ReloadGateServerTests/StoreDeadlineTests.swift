@@ -244,6 +244,70 @@ struct StoreDeadlineTests {
         )
     }
 
+    /// A registration whose transaction breaks before its `COMMIT` (its session ended by the server while
+    /// its write waits for a lock, as a paused gateway's idle transaction is) stored nothing, and the
+    /// gateway says so (decision 0100): `503 store-unavailable` ("nothing was accepted"), not
+    /// `store-outcome-unknown`. `/ready` says `503` while the gateway cannot commit and `200` again by itself
+    /// once the lock is gone; the device is not in the store, and the same registration is accepted then.
+    @Test func aRegistrationWhoseTransactionBreaksIsRefusedAsNotStored() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let data = try TemporaryDirectory("store-deadline-registration")
+        defer { data.remove() }
+        try await TestGateway.withRunning(configure: { configuration in
+            configuration.usePostgres(url, dataDirectory: data.path("data"))
+            // Long enough that the write still waits when its session is ended.
+            configuration.store.deadline = 10_000
+        }) { gateway in
+            let store = try await TestPostgres.openStore(url: url, secretsDirectory: gateway.configuration.dataDirectory)
+            defer { try? store.close() }
+            let credentials = try await store.createApp(bundle: try BundleID(Self.bundle), teamID: nil, allowsExemptions: false, now: Date())
+            try await gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
+                @Sendable func register(_ token: String) async throws -> GatewayAPIClient.Answer {
+                    try await api.putDevice(
+                        bundle: Self.bundle, token: token, apiKey: credentials.apiKey,
+                        widgets: [["id": "w-scores", "kind": "scores", "family": "systemSmall"]]
+                    )
+                }
+                let first = try await register(Self.token)
+                try #require(first.status == 200, "\(first.body)")
+
+                // Writes to the device table wait; reads of it (the gateway's look-ups) do not.
+                let location = try PostgresLocation(url: url)
+                let lockerLogger = Logger(label: "locker")
+                let locker = try await PostgresConnection.connect(
+                    configuration: try location.connectionConfiguration(), id: 1, logger: lockerLogger
+                )
+                try await locker.query("BEGIN", logger: lockerLogger)
+                try await locker.query("LOCK TABLE device IN EXCLUSIVE MODE", logger: lockerLogger)
+
+                let newToken = String(repeating: "e6", count: 32)
+                async let answer = register(newToken)
+                let waited = try await eventually(within: .seconds(10)) {
+                    try await Self.someSessionWaits(for: locker, logger: lockerLogger)
+                }
+                #expect(waited, "no session of the gateway waited for the lock: the registration did not reach its write")
+                try await locker.query("SELECT pg_stat_clear_snapshot()", logger: lockerLogger)
+                try await locker.query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))",
+                    logger: lockerLogger
+                )
+                let refused = try await answer
+                #expect(refused.status == 503, "\(refused.body)")
+                #expect(refused.json["code"] as? String == "store-unavailable", "\(refused.body)")
+                #expect(try await api.waitForReadiness(503, within: .seconds(30)), "/ready did not say 503 while the gateway could not commit")
+
+                try await locker.query("ROLLBACK", logger: lockerLogger)
+                try await locker.close()
+                #expect(try await store.devices(bundle: Self.bundle, token: newToken, limit: 10).isEmpty, "the refused registration was stored")
+                #expect(try await api.waitForReadiness(200, within: .seconds(30)), "the gateway did not become ready again within 30 s of the lock's end")
+                let again = try await register(newToken)
+                #expect(again.status == 200, "\(again.body)")
+                #expect(try await store.devices(bundle: Self.bundle, token: newToken, limit: 10).count == 1)
+            }
+        }
+    }
+
     /// Whether another session waits for a lock `connection` holds. Its transaction is open, so the
     /// server's list of sessions is first cleared: within a transaction PostgreSQL answers every read of
     /// `pg_stat_activity` from the list it took at the first one, and a session opened since (a gateway's

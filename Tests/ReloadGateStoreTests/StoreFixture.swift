@@ -39,15 +39,24 @@ extension TestPostgres {
         let (proxy, proxied) = try await TCPProxy.inFront(of: database)
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        do {
-            let store = try await PostgresStore(
-                location: try PostgresLocation(url: proxied), secretsDirectory: directory.path("data"),
-                environment: .sandbox, now: Date(), deadline: deadline, logger: logger
-            )
-            return (store, proxy)
-        } catch {
-            await proxy.stop()
-            throw error
+        // The short deadline makes the server end a session idle in a transaction after twice the deadline
+        // and a second; the open's own transaction, beside the whole suite on two cores, can wait that long
+        // between two statements (a full run's open failed so at 500 ms: "terminating connection due to
+        // idle-in-transaction timeout"). Such an open is tried again, up to three times.
+        var attempt = 1
+        while true {
+            do {
+                let store = try await PostgresStore(
+                    location: try PostgresLocation(url: proxied), secretsDirectory: directory.path("data"),
+                    environment: .sandbox, now: Date(), deadline: deadline, logger: logger
+                )
+                return (store, proxy)
+            } catch StoreError.cannotOpen(_, let reason) where reason.contains("idle-in-transaction timeout") && attempt < 3 {
+                attempt += 1
+            } catch {
+                await proxy.stop()
+                throw error
+            }
         }
     }
 }

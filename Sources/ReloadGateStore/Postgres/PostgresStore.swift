@@ -482,6 +482,16 @@ public final class PostgresStore: Sendable {
         return ["57014", "55P03", "25P03"].contains(psql.serverInfo?[.sqlState] ?? "")
     }
 
+    /// Whether `error` is the server ending the session under a running statement: an error of severity
+    /// `FATAL` or `PANIC`, or of SQLSTATE class 57P (`pg_terminate_backend`, a shutdown, a dropped
+    /// database), after which the server closes the connection. The session's open transaction is rolled
+    /// back with it, as when the connection breaks.
+    static func endedSession(_ psql: PSQLError) -> Bool {
+        guard psql.code == .server else { return false }
+        let severity = psql.serverInfo?[.severity] ?? ""
+        return severity == "FATAL" || severity == "PANIC" || (psql.serverInfo?[.sqlState] ?? "").hasPrefix("57P")
+    }
+
     /// A failed operation's error as the gateway answers it: a statement the server cancelled at the
     /// deadline is the store being unavailable (`503`, nothing committed); a connection closed at the
     /// deadline, or one that broke, leaves the outcome unknown (`503` too: the retry is answered) when
@@ -503,6 +513,8 @@ public final class PostgresStore: Sendable {
             broken = "the connection to the database was closed under the operation"
         } else if let psql = error as? PSQLError, [.serverClosedConnection, .uncleanShutdown, .connectionError].contains(psql.code) {
             broken = "the connection to the database broke (\(describe(psql)))"
+        } else if let psql = error as? PSQLError, endedSession(psql) {
+            broken = "the database ended the session (\(describe(psql)))"
         } else {
             return error
         }

@@ -82,6 +82,15 @@ struct JSONParserTests {
         }
     }
 
+    /// The texts on which Foundation's `JSONDecoder` traps (they end on their 513th opening bracket,
+    /// decision 0102) are refused for their depth, at that bracket.
+    @Test(arguments: [String(repeating: "[", count: 513), #"{"widgets":"# + String(repeating: "[", count: 512)])
+    func aTextEndingOnItsDeepestBracketIsRefused(_ text: String) {
+        #expect(throws: JSONParser.SyntaxError(offset: text.utf8.count - 1, reason: JSONParser.tooDeep)) {
+            try JSONParser.parse(Array(text.utf8))
+        }
+    }
+
     // MARK: - Against Foundation
 
     /// Apple's and our bodies, the texts mutated below.

@@ -18,6 +18,8 @@
 public struct JSONParser: ~Copyable {
     /// Most arrays and objects inside each other, as `JSONDecoder`'s limit.
     public static let depthLimit = 512
+    /// The reason of the refusal of a text nested deeper than ``depthLimit``.
+    public static let tooDeep = "more than \(depthLimit) arrays and objects inside each other"
 
     /// Text that is not JSON: where it stops being JSON, and why.
     public struct SyntaxError: Error, Equatable, CustomStringConvertible {
@@ -89,7 +91,7 @@ public struct JSONParser: ~Copyable {
 
     private mutating func nest() throws(SyntaxError) {
         depth += 1
-        guard depth <= Self.depthLimit else { throw failure("more than \(Self.depthLimit) arrays and objects inside each other") }
+        guard depth <= Self.depthLimit else { throw failure(Self.tooDeep) }
     }
 
     /// Whether the next byte after whitespace is `bracket`, the end of the array or object being read;

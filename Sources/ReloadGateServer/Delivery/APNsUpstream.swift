@@ -4,6 +4,7 @@ import NIOCore
 import NIOHPACK
 import NIOPosix
 import NIOSSL
+import ReloadGateAPI
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
@@ -165,8 +166,7 @@ final class APNsUpstream: DeliveryUpstream {
 
     /// Apple's refusal in `answer` (its status and the reason of its JSON body).
     static func refusal(of answer: APNsAnswer) -> UpstreamRefusal {
-        let body = try? JSONDecoder().decode(AppleAnswer.self, from: Data(answer.body.readableBytesView))
-        return UpstreamRefusal(status: answer.status, reason: body?.reason)
+        UpstreamRefusal(status: answer.status, reason: AppleAnswer(body: answer.body).reason)
     }
 
     static func outcome(of result: Result<APNsAnswer, any Error>) -> Result<DeliveryOutcome, any Error> {
@@ -180,12 +180,12 @@ final class APNsUpstream: DeliveryUpstream {
             return .failure(error)
         }
         if answer.status == 200 { return .success(.sent) }
-        let body = try? JSONDecoder().decode(AppleAnswer.self, from: Data(answer.body.readableBytesView))
-        let refusal = UpstreamRefusal(status: answer.status, reason: body?.reason)
+        let body = AppleAnswer(body: answer.body)
+        let refusal = UpstreamRefusal(status: answer.status, reason: body.reason)
         switch refusal.action {
         case .retireToken:
             // Apple's milliseconds (with a 410); anything that is no time from 1970 to 9999 is taken as "now".
-            let timestamp = answer.status == 410 ? body?.timestamp.flatMap { Timestamp(unixSeconds: $0 / 1000) } : nil
+            let timestamp = answer.status == 410 ? body.timestamp.flatMap { Timestamp(unixSeconds: $0 / 1000) } : nil
             return .success(.deviceInvalid(reason: refusal.reason, since: timestamp))
         case .newToken:
             return .success(.retry(reason: refusal.reason, retryAfter: nil))
@@ -198,18 +198,18 @@ final class APNsUpstream: DeliveryUpstream {
     }
 }
 
-/// The body of Apple's refusal, `{"reason": "...", "timestamp": <ms>}` (the timestamp with a 410); a field
-/// of another type is taken as missing, never as a refusal of the whole answer.
-struct AppleAnswer: Decodable {
+/// Apple's JSON answer to a refused push (`{"reason":"BadDeviceToken"}`, with `timestamp` for a `410`), read
+/// by ``JSONParser``: the body comes from outside the gateway, and Foundation's `JSONDecoder` traps on some
+/// texts where the parser refuses (a text that ends on its 513th opening bracket, decision 0102). A body
+/// that is not a JSON object, or a field of another type, reads as absent.
+struct AppleAnswer {
     var reason: String?
     var timestamp: Double?
 
-    private enum CodingKeys: String, CodingKey { case reason, timestamp }
-
-    init(from decoder: any Decoder) throws {
-        let fields = try decoder.container(keyedBy: CodingKeys.self)
-        reason = try? fields.decode(String.self, forKey: .reason)
-        timestamp = try? fields.decode(Double.self, forKey: .timestamp)
+    init(body: ByteBuffer) {
+        guard case .object(let fields)? = try? JSONParser.parse(body.readableBytesView) else { return }
+        if case .string(let text)? = fields["reason"] { reason = text }
+        timestamp = fields["timestamp"]?.finiteNumber
     }
 }
 

@@ -63,7 +63,7 @@ struct AdminOptions: ParsableArguments {
 
     private static func decode<Answer: Decodable>(_ answer: Answer.Type, _ data: Data, path: String) throws -> Answer {
         do {
-            return try JSONDecoder().decode(answer, from: data)
+            return try BodyJSON.decode(answer, from: data)
         } catch {
             throw CommandFailure.exit("the gateway's answer to \(path) is not what this reloadgate reads (another version?): \(error)", status: 1)
         }
@@ -138,7 +138,7 @@ struct AdminOptions: ParsableArguments {
             throw NoGateway(description: "no gateway answers on \(socket) (\(error)); is `reloadgate serve` running?")
         }
         guard response.status == .ok else {
-            let refusal = try? JSONDecoder().decode(APIError.Body.self, from: Data(data.readableBytesView))
+            let refusal = try? BodyJSON.decode(APIError.Body.self, from: Data(data.readableBytesView))
             let message = refusal?.message ?? String(decoding: data.readableBytesView, as: UTF8.self)
             throw CommandFailure.exit(message, status: response.status.code == 422 ? 2 : 1)
         }

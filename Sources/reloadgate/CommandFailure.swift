@@ -20,7 +20,7 @@ func printLine(_ line: String) {
 /// Prints `value` (a body of ``AdminAPI`` or another of the commands' answers) as one line of JSON with
 /// sorted keys, as the commands printed it before their answers were types (``FoundationOrderJSON``).
 func printJSON(_ value: some Encodable) throws {
-    let json = try JSONDecoder().decode(JSONValue.self, from: try BodyJSON.encode(value))
+    let json = try JSONParser.parse(try BodyJSON.encode(value))
     printLine(FoundationOrderJSON.text(json))
 }
 

@@ -83,6 +83,8 @@ write("api-bodies", "webhook", b"\x02" + json.dumps({"kind": "scores", "match": 
 write("api-bodies", "nested", b"\x00" + b'{"widgets":' + b"[" * 600 + b"]" * 600 + b"}")
 # Ends on its 513th opening bracket: Foundation's JSONDecoder traps on it (decision 0102); CI's fuzzing found it.
 write("api-bodies", "nested-513-at-the-end", b"\x00" + b'{"widgets":' + b"[" * 512)
+# The same after a key with control characters, which the parser refuses first (CI's second input).
+write("api-bodies", "nested-513-at-the-end-after-a-bad-key", b"\x00" + b'{"widg' + b"\x03" * 59 + b'ets":' + b"[" * 512)
 write("api-bodies", "control", b"\x03" + json.dumps({"kind": "garage", "configuration": {"door": "front", "n": 2}, "environment": "sandbox",
       "previousToken": "cd" * 32}).encode())
 write("api-bodies", "webhook-controls", b"\x02" + json.dumps({"pushType": "controls", "kind": "garage", "match": {"door": "front"}}).encode())

@@ -16,20 +16,15 @@ struct FuzzAPIBodies {
         FuzzDriver.run { bytes in
             guard let selector = bytes.first else { return }
             let data = Data(bytes.dropFirst())
-            let parsed: JSONValue?
-            var tooDeep = false
-            do throws(JSONParser.SyntaxError) {
-                parsed = try JSONParser.parse(data)
-            } catch {
-                parsed = nil
-                tooDeep = error.reason == JSONParser.tooDeep
-            }
+            let parsed = try? JSONParser.parse(data)
             // Foundation reads UTF-16 and UTF-32 too, which a zero byte or a UTF-16 byte-order mark
             // announces; the parser reads UTF-8 only, where neither can be in JSON.
             let utf8 = !data.contains(0) && !data.starts(with: [0xFE, 0xFF]) && !data.starts(with: [0xFF, 0xFE])
-            // JSONDecoder traps on a text that ends on its 513th opening bracket (decision 0102), and
-            // refuses any other text nested deeper than 512, as the parser does: it is not asked about those.
-            let foundation = utf8 && !tooDeep ? try? JSONDecoder().decode(JSONValue.self, from: data) : nil
+            // JSONDecoder traps on a text whose last byte is its 513th opening bracket, whatever comes
+            // before it (decision 0102). A text that ends on an opening bracket is never JSON: it is not
+            // asked about those.
+            let endsOpen = data.last == UInt8(ascii: "[") || data.last == UInt8(ascii: "{")
+            let foundation = utf8 && !endsOpen ? try? JSONDecoder().decode(JSONValue.self, from: data) : nil
             // JSONDecoder reads a repeated key's later value never; JSONSerialization reads all of the text.
             if foundation != nil, (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil {
                 precondition(parsed != nil, "Foundation reads it as JSON, the parser does not")

@@ -114,6 +114,32 @@ struct PostgresBrokenSessionTests {
         }
     }
 
+    /// A session ended while its statement runs: the server reports it first as its own error (severity
+    /// `FATAL`, SQLSTATE 57P01), which counts as the connection breaking (``PostgresStore/endedSession(_:)``).
+    /// After a statement outside a block, the outcome is unknown.
+    @Test func aSessionEndedUnderARunningStatementIsABreak() async throws {
+        try await Self.withStore { store, admin in
+            let error = await Self.storeError {
+                try await store.withConnection { connection in
+                    _ = try await connection.rows("INSERT INTO reloadgate_broken VALUES (1)", logger: Self.logger)
+                    let pid = try await connection.rows("SELECT pg_backend_pid() AS pid", logger: Self.logger).first!.value("pid", as: Int32.self)
+                    let ending = Task {
+                        _ = try await eventually(within: .seconds(10), every: .milliseconds(20)) {
+                            (try? await admin.rows(
+                                "SELECT 1 FROM pg_stat_activity WHERE pid = \(pid) AND state = 'active' AND query LIKE 'SELECT pg_sleep%'",
+                                logger: Self.logger
+                            ).isEmpty == false) ?? false
+                        }
+                        _ = try await admin.rows("SELECT pg_terminate_backend(\(pid))", logger: Self.logger)
+                    }
+                    defer { ending.cancel() }
+                    _ = try await connection.rows("SELECT pg_sleep(20)", logger: Self.logger)
+                }
+            }
+            try await Self.expectUnknownWithTheFirstRow(error, admin: admin)
+        }
+    }
+
     /// A transaction that committed, then a second one on the same connection broken before its `COMMIT`:
     /// the first may be done, so the operation's outcome is unknown.
     @Test func aCommittedTransactionBeforeTheBreakLeavesTheOutcomeUnknown() async throws {

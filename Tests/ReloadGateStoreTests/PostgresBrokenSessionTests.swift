@@ -172,4 +172,18 @@ struct PostgresBrokenSessionTests {
             try await Self.expectUnknownWithTheFirstRow(error, admin: admin)
         }
     }
+
+    /// A server error is described with its SQLSTATE, which is the same whatever language the server
+    /// answers in: an operator can look it up, and the test fixture's retry of an open whose session the
+    /// idle-in-transaction timeout ended (`TestPostgres.newStoreThroughProxy`, `25P03`) matches it. (That
+    /// error itself reaches a client only when its next statement meets the server's notice on the way, a
+    /// race; a session ended while it idles reads as a closed connection.)
+    @Test func aServerErrorIsDescribedWithItsState() async throws {
+        try await Self.withStore { _, admin in
+            var missing: (any Error)?
+            do { _ = try await admin.rows("SELECT v FROM reloadgate_missing", logger: Self.logger) } catch { missing = error }
+            let text = PostgresStore.describe(try #require(missing))
+            #expect(text.contains("reloadgate_missing") && text.hasSuffix(" [SQLSTATE 42P01]"), "\(text)")
+        }
+    }
 }

@@ -42,7 +42,8 @@ extension TestPostgres {
         // The short deadline makes the server end a session idle in a transaction after twice the deadline
         // and a second; the open's own transaction, beside the whole suite on two cores, can wait that long
         // between two statements (a full run's open failed so at 500 ms: "terminating connection due to
-        // idle-in-transaction timeout"). Such an open is tried again, up to three times.
+        // idle-in-transaction timeout", SQLSTATE 25P03, matched by its code whatever the server's language).
+        // Such an open is tried again, up to three times.
         var attempt = 1
         while true {
             do {
@@ -51,7 +52,7 @@ extension TestPostgres {
                     environment: .sandbox, now: Date(), deadline: deadline, logger: logger
                 )
                 return (store, proxy)
-            } catch StoreError.cannotOpen(_, let reason) where reason.contains("idle-in-transaction timeout") && attempt < 3 {
+            } catch StoreError.cannotOpen(_, let reason) where reason.contains("[SQLSTATE 25P03]") && attempt < 3 {
                 attempt += 1
             } catch {
                 await proxy.stop()

@@ -178,13 +178,15 @@ public final class PostgresStore: Sendable {
         pool.withLock { $0.runner.cancel() }
     }
 
-    /// A PostgreSQL error as one line: the server's message and detail when there is one, else the
-    /// connection's error.
+    /// A PostgreSQL error as one line: the server's message and detail when there is one, with its SQLSTATE
+    /// (the same in every language the server speaks: an operator can look it up, a test can match it), else
+    /// the connection's error.
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] {
                 let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""
-                return message + detail
+                let state = error.serverInfo?[.sqlState].map { " [SQLSTATE \($0)]" } ?? ""
+                return message + detail + state
             }
             if let underlying = error.underlying { return "\(error.code): \(underlying)" }
             return "\(error.code)"

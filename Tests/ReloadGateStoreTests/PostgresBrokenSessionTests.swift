@@ -176,8 +176,8 @@ struct PostgresBrokenSessionTests {
     /// A server error is described with its SQLSTATE, which is the same whatever language the server
     /// answers in: an operator can look it up, and the test fixture's retry of an open whose session the
     /// idle-in-transaction timeout ended (`TestPostgres.newStoreThroughProxy`, `25P03`) matches it. (That
-    /// error itself reaches a client only when its next statement meets the server's notice on the way, a
-    /// race; a session ended while it idles reads as a closed connection.)
+    /// error itself is not driven here: a session ended while it idled read as a closed connection at its
+    /// next statement; the fixture's open met the server's message with a statement on its way.)
     @Test func aServerErrorIsDescribedWithItsState() async throws {
         try await Self.withStore { _, admin in
             var missing: (any Error)?

@@ -52,7 +52,7 @@ extension TestPostgres {
                     environment: .sandbox, now: Date(), deadline: deadline, logger: logger
                 )
                 return (store, proxy)
-            } catch StoreError.cannotOpen(_, let reason) where reason.contains("[SQLSTATE 25P03]") && attempt < 3 {
+            } catch StoreError.cannotOpen(_, let reason) where reason.contains(PostgresStore.stateMark("25P03")) && attempt < 3 {
                 attempt += 1
             } catch {
                 await proxy.stop()

@@ -185,14 +185,16 @@ public final class PostgresStore: Sendable {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] {
                 let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""
-                let state = error.serverInfo?[.sqlState].map { " [SQLSTATE \($0)]" } ?? ""
-                return message + detail + state
+                return message + detail + (error.serverInfo?[.sqlState].map(stateMark) ?? "")
             }
             if let underlying = error.underlying { return "\(error.code): \(underlying)" }
             return "\(error.code)"
         }
         return "\(error)"
     }
+
+    /// How ``describe(_:)`` ends a server error's line: ` [SQLSTATE 25P03]`.
+    static func stateMark(_ code: String) -> String { " [SQLSTATE \(code)]" }
 
     /// How long opening the store waits for the server to answer.
     static let openTimeout: Duration = .seconds(10)

@@ -329,6 +329,8 @@ private func assembleServices(
     }
     // The outbox takes a group of lines with one write and one sync: one group at a time, in release order.
     if configuration.upstream.kind != .apns { worker.groupSize = DeliveryWorker.outboxGroup }
+    let heapTrims = HeapTrims(logger: logger)
+    worker.burstEnded = { heapTrims.lookSoon() }
     let retention = LedgerRetentionService(
         store: store, retention: Int64(configuration.ledger.retention) * 1000, now: now, metrics: metrics, logger: logger
     )
@@ -342,7 +344,7 @@ private func assembleServices(
         watch: FreshnessWatch(monitor: door.engine.freshness, store: door.reader, metrics: metrics, logger: logger, now: now),
         logger: logger
     )
-    return [StoreService(store: store, readiness: readiness, logger: logger), retention, herdWatch, freshness, MemoryUpkeep(logger: logger)]
+    return [StoreService(store: store, readiness: readiness, logger: logger), retention, herdWatch, freshness, MemoryUpkeep(trims: heapTrims, logger: logger)]
         + clusterServices + [
         DoorService(
             door: door,

@@ -92,6 +92,55 @@ struct DeliveryWorkerTests {
         await statesTask.value
     }
 
+    /// The worker tells the memory upkeep when a burst has ended: once it holds nothing after at least
+    /// `burstSize` deliveries ended, with every one of them sent by then; a smaller burst tells nothing.
+    @Test func theEndOfABurstIsToldOnceEveryDeliveryOfItEnded() async throws {
+        let directory = try TemporaryDirectory("worker")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        let app = try await store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
+        var deliveries: [RecordedDelivery] = []
+        for index in 0..<50 {
+            let registered = try await store.putDevice(
+                app: app,
+                token: try DeviceToken(String(format: "%08x", index) + String(repeating: "b", count: 56)),
+                widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
+                previousToken: nil,
+                now: Date()
+            )
+            deliveries.append(RecordedDelivery(
+                apnsID: UUID().uuidString.lowercased(), device: registered.device, released: Timestamp(Date()),
+                instances: [registered.instances[0].id], requests: [], priority: .high, expiration: nil, state: .pending
+            ))
+        }
+        let upstream = Upstream(slow: [])
+        let logger = Logger(label: "test")
+        let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger)
+        let states = door.deliveryStates
+        var worker = DeliveryWorker(store: store, upstream: upstream, states: door, now: { Date() }, logger: logger)
+        worker.concurrency = 8
+        worker.burstSize = 30
+        // How many deliveries had been sent at each call.
+        let told = Mutex<[Int]>([])
+        worker.burstEnded = { told.withLock { $0.append(upstream.sent.withLock { $0.count }) } }
+        let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
+        let statesTask = Task { await states.run() }
+        let running = Task { [worker] in await worker.run(batches, isStopping: { false }) }
+
+        feed.yield(Array(deliveries.prefix(40)))
+        _ = try await eventually { told.withLock { !$0.isEmpty } }
+        #expect(told.withLock { $0 } == [40])
+        // Ten more: fewer than a burst, so nothing is told once they are sent.
+        feed.yield(Array(deliveries.suffix(10)))
+        _ = try await eventually { upstream.sent.withLock({ $0.count }) == 50 && worker.held.count == 0 }
+        feed.finish()
+        await running.value
+        #expect(told.withLock { $0 } == [40])
+        states.finish()
+        await statesTask.value
+    }
+
     /// Records each push's widget ids; names widgets (like the outbox) or not (like Apple).
     final class NamingUpstream: DeliveryUpstream {
         let namesWidgets: Bool

@@ -36,6 +36,36 @@ struct HeldDeliveriesTests {
         #expect(held.count == 0)
     }
 
+    /// A burst ends when nothing is held and no batch is being handed out, whichever comes last; it
+    /// counts the deliveries released since the last one ended.
+    @Test func aBurstEndsWhenNothingIsHeldAndNoBatchIsHandedOut() {
+        let held = HeldDeliveries()
+        _ = held.take([Self.delivery("a", epoch: nil), Self.delivery("b", epoch: nil)])
+        #expect(held.release([Self.delivery("a", epoch: nil)]) == nil)
+        _ = held.take([Self.delivery("c", epoch: nil)])
+        #expect(held.release([Self.delivery("b", epoch: nil)]) == nil)
+        #expect(held.release([Self.delivery("c", epoch: nil)]) == 3)
+        // Counted afresh from there; a copy of an earlier epoch released nothing and counts nothing.
+        _ = held.take([Self.delivery("d", epoch: 5)])
+        #expect(held.release([Self.delivery("d", epoch: 4)]) == nil)
+        #expect(held.release([Self.delivery("d", epoch: 5)]) == 1)
+        // While a batch is handed out, nothing held is not the end: its end is.
+        held.beginHandingOut()
+        _ = held.take([Self.delivery("e", epoch: nil)])
+        #expect(held.release([Self.delivery("e", epoch: nil)]) == nil)
+        _ = held.take([Self.delivery("f", epoch: nil)])
+        #expect(held.release([Self.delivery("f", epoch: nil)]) == nil)
+        #expect(held.endHandingOut() == 2)
+        // Handed out with one still held: the release ends it.
+        held.beginHandingOut()
+        _ = held.take([Self.delivery("g", epoch: nil)])
+        #expect(held.endHandingOut() == nil)
+        #expect(held.release([Self.delivery("g", epoch: nil)]) == 1)
+        // Nothing released: no burst.
+        held.beginHandingOut()
+        #expect(held.endHandingOut() == nil)
+    }
+
     /// After a herd, the storage follows what is held, not the most ever held: 200,000 deliveries to as
     /// many devices taken at once and released in batches leave room for a few thousand. (Swift keeps a
     /// dictionary's room when entries leave: without the rebuild, room for over 200,000 of each stayed.)

@@ -1,10 +1,13 @@
 import Foundation
+import Logging
+import ReloadGateTesting
 import Testing
 
 @testable import ReloadGateServer
 
 /// The memory upkeep gives a burst's freed heap back to the system: memory freed between blocks still in
 /// use stays resident until the heap is trimmed.
+@Suite(.serialized)
 struct MemoryUpkeepTests {
     /// Resident bytes of this process (/proc/self/statm's second field, in pages).
     static func resident() throws -> Int {
@@ -35,5 +38,31 @@ struct MemoryUpkeepTests {
         let after = try Self.resident()
         // (Other tests of the run allocate meanwhile: the bound leaves room for them.)
         #expect(before - after > 100 << 20, "resident \(before >> 20) MiB before the trim, \(after >> 20) MiB after")
+    }
+
+    /// A look asked for without waiting (a burst's end) trims the heap on the upkeep's queue; asks made
+    /// while one is queued are that one look.
+    @Test func aLookAskedForSoonTrimsTheHeap() async throws {
+        let trims = HeapTrims(threshold: 64 << 20, logger: Logger(label: "test"))
+        let block = 32 << 10
+        var blocks: [UnsafeMutableRawPointer] = []
+        for _ in 0..<(192 << 20) / block {
+            let pointer = try #require(malloc(block))
+            memset(pointer, 1, block)
+            blocks.append(pointer)
+        }
+        var kept: [UnsafeMutableRawPointer] = []
+        for (index, pointer) in blocks.enumerated() {
+            if index % 16 == 0 { kept.append(pointer) } else { free(pointer) }
+        }
+        defer { for pointer in kept { free(pointer) } }
+        let before = try Self.resident()
+        for _ in 0..<100 { trims.lookSoon() }
+        _ = try await eventually { trims.looks >= 1 }
+        let after = try Self.resident()
+        #expect(before - after > 100 << 20, "resident \(before >> 20) MiB before the look, \(after >> 20) MiB after")
+        // The hundred asks were at most a few looks (one queued at a time), not a hundred.
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(trims.looks < 10, "\(trims.looks) looks")
     }
 }

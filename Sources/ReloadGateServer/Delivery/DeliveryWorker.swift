@@ -60,6 +60,13 @@ struct DeliveryWorker: Sendable {
     var leftBehind: @Sendable ([RecordedDelivery]) -> Void = { _ in }
     /// What the worker holds now: a delivery handed over again while held is not taken twice.
     let held = HeldDeliveries()
+    /// Called when the worker holds nothing any more, and hands no batch out, after at least
+    /// ``burstSize`` deliveries ended (a herd sent): the memory upkeep looks at the heap then
+    /// (``HeapTrims/lookSoon()``).
+    var burstEnded: @Sendable () -> Void = {}
+    /// The deliveries ended without the worker running empty that make a burst: some tens of megabytes of
+    /// heap freed, near the upkeep's threshold (``HeapTrims/threshold``).
+    var burstSize = 50_000
 
     /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most
     /// ``concurrency`` at once, until the stream ends or `isStopping` says so. The addresses of a batch
@@ -75,8 +82,9 @@ struct DeliveryWorker: Sendable {
         let slots = DeliverySlots(concurrency)
         let started = Timestamp(now())
         await withDiscardingTaskGroup { group in
-            func add(_ handed: [RecordedDelivery]) async -> Bool {
+            func add(_ handed: consuming [RecordedDelivery]) async -> Bool {
                 let given = held.take(handed)
+                _ = consume handed
                 var deliveries = given
                 let interrupted = Set(given.filter { interruptedBefore(started, $0) }.map(\.apnsID))
                 if !interrupted.isEmpty {
@@ -137,9 +145,17 @@ struct DeliveryWorker: Sendable {
                 }
                 return true
             }
-            guard await add(unfinished) else { return }
+            // The batch is consumed by `add`, whose own arrays end with it: once it returns, the batch's
+            // storage is freed, and a burst can end (``HeldDeliveries/endHandingOut()``).
+            func handOut(_ batch: consuming [RecordedDelivery]) async -> Bool {
+                held.beginHandingOut()
+                let going = await add(batch)
+                if let ended = held.endHandingOut() { endOfBurst(ended) }
+                return going
+            }
+            guard await handOut(unfinished) else { return }
             for await batch in batches {
-                guard await add(batch) else { return }
+                guard await handOut(batch) else { return }
             }
         }
     }
@@ -508,8 +524,17 @@ struct DeliveryWorker: Sendable {
 
     /// Leaves `deliveries` to the next heartbeat or the partition's new owner (``leftBehind``).
     private func leave(_ deliveries: [RecordedDelivery]) {
-        held.release(deliveries)
+        release(deliveries)
         leftBehind(deliveries)
+    }
+
+    /// No longer holds `deliveries`; tells ``burstEnded`` when that ended a burst.
+    private func release(_ deliveries: [RecordedDelivery]) {
+        if let ended = held.release(deliveries) { endOfBurst(ended) }
+    }
+
+    private func endOfBurst(_ released: Int) {
+        if released >= burstSize { burstEnded() }
     }
 
     /// The delivery's last state: recorded, counted, and (when Apple refused it) logged.
@@ -519,7 +544,7 @@ struct DeliveryWorker: Sendable {
         _ delivery: RecordedDelivery, _ state: RecordedDelivery.State, error: String?, outcome: DeliveryOutcome, attempted: Bool = false,
         served: Bool = true
     ) {
-        held.release([delivery])
+        release([delivery])
         states.record(DeliveryStateChange(
             apnsID: delivery.apnsID, state: state, error: error, unknownOutcome: outcome.isUnknown, attempted: attempted
         ))

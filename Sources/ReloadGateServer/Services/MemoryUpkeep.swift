@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Gives the C heap's free memory back to the system once much of it is free, so that the gateway's
 /// resident memory follows what it holds (devices, pending reloads), not the largest burst it has seen.
@@ -13,25 +14,23 @@ import ServiceLifecycle
 /// makes for the threads (up to 8 a core) keeps its own. Measured with `N=200000 scripts/bench-scale` after
 /// the herd: 311 MB held by malloc, 121 MB of it in use, 303 MB resident (docs/BENCHMARKS.md, issue 49).
 /// Every `interval` this looks at the free bytes the arenas hold (`mallinfo2`) and trims them past
-/// `threshold`, on a queue of its own (a trim of a large heap takes milliseconds and locks each arena in
-/// turn).
+/// `threshold`, on a queue of its own (``HeapTrims``: a trim of a large heap takes milliseconds and locks
+/// each arena in turn). The delivery worker also asks for a look as soon as a burst has ended
+/// (``DeliveryWorker/burstEnded``), so that the memory a herd freed is given back when it is sent, not up
+/// to `interval` later.
 struct MemoryUpkeep: Service {
     let logger: Logger
+    let trims: HeapTrims
     var interval: Duration = .seconds(10)
-    /// Free bytes held by malloc above which the heap is trimmed.
-    var threshold = 64 << 20
+
+    init(trims: HeapTrims, logger: Logger) {
+        self.trims = trims
+        self.logger = logger
+    }
 
     func run() async throws {
-        let queue = DispatchQueue(label: "reloadgate.heap")
         let turns = PeriodicTurns(interval: interval, deadline: .seconds(10), logger: logger, failure: "the heap's free memory could not be looked at")
-        await turns.run { [logger, threshold] in
-            let trimmed = await withCheckedContinuation { continuation in
-                queue.async { continuation.resume(returning: Self.trim(above: threshold)) }
-            }
-            if let free = trimmed {
-                logger.debug("gave the heap's free memory back to the system", metadata: ["free": "\(free >> 20) MiB"])
-            }
-        }
+        await turns.run { [trims] in await trims.look() }
     }
 
     /// Trims the heap when it holds more than `threshold` free bytes; returns the free bytes it held then,
@@ -54,6 +53,52 @@ struct MemoryUpkeep: Service {
     static func limitArenas(environment: [String: String] = ProcessInfo.processInfo.environment) {
         guard environment["MALLOC_ARENA_MAX"] == nil else { return }
         _ = reloadgate_heap_limit_arenas(Int32(max(2, ProcessInfo.processInfo.activeProcessorCount)))
+    }
+}
+
+/// The heap's looks and trims, one at a time on a queue of their own: the upkeep's periodic ones, and one
+/// asked for without waiting when a burst of deliveries has ended (``lookSoon()``).
+final class HeapTrims: Sendable {
+    /// Free bytes held by malloc above which the heap is trimmed.
+    let threshold: Int
+    private let logger: Logger
+    private let queue = DispatchQueue(label: "reloadgate.heap")
+    /// A look asked for by ``lookSoon()`` is queued and has not started: further asks are the same look.
+    private let asked = Atomic<Bool>(false)
+    /// Looks made, asked for or periodic (tests).
+    private let made = Atomic<Int>(0)
+
+    init(threshold: Int = 64 << 20, logger: Logger) {
+        self.threshold = threshold
+        self.logger = logger
+    }
+
+    /// Looks at the heap and trims it past ``threshold``, on the queue; returns when that is done.
+    func look() async {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                self.lookNow()
+                continuation.resume()
+            }
+        }
+    }
+
+    /// Asks for a look on the queue without waiting for it.
+    func lookSoon() {
+        guard asked.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        queue.async {
+            self.asked.store(false, ordering: .releasing)
+            self.lookNow()
+        }
+    }
+
+    var looks: Int { made.load(ordering: .acquiring) }
+
+    private func lookNow() {
+        if let free = MemoryUpkeep.trim(above: threshold) {
+            logger.debug("gave the heap's free memory back to the system", metadata: ["free": "\(free >> 20) MiB"])
+        }
+        made.add(1, ordering: .releasing)
     }
 }
 

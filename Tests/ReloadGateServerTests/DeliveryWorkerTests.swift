@@ -32,15 +32,13 @@ struct DeliveryWorkerTests {
         }
     }
 
-    @Test func aDeliveryWaitingForItsRetryHoldsOneSlotNotItsGroups() async throws {
-        let directory = try TemporaryDirectory("worker")
-        defer { directory.remove() }
-        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
-        defer { try? store.close() }
+    /// `count` devices of one widget registered in `store` (an app of its own), and a pending delivery to
+    /// each; the devices' tokens in the same order.
+    static func pendingDeliveries(_ count: Int, in store: SQLiteStore) async throws -> (deliveries: [RecordedDelivery], tokens: [String]) {
         let app = try await store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
         var deliveries: [RecordedDelivery] = []
         var tokens: [String] = []
-        for index in 0..<40 {
+        for index in 0..<count {
             let token = String(format: "%08x", index) + String(repeating: "a", count: 56)
             let registered = try await store.putDevice(
                 app: app,
@@ -61,6 +59,15 @@ struct DeliveryWorkerTests {
                 state: .pending
             ))
         }
+        return (deliveries, tokens)
+    }
+
+    @Test func aDeliveryWaitingForItsRetryHoldsOneSlotNotItsGroups() async throws {
+        let directory = try TemporaryDirectory("worker")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
+        defer { try? store.close() }
+        let (deliveries, tokens) = try await Self.pendingDeliveries(40, in: store)
         // 8 slots in groups of 2: one slow device in each of the first four groups. If a group kept its
         // slots while its slow delivery waited a minute for the retry, those four groups would hold all
         // eight and nothing else would leave; with one slot per waiting delivery, four stay free.
@@ -99,21 +106,7 @@ struct DeliveryWorkerTests {
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        let app = try await store.createApp(bundle: try BundleID("com.example.worker"), now: Date()).app
-        var deliveries: [RecordedDelivery] = []
-        for index in 0..<50 {
-            let registered = try await store.putDevice(
-                app: app,
-                token: try DeviceToken(String(format: "%08x", index) + String(repeating: "b", count: 56)),
-                widgets: [WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())],
-                previousToken: nil,
-                now: Date()
-            )
-            deliveries.append(RecordedDelivery(
-                apnsID: UUID().uuidString.lowercased(), device: registered.device, released: Timestamp(Date()),
-                instances: [registered.instances[0].id], requests: [], priority: .high, expiration: nil, state: .pending
-            ))
-        }
+        let (deliveries, _) = try await Self.pendingDeliveries(50, in: store)
         let upstream = Upstream(slow: [])
         let logger = Logger(label: "test")
         let door = GatewayDoor(store: store, scheduling: SchedulerConfiguration(), now: { Date() }, logger: logger)

@@ -15,9 +15,10 @@ struct MemoryUpkeepTests {
         return (Int(fields[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
-    @Test func aBurstFreedBetweenLiveBlocksIsGivenBackOnceItPassesTheThreshold() throws {
-        // 192 MiB in blocks of 32 KiB (below malloc's mmap threshold: from the heap), every 16th kept: the
-        // freed blocks lie between live ones, so free() alone cannot give them back.
+    /// Allocates 192 MiB in blocks of 32 KiB (below malloc's mmap threshold: from the heap) and frees all
+    /// but every 16th: the freed blocks lie between live ones, so free() alone cannot give them back.
+    /// Returns the blocks kept, for the caller to free.
+    static func freeBetweenLiveBlocks() throws -> [UnsafeMutableRawPointer] {
         let block = 32 << 10
         var blocks: [UnsafeMutableRawPointer] = []
         for _ in 0..<(192 << 20) / block {
@@ -29,6 +30,11 @@ struct MemoryUpkeepTests {
         for (index, pointer) in blocks.enumerated() {
             if index % 16 == 0 { kept.append(pointer) } else { free(pointer) }
         }
+        return kept
+    }
+
+    @Test func aBurstFreedBetweenLiveBlocksIsGivenBackOnceItPassesTheThreshold() throws {
+        let kept = try Self.freeBetweenLiveBlocks()
         defer { for pointer in kept { free(pointer) } }
         #expect(MemoryUpkeep.freeBytes > 150 << 20, "the heap holds \(MemoryUpkeep.freeBytes >> 20) MiB free")
         // Under the threshold nothing is trimmed.
@@ -44,17 +50,7 @@ struct MemoryUpkeepTests {
     /// while one is queued are that one look.
     @Test func aLookAskedForSoonTrimsTheHeap() async throws {
         let trims = HeapTrims(threshold: 64 << 20, logger: Logger(label: "test"))
-        let block = 32 << 10
-        var blocks: [UnsafeMutableRawPointer] = []
-        for _ in 0..<(192 << 20) / block {
-            let pointer = try #require(malloc(block))
-            memset(pointer, 1, block)
-            blocks.append(pointer)
-        }
-        var kept: [UnsafeMutableRawPointer] = []
-        for (index, pointer) in blocks.enumerated() {
-            if index % 16 == 0 { kept.append(pointer) } else { free(pointer) }
-        }
+        let kept = try Self.freeBetweenLiveBlocks()
         defer { for pointer in kept { free(pointer) } }
         let before = try Self.resident()
         for _ in 0..<100 { trims.lookSoon() }

@@ -64,8 +64,8 @@ struct DeliveryWorker: Sendable {
     /// ``burstSize`` deliveries ended (a herd sent): the memory upkeep looks at the heap then
     /// (``HeapTrims/lookSoon()``).
     var burstEnded: @Sendable () -> Void = {}
-    /// The deliveries ended without the worker running empty that make a burst: some tens of megabytes of
-    /// heap freed, near the upkeep's threshold (``HeapTrims/threshold``).
+    /// The deliveries a burst (``HeldDeliveries/endHandingOut()``) ends at least for ``burstEnded`` to be
+    /// called: some tens of megabytes of heap freed, near the upkeep's threshold (``HeapTrims/threshold``).
     var burstSize = 50_000
 
     /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most

@@ -202,6 +202,66 @@ public struct LedgerBatch: Sendable {
         requests.isEmpty && decisions.isEmpty && instanceStates.isEmpty && deliveries.isEmpty && idempotentAnswers.isEmpty
             && forwards.isEmpty && consumedInbox.isEmpty
     }
+
+    /// The states both stores write: each instance's last state in ``instanceStates``, in the order of
+    /// those last states. A commit gathers the turns decided while the one before it ran, so an instance can
+    /// change more than once in a batch (delivered in one turn, pushed again in the next). Every state
+    /// replaces the whole of the one before, a removal included, so the last one is what the store holds;
+    /// written once per instance, no removal and write of one instance meet in one commit.
+    var lastInstanceStates: LastInstanceStates { LastInstanceStates(instanceStates) }
+}
+
+/// ``LedgerBatch/lastInstanceStates``: the batch's states read in place, each instance's earlier states
+/// skipped (a fan-out's million states are not copied into a second list).
+struct LastInstanceStates {
+    private let states: [(instance: Int64, snapshot: InstanceSnapshot?)]
+    /// The positions of states that a later state of the same instance replaces (none in most batches).
+    private let replaced: Set<Int>
+
+    init(_ states: [(instance: Int64, snapshot: InstanceSnapshot?)]) {
+        self.states = states
+        var replaced = Set<Int>()
+        var seen = SeenInstances(states)
+        for position in states.indices.reversed() where !seen.insert(states[position].instance) {
+            replaced.insert(position)
+        }
+        self.replaced = replaced
+    }
+
+    /// How many instances there are (each counted once).
+    var count: Int { states.count - replaced.count }
+
+    /// Calls `body` with each instance and its last state, in the order of those last states.
+    func forEach(_ body: (_ instance: Int64, _ snapshot: InstanceSnapshot?) throws -> Void) rethrows {
+        for position in states.indices where replaced.isEmpty || !replaced.contains(position) {
+            try body(states[position].instance, states[position].snapshot)
+        }
+    }
+
+    /// The instances met so far: a bit per id for a large batch of dense ids (a fan-out's million), a set
+    /// otherwise.
+    private struct SeenInstances {
+        var bits: [UInt64] = []
+        var set = Set<Int64>()
+        let usesBits: Bool
+
+        init(_ states: [(instance: Int64, snapshot: InstanceSnapshot?)]) {
+            let largest = states.lazy.map(\.instance).max() ?? 0
+            let smallest = states.lazy.map(\.instance).min() ?? 0
+            // Bits cost an eighth of a byte per id up to the largest; a set about 16 bytes per state.
+            usesBits = states.count >= 4096 && smallest >= 0 && largest / 64 < Int64(states.count)
+            if usesBits { bits = Array(repeating: 0, count: Int(largest / 64) + 1) } else { set.reserveCapacity(states.count) }
+        }
+
+        /// Adds `instance`; false when it was met before.
+        mutating func insert(_ instance: Int64) -> Bool {
+            guard usesBits else { return set.insert(instance).inserted }
+            let (word, bit) = (Int(instance / 64), UInt64(1) << UInt64(instance % 64))
+            if bits[word] & bit != 0 { return false }
+            bits[word] |= bit
+            return true
+        }
+    }
 }
 
 /// One step of a delivery's way through the store.

@@ -105,8 +105,15 @@ struct LedgerTests {
         }
         try await StoreFixture.with("ledger-large", implementation, widgets: widgets, now: now) { fixture in
             let ids = fixture.instances
-            func state(_ bucket: Int64) -> InstanceSnapshot {
-                InstanceSnapshot(bucketFullAt: bucket, lastReload: Timestamp(seconds: 1_790_000_000), plannedReload: nil, pending: nil)
+            // Every other state with a pending reload: more than one statement's worth of those rows too.
+            func state(_ bucket: Int64, requests: [RequestID]? = nil) -> InstanceSnapshot {
+                InstanceSnapshot(
+                    bucketFullAt: bucket, lastReload: Timestamp(seconds: 1_790_000_000), plannedReload: nil,
+                    pending: bucket % 2 == 1 ? nil : PendingSnapshot(
+                        due: Timestamp(seconds: 1_790_000_000 + bucket), priority: .high, expiration: nil,
+                        requests: requests ?? [RequestID(bucket % 45 + 1)], collapseID: nil, team: nil, exempt: false
+                    )
+                )
             }
             var batch = LedgerBatch()
             batch.requests = (1...45).map { StoreFixture.request(RequestID($0), app: fixture.app) }
@@ -135,6 +142,52 @@ struct LedgerTests {
             for (instance, snapshot) in expected {
                 #expect(snapshots.first { $0.instance == instance }?.snapshot == snapshot, "instance \(instance)")
             }
+
+            // A second batch: the lists that grew are written again, the others kept.
+            var next = LedgerBatch()
+            next.requests = [StoreFixture.request(46, app: fixture.app)]
+            let grown = ids.enumerated().dropFirst(4).map { index, id in
+                (id, index % 4 == 0 ? state(Int64(index), requests: [RequestID(index % 45 + 1), 46]) : state(Int64(index)))
+            }
+            next.instanceStates = grown.map { ($0, $1) }
+            try await fixture.store.commit(next)
+            let reread = try await fixture.store.instanceSnapshots()
+            for (instance, snapshot) in grown {
+                #expect(reread.first { $0.instance == instance }?.snapshot == snapshot, "instance \(instance)")
+            }
+        }
+    }
+
+    /// An instance whose pending reload went out and which got a new one in the same batch (a commit gathers
+    /// the turns decided while the last one ran: a delivery, then a push to the same widget) keeps the new
+    /// one; when that one goes out in a later batch, its rows go too, and nothing is restored as pending.
+    @Test(arguments: StoreImplementation.all) func aPendingReloadSetAgainInTheBatchThatRemovedItIsRemovedLater(_ implementation: StoreImplementation) async throws {
+        try await withFixture(implementation) { fixture in
+            let w1 = fixture.registration.instances[0].id
+            func state(pendingFor request: RequestID?) -> InstanceSnapshot {
+                InstanceSnapshot(
+                    bucketFullAt: nil, lastReload: Timestamp(seconds: 1_790_000_000), plannedReload: nil,
+                    pending: request.map {
+                        PendingSnapshot(due: Timestamp(seconds: 1_790_000_300), priority: .high, expiration: nil, requests: [$0], collapseID: nil, team: nil, exempt: false)
+                    }
+                )
+            }
+            var batch = LedgerBatch()
+            batch.requests = [StoreFixture.request(1, app: fixture.app)]
+            batch.instanceStates = [(w1, state(pendingFor: 1))]
+            try await fixture.store.commit(batch)
+
+            batch = LedgerBatch()
+            batch.requests = [StoreFixture.request(2, app: fixture.app)]
+            batch.instanceStates = [(w1, state(pendingFor: nil)), (w1, state(pendingFor: 2))]
+            try await fixture.store.commit(batch)
+            #expect(try await fixture.store.instanceSnapshots().first { $0.instance == w1 }?.snapshot == state(pendingFor: 2))
+
+            batch = LedgerBatch()
+            batch.requests = [StoreFixture.request(3, app: fixture.app)]
+            batch.instanceStates = [(w1, state(pendingFor: nil))]
+            try await fixture.store.commit(batch)
+            #expect(try await fixture.store.instanceSnapshots().first { $0.instance == w1 }?.snapshot == state(pendingFor: nil))
         }
     }
 

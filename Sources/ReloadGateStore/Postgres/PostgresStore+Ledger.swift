@@ -186,19 +186,14 @@ extension PostgresStore {
             column(runs.map(\.reason))
 
             // The last state of each instance counts (one row per key and statement).
-            var last: [Int64: InstanceSnapshot?] = [:]
-            var order: [Int64] = []
-            for (instance, snapshot) in batch.instanceStates {
-                if last.updateValue(snapshot, forKey: instance) == nil { order.append(instance) }
-            }
             var removed: [Int64] = []
             var noPending: [Int64] = []
             var states: [(instance: Int64, snapshot: InstanceSnapshot)] = []
             var pending: [(instance: Int64, reload: PendingSnapshot)] = []
-            for instance in order {
-                guard let snapshot = last[instance]! else {
+            batch.lastInstanceStates.forEach { instance, snapshot in
+                guard let snapshot else {
                     removed.append(instance)
-                    continue
+                    return
                 }
                 states.append((instance, snapshot))
                 if let reload = snapshot.pending { pending.append((instance, reload)) } else { noPending.append(instance) }

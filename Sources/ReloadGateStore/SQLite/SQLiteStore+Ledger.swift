@@ -110,6 +110,31 @@ extension SQLiteStore {
             }
         }
         if !batch.instanceStates.isEmpty {
+            // Each instance once, with its last state (``LedgerBatch/lastInstanceStates``): no removal and
+            // write of one instance meet in the batch, so each kind of row is written in groups.
+            let last = batch.lastInstanceStates
+            var stateCount = 0
+            var pendingCount = 0
+            last.forEach { _, snapshot in
+                guard let snapshot else { return }
+                stateCount += 1
+                if snapshot.pending != nil { pendingCount += 1 }
+            }
+            try storedPending.load(from: db)
+            // A pending reload's list only grows, from its first request (a new id for every new pending
+            // reload), up to 100: its first id and length say whether the stored list is this one. Most
+            // merges leave it as it is (docs/DECISIONS.md, "Pending reloads keep their request lists
+            // apart"). Read before anything is written, so that the lists to write are counted first; an
+            // instance that never had pending rows has none to compare with (a fan-out's new pending
+            // reloads are written without a read each).
+            var storedList = try BoundStatement(db, sql: "SELECT firstRequest, listed FROM pending_list WHERE instanceId = ?")
+            var listsKept = Set<Int64>()
+            try last.forEach { instance, snapshot in
+                guard let pending = snapshot?.pending, storedPending.mayHaveRows(instance) else { return }
+                storedList.bind(instance)
+                let first = pending.firstRequest.map { Int64(bitPattern: $0) } ?? 0
+                if try storedList.firstRow(integers: 2) == [first, Int64(pending.listedCount)] { listsKept.insert(instance) }
+            }
             var upsertStates = try RowsInsert(
                 db,
                 head: "INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload, activity)",
@@ -118,27 +143,28 @@ extension SQLiteStore {
                     ON CONFLICT(instanceId) DO UPDATE SET bucketFullAt = excluded.bucketFullAt,
                         lastReload = excluded.lastReload, plannedReload = excluded.plannedReload, activity = excluded.activity
                     """,
-                count: batch.instanceStates.count { $0.snapshot != nil }
+                count: stateCount
             )
-            // State rows are deleted after the upserts, which run in groups: an upsert replaces every
-            // column, so of an instance's writes in the batch only the last counts, and an upsert that
-            // follows the instance's deletion cancels it. Deletions are rare (an instance unregistered).
-            var deletedStates = Set<Int64>()
-            var upsertPending = try BoundStatement(db, sql: """
-                INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT(instanceId) DO UPDATE SET due = excluded.due, priority = excluded.priority,
-                    expiration = excluded.expiration, requestCount = excluded.requestCount,
-                    collapseId = excluded.collapseId, team = excluded.team, exempt = excluded.exempt
-                """)
-            var storedList = try BoundStatement(db, sql: "SELECT firstRequest, listed FROM pending_list WHERE instanceId = ?")
-            var replaceList = try BoundStatement(db, sql: """
-                INSERT OR REPLACE INTO pending_list (instanceId, firstRequest, listed, requests) VALUES (?, ?, ?, ?)
-                """)
+            var upsertPending = try RowsInsert(
+                db,
+                head: "INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)",
+                row: "(?, ?, ?, ?, ?, ?, ?, ?)",
+                tail: """
+                    ON CONFLICT(instanceId) DO UPDATE SET due = excluded.due, priority = excluded.priority,
+                        expiration = excluded.expiration, requestCount = excluded.requestCount,
+                        collapseId = excluded.collapseId, team = excluded.team, exempt = excluded.exempt
+                    """,
+                count: pendingCount
+            )
+            var replaceLists = try RowsInsert(
+                db,
+                head: "INSERT OR REPLACE INTO pending_list (instanceId, firstRequest, listed, requests)",
+                row: "(?, ?, ?, ?)",
+                count: pendingCount - listsKept.count
+            )
             var deleteState = try BoundStatement(db, sql: "DELETE FROM instance_state WHERE instanceId = ?")
             var deletePending = try BoundStatement(db, sql: "DELETE FROM pending_reload WHERE instanceId = ?")
             var deleteList = try BoundStatement(db, sql: "DELETE FROM pending_list WHERE instanceId = ?")
-            try storedPending.load(from: db)
             func removePending(_ instance: Int64) throws {
                 guard storedPending.mayHaveRows(instance) else { return }
                 deleted.append(instance)
@@ -147,13 +173,13 @@ extension SQLiteStore {
                 deleteList.bind(instance)
                 try deleteList.run()
             }
-            for (instance, snapshot) in batch.instanceStates {
+            try last.forEach { instance, snapshot in
                 guard let snapshot else {
-                    deletedStates.insert(instance)
+                    deleteState.bind(instance)
+                    try deleteState.run()
                     try removePending(instance)
-                    continue
+                    return
                 }
-                if !deletedStates.isEmpty { deletedStates.remove(instance) }
                 try upsertStates.add { upsert in
                     upsert.bind(instance)
                     upsert.bind(snapshot.bucketFullAt)
@@ -163,47 +189,31 @@ extension SQLiteStore {
                 }
                 guard let pending = snapshot.pending else {
                     try removePending(instance)
-                    continue
+                    return
                 }
-                // An instance that never had pending rows has no stored list to compare with: a fan-out's
-                // new pending reloads are written without a read each.
-                let mayHaveList = storedPending.mayHaveRows(instance)
                 storedPending.add(instance)
-                upsertPending.bind(instance)
-                upsertPending.bind(pending.due.milliseconds)
-                upsertPending.bind(pending.priority.rawValue)
-                upsertPending.bind(pending.expiration?.milliseconds)
-                upsertPending.bind(pending.requestCount)
-                upsertPending.bind(pending.collapseID)
-                upsertPending.bind(pending.team)
-                upsertPending.bind(pending.exempt)
-                try upsertPending.run()
-                // A pending reload's list only grows, from its first request (a new id for every new
-                // pending reload), up to 100: its first id and length say whether the stored list is this
-                // one. Most merges leave it as it is (docs/DECISIONS.md, "Pending reloads keep their
-                // request lists apart").
-                let first = pending.firstRequest.map { Int64(bitPattern: $0) } ?? 0
-                let listStored: Bool
-                if mayHaveList {
-                    storedList.bind(instance)
-                    listStored = try storedList.firstRow(integers: 2) == [first, Int64(pending.listedCount)]
-                } else {
-                    listStored = false
+                try upsertPending.add { upsert in
+                    upsert.bind(instance)
+                    upsert.bind(pending.due.milliseconds)
+                    upsert.bind(pending.priority.rawValue)
+                    upsert.bind(pending.expiration?.milliseconds)
+                    upsert.bind(pending.requestCount)
+                    upsert.bind(pending.collapseID)
+                    upsert.bind(pending.team)
+                    upsert.bind(pending.exempt)
                 }
-                if !listStored {
-                    replaceList.bind(instance)
-                    replaceList.bind(first)
+                guard !listsKept.contains(instance) else { return }
+                try replaceLists.add { replace in
+                    replace.bind(instance)
+                    replace.bind(pending.firstRequest.map { Int64(bitPattern: $0) } ?? 0)
                     let listed = pending.requests
-                    replaceList.bind(listed.count)
-                    replaceList.bindList(requests: listed)
-                    try replaceList.run()
+                    replace.bind(listed.count)
+                    replace.bindList(requests: listed)
                 }
             }
             try upsertStates.finish()
-            for instance in deletedStates {
-                deleteState.bind(instance)
-                try deleteState.run()
-            }
+            try upsertPending.finish()
+            try replaceLists.finish()
         }
         if !batch.deliveries.isEmpty {
             var rows = try RowsInsert(

@@ -54,7 +54,7 @@ extension SQLiteStore {
         // (BoundStatement), each prepared once per batch.
         let decisions = StoredDecisions(batch)
         if !batch.requests.isEmpty {
-            var rows = try RowsInsert(
+            var rows = try GroupedRows(
                 db,
                 head: """
                     INSERT INTO request (id, appId, source, receivedAt, priority, expiration, collapseId, exempt, summary, apnsId,
@@ -113,14 +113,25 @@ extension SQLiteStore {
             // Each instance once, with its last state (``LedgerBatch/lastInstanceStates``): no removal and
             // write of one instance meet in the batch, so each kind of row is written in groups.
             let last = batch.lastInstanceStates
-            var stateCount = 0
-            var pendingCount = 0
-            last.forEach { _, snapshot in
-                guard let snapshot else { return }
-                stateCount += 1
-                if snapshot.pending != nil { pendingCount += 1 }
-            }
             try storedPending.load(from: db)
+            // Each kind of row counted for its statements: states written and removed, pending reloads
+            // written, and those deleted (only where the instance may have rows).
+            var stateCount = 0
+            var removedCount = 0
+            var pendingCount = 0
+            var pendingDeletes = 0
+            last.forEach { instance, snapshot in
+                if let snapshot {
+                    stateCount += 1
+                    if snapshot.pending != nil {
+                        pendingCount += 1
+                        return
+                    }
+                } else {
+                    removedCount += 1
+                }
+                if storedPending.mayHaveRows(instance) { pendingDeletes += 1 }
+            }
             // A pending reload's list only grows, from its first request (a new id for every new pending
             // reload), up to 100: its first id and length say whether the stored list is this one. Most
             // merges leave it as it is (docs/DECISIONS.md, "Pending reloads keep their request lists
@@ -135,7 +146,7 @@ extension SQLiteStore {
                 let first = pending.firstRequest.map { Int64(bitPattern: $0) } ?? 0
                 if try storedList.firstRow(integers: 2) == [first, Int64(pending.listedCount)] { listsKept.insert(instance) }
             }
-            var upsertStates = try RowsInsert(
+            var upsertStates = try GroupedRows(
                 db,
                 head: "INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload, activity)",
                 row: "(?, ?, ?, ?, ?)",
@@ -145,7 +156,7 @@ extension SQLiteStore {
                     """,
                 count: stateCount
             )
-            var upsertPending = try RowsInsert(
+            var upsertPending = try GroupedRows(
                 db,
                 head: "INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)",
                 row: "(?, ?, ?, ?, ?, ?, ?, ?)",
@@ -156,27 +167,24 @@ extension SQLiteStore {
                     """,
                 count: pendingCount
             )
-            var replaceLists = try RowsInsert(
+            var replaceLists = try GroupedRows(
                 db,
                 head: "INSERT OR REPLACE INTO pending_list (instanceId, firstRequest, listed, requests)",
                 row: "(?, ?, ?, ?)",
                 count: pendingCount - listsKept.count
             )
-            var deleteState = try BoundStatement(db, sql: "DELETE FROM instance_state WHERE instanceId = ?")
-            var deletePending = try BoundStatement(db, sql: "DELETE FROM pending_reload WHERE instanceId = ?")
-            var deleteList = try BoundStatement(db, sql: "DELETE FROM pending_list WHERE instanceId = ?")
+            var deleteStates = try GroupedRows(db, deletingFrom: "instance_state", key: "instanceId", count: removedCount)
+            var deletePending = try GroupedRows(db, deletingFrom: "pending_reload", key: "instanceId", count: pendingDeletes)
+            var deleteLists = try GroupedRows(db, deletingFrom: "pending_list", key: "instanceId", count: pendingDeletes)
             func removePending(_ instance: Int64) throws {
                 guard storedPending.mayHaveRows(instance) else { return }
                 deleted.append(instance)
-                deletePending.bind(instance)
-                try deletePending.run()
-                deleteList.bind(instance)
-                try deleteList.run()
+                try deletePending.add { $0.bind(instance) }
+                try deleteLists.add { $0.bind(instance) }
             }
             try last.forEach { instance, snapshot in
                 guard let snapshot else {
-                    deleteState.bind(instance)
-                    try deleteState.run()
+                    try deleteStates.add { $0.bind(instance) }
                     try removePending(instance)
                     return
                 }
@@ -211,12 +219,10 @@ extension SQLiteStore {
                     replace.bindList(requests: listed)
                 }
             }
-            try upsertStates.finish()
-            try upsertPending.finish()
-            try replaceLists.finish()
+            for rows in [upsertStates, upsertPending, replaceLists, deleteStates, deletePending, deleteLists] { try rows.finish() }
         }
         if !batch.deliveries.isEmpty {
-            var rows = try RowsInsert(
+            var rows = try GroupedRows(
                 db,
                 head: "INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority, expiration, state)",
                 row: "(?, ?, ?, ?, ?, ?, ?, ?, ?)",

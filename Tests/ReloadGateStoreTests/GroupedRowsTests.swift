@@ -13,15 +13,20 @@ struct GroupedRowsTests {
         }
     }
 
+    /// Adds a row labelled "row N" at each of `positions`.
+    func add(_ positions: Range<Int>, to rows: inout GroupedRows) throws {
+        for position in positions {
+            try rows.add { insert in
+                insert.bind(position)
+                insert.bind("row \(position)")
+            }
+        }
+    }
+
     @Test(arguments: [0, 1, 31, 32, 33, 64, 100]) func everyRowAddedIsWrittenInOrder(_ count: Int) throws {
         try withTable { db in
             var rows = try GroupedRows(db, head: "INSERT INTO t (position, label)", row: "(?, ?)", count: count)
-            for position in 0..<count {
-                try rows.add { insert in
-                    insert.bind(position)
-                    insert.bind("row \(position)")
-                }
-            }
+            try add(0..<count, to: &rows)
             try rows.finish()
             let labels = try String.fetchAll(db, sql: "SELECT label FROM t ORDER BY position")
             #expect(labels == (0..<count).map { "row \($0)" })
@@ -32,12 +37,7 @@ struct GroupedRowsTests {
     @Test(arguments: [0, 1, 31, 32, 33, 50]) func everyKeyAddedIsDeleted(_ count: Int) throws {
         try withTable { db in
             var rows = try GroupedRows(db, head: "INSERT INTO t (position, label)", row: "(?, ?)", count: 150)
-            for position in 0..<150 {
-                try rows.add { insert in
-                    insert.bind(position)
-                    insert.bind("row \(position)")
-                }
-            }
+            try add(0..<150, to: &rows)
             try rows.finish()
             var deletes = try GroupedRows(db, deletingFrom: "t", key: "position", count: count)
             for k in 0..<count { try deletes.add { $0.bind(3 * k) } }
@@ -67,12 +67,7 @@ struct GroupedRowsTests {
     @Test func fewerRowsThanCountedAreAnError() throws {
         try withTable { db in
             var rows = try GroupedRows(db, head: "INSERT INTO t (position, label)", row: "(?, ?)", count: 40)
-            for position in 0..<20 {
-                try rows.add { insert in
-                    insert.bind(position)
-                    insert.bind("row \(position)")
-                }
-            }
+            try add(0..<20, to: &rows)
             #expect(throws: StoreError.self) { try rows.finish() }
         }
     }

@@ -19,9 +19,12 @@ extension ReloadScheduler {
     private mutating func tick(now: Timestamp, withStates: Bool) -> TickOutput {
         advance(to: now.milliseconds)
         defer {
-            // The next tick's deliveries start with room for as many as this one released, up to a bound:
-            // grown from empty, a tick of a thousand deliveries moved them through ten reallocations.
-            let room = min(released.deliveries.count, Self.deliveryRoom)
+            // The next tick's deliveries start with room for as many as this one released and a quarter
+            // more, up to a bound: grown from empty, a tick of a thousand deliveries moved them through ten
+            // reallocations, and with room for exactly as many, every tick that released more than the one
+            // before moved them once.
+            let count = released.deliveries.count
+            let room = min(count + count / 4, Self.deliveryRoom)
             released = TickOutput()
             released.deliveries.reserveCapacity(room)
         }

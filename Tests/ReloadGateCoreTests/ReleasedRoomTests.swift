@@ -2,8 +2,8 @@
 import Testing
 
 /// What the scheduler holds between ticks does not follow its largest tick: the next tick's deliveries
-/// start with room for as many as the last tick released, at most ``ReloadScheduler/deliveryRoom``, and
-/// none after a tick that released none.
+/// start with room for a quarter more than the last tick released, at most ``ReloadScheduler/deliveryRoom``,
+/// and none after a tick that released none.
 struct ReleasedRoomTests {
     @Test func theRoomHeldBetweenTicksIsBoundedAndFollowsTheLastTick() {
         var harness = SchedulerHarness()

@@ -228,9 +228,6 @@ struct LastInstanceStates {
         self.replaced = replaced
     }
 
-    /// How many instances there are (each counted once).
-    var count: Int { states.count - replaced.count }
-
     /// Calls `body` with each instance and its last state, in the order of those last states.
     func forEach(_ body: (_ instance: Int64, _ snapshot: InstanceSnapshot?) throws -> Void) rethrows {
         for position in states.indices where replaced.isEmpty || !replaced.contains(position) {
@@ -239,27 +236,25 @@ struct LastInstanceStates {
     }
 
     /// The instances met so far: a bit per id for a large batch of dense ids (a fan-out's million), a set
-    /// otherwise.
+    /// otherwise (a batch of a few pushes would clear words for every id up to its largest).
     private struct SeenInstances {
-        var bits: [UInt64] = []
+        var bits: InstanceBits?
         var set = Set<Int64>()
-        let usesBits: Bool
 
         init(_ states: [(instance: Int64, snapshot: InstanceSnapshot?)]) {
             let largest = states.lazy.map(\.instance).max() ?? 0
             let smallest = states.lazy.map(\.instance).min() ?? 0
-            // Bits cost an eighth of a byte per id up to the largest; a set about 16 bytes per state.
-            usesBits = states.count >= 4096 && smallest >= 0 && largest / 64 < Int64(states.count)
-            if usesBits { bits = Array(repeating: 0, count: Int(largest / 64) + 1) } else { set.reserveCapacity(states.count) }
+            if states.count >= 4096, InstanceBits.holds(smallest), InstanceBits.holds(largest), largest / 64 < Int64(states.count) {
+                bits = InstanceBits(roomFor: largest)
+            } else {
+                set.reserveCapacity(states.count)
+            }
         }
 
         /// Adds `instance`; false when it was met before.
         mutating func insert(_ instance: Int64) -> Bool {
-            guard usesBits else { return set.insert(instance).inserted }
-            let (word, bit) = (Int(instance / 64), UInt64(1) << UInt64(instance % 64))
-            if bits[word] & bit != 0 { return false }
-            bits[word] |= bit
-            return true
+            guard bits != nil else { return set.insert(instance).inserted }
+            return bits!.insert(instance)
         }
     }
 }

@@ -14,7 +14,6 @@ struct LastInstanceStatesTests {
         batch.instanceStates = states
         var written: [(instance: Int64, snapshot: InstanceSnapshot?)] = []
         batch.lastInstanceStates.forEach { written.append(($0, $1)) }
-        #expect(batch.lastInstanceStates.count == written.count)
         return written
     }
 

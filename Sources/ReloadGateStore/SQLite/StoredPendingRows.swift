@@ -11,53 +11,35 @@ import Synchronization
 /// elsewhere (a widget removed, by cascade) only leave an instance listed that has none, which costs one
 /// needless delete. Read from the tables at the first commit.
 final class StoredPendingRows: Sendable {
-    private let bits = Mutex<[UInt64]?>(nil)
-
-    /// Instance ids beyond this are always taken as possibly having rows (the bitmap stays small).
-    static let limit: Int64 = 1 << 32
+    private let bits = Mutex<InstanceBits?>(nil)
 
     /// Loads the set from the tables if this is the first use (inside a write transaction).
     func load(from db: Database) throws {
         guard bits.withLock({ $0 == nil }) else { return }
         let ids = try Int64.fetchAll(db, sql: "SELECT instanceId FROM pending_reload UNION SELECT instanceId FROM pending_list")
         bits.withLock { bits in
-            var loaded: [UInt64] = []
-            for id in ids { Self.set(id, in: &loaded) }
+            var loaded = InstanceBits()
+            for id in ids where InstanceBits.holds(id) { loaded.insert(id) }
             bits = loaded
         }
     }
 
+    /// Whether `instance` may have rows: always for an id the bits do not hold, and before the set is loaded.
     func mayHaveRows(_ instance: Int64) -> Bool {
-        guard instance >= 0, instance < Self.limit else { return true }
-        return bits.withLock { bits in
-            guard let bits else { return true }
-            let word = Int(instance >> 6)
-            return word < bits.count && bits[word] & (1 << UInt64(instance & 63)) != 0
-        }
+        guard InstanceBits.holds(instance) else { return true }
+        return bits.withLock { bits in bits?.contains(instance) ?? true }
     }
 
     func add(_ instance: Int64) {
-        bits.withLock { bits in
-            guard bits != nil else { return }
-            Self.set(instance, in: &bits!)
-        }
+        guard InstanceBits.holds(instance) else { return }
+        bits.withLock { bits in _ = bits?.insert(instance) }
     }
 
     /// After the transaction that deleted their rows committed.
     func remove(_ instances: [Int64]) {
         bits.withLock { bits in
             guard bits != nil else { return }
-            for instance in instances where instance >= 0 && instance < Self.limit {
-                let word = Int(instance >> 6)
-                if word < bits!.count { bits![word] &= ~(1 << UInt64(instance & 63)) }
-            }
+            for instance in instances { bits!.remove(instance) }
         }
-    }
-
-    private static func set(_ instance: Int64, in bits: inout [UInt64]) {
-        guard instance >= 0, instance < limit else { return }
-        let word = Int(instance >> 6)
-        if word >= bits.count { bits.append(contentsOf: repeatElement(0, count: word - bits.count + 1)) }
-        bits[word] |= 1 << UInt64(instance & 63)
     }
 }

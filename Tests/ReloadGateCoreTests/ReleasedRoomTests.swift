@@ -16,6 +16,13 @@ struct ReleasedRoomTests {
         #expect(room >= ReloadScheduler.deliveryRoom)
         #expect(room < Int(herd))
 
+        // Below the bound, a quarter more than the tick released: a next tick of a few more does not move them.
+        let small = Int32(1_000)
+        for instance in herd + 1...herd + small { harness.register(instance, device: instance) }
+        harness.push(Array(herd + 1...herd + small), atMinutes: 0)
+        #expect(harness.scheduler.tick(now: SchedulerHarness.at(minutes: 0)).deliveries.count == Int(small))
+        #expect(harness.scheduler.released.deliveries.capacity >= Int(small) + Int(small) / 4)
+
         let quiet = harness.scheduler.tick(now: SchedulerHarness.at(minutes: 1))
         #expect(quiet.deliveries.isEmpty)
         #expect(harness.scheduler.released.deliveries.capacity == 0)

@@ -39,6 +39,7 @@ struct PostgresStoreTests {
 
     static let migrationNames = ["pg1-schema", "pg2-cluster", "pg3-inbox", "pg4-ledger-without-foreign-keys", "pg5-gateway-fence", "pg6-push-types",
         "pg7-idempotency-expiry", "pg8-ledger-retention", "pg9-decision-runs", "pg10-activity-state", "pg11-registration-key", "pg12-delivery-in-flight",
+        "pg13-device-by-token",
     ]
 
     @Test(.enabled(if: TestPostgres.isEnabled)) func aDatabaseOfTheOtherEnvironmentIsRefused() async throws {

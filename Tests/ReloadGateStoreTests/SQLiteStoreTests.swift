@@ -25,6 +25,7 @@ struct SQLiteStoreTests {
             "v7-provider-keys", "v8-delivery-answers", "v9-request-apns-id", "v10-apns-id-by-block", "v11-pending-lists",
             "v12-request-first-decision", "v13-app-team", "v14-times-in-milliseconds", "v15-decision-runs", "v16-push-types",
             "v17-idempotency-expiry", "v18-request-answers", "v19-ledger-retention", "v20-decisions-in-runs-only", "v21-activity-state", "v22-registration-key", "v23-delivery-in-flight",
+            "v24-device-by-token",
         ])
         #expect(try store.info() == StoreInfo(environment: .sandbox, createdAt: now))
     }

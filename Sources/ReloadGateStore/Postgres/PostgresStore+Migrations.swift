@@ -299,6 +299,19 @@ extension PostgresStore {
                 "ALTER TABLE delivery ADD COLUMN inFlight bigint NOT NULL DEFAULT 0",
             ]
         ),
+        (
+            "pg13-device-by-token",
+            [
+                // One index over a device's token, (token, appId), where there were two (the SQLite store's
+                // `v24-device-by-token`, decision 0103). `ON CONFLICT (appId, token)` names the same key:
+                // PostgreSQL matches a conflict target's columns in any order, so gateways of the version
+                // before keep inserting devices while and after this runs.
+                "ALTER TABLE device ADD CONSTRAINT device_token_appid_key UNIQUE (token, appId)",
+                "ALTER TABLE device DROP CONSTRAINT device_appid_token_key",
+                "DROP INDEX device_on_token",
+                "CREATE INDEX device_on_appid ON device (appId)",
+            ]
+        ),
     ]
 
     /// The advisory lock key of migrations (any constant; "RLGT" in ASCII).

@@ -338,6 +338,35 @@ extension SQLiteStore {
             // and read the same.
             try db.execute(sql: "ALTER TABLE delivery ADD COLUMN inFlight INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v24-device-by-token") { db in
+            // One index over a device's token, (token, appId), where there were two: the unique (appId,
+            // token) and `device_on_token` (a push names only its token). Tokens are random, so every new
+            // device went to a random leaf of each, and a registration's transaction wrote both pages: half
+            // of SQLite's time a registration (decision 0103). The unique key is a table constraint, so the
+            // table is rebuilt (SQLite's documented steps; GRDB runs a migration with foreign keys off and
+            // checks them before it commits). Ids are kept, and so is AUTOINCREMENT's high mark, so a
+            // removed device's id is never given again. The app's devices keep an index of their own, and
+            // a device's widgets need none besides their unique (deviceId, widgetID).
+            let highMark = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'device'")
+            try db.execute(sql: """
+                CREATE TABLE device_by_token (
+                    "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+                    "appId" INTEGER NOT NULL REFERENCES "app"("id") ON DELETE CASCADE,
+                    "token" TEXT NOT NULL, "active" BOOLEAN NOT NULL, "registeredAt" INTEGER NOT NULL DEFAULT 0,
+                    "unregisteredAt" INTEGER, "pushType" TEXT NOT NULL DEFAULT 'widgets',
+                    UNIQUE ("token", "appId"));
+                INSERT INTO device_by_token (id, appId, token, active, registeredAt, unregisteredAt, pushType)
+                    SELECT id, appId, token, active, registeredAt, unregisteredAt, pushType FROM device ORDER BY id;
+                DROP TABLE device;
+                ALTER TABLE device_by_token RENAME TO device;
+                CREATE INDEX device_on_appId ON device (appId);
+                DROP INDEX widget_on_deviceId;
+                """)
+            if let highMark {
+                try db.execute(sql: "DELETE FROM sqlite_sequence WHERE name = 'device'")
+                try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES ('device', ?)", arguments: [highMark])
+            }
+        }
         return migrator
     }
 

@@ -186,6 +186,37 @@ struct FreshnessWatchTests {
 
     /// The objectives: defaults per push type, a kind's own (as a group or dotted), the environment, and
     /// values refused with the key named.
+    /// Instances of one app, kind and push type are named with one key, whose bundle text is shared rather
+    /// than each instance keeping the copy its description was read with; next to each other or not.
+    @Test func instancesOfOneAppAndKindShareOneName() throws {
+        let scheduling = try Self.scheduling("scheduling:\n  kinds:\n    scores:\n      freshness: {quantile: 0.9, within: 1m}\n")
+        let monitor = FreshnessMonitor(scheduling: scheduling)
+        // Texts made at run time, longer than 15 bytes: each description's bundle is a heap copy of its own.
+        func bundle(_ name: String) -> String { String(repeating: "com.example.", count: 2) + name }
+        let descriptions = [
+            (bundle("a"), "scores", "widgets"), (bundle("a"), "scores", "widgets"), (bundle("b"), "scores", "widgets"),
+            (bundle("a"), "scores", "widgets"), (bundle("a"), "garage", "controls"),
+        ].enumerated().map { index, item in
+            InstanceDescription(instance: Int64(index), bundle: item.0, token: "", widgetID: "w", kind: item.1, pushType: item.2)
+        }
+        func storage(_ text: String) -> UInt? { text.utf8.withContiguousStorageIfAvailable { UInt(bitPattern: $0.baseAddress) } }
+        #expect(Set(descriptions.map { storage($0.bundle) }).count == descriptions.count, "the test's texts are copies of their own")
+
+        var names = FreshnessMonitor.SharedNames()
+        let named = descriptions.map { names.name($0, monitor: monitor) }
+        for (description, name) in zip(descriptions, named) {
+            let pushType = PushType(rawValue: description.pushType)!
+            #expect(name.0 == FreshnessMonitor.key(bundle: description.bundle, kind: description.kind, pushType: pushType))
+            #expect(name.1 == monitor.objective(kind: description.kind, pushType: pushType))
+        }
+        #expect(named[0].1 == FreshnessObjective(quantile: 0.9, within: 60_000))
+        #expect(named[4].0.kind == "control:garage")
+        // The three instances of app a's scores hold one text: the first description's.
+        #expect(storage(named[1].0.bundle) == storage(descriptions[0].bundle))
+        #expect(storage(named[3].0.bundle) == storage(descriptions[0].bundle))
+        #expect(storage(named[2].0.bundle) == storage(descriptions[2].bundle))
+    }
+
     @Test func objectivesAreConfiguredPerPushTypeAndKind() throws {
         let defaults = try Self.scheduling()
         #expect(defaults[.widgets].defaultPolicy.freshness == FreshnessObjective(quantile: 0.9, within: 600_000))

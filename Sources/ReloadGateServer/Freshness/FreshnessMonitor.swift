@@ -143,13 +143,10 @@ final class FreshnessMonitor: Sendable {
             throw error
         }
         return state.withLock { state in
+            var names = SharedNames()
             for description in named {
-                let pushType = PushType(rawValue: description.pushType) ?? .widgets
-                state.tracker.register(
-                    InstanceHandle(Int32(truncatingIfNeeded: description.instance)),
-                    key: Self.key(bundle: description.bundle, kind: description.kind, pushType: pushType),
-                    objective: objective(kind: description.kind, pushType: pushType)
-                )
+                let (key, objective) = names.name(description, monitor: self)
+                state.tracker.register(InstanceHandle(Int32(truncatingIfNeeded: description.instance)), key: key, objective: objective)
             }
             for fact in facts { Self.apply(fact, to: &state.tracker) }
             let entries = state.tracker.takeJournal()
@@ -167,6 +164,39 @@ final class FreshnessMonitor: Sendable {
             while try await apply(describe: describe) == nil, ContinuousClock.now < end {
                 try await Task.sleep(for: .milliseconds(5))
             }
+        }
+    }
+
+    /// The keys and objectives of one call's instances, one per app, kind and push type, shared by all
+    /// their instances. Each description read from the registry carries its own copy of the bundle's text
+    /// (a heap allocation once it is longer than 15 bytes), and a herd names hundreds of thousands of
+    /// instances of a few kinds: kept as read, each instance held its own copy until it was forgotten.
+    struct SharedNames {
+        private struct Name: Hashable {
+            var bundle: String
+            var kind: String
+            var pushType: PushType
+        }
+
+        private var named: [Name: (key: FreshnessBook.Key, objective: FreshnessObjective)] = [:]
+        /// The last name given: descriptions come in instance order, and an app's instances of one kind
+        /// are usually next to each other, so most are named without hashing their texts.
+        private var last: (name: Name, key: FreshnessBook.Key, objective: FreshnessObjective)?
+
+        /// The key and objective of `description`'s app, kind and push type.
+        mutating func name(_ description: InstanceDescription, monitor: FreshnessMonitor) -> (FreshnessBook.Key, FreshnessObjective) {
+            let name = Name(bundle: description.bundle, kind: description.kind, pushType: PushType(rawValue: description.pushType) ?? .widgets)
+            if let last, last.name == name { return (last.key, last.objective) }
+            let shared = named[name] ?? {
+                let made = (
+                    key: FreshnessMonitor.key(bundle: name.bundle, kind: name.kind, pushType: name.pushType),
+                    objective: monitor.objective(kind: name.kind, pushType: name.pushType)
+                )
+                named[name] = made
+                return made
+            }()
+            last = (name, shared.key, shared.objective)
+            return (shared.key, shared.objective)
         }
     }
 

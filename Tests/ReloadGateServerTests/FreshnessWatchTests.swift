@@ -184,8 +184,6 @@ struct FreshnessWatchTests {
         #expect(monitor.takeLost() == 0, "room again once applied")
     }
 
-    /// The objectives: defaults per push type, a kind's own (as a group or dotted), the environment, and
-    /// values refused with the key named.
     /// Instances of one app, kind and push type are named with one key, whose bundle text is shared rather
     /// than each instance keeping the copy its description was read with; next to each other or not.
     @Test func instancesOfOneAppAndKindShareOneName() throws {
@@ -217,6 +215,8 @@ struct FreshnessWatchTests {
         #expect(storage(named[2].0.bundle) == storage(descriptions[2].bundle))
     }
 
+    /// The objectives: defaults per push type, a kind's own (as a group or dotted), the environment, and
+    /// values refused with the key named.
     @Test func objectivesAreConfiguredPerPushTypeAndKind() throws {
         let defaults = try Self.scheduling()
         #expect(defaults[.widgets].defaultPolicy.freshness == FreshnessObjective(quantile: 0.9, within: 600_000))

@@ -185,7 +185,7 @@ struct FreshnessWatchTests {
     }
 
     /// Instances of one app, kind and push type are named with one key, whose bundle text is shared rather
-    /// than each instance keeping the copy its description was read with; next to each other or not.
+    /// than each instance keeping the copy its description was read with.
     @Test func instancesOfOneAppAndKindShareOneName() throws {
         let scheduling = try Self.scheduling("scheduling:\n  kinds:\n    scores:\n      freshness: {quantile: 0.9, within: 1m}\n")
         let monitor = FreshnessMonitor(scheduling: scheduling)

@@ -179,24 +179,17 @@ final class FreshnessMonitor: Sendable {
         }
 
         private var named: [Name: (key: FreshnessBook.Key, objective: FreshnessObjective)] = [:]
-        /// The last name given: descriptions come in instance order, and an app's instances of one kind
-        /// are usually next to each other, so most are named without hashing their texts.
-        private var last: (name: Name, key: FreshnessBook.Key, objective: FreshnessObjective)?
 
         /// The key and objective of `description`'s app, kind and push type.
         mutating func name(_ description: InstanceDescription, monitor: FreshnessMonitor) -> (FreshnessBook.Key, FreshnessObjective) {
             let name = Name(bundle: description.bundle, kind: description.kind, pushType: PushType(rawValue: description.pushType) ?? .widgets)
-            if let last, last.name == name { return (last.key, last.objective) }
-            let shared = named[name] ?? {
-                let made = (
-                    key: FreshnessMonitor.key(bundle: name.bundle, kind: name.kind, pushType: name.pushType),
-                    objective: monitor.objective(kind: name.kind, pushType: name.pushType)
-                )
-                named[name] = made
-                return made
-            }()
-            last = (name, shared.key, shared.objective)
-            return (shared.key, shared.objective)
+            if let shared = named[name] { return shared }
+            let made = (
+                key: FreshnessMonitor.key(bundle: name.bundle, kind: name.kind, pushType: name.pushType),
+                objective: monitor.objective(kind: name.kind, pushType: name.pushType)
+            )
+            named[name] = made
+            return made
         }
     }
 

@@ -90,20 +90,9 @@ struct DeviceByTokenTests {
     @Test(.enabled(if: TestPostgres.isEnabled)) func thePostgresDeviceTokenIsInOneIndex() async throws {
         let directory = try TemporaryDirectory("pg13")
         defer { directory.remove() }
-        let location = try PostgresLocation(url: try await TestPostgres.newDatabase())
-        let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: Self.logger)
-        let running = Task { await client.run() }
-        defer { running.cancel() }
-        try await PostgresStore.migrate(client, upTo: "pg12-delivery-in-flight", logger: Self.logger)
-        try await client.withConnection { connection in
-            _ = try await connection.query("""
-                INSERT INTO app (id, bundle, environment, apiKeyHash, webhookSecret, createdAt) VALUES (1, 'com.example.scores', 'sandbox', '\\x01', '\\x02', 0)
-                """, logger: Self.logger)
-            _ = try await connection.query(
-                "INSERT INTO device (id, appId, token, active, registeredAt) VALUES (1, 1, \(Self.tokens[0]), true, 0)",
-                logger: Self.logger
-            )
-        }
+        let location = try await StoreFixture.writeOlderPostgres(upTo: "pg12-delivery-in-flight", statements: [
+            "INSERT INTO device (id, appId, token, active, registeredAt) VALUES (1, 1, \(Self.tokens[0]), true, 0)",
+        ], logger: Self.logger)
         let store = try await PostgresStore(
             location: location, secretsDirectory: directory.path("data"), environment: .sandbox, now: Self.now, logger: Self.logger
         )
@@ -112,20 +101,15 @@ struct DeviceByTokenTests {
         let app = try #require(try await store.app(bundle: try BundleID("com.example.scores")))
         #expect(try await store.pushDeviceStatus(app: app, token: try DeviceToken(Self.tokens[0])) == .active(device: 1, pushType: .widgets))
 
-        let definitions = try await client.withConnection { connection in
-            try await connection.query("SELECT indexdef FROM pg_indexes WHERE tablename = 'device'", logger: Self.logger)
-                .collect().map { try $0.decode(String.self) }
-        }
+        let definitions = try await store.rows("SELECT indexdef FROM pg_indexes WHERE tablename = 'device'").map { try $0.decode(String.self) }
         #expect(definitions.filter { $0.contains("token") } == ["CREATE UNIQUE INDEX device_token_appid_key ON public.device USING btree (token, appid)"], "\(definitions)")
         #expect(definitions.contains { $0.hasSuffix("USING btree (appid)") }, "\(definitions)")
 
         // The conflict target as written before and now: the known token is not inserted twice.
-        let inserted = try await client.withConnection { connection in
-            try await connection.query("""
-                INSERT INTO device (appId, token, active, registeredAt) VALUES (1, \(Self.tokens[0]), true, 0), (1, \(Self.tokens[1]), true, 0)
-                ON CONFLICT (appId, token) DO NOTHING RETURNING token
-                """, logger: Self.logger).collect().map { try $0.decode(String.self) }
-        }
+        let inserted = try await store.rows("""
+            INSERT INTO device (appId, token, active, registeredAt) VALUES (1, \(Self.tokens[0]), true, 0), (1, \(Self.tokens[1]), true, 0)
+            ON CONFLICT (appId, token) DO NOTHING RETURNING token
+            """).map { try $0.decode(String.self) }
         #expect(inserted == [Self.tokens[1]])
     }
 }

@@ -61,24 +61,13 @@ struct PostgresRollingUpgradeTests {
     @Test(.enabled(if: TestPostgres.isEnabled)) func gatewaysOfTheVersionBeforeKeepServingWhileAndAfterTheDatabaseMigrates() async throws {
         let directory = try TemporaryDirectory("pg-rolling-upgrade")
         defer { directory.remove() }
-        let location = try PostgresLocation(url: try await TestPostgres.newDatabase())
-        let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: Self.logger)
-        let running = Task { await client.run() }
-        defer { running.cancel() }
-        try await PostgresStore.migrate(client, upTo: "pg8-ledger-retention", logger: Self.logger)
-        try await client.withConnection { connection in
-            _ = try await connection.query("""
-                INSERT INTO app (id, bundle, environment, apiKeyHash, webhookSecret, createdAt) VALUES (1, 'com.example.scores', 'sandbox', '\\x01', '\\x02', 0)
-                """, logger: Self.logger)
-            _ = try await connection.query(
-                "INSERT INTO device (id, appId, token, active, registeredAt) VALUES (1, 1, \(String(repeating: "ab", count: 32)), true, 0)",
-                logger: Self.logger
-            )
-            _ = try await connection.query("""
-                INSERT INTO widget (id, deviceId, widgetID, kind, family, configuration, pushEnabled)
-                VALUES (7, 1, 'w7', 'scores', 'systemSmall', '{}', true), (8, 1, 'w8', 'scores', 'systemSmall', '{}', true)
-                """, logger: Self.logger)
-        }
+        let location = try await StoreFixture.writeOlderPostgres(upTo: "pg8-ledger-retention", statements: [
+            "INSERT INTO device (id, appId, token, active, registeredAt) VALUES (1, 1, \(String(repeating: "ab", count: 32)), true, 0)",
+            """
+            INSERT INTO widget (id, deviceId, widgetID, kind, family, configuration, pushEnabled)
+            VALUES (7, 1, 'w7', 'scores', 'systemSmall', '{}', true), (8, 1, 'w8', 'scores', 'systemSmall', '{}', true)
+            """,
+        ], logger: Self.logger)
 
         // A gateway of the version before commits request 1, and holds its connection (its statement
         // prepared there) for later.

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import PostgresNIO
 import ReloadGateCore
 @testable import ReloadGateStore
 import ReloadGateTesting
@@ -117,5 +118,22 @@ struct StoreFixture {
             try db.execute(sql: sql)
         }
         try queue.close()
+    }
+
+    /// A new PostgreSQL database as an older version left it: migrated up to `migration`, with the app
+    /// `com.example.scores` as id 1, then `statements` run in order. Returns where it is.
+    static func writeOlderPostgres(upTo migration: String, statements: [PostgresQuery] = [], logger: Logger) async throws -> PostgresLocation {
+        let location = try PostgresLocation(url: try await TestPostgres.newDatabase())
+        let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: logger)
+        let running = Task { await client.run() }
+        defer { running.cancel() }
+        try await PostgresStore.migrate(client, upTo: migration, logger: logger)
+        try await client.withConnection { connection in
+            _ = try await connection.query("""
+                INSERT INTO app (id, bundle, environment, apiKeyHash, webhookSecret, createdAt) VALUES (1, 'com.example.scores', 'sandbox', '\\x01', '\\x02', 0)
+                """, logger: logger)
+            for statement in statements { _ = try await connection.query(statement, logger: logger) }
+        }
+        return location
     }
 }

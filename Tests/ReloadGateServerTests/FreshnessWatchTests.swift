@@ -184,35 +184,70 @@ struct FreshnessWatchTests {
         #expect(monitor.takeLost() == 0, "room again once applied")
     }
 
-    /// Instances of one app, kind and push type are named with one key, whose bundle text is shared rather
-    /// than each instance keeping the copy its description was read with.
+    /// A turn whose registry fails part way keeps the instances it named: the next turn names only the
+    /// rest (a fan-out's million instances take more than one turn's deadline to name).
+    @Test func aTurnCutShortKeepsWhatItNamed() async throws {
+        let monitor = FreshnessMonitor(scheduling: try Self.scheduling())
+        let decisions = (0..<Int32(1200)).map { instance in
+            Decision(request: 1, instance: InstanceHandle(instance), kind: .scheduled, due: Self.at(0), reason: .dueNow)
+        }
+        monitor.committed(requests: [Self.request(1, at: 0)], forwarded: [], decisions: decisions, timelineReloads: [], at: Self.at(0))
+        let asked = Mutex<[[Int64]]>([])
+        func everyone(_ ids: [Int64]) -> [InstanceDescription] {
+            ids.map { InstanceDescription(instance: $0, bundle: "com.example.app", token: "", widgetID: "w", kind: "scores", pushType: "widgets") }
+        }
+        struct Away: Error {}
+        await #expect(throws: Away.self) {
+            try await monitor.apply { ids in
+                let calls = asked.withLock { asked in
+                    asked.append(ids)
+                    return asked.count
+                }
+                if calls > 1 { throw Away() }
+                return everyone(ids)
+            }
+        }
+        #expect(monitor.counts == (waiting: 0, known: 500, queued: 1), "the first part named, the fact queued again")
+        asked.withLock { $0 = [] }
+        let entries = try #require(try await monitor.apply { ids in
+            asked.withLock { $0.append(ids) }
+            return everyone(ids)
+        })
+        #expect(entries.isEmpty)
+        #expect(asked.withLock { $0.flatMap { $0 } } == Array(500..<1200), "only the rest asked for")
+        #expect(monitor.counts == (waiting: 1200, known: 1200, queued: 0))
+    }
+
+    /// An instance is named by its app and kind, a control's kind with its push type's prefix, with the
+    /// kind's objective; the tracker holds each name once however many instances it names, and forgets it
+    /// with its last instance.
     @Test func instancesOfOneAppAndKindShareOneName() throws {
         let scheduling = try Self.scheduling("scheduling:\n  kinds:\n    scores:\n      freshness: {quantile: 0.9, within: 1m}\n")
         let monitor = FreshnessMonitor(scheduling: scheduling)
-        // Texts made at run time, longer than 15 bytes: each description's bundle is a heap copy of its own.
-        func bundle(_ name: String) -> String { String(repeating: "com.example.", count: 2) + name }
         let descriptions = [
-            (bundle("a"), "scores", "widgets"), (bundle("a"), "scores", "widgets"), (bundle("b"), "scores", "widgets"),
-            (bundle("a"), "scores", "widgets"), (bundle("a"), "garage", "controls"),
+            ("com.example.a", "scores", "widgets"), ("com.example.a", "scores", "widgets"), ("com.example.b", "scores", "widgets"),
+            ("com.example.a", "scores", "widgets"), ("com.example.a", "garage", "controls"),
         ].enumerated().map { index, item in
             InstanceDescription(instance: Int64(index), bundle: item.0, token: "", widgetID: "w", kind: item.1, pushType: item.2)
         }
-        func storage(_ text: String) -> UInt? { text.utf8.withContiguousStorageIfAvailable { UInt(bitPattern: $0.baseAddress) } }
-        #expect(Set(descriptions.map { storage($0.bundle) }).count == descriptions.count, "the test's texts are copies of their own")
-
-        var names = FreshnessMonitor.SharedNames()
-        let named = descriptions.map { names.name($0, monitor: monitor) }
-        for (description, name) in zip(descriptions, named) {
-            let pushType = PushType(rawValue: description.pushType)!
-            #expect(name.0 == FreshnessMonitor.key(bundle: description.bundle, kind: description.kind, pushType: pushType))
-            #expect(name.1 == monitor.objective(kind: description.kind, pushType: pushType))
+        var tracker = FreshnessTracker()
+        for description in descriptions {
+            tracker.register(InstanceHandle(Int32(description.instance)), name: monitor.name(description))
         }
-        #expect(named[0].1 == FreshnessObjective(quantile: 0.9, within: 60_000))
-        #expect(named[4].0.kind == "control:garage")
-        // The three instances of app a's scores hold one text: the first description's.
-        #expect(storage(named[1].0.bundle) == storage(descriptions[0].bundle))
-        #expect(storage(named[3].0.bundle) == storage(descriptions[0].bundle))
-        #expect(storage(named[2].0.bundle) == storage(descriptions[2].bundle))
+        for description in descriptions {
+            let pushType = PushType(rawValue: description.pushType)!
+            let name = try #require(tracker.name(of: InstanceHandle(Int32(description.instance))))
+            #expect(name.key == FreshnessMonitor.key(bundle: description.bundle, kind: description.kind, pushType: pushType))
+            #expect(name.objective == monitor.objective(kind: description.kind, pushType: pushType))
+        }
+        #expect(tracker.name(of: InstanceHandle(0))?.objective == FreshnessObjective(quantile: 0.9, within: 60_000))
+        #expect(tracker.name(of: InstanceHandle(4))?.key.kind == "control:garage")
+        #expect(tracker.nameCount == 3, "app a's scores, app b's scores, app a's garage control")
+        tracker.remove(InstanceHandle(2), at: Self.at(0))
+        tracker.decided([Decision(request: 1, instance: InstanceHandle(0), kind: .scheduled, due: Self.at(0), reason: .dueNow)], received: Self.at(0))
+        tracker.sweep(now: Self.at(1))
+        #expect(tracker.knownCount == 1 && tracker.nameCount == 1, "the idle instances and their names forgotten")
+        #expect(tracker.name(of: InstanceHandle(0))?.key == FreshnessBook.Key(bundle: "com.example.a", kind: "scores"))
     }
 
     /// The objectives: defaults per push type, a kind's own (as a group or dotted), the environment, and

@@ -126,13 +126,16 @@ final class FreshnessMonitor: Sendable {
             return (facts, unknown.sorted())
         }
         guard !facts.isEmpty else { return [] }
-        var named: [InstanceDescription] = []
         do {
-            var start = 0
-            while start < unknown.count {
-                let end = min(start + 500, unknown.count)
-                named += try await describe(Array(unknown[start..<end]))
-                start = end
+            // Each part named is registered at once: a turn abandoned past its deadline (a fan-out's
+            // million instances) leaves what it named known, and the next turn names only the rest.
+            for part in unknown.chunks(of: 500) {
+                let named = try await describe(Array(part))
+                state.withLock { state in
+                    for description in named {
+                        state.tracker.register(InstanceHandle(Int32(truncatingIfNeeded: description.instance)), name: name(description))
+                    }
+                }
             }
         } catch {
             // The registry did not answer: the facts go back to the front, for the next call.
@@ -143,16 +146,21 @@ final class FreshnessMonitor: Sendable {
             throw error
         }
         return state.withLock { state in
-            var names = SharedNames()
-            for description in named {
-                let (key, objective) = names.name(description, monitor: self)
-                state.tracker.register(InstanceHandle(Int32(truncatingIfNeeded: description.instance)), key: key, objective: objective)
-            }
             for fact in facts { Self.apply(fact, to: &state.tracker) }
             let entries = state.tracker.takeJournal()
             metrics.freshnessRecorded(entries)
             return entries
         }
+    }
+
+    /// The name an instance's freshness is counted under: its app and kind (``key(bundle:kind:pushType:)``)
+    /// with the kind's objective. The tracker holds each name once.
+    func name(_ description: InstanceDescription) -> FreshnessTracker.Name {
+        let pushType = PushType(rawValue: description.pushType) ?? .widgets
+        return FreshnessTracker.Name(
+            key: Self.key(bundle: description.bundle, kind: description.kind, pushType: pushType),
+            objective: objective(kind: description.kind, pushType: pushType)
+        )
     }
 
     /// Applies what is queued now, for an answer that must include what happened before it
@@ -164,32 +172,6 @@ final class FreshnessMonitor: Sendable {
             while try await apply(describe: describe) == nil, ContinuousClock.now < end {
                 try await Task.sleep(for: .milliseconds(5))
             }
-        }
-    }
-
-    /// The keys and objectives of one call's instances, one per app, kind and push type, shared by all
-    /// their instances. Each description read from the registry carries its own copy of the bundle's text
-    /// (a heap allocation once it is longer than 15 bytes), and a herd names hundreds of thousands of
-    /// instances of a few kinds: kept as read, each instance held its own copy until it was forgotten.
-    struct SharedNames {
-        private struct Name: Hashable {
-            var bundle: String
-            var kind: String
-            var pushType: PushType
-        }
-
-        private var named: [Name: (key: FreshnessBook.Key, objective: FreshnessObjective)] = [:]
-
-        /// The key and objective of `description`'s app, kind and push type.
-        mutating func name(_ description: InstanceDescription, monitor: FreshnessMonitor) -> (FreshnessBook.Key, FreshnessObjective) {
-            let name = Name(bundle: description.bundle, kind: description.kind, pushType: PushType(rawValue: description.pushType) ?? .widgets)
-            if let shared = named[name] { return shared }
-            let made = (
-                key: FreshnessMonitor.key(bundle: name.bundle, kind: name.kind, pushType: name.pushType),
-                objective: monitor.objective(kind: name.kind, pushType: name.pushType)
-            )
-            named[name] = made
-            return made
         }
     }
 

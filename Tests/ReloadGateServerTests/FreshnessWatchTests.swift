@@ -168,7 +168,8 @@ struct FreshnessWatchTests {
         #expect(monitor.counts == (waiting: 1, known: 1, queued: 0))
     }
 
-    /// Past the queue's limit, facts are counted as lost, not held.
+    /// Past the queue's limit, facts are counted as lost, not held; a fact heavier than the limit alone (a
+    /// fan-out over a million instances) is taken into an empty queue.
     @Test func aFullQueueCountsWhatItLoses() async throws {
         let monitor = FreshnessMonitor(scheduling: try Self.scheduling())
         let many = [Int64](repeating: 5, count: FreshnessMonitor.queueLimit - 1)
@@ -182,6 +183,19 @@ struct FreshnessWatchTests {
         #expect(monitor.counts.queued == 0)
         monitor.delivered(instances: [5], at: Self.at(3))
         #expect(monitor.takeLost() == 0, "room again once applied")
+        _ = try await monitor.apply { Self.describe($0) }
+
+        // A fan-out's fact over more instances than the limit, into the empty queue: taken, and applied.
+        let fanOut = (0..<Int32(FreshnessMonitor.queueLimit + 10)).map { instance in
+            Decision(request: 9, instance: InstanceHandle(instance % 50), kind: .scheduled, due: Self.at(4), reason: .dueNow)
+        }
+        monitor.committed(requests: [Self.request(9, at: 4)], forwarded: [], decisions: fanOut, timelineReloads: [], at: Self.at(4))
+        monitor.delivered(instances: [5], at: Self.at(5))
+        #expect(monitor.takeLost() == 1, "nothing more while it waits")
+        #expect(monitor.counts.queued == 1)
+        _ = try await monitor.apply { Self.describe($0) }
+        #expect(monitor.counts.known == 50, "its instances named")
+        #expect(monitor.counts.waiting == 50 * FreshnessTracker.listed, "each lists what it can, the rest counted")
     }
 
     /// A turn whose registry fails part way keeps the instances it named: the next turn names only the

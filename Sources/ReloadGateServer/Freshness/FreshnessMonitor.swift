@@ -11,8 +11,10 @@ import Synchronization
 /// ``delivered(instances:at:failed:)``): a committed batch's decisions and the timeline reloads its tick made,
 /// a delivery the push service (or the outbox) took. ``FreshnessService`` applies them in that order
 /// once a second, after naming the instances' apps and kinds from the registry, so that the commit loop
-/// never waits for the accounting. At most ``queueLimit`` facts wait; more are counted as lost
-/// (`reloadgate_freshness_facts_lost_total`) rather than held.
+/// never waits for the accounting. Facts of at most ``queueLimit`` rows wait; more are counted as lost
+/// (`reloadgate_freshness_facts_lost_total`) rather than held. A fact heavier than that alone (a
+/// fan-out over a million instances) is taken into an empty queue: its rows are the commit's own, already
+/// in memory, and the queue holds them until the next turn.
 final class FreshnessMonitor: Sendable {
     /// One fact, in the order the gateway learned it.
     enum Fact: Sendable {
@@ -76,7 +78,7 @@ final class FreshnessMonitor: Sendable {
     private func add(_ fact: Fact) {
         let weight = fact.weight
         state.withLock { state in
-            guard state.weight + weight <= Self.queueLimit else {
+            guard state.weight == 0 || state.weight + weight <= Self.queueLimit else {
                 state.lost += 1
                 return
             }

@@ -1,11 +1,14 @@
 import Foundation
+import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOSSL
 import ReloadGateCore
 import ReloadGateServer
 import ReloadGateStore
 import ReloadGateMockAPNs
 import ReloadGateTesting
+import Synchronization
 import Testing
 
 /// Delivery to Apple, with the mock APNs server in Apple's place (HTTP/2, TLS, checking the gateway's
@@ -297,6 +300,43 @@ struct APNsUpstreamTests {
             #expect(series[#"reloadgate_deliveries_total{outcome="sent"}"#] == 1)
             #expect(series["reloadgate_delivery_latency_seconds_count"] == 3)
             #expect(series["reloadgate_delivery_queue_depth"] == 0)
+        }
+    }
+
+    /// A push service that speaks only HTTP/1.1 (its TLS handshake agrees on no protocol: the gateway offers
+    /// h2 alone) is sent nothing: the connection is closed, the attempt was not sent (no unknown outcome),
+    /// and the delivery waits with the reason.
+    @Test func aPushServiceThatDoesNotAgreeOnHTTP2IsSentNothing() async throws {
+        // The fixture's PKI (which the gateway trusts) is made with the fixture: the server takes its TLS
+        // context from this box, set before the push.
+        let contextBox = Mutex<NIOSSLContext?>(nil)
+        let accepted = SharedCounter()
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                _ = accepted.next()
+                return channel.eventLoop.makeCompletedFuture {
+                    guard let context = contextBox.withLock({ $0 }) else { throw ChannelError.ioOnClosedChannel }
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { server.close(promise: nil) }
+        try await Self.withFixture(configure: { configuration in
+            configuration.upstream.url = "https://localhost:\(server.localAddress!.port!)"
+        }) { fixture in
+            var tls = try fixture.gateway.pki.serverTLSConfiguration()
+            tls.applicationProtocols = ["http/1.1"]
+            let context = try NIOSSLContext(configuration: tls)
+            contextBox.withLock { $0 = context }
+            #expect(try await fixture.push().status == 200)
+            let store = try SQLiteStore(directory: fixture.gateway.configuration.dataDirectory, environment: .sandbox, now: Date())
+            defer { try? store.close() }
+            _ = try await eventually { try await store.deliveries(in: [.pending]).first?.history.lastError != nil }
+            let waiting = try #require(try await store.deliveries(in: [.pending]).first)
+            #expect(waiting.history.lastError?.contains("the push service did not agree on HTTP/2 (ALPN: none)") == true, "\(waiting.history)")
+            #expect(waiting.history.unknownOutcomes == 0)
+            #expect(accepted.next() > 0)
+            #expect(fixture.mock.received.isEmpty)
         }
     }
 

@@ -173,69 +173,75 @@ final class APNsConnectionPool: Sendable {
         let context = context
         let host = host
         let logger = logger
-        // The TLS handshake's end, with the protocol it agreed on.
-        let negotiated = eventLoop.makePromise(of: String?.self)
+        // The connection, once HTTP/2 is set up on it at the TLS handshake's end.
+        let ready = eventLoop.makePromise(of: Connection.self)
         let connected = ClientBootstrap(group: eventLoop)
             .connectTimeout(.seconds(10))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try NIOSSLClientHandler(context: context, serverHostname: host.first?.isNumber == true ? nil : host)
-                    try channel.pipeline.syncOperations.addHandler(tls)
-                    try channel.pipeline.syncOperations.addHandler(ALPNWaiter(promise: negotiated))
+                    let handshakeEnd = HandshakeEnd(promise: ready)
+                    // HTTP/2 is set up at the handshake's end, on the channel's loop, and NIO's negotiation
+                    // handler holds what is read until it is: no frame of the server's gets past it first.
+                    // (Set up in a callback of the connection's future instead, it came after the server's
+                    // first frames on a loaded machine: its SETTINGS were dropped, and its ACK was refused
+                    // as bad settings, failing the request written meanwhile.)
+                    let negotiation = ApplicationProtocolNegotiationHandler { result, channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            // Apple speaks HTTP/2 only: the TLS handshake must agree on h2.
+                            guard case .negotiated("h2") = result else {
+                                let agreed = if case .negotiated(let name) = result { name } else { "none" }
+                                throw APNsTransportError.notSent("the push service did not agree on HTTP/2 (ALPN: \(agreed))")
+                            }
+                            let connection = try Self.startHTTP2(on: channel, logger: logger)
+                            channel.pipeline.syncOperations.removeHandler(handshakeEnd, promise: nil)
+                            logger.info("connected to the push service", metadata: ["host": "\(host)"])
+                            ready.succeed(connection)
+                        }
+                    }
+                    try channel.pipeline.syncOperations.addHandlers([tls, negotiation, handshakeEnd])
                 }
             }
             .connect(host: host, port: port)
-        connected.whenFailure { negotiated.fail($0) }
-        return connected.flatMap { channel in
-            negotiated.futureResult.flatMapThrowing { negotiated -> Connection in
-                // Apple speaks HTTP/2 only: the TLS handshake must agree on h2.
-                guard negotiated == "h2" else {
-                    channel.close(promise: nil)
-                    throw APNsTransportError.notSent("the push service did not agree on HTTP/2 (ALPN: \(negotiated ?? "none"))")
-                }
-                let handler = APNsClientHandler(logger: logger)
-                var connection = NIOHTTP2Handler.ConnectionConfiguration()
-                connection.initialSettings = [
-                    HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-                    HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                    HTTP2Setting(parameter: .enablePush, value: 0),
-                ]
-                // The header blocks sent are built by APNsClientHandler (always valid); the answers'
-                // are read for `:status` and two headers only: NIO's check of every block would be work
-                // for nothing on every delivery.
-                connection.headerBlockValidation = .disabled
-                // The peer is the push service, not an attacker: streams it resets under load (or that
-                // fail) must not make NIO close the connection as a denial-of-service defence (it did,
-                // after 200 resets in 30 s, in the chaos test).
-                var stream = NIOHTTP2Handler.StreamConfiguration()
-                stream.streamResetFrameRateLimit.maximumCount = 1 << 30
-                stream.streamErrorRateLimit.maximumCount = 1 << 30
-                try channel.pipeline.syncOperations.addHandler(
-                    NIOHTTP2Handler(mode: .client, connectionConfiguration: connection, streamConfiguration: stream)
-                )
-                try channel.pipeline.syncOperations.addHandler(handler)
-                logger.info("connected to the push service", metadata: ["host": "\(host)"])
-                return Connection(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop), closing: handler.closing)
-            }
-        }
+        connected.whenFailure { ready.fail($0) }
+        return ready.futureResult
     }
 
-    /// Waits for the TLS handshake's end and reports the agreed protocol, then leaves the pipeline.
-    private final class ALPNWaiter: ChannelInboundHandler, RemovableChannelHandler {
+    /// Adds HTTP/2 and the requests' handler to a connection whose TLS handshake agreed on h2.
+    private static func startHTTP2(on channel: any Channel, logger: Logger) throws -> Connection {
+        let handler = APNsClientHandler(logger: logger)
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+            HTTP2Setting(parameter: .enablePush, value: 0),
+        ]
+        // The header blocks sent are built by APNsClientHandler (always valid); the answers'
+        // are read for `:status` and two headers only: NIO's check of every block would be work
+        // for nothing on every delivery.
+        connection.headerBlockValidation = .disabled
+        // The peer is the push service, not an attacker: streams it resets under load (or that
+        // fail) must not make NIO close the connection as a denial-of-service defence (it did,
+        // after 200 resets in 30 s, in the chaos test).
+        var stream = NIOHTTP2Handler.StreamConfiguration()
+        stream.streamResetFrameRateLimit.maximumCount = 1 << 30
+        stream.streamErrorRateLimit.maximumCount = 1 << 30
+        try channel.pipeline.syncOperations.addHandler(
+            NIOHTTP2Handler(mode: .client, connectionConfiguration: connection, streamConfiguration: stream)
+        )
+        try channel.pipeline.syncOperations.addHandler(handler)
+        return Connection(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop), closing: handler.closing)
+    }
+
+    /// Until HTTP/2 is set up: fails the connection's promise when the handshake fails (or the negotiation
+    /// refuses the protocol) or the connection closes, and closes it.
+    private final class HandshakeEnd: ChannelInboundHandler, RemovableChannelHandler {
         typealias InboundIn = Any
-        let promise: EventLoopPromise<String?>
+        let promise: EventLoopPromise<Connection>
 
-        init(promise: EventLoopPromise<String?>) {
+        init(promise: EventLoopPromise<Connection>) {
             self.promise = promise
-        }
-
-        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-            if case TLSUserEvent.handshakeCompleted(let negotiated) = event {
-                promise.succeed(negotiated)
-                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-            }
-            context.fireUserInboundEventTriggered(event)
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -244,7 +250,6 @@ final class APNsConnectionPool: Sendable {
         }
 
         func channelInactive(context: ChannelHandlerContext) {
-            // Does nothing when the handshake already succeeded.
             promise.fail(APNsTransportError.notSent("the connection closed during the TLS handshake"))
             context.fireChannelInactive()
         }

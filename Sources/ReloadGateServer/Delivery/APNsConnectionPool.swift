@@ -90,7 +90,9 @@ final class APNsConnectionPool: Sendable {
         do {
             connection = try await self.connection().get()
         } catch {
-            return Array(repeating: .failure(APNsTransportError.notSent("cannot connect to \(host):\(port): \(error)")), count: requests.count)
+            // A connection refused as not sent already (the handshake's protocol) says why once.
+            let why = if let refused = error as? APNsTransportError, case .notSent(let reason) = refused { reason } else { "\(error)" }
+            return Array(repeating: .failure(APNsTransportError.notSent("cannot connect to \(host):\(port): \(why)")), count: requests.count)
         }
         let eventLoop = connection.channel.eventLoop
         let answers = eventLoop.makePromise(of: [Result<APNsAnswer, any Error>].self)

@@ -63,8 +63,8 @@ struct PeriodicTurnsTests {
     }
 
     /// The shutdown does not wait for a turn that has not ended. The turn takes a minute, so that a shutdown
-    /// that waited for it is told apart from one slowed by a loaded machine (7.2 s was seen in a CI run's
-    /// parallel tests, against a turn of 10 s then).
+    /// that waited for it is told apart from one slowed by a loaded machine (7.2 s was seen in CI's
+    /// parallel tests).
     @Test func theShutdownDoesNotWaitForATurn() async throws {
         let started = Count()
         let service = Turning(

@@ -185,10 +185,9 @@ final class APNsConnectionPool: Sendable {
                     let tls = try NIOSSLClientHandler(context: context, serverHostname: host.first?.isNumber == true ? nil : host)
                     let handshakeEnd = HandshakeEnd(promise: ready)
                     // HTTP/2 is set up at the handshake's end, on the channel's loop, and NIO's negotiation
-                    // handler holds what is read until it is: no frame of the server's gets past it first.
-                    // (Set up in a callback of the connection's future instead, it came after the server's
-                    // first frames on a loaded machine: its SETTINGS were dropped, and its ACK was refused
-                    // as bad settings, failing the request written meanwhile.)
+                    // handler holds what is read until it is: a frame of the server's read before HTTP/2 is
+                    // there would be dropped (its SETTINGS lost, its ACK then refused as bad settings, and
+                    // the request written meanwhile failed with an unknown outcome).
                     let negotiation = ApplicationProtocolNegotiationHandler { result, channel in
                         channel.eventLoop.makeCompletedFuture {
                             // Apple speaks HTTP/2 only: the TLS handshake must agree on h2.

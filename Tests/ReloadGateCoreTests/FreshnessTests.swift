@@ -1,4 +1,4 @@
-import ReloadGateCore
+@testable import ReloadGateCore
 import Testing
 
 /// Freshness with numbers worked out by hand: the real scheduler decides, the tracker follows each
@@ -115,6 +115,33 @@ struct FreshnessTests {
         #expect(day.served == 150)
         #expect(day.within == 50 + 40, "arrivals 60-99 s waited at most 240 s, and the 50 counted as 201 s")
         #expect(day.misses == [.interval: 60])
+    }
+
+    /// The unlisted requests stay with the last listed one when a delivery leaves it waiting alone: 150
+    /// requests at 0-149 s (100 listed, the last at 99 s; 50 counted as it), a delivery released at 98 s
+    /// serves 99 of them; the one at 99 s and the 50 wait for the next, which serves all 51 with a wait of
+    /// 201 s each.
+    @Test func unlistedRequestsWaitWithTheLastListedOneLeftAlone() {
+        var tracker = FreshnessTracker()
+        let w = InstanceHandle(0)
+        tracker.register(w, key: Self.key, objective: Self.objective)
+        for second in 0..<150 {
+            let kind: DecisionKind = second == 0 ? .deferred : .merged
+            tracker.decided([Decision(request: RequestID(second + 1), instance: w, kind: kind, due: Self.at(300), reason: .waitingForInterval(until: Self.at(300), lastReload: Self.at(0), minimumInterval: 300))], received: Self.at(Int64(second)))
+        }
+        tracker.delivered([w], released: Self.at(98), at: Self.at(100))
+        #expect(tracker.book.summary(Self.key, window: 86_400_000, now: Self.at(100)).served == 99)
+        #expect(tracker.waitingCount == 1)
+        tracker.delivered([w], at: Self.at(300))
+        let day = tracker.book.summary(Self.key, window: 86_400_000, now: Self.at(300))
+        #expect(day.served == 150, "the 50 unlisted served with the last listed one")
+        #expect(tracker.waitingCount == 0)
+    }
+
+    /// An instance the tracker knows is 16 bytes (decision 0104: a fan-out's million instances are held
+    /// while they wait); a field more would double it unseen.
+    @Test func anInstanceIsSixteenBytes() {
+        #expect(MemoryLayout<FreshnessTracker.Instance>.stride == 16)
     }
 
     /// A delivery serves the requests that arrived by its release, not one deferred while it was on its way

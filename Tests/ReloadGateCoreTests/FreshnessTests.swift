@@ -98,16 +98,23 @@ struct FreshnessTests {
         #expect(tracker.waitingCount == 0)
     }
 
+    /// A tracker whose instance `w` was pushed once a second from 0 s, `count` times: the first deferred by
+    /// the interval to 300 s, the others merged into its pending reload.
+    static func oneRequestASecond(_ count: Int, to w: InstanceHandle) -> FreshnessTracker {
+        var tracker = FreshnessTracker()
+        tracker.register(w, key: key, objective: objective)
+        for second in 0..<count {
+            let kind: DecisionKind = second == 0 ? .deferred : .merged
+            tracker.decided([Decision(request: RequestID(second + 1), instance: w, kind: kind, due: at(300), reason: .waitingForInterval(until: at(300), lastReload: at(0), minimumInterval: 300))], received: at(Int64(second)))
+        }
+        return tracker
+    }
+
     /// Past ``FreshnessTracker/listed`` requests on one widget, the rest count with the last kept one's
     /// arrival: at most its wait (theirs is no longer), and memory stays at 100 a widget.
     @Test func requestsPastTheListedOnesCountWithTheLastKept() {
-        var tracker = FreshnessTracker()
         let w = InstanceHandle(0)
-        tracker.register(w, key: Self.key, objective: Self.objective)
-        for second in 0..<150 {
-            let kind: DecisionKind = second == 0 ? .deferred : .merged
-            tracker.decided([Decision(request: RequestID(second + 1), instance: w, kind: kind, due: Self.at(300), reason: .waitingForInterval(until: Self.at(300), lastReload: Self.at(0), minimumInterval: 300))], received: Self.at(Int64(second)))
-        }
+        var tracker = Self.oneRequestASecond(150, to: w)
         #expect(tracker.waitingCount == 100)
         tracker.delivered([w], at: Self.at(300))
         let day = tracker.book.summary(Self.key, window: 86_400_000, now: Self.at(300))
@@ -122,13 +129,8 @@ struct FreshnessTests {
     /// serves 99 of them; the one at 99 s and the 50 wait for the next, which serves all 51 with a wait of
     /// 201 s each.
     @Test func unlistedRequestsWaitWithTheLastListedOneLeftAlone() {
-        var tracker = FreshnessTracker()
         let w = InstanceHandle(0)
-        tracker.register(w, key: Self.key, objective: Self.objective)
-        for second in 0..<150 {
-            let kind: DecisionKind = second == 0 ? .deferred : .merged
-            tracker.decided([Decision(request: RequestID(second + 1), instance: w, kind: kind, due: Self.at(300), reason: .waitingForInterval(until: Self.at(300), lastReload: Self.at(0), minimumInterval: 300))], received: Self.at(Int64(second)))
-        }
+        var tracker = Self.oneRequestASecond(150, to: w)
         tracker.delivered([w], released: Self.at(98), at: Self.at(100))
         #expect(tracker.book.summary(Self.key, window: 86_400_000, now: Self.at(100)).served == 99)
         #expect(tracker.waitingCount == 1)

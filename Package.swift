@@ -317,7 +317,8 @@ let package = Package(
 
         .testTarget(
             name: "ReloadGateCoreTests",
-            dependencies: ["ReloadGateCore", "ReloadGateHostileInput"],
+            // ReloadGateTesting for `.offThePool` only: the property tests' loops run on a thread of their own.
+            dependencies: ["ReloadGateCore", "ReloadGateHostileInput", "ReloadGateTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -348,6 +349,8 @@ let package = Package(
                 "ReloadGateAPI",
                 "ReloadGateCore",
                 "ReloadGateHostileInput",
+                // For `.offThePool` only: the property tests' loops run on a thread of their own.
+                "ReloadGateTesting",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: swiftSettings

@@ -13,11 +13,11 @@ public import Testing
 /// (docs/TESTING.md, "Heavy tests"). Within the limit a heavy test shares the machine with a known number of
 /// neighbours, and the margins of its bounds can say so.
 ///
-/// Apply it to a suite (each of its test cases takes a turn) or to a test. ``TestGateway``'s `withRunning`,
-/// ``ReloadGateProcess``, ``PrivatePostgresCluster`` and the mock's `start` record an issue when they run
-/// outside a turn, so a heavy test cannot join the crowd unnoticed. A turn is held by the test case's task
+/// Apply it to a suite (each of its test cases takes a turn, the suite itself none) or to a test.
+/// ``TestGateway``'s `withRunning`, ``ReloadGateProcess``, ``PrivatePostgresCluster`` and the mock's `start`
+/// record an issue when they run outside a turn, so a heavy test cannot join the crowd unnoticed. A turn is held by the test case's task
 /// and the tasks it starts; a heavy scope nested in it takes no second turn.
-public struct HeavyTest: SuiteTrait, TestTrait, TestScoping {
+public struct HeavyTest: TestCaseScoping {
     /// How many heavy tests run at once: `RG_TEST_HEAVY_WIDTH`, or three per core and at least four.
     public static let width: Int = {
         if let text = ProcessInfo.processInfo.environment["RG_TEST_HEAVY_WIDTH"], let width = Int(text), (1...1_000).contains(width) {
@@ -30,13 +30,6 @@ public struct HeavyTest: SuiteTrait, TestTrait, TestScoping {
     @TaskLocal public static var holdsATurn = false
 
     private static let turns = Turns(width)
-
-    public var isRecursive: Bool { true }
-
-    public func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
-        // The suite itself takes no turn: its test cases do, each for its own run.
-        testCase == nil ? nil : self
-    }
 
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void

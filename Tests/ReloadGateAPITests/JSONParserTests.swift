@@ -1,11 +1,13 @@
 import Foundation
 @testable import ReloadGateAPI
 import ReloadGateCore
+import ReloadGateTesting
 import Testing
 
 /// The request bodies' JSON parser and decoder (``JSONParser``, ``JSONValueDecoder``) against Foundation's
 /// `JSONDecoder`, which read the bodies before them: the same values, the same refusals, on Apple's and
 /// our own bodies and on thousands of their mutations.
+@Suite(.offThePool)
 struct JSONParserTests {
     @Test(arguments: [
         (#"{"a":1,"b":[true,false,null],"c":{"d":"e"}}"#, JSONValue.object(["a": .integer(1), "b": .array([.bool(true), .bool(false), .null]), "c": .object(["d": .string("e")])])),

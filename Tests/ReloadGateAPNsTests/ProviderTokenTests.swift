@@ -9,6 +9,7 @@ import Testing
 
 /// Provider tokens as real senders write them (a fractional `iat` from `time.time()`, `iat` as a string)
 /// and as attackers write them (every hostile number as `iat`), and a key's effect on the very next push.
+@Suite(.offThePool)
 struct ProviderTokenTests {
     static let sender = ProviderTokenFactory(keyID: "KEY0000001", teamID: "TEAM000001")
     static let now: Int64 = 1_795_538_640

@@ -1,8 +1,10 @@
 @testable import ReloadGateCore
+import ReloadGateTesting
 import Testing
 
 /// A dictionary that a burst filled gives its room back once most entries have left, and only then: the
 /// scheduler's Live Activities, and the helper they and the delivery worker share.
+@Suite(.offThePool)
 struct DictionaryRoomTests {
     @Test func aDictionaryMostlyEmptiedKeepsRoomForWhatItHolds() {
         var entries: [Int: Int] = [:]

@@ -1,4 +1,5 @@
 import ReloadGateCore
+import ReloadGateTesting
 import Testing
 
 /// A herd: many pending reloads falling due at one moment (here a flush of all of them) leave in due
@@ -31,6 +32,7 @@ struct HerdOrderTests {
 /// No timer storm: a herd due at one moment is one wake-up. The scheduler's next wake-up is that moment
 /// (the timer loop sleeps until it), nothing leaves a millisecond before, one tick at it releases every
 /// reload, and no timer of the herd is left behind at or before it.
+@Suite(.offThePool)
 struct HerdWakeUpTests {
     @Test func aHerdDueAtOneMomentIsReleasedByOneTick() {
         var harness = SchedulerHarness()

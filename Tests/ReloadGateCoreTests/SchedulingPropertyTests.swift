@@ -1,8 +1,10 @@
 import ReloadGateCore
 import ReloadGateHostileInput
+import ReloadGateTesting
 import Testing
 
 /// Random request sequences over a fake clock, checked against the invariants of the rules.
+@Suite(.offThePool)
 struct SchedulingPropertyTests {
 
     /// A restart in the middle: every changed instance's snapshot is restored into a fresh scheduler,

@@ -1,9 +1,11 @@
 @testable import ReloadGateCore
 import ReloadGateHostileInput
+import ReloadGateTesting
 import Testing
 
 /// The scheduler's timers against a sorted list: whatever is inserted, interleaved with pops, comes out
 /// earliest first and complete, across the planned and pending heaps and the queue in front of them.
+@Suite(.offThePool)
 struct TimersTests {
 
     @Test(arguments: 0..<20)

@@ -1,6 +1,7 @@
 import Foundation
 import ReloadGateAPI
 import ReloadGateCore
+import ReloadGateTesting
 import Testing
 
 @testable import ReloadGateServer
@@ -10,7 +11,7 @@ import Testing
 /// (``SchemaCheck``), then decoded as the CLI decodes them and compared with the example. A field added
 /// to a type and not to the document, or the other way round, fails here (the schemas list their fields
 /// as `required` and refuse others).
-@Suite struct BodySchemaTests {
+@Suite(.offThePool) struct BodySchemaTests {
     nonisolated(unsafe) static let schemas: [String: Any] = {
         let components = OpenAPIDocument.object["components"] as? [String: Any] ?? [:]
         return components["schemas"] as? [String: Any] ?? [:]

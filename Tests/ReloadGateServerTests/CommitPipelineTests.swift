@@ -1,4 +1,5 @@
 import PropertyBased
+import ReloadGateTesting
 import Testing
 
 @testable import ReloadGateServer
@@ -8,6 +9,7 @@ import Testing
 /// after each step that at most one commit is in flight and that no waiter is answered twice, and at the
 /// end that every waiter was answered, with success exactly when the commit it waited for succeeded, and
 /// that everything decided into an open batch was committed or dropped, once, by the pipeline.
+@Suite(.offThePool)
 struct CommitPipelineTests {
     /// A batch of numbered decisions.
     struct Batch: PipelineBatch {

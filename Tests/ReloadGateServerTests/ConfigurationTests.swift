@@ -7,7 +7,7 @@ import ReloadGateTesting
 import Testing
 
 /// The configuration table: defaults, file, environment over file, and every error with its message.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.offThePool, .timeLimit(.minutes(5)))
 struct ConfigurationTests {
     struct Valid: Sendable, CustomTestStringConvertible {
         let name: String

@@ -1,9 +1,10 @@
 import Foundation
 import ReloadGateServer
+import ReloadGateTesting
 import Testing
 
 /// The documents a person reads first must match the keys the code knows.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.offThePool, .timeLimit(.minutes(5)))
 struct DocumentationTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -1,11 +1,13 @@
 import ReloadGateCore
 import ReloadGateStore
+import ReloadGateTesting
 import Testing
 
 @testable import ReloadGateServer
 
 /// What the delivery worker holds: a delivery handed over again under the same lease epoch is not taken
 /// twice; one of a newer epoch is, and the older copy's end does not release it.
+@Suite(.offThePool)
 struct HeldDeliveriesTests {
     static func delivery(_ id: String, epoch: Int64?) -> RecordedDelivery {
         var delivery = RecordedDelivery(

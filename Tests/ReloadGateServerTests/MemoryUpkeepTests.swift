@@ -7,7 +7,7 @@ import Testing
 
 /// The memory upkeep gives a burst's freed heap back to the system: memory freed between blocks still in
 /// use stays resident until the heap is trimmed.
-@Suite(.serialized)
+@Suite(.offThePool, .serialized)
 struct MemoryUpkeepTests {
     /// Resident bytes of this process (/proc/self/statm's second field, in pages).
     static func resident() throws -> Int {

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import ReloadGateCore
+import ReloadGateTesting
 import Testing
 
 @testable import ReloadGateServer
@@ -12,7 +13,7 @@ import Testing
 /// The OpenAPI document and the routers describe the same API: every route a router registers is an
 /// operation of the document, every operation is routed (by the API listener's router, or, tagged
 /// `admin`, by the admin router), and the document served is the one compiled in.
-@Suite struct OpenAPIContractTests {
+@Suite(.offThePool) struct OpenAPIContractTests {
     /// `GET /v1/apps/{}/reloads`: a route or an operation with its path parameters' names left out
     /// (the routers write `:bundle` or `{bundle}`, the document `{bundle}`).
     static func signature(_ method: String, _ path: String) -> String {

@@ -1,5 +1,6 @@
 import PropertyBased
 import ReloadGateCore
+import ReloadGateTesting
 import Testing
 
 @testable import ReloadGateServer
@@ -7,6 +8,7 @@ import Testing
 
 /// The partition leases' state machine on its own (pure: heartbeat answers and instants in, what the
 /// engine and the store must do out): each way a lease changes, and generated runs of heartbeats.
+@Suite(.offThePool)
 struct PartitionLeasesTests {
     static let lease: Duration = .seconds(5)
     static let start = ContinuousClock.now

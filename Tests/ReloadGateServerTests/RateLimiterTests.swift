@@ -1,10 +1,11 @@
 @testable import ReloadGateServer
 import Synchronization
+import ReloadGateTesting
 import Testing
 
 /// `upstream.requestsPerSecond`: requests toward Apple are spaced to the rate after a burst of a tenth
 /// of a second's worth, also when the process was stalled while they waited.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.offThePool, .timeLimit(.minutes(5)))
 struct RateLimiterTests {
     @Test func requestsBeyondTheBurstAreSpacedToTheRate() async throws {
         let limiter = RateLimiter.pacer(perSecond: 100)

@@ -1,9 +1,11 @@
 import Foundation
+import ReloadGateTesting
 import Testing
 
 /// The server learns what its store offers from ``GatewayStore`` (``GatewayStore/cluster``,
 /// ``GatewayStore/periodicUpkeep``), never by asking which engine it has: a new engine then needs no
 /// change in the server.
+@Suite(.offThePool)
 struct StoreCapabilityTests {
     @Test func theServerNeverAsksWhichStoreItHas() throws {
         let folder = DocumentationTests.root.appendingPathComponent("Sources/ReloadGateServer")

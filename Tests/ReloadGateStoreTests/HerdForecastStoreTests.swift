@@ -8,6 +8,7 @@ import Testing
 /// 10,000 spread over an hour give that minute's peak with its count; pending reloads count where they
 /// fall due (an overdue one in the first minute); an unregistered device's widgets and times outside
 /// the window do not count; the filters keep one app or kind.
+@Suite(.offThePool)
 struct HerdForecastStoreTests {
     static let now = Date(timeIntervalSince1970: 1_790_006_400)  // 10:40:00 UTC
 

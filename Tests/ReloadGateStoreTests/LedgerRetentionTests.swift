@@ -9,6 +9,7 @@ import Testing
 /// The ledger's retention (``GatewayStore/pruneLedger(_:)``), the same on both stores: a step deletes
 /// requests received before its bound with their decisions, and finished deliveries released before it,
 /// at most its limit of each, and nothing else; what it deleted is told to `explain` and `export`.
+@Suite(.offThePool)
 struct LedgerRetentionTests {
     static let now = Date(timeIntervalSince1970: 1_790_000_000)
     static let day: Int64 = 86_400_000

@@ -39,8 +39,17 @@ struct PostgresGatewayTests {
                 // The first reload goes at once; the second one, a minute later, waits for the minimum interval.
                 let first = try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores","match":{"team":"42"}}"#, secret: credentials.webhookSecret)
                 #expect(first.status == 202, "\(first.body)")
-                #expect((first.json["decisions"] as? [String: Int])?["scheduled"] == 1)
                 let requestID = try #require(first.json["requestId"] as? Int)
+                if (first.json["decisions"] as? [String: Int])?["forwarded"] == 1 {
+                    // The call came before the gateway had loaded the partition it just took (its first load
+                    // waits for the database, which a loaded machine can hold up for seconds): it waits in the
+                    // partition's inbox, and the gateway decides it once the partition is loaded.
+                    _ = try await eventually(within: .seconds(60)) {
+                        try await store.requestRecord(Int64(requestID))?.decisions.map(\.decision).contains("scheduled") ?? false
+                    }
+                } else {
+                    #expect((first.json["decisions"] as? [String: Int])?["scheduled"] == 1, "\(first.body)")
+                }
                 var sent: [RecordedDelivery] = []
                 _ = try await eventually {
                     sent = try await store.deliveries(in: [.sent])
@@ -82,7 +91,9 @@ struct PostgresGatewayTests {
             }
             let recorded = try await store.requestRecord(thirdID)?.decisions.map(\.decision) ?? []
             #expect(recorded.contains("merged"), "\(recorded)")
-            #expect(try await store.requestRecord(Int64(requestID))?.decisions.map(\.decision) == ["scheduled"])
+            // (A first call that waited in the inbox was recorded `forwarded` before its decision.)
+            let firstDecisions = try await store.requestRecord(Int64(requestID))?.decisions.map(\.decision) ?? []
+            #expect(firstDecisions.filter { $0 != "forwarded" } == ["scheduled"], "\(firstDecisions)")
         }
     }
 }

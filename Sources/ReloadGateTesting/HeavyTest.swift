@@ -15,8 +15,8 @@ public import Testing
 ///
 /// Apply it to a suite (each of its test cases takes a turn, the suite itself none) or to a test.
 /// ``TestGateway``'s `withRunning`, ``ReloadGateProcess``, ``PrivatePostgresCluster`` and the mock's `start`
-/// record an issue when they run outside a turn, so a heavy test cannot join the crowd unnoticed. A turn is held by the test case's task
-/// and the tasks it starts; a heavy scope nested in it takes no second turn.
+/// record an issue when they run outside a turn, so a heavy test cannot join the crowd unnoticed. A turn is
+/// held by the test case's task and the tasks it starts; a heavy scope nested in it takes no second turn.
 public struct HeavyTest: TestCaseScoping {
     /// How many heavy tests run at once: `RG_TEST_HEAVY_WIDTH`, or three per core and at least four.
     public static let width: Int = {

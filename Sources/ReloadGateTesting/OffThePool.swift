@@ -4,8 +4,8 @@ import ReloadGateServer
 public import Testing
 
 /// A test whose own work is long and CPU-bound (generated runs, property loops, documents parsed and
-/// searched in a debug build): it runs on a thread of its own, one such test case at a time, instead of on
-/// the process's concurrency pool.
+/// searched in a debug build): it runs on a thread of its own, shared by such tests only (their work runs
+/// there one piece at a time, a synchronous test whole), instead of on the process's concurrency pool.
 ///
 /// The pool has one thread per core, and every test of a run shares it. A test case that computes for
 /// seconds without suspending holds one of its threads for that long, and two of them hold the whole pool:
@@ -32,7 +32,7 @@ public struct OffThePool: TestCaseScoping {
 }
 
 extension Trait where Self == OffThePool {
-    /// The test's work is long and CPU-bound: it runs on a thread of its own, one test case at a time,
-    /// and leaves the concurrency pool to the other tests (``OffThePool``).
+    /// The test's work is long and CPU-bound: it runs on a thread shared by such tests only, and leaves
+    /// the concurrency pool to the other tests (``OffThePool``).
     public static var offThePool: Self { OffThePool() }
 }

@@ -17,8 +17,18 @@ public struct TemporaryDirectory: Sendable {
         url.appendingPathComponent(name).path
     }
 
-    /// Removes the directory and everything in it.
+    /// Removes the directory and everything in it, on a thread of its own. Removing files can wait for the
+    /// disk (a filesystem mounted with `discard` discards their blocks at once), and the caller is usually a
+    /// test's task on the concurrency pool, which every test of a run shares (docs/TESTING.md, "Heavy
+    /// tests"). What is still being removed when the process exits is removed before it exits.
     public func remove() {
-        try? FileManager.default.removeItem(at: url)
+        let url = url
+        Self.removals.async { try? FileManager.default.removeItem(at: url) }
     }
+
+    private static let removals: DispatchQueue = {
+        let queue = DispatchQueue(label: "reloadgate.temporary-directory-removals")
+        atexit { TemporaryDirectory.removals.sync {} }
+        return queue
+    }()
 }

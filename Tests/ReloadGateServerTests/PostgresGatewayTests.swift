@@ -38,18 +38,7 @@ struct PostgresGatewayTests {
                 try #require(registered.status == 200, "\(registered.body)")
                 // The first reload goes at once; the second one, a minute later, waits for the minimum interval.
                 let first = try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores","match":{"team":"42"}}"#, secret: credentials.webhookSecret)
-                #expect(first.status == 202, "\(first.body)")
-                let requestID = try #require(first.json["requestId"] as? Int)
-                if (first.json["decisions"] as? [String: Int])?["forwarded"] == 1 {
-                    // The call came before the gateway had loaded the partition it just took (its first load
-                    // waits for the database, which a loaded machine can hold up for seconds): it waits in the
-                    // partition's inbox, and the gateway decides it once the partition is loaded.
-                    _ = try await eventually(within: .seconds(60)) {
-                        try await store.requestRecord(Int64(requestID))?.decisions.map(\.decision).contains("scheduled") ?? false
-                    }
-                } else {
-                    #expect((first.json["decisions"] as? [String: Int])?["scheduled"] == 1, "\(first.body)")
-                }
+                let requestID = try await Self.expectDecided(first, "scheduled", in: store)
                 var sent: [RecordedDelivery] = []
                 _ = try await eventually {
                     sent = try await store.deliveries(in: [.sent])
@@ -75,25 +64,33 @@ struct PostgresGatewayTests {
                 let api = GatewayAPIClient(client: client, baseURL: gateway.baseURL)
                 return try await api.reload(bundle: Self.bundle, body: #"{"kind":"scores"}"#, secret: secret)
             }
-            #expect(third.status == 202, "\(third.body)")
-            let decisions = try #require(third.json["decisions"] as? [String: Int], "\(third.body)")
-            let thirdID = Int64(try #require(third.json["requestId"] as? Int))
-            if decisions["forwarded"] == 1 {
-                // The call came before the gateway held and had loaded the device's partition (its first
-                // heartbeat and load wait for the database, which a loaded machine can hold up for seconds;
-                // a lease the first gateway could not release at its stop runs out first): it went to the
-                // partition's inbox, and the partition's owner decides it once the partition is loaded.
-                _ = try await eventually(within: .seconds(60)) {
-                    try await store.requestRecord(thirdID)?.decisions.map(\.decision).contains("merged") ?? false
-                }
-            } else {
-                #expect(decisions["merged"] == 1, "\(third.body)")
-            }
-            let recorded = try await store.requestRecord(thirdID)?.decisions.map(\.decision) ?? []
-            #expect(recorded.contains("merged"), "\(recorded)")
-            // (A first call that waited in the inbox was recorded `forwarded` before its decision.)
-            let firstDecisions = try await store.requestRecord(Int64(requestID))?.decisions.map(\.decision) ?? []
-            #expect(firstDecisions.filter { $0 != "forwarded" } == ["scheduled"], "\(firstDecisions)")
+            _ = try await Self.expectDecided(third, "merged", in: store)
+            // The first call's decision, as it was before the restart.
+            #expect(try await Self.decisions(of: requestID, in: store) == ["scheduled"])
         }
+    }
+
+    /// Expects a webhook call to be answered `202` and decided `kind`, and returns its request id. The answer
+    /// says `kind`, or `forwarded` when the call came before the gateway held and had loaded the device's
+    /// partition: its first heartbeat and load wait for the database, which a loaded machine can hold up for
+    /// seconds, and after a restart a lease the stopped gateway could not release runs out first. A forwarded
+    /// call waits in the partition's inbox, and the partition's owner decides it once the partition is loaded.
+    static func expectDecided(_ answer: GatewayAPIClient.Answer, _ kind: String, in store: PostgresStore) async throws -> Int64 {
+        #expect(answer.status == 202, "\(answer.body)")
+        let decisions = try #require(answer.json["decisions"] as? [String: Int], "\(answer.body)")
+        let id = Int64(try #require(answer.json["requestId"] as? Int, "\(answer.body)"))
+        if decisions["forwarded"] == 1 {
+            _ = try await eventually(within: .seconds(60)) { try await Self.decisions(of: id, in: store) == [kind] }
+        } else {
+            #expect(decisions[kind] == 1, "\(answer.body)")
+        }
+        #expect(try await Self.decisions(of: id, in: store) == [kind])
+        return id
+    }
+
+    /// A request's recorded decisions, but for `forwarded` (the gateway that took it records that one before
+    /// the owner's).
+    static func decisions(of request: Int64, in store: PostgresStore) async throws -> [String] {
+        (try await store.requestRecord(request)?.decisions.map(\.decision) ?? []).filter { $0 != "forwarded" }
     }
 }

@@ -42,6 +42,93 @@ struct SQLiteStoreTests {
         #expect(sqlite3_memory_used() == 0)
     }
 
+    @Test func aStatementJournalUnder128KiBStaysInMemoryAndStillUndoesItsStatement() throws {
+        // A multi-row statement inside a transaction first copies every page it changes that existed
+        // before it into its statement journal, to undo the statement alone if a row fails. SQLite writes
+        // the journal to a temporary file past 64 KiB by default; the store keeps it in memory up to
+        // 128 KiB (CReloadGateSQLite, decision 0105), since the group commit's 32-row statements journal up
+        // to about 120 KB each. This statement journals about 20 pages (82 KB) and fails at its last row.
+        #expect(SQLiteStore.keepsStatementJournalsInMemory)
+        let directory = try TemporaryDirectory("store")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        try Self.fillScratch(rows: 80, in: store)
+        let (written, unchanged, failed) = try store.writer.write { db in
+            // What this thread wrote through system calls (`wchar`), around the statement alone: a WAL
+            // write waits for the commit, so only a journal file would be written meanwhile.
+            let before = try Self.bytesWrittenByThisThread()
+            let failed = try Self.rewriteScratch(rows: 80, failingAtTheLast: true, in: db)
+            let written = try Self.bytesWrittenByThisThread() - before
+            return (written, try Self.unchangedScratchRows(in: db), failed)
+        }
+        #expect(failed)
+        #expect(unchanged == 80)
+        #expect(written < 4096, "the statement journal went to a file: \(written) bytes written")
+    }
+
+    @Test func aStatementJournalPastItsThresholdGoesToAFileAndTheStatementStillCommitsOrUndoes() throws {
+        // About 500 pages (2 MB) journaled in one statement: past the threshold, SQLite copies the journal
+        // to a file and goes on there. A threshold of 256 KiB or more made that copy fail as a full disk
+        // (`SQLITE_FULL`, decision 0105): this statement failed, and a registration batch with it.
+        let directory = try TemporaryDirectory("store")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let rows = 2_000
+        try Self.fillScratch(rows: rows, in: store)
+        let (failed, unchanged) = try store.writer.write { db in
+            let failed = try Self.rewriteScratch(rows: rows, failingAtTheLast: true, in: db)
+            return (failed, try Self.unchangedScratchRows(in: db))
+        }
+        #expect(failed)
+        #expect(unchanged == rows)
+        let (failedAgain, unchangedAfter) = try store.writer.write { db in
+            let failed = try Self.rewriteScratch(rows: rows, failingAtTheLast: false, in: db)
+            return (failed, try Self.unchangedScratchRows(in: db))
+        }
+        #expect(!failedAgain)
+        #expect(unchangedAfter == 0)
+    }
+
+    /// A table of `rows` rows of 1,000 zero bytes (four to a page), committed.
+    private static func fillScratch(rows: Int, in store: SQLiteStore) throws {
+        try store.writer.write { db in
+            try db.execute(sql: "CREATE TABLE scratch (id INTEGER PRIMARY KEY, value BLOB NOT NULL)")
+            try db.execute(sql: """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(rows))
+                INSERT INTO scratch (id, value) SELECT i, zeroblob(1000) FROM n
+                """)
+        }
+    }
+
+    /// Every row given new random bytes by one upsert, as the group commit writes (its last row `NULL`,
+    /// refused by `NOT NULL`, when `failingAtTheLast`). Whether the statement failed.
+    private static func rewriteScratch(rows: Int, failingAtTheLast: Bool, in db: Database) throws -> Bool {
+        do {
+            try db.execute(sql: """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(rows))
+                INSERT INTO scratch (id, value)
+                SELECT i, CASE WHEN i = \(rows) AND \(failingAtTheLast) THEN NULL ELSE randomblob(1000) END
+                FROM n WHERE true ON CONFLICT (id) DO UPDATE SET value = excluded.value
+                """)
+            return false
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            return true
+        }
+    }
+
+    private static func unchangedScratchRows(in db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM scratch WHERE value = zeroblob(1000)") ?? -1
+    }
+
+    /// Bytes the calling thread has written through system calls (`wchar` of /proc/thread-self/io).
+    private static func bytesWrittenByThisThread() throws -> Int {
+        let text = try String(contentsOfFile: "/proc/thread-self/io", encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("wchar:") })
+        return try #require(Int(line.dropFirst("wchar:".count).trimmingCharacters(in: .whitespaces)))
+    }
+
     @Test func reopeningKeepsWhatWasRecorded() throws {
         let directory = try TemporaryDirectory("store")
         defer { directory.remove() }

@@ -38,6 +38,11 @@ public final class SQLiteStore: Sendable {
     /// (CReloadGateSQLite, decision 0089), since they cost a process-wide mutex around every allocation
     /// inside SQLite and nothing reads them.
     static let keepsNoMemoryStatistics = reloadgate_sqlite_memory_statistics_setting() == 0
+    /// Whether SQLite keeps a statement journal in memory up to 128 KiB (64 KiB by default), set when the
+    /// process was loaded (CReloadGateSQLite, decision 0105): the group commit's multi-row statements journal
+    /// the pages they change, up to about 120 KB each, and past 64 KiB each one wrote its journal to a
+    /// temporary file, two system calls a page.
+    static let keepsStatementJournalsInMemory = reloadgate_sqlite_statement_journal_setting() == 0
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.
     /// - Parameters:

@@ -20,15 +20,24 @@ public struct TemporaryDirectory: Sendable {
     /// Removes the directory and everything in it, on a thread of its own. Removing files can wait for the
     /// disk (a filesystem mounted with `discard` discards their blocks at once), and the caller is usually a
     /// test's task on the concurrency pool, which every test of a run shares (docs/TESTING.md, "Heavy
-    /// tests"). What is still being removed when the process exits is removed before it exits.
+    /// tests"). What is still being removed when the process exits is removed before it exits, waiting
+    /// at most ``exitDeadline`` for it.
     public func remove() {
         let url = url
         Self.removals.async { try? FileManager.default.removeItem(at: url) }
     }
 
+    /// How long the process's exit waits for removals still queued: a disk that hangs must not hang the
+    /// test run's end.
+    static let exitDeadline: DispatchTimeInterval = .seconds(30)
+
     private static let removals: DispatchQueue = {
         let queue = DispatchQueue(label: "reloadgate.temporary-directory-removals")
-        atexit { TemporaryDirectory.removals.sync {} }
+        atexit {
+            let drained = DispatchGroup()
+            TemporaryDirectory.removals.async(group: drained) {}
+            _ = drained.wait(timeout: .now() + TemporaryDirectory.exitDeadline)
+        }
         return queue
     }()
 }

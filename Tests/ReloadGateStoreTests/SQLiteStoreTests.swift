@@ -69,8 +69,8 @@ struct SQLiteStoreTests {
 
     @Test func aStatementJournalPastItsThresholdGoesToAFileAndTheStatementStillCommitsOrUndoes() throws {
         // About 500 pages (2 MB) journaled in one statement: past the threshold, SQLite copies the journal
-        // to a file and goes on there. A threshold of 256 KiB or more made that copy fail as a full disk
-        // (`SQLITE_FULL`, decision 0105): this statement failed, and a registration batch with it.
+        // to a file and goes on there. A threshold of 256 KiB or more makes that copy fail as a full disk
+        // (`SQLITE_FULL`, decision 0105): this statement would fail, and a registration batch with it.
         let directory = try TemporaryDirectory("store")
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)

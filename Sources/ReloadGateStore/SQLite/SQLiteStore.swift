@@ -40,8 +40,8 @@ public final class SQLiteStore: Sendable {
     static let keepsNoMemoryStatistics = reloadgate_sqlite_memory_statistics_setting() == 0
     /// Whether SQLite keeps a statement journal in memory up to 128 KiB (64 KiB by default), set when the
     /// process was loaded (CReloadGateSQLite, decision 0105): the group commit's multi-row statements journal
-    /// the pages they change, up to about 120 KB each, and past 64 KiB each one wrote its journal to a
-    /// temporary file, two system calls a page.
+    /// the pages they change, up to about 120 KB each, which past SQLite's 64 KiB would go to a temporary
+    /// file, two system calls a page.
     static let keepsStatementJournalsInMemory = reloadgate_sqlite_statement_journal_setting() == 0
 
     /// Opens (creating if needed) `reloadgate.sqlite` in `directory`.

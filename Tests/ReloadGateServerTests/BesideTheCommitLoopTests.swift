@@ -209,6 +209,46 @@ import Testing
         #expect(answers.withLock { $0["accepted"]?.isAccepted } == true)
     }
 
+    /// The store found away beside the loop while a commit is in flight that then succeeds (a
+    /// registration's write waited for a locked device table, which the ledger's commit does not touch):
+    /// the commit's caller is accepted, and the engine degrades when the commit ends, as it does at once
+    /// with nothing in flight. Without this the engine stayed accepting and `/ready` said 200 while no
+    /// registration could be written (StoreDeadlineTests' registration test failed in a loaded CI run).
+    @Test func aStoreFoundAwayDuringACommitDegradesTheEngineWhenTheCommitEnds() async throws {
+        let cluster = try await Cluster()
+        let engine = cluster.engine
+        let answers = Shared<[String: Answer]>([:])
+        cluster.push(to: cluster.scheduled, "first", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["first"] } != nil }
+        #expect(answers.withLock { $0["first"]?.isAccepted } == true)
+
+        // A push sealed into a commit that has not run yet; the registry's write fails meanwhile.
+        cluster.push(to: cluster.scheduled, "in flight", answers: answers)
+        let turn = await engine.commitTurn()
+        let commit = try #require(turn.commit)
+        await engine.storeFailed(.unavailable(reason: "a registry write met a locked table"))
+        #expect(await !engine.isDegraded, "the commit in flight decides first")
+        await engine.perform(commit)
+        turn.answer()
+        cluster.push(to: cluster.scheduled, "after", answers: answers)
+        await Self.turn(of: engine)
+        #expect(await engine.isDegraded, "accepting after the store was found away")
+        try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0.count } == 3 }
+        #expect(answers.withLock { $0["in flight"]?.isAccepted } == true, "the commit in flight succeeded")
+        #expect(answers.withLock { $0["after"]?.isAccepted } == false)
+
+        // Nothing decided was dropped and the write stored nothing: a probe that commits ends it.
+        let generation = await engine.stateGeneration
+        let deadline = ContinuousClock.now + .seconds(30)
+        while await engine.isDegraded, ContinuousClock.now < deadline {
+            await Self.turn(of: engine)
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        await engine.rebuildEnded()
+        #expect(await !engine.isDegraded)
+        #expect(await engine.stateGeneration == generation, "the state was loaded again")
+    }
+
     /// A stopping gateway's commit loop ends after the rebuild in progress, not before: the rebuild reads
     /// and probes the store, which the gateway closes once the loop has ended (on SQLite a probe after the close
     /// would reach a closed connection).

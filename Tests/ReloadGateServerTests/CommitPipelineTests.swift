@@ -136,9 +136,9 @@ struct CommitPipelineTests {
     }
 
     /// A write of the engine's own found the store away: with nothing in flight the open batch's waiters
-    /// are refused and the engine degrades; in every other state nothing changes (a commit in flight decides
-    /// by its own end).
-    @Test(arguments: states) func aStoreFailureOutsideACommitDegradesOnlyAnIdleAcceptingPipeline(state: String) {
+    /// are refused and the engine degrades; in every other state nothing changes at once (with a commit in
+    /// flight, the engine degrades when it ends: the next test).
+    @Test(arguments: states) func aStoreFailureOutsideACommitDegradesAtOnceOnlyAnIdleAcceptingPipeline(state: String) {
         var pipeline = Self.pipeline(in: state)
         let actions = pipeline.storeFailed()
         if state == "accepting, idle" {
@@ -150,6 +150,46 @@ struct CommitPipelineTests {
             #expect(actions.refused.isEmpty && !actions.rebuild)
             #expect(pipeline.isDegraded == (state == "degraded"))
         }
+    }
+
+    /// The store found away beside the loop while a commit is in flight: nothing changes until that commit
+    /// ends, and then, whatever its outcome, the engine is degraded. The commit may well succeed (a
+    /// registration's write waited for a locked table the ledger's commit does not touch): its waiters are
+    /// answered, since it was committed, and the open batch's are refused. The state is reloaded when the
+    /// write may have been committed or something decided was dropped. A stopping pipeline only stops.
+    @Test(arguments: [false, true]) func aStoreFailureDuringACommitDegradesWhenItEnds(mayHaveWritten: Bool) {
+        var pipeline = Self.pipeline(in: "accepting, in flight")
+        var actions = pipeline.storeFailed(mayHaveWritten: mayHaveWritten)
+        #expect(actions.refused.isEmpty && !actions.rebuild && pipeline.isAccepting)
+        actions = pipeline.commitEnded(1, succeeded: true)
+        #expect(actions.committed?.items == [1] && actions.succeeded == [1])
+        #expect(actions.refused == [2] && actions.refusal == .commitFailed && actions.rebuild)
+        #expect(pipeline.isDegraded && pipeline.reloadNeeded)
+
+        // Nothing waits for the open batch and nothing was decided into it: a probe that commits is enough,
+        // unless the write may have been committed.
+        var quiet = Pipeline()
+        _ = quiet.wait(1)
+        quiet.open.items.append(1)
+        let number = quiet.turn().startCommit?.number
+        _ = quiet.storeFailed(mayHaveWritten: mayHaveWritten)
+        actions = quiet.commitEnded(number ?? 0, succeeded: true)
+        #expect(actions.succeeded == [1] && actions.refused.isEmpty && actions.dropped.isEmpty && actions.rebuild)
+        #expect(quiet.isDegraded && quiet.reloadNeeded == mayHaveWritten)
+
+        // A commit that fails degrades the engine as always, and the failure is not kept for the next one.
+        var failed = Self.pipeline(in: "accepting, in flight")
+        _ = failed.storeFailed(mayHaveWritten: mayHaveWritten)
+        actions = failed.commitEnded(1, succeeded: false)
+        #expect(actions.refused == [1, 2] && actions.rebuild && failed.isDegraded && failed.reloadNeeded)
+        #expect(failed.failedBesideInFlight == nil)
+
+        // Stopping: the commit in flight ends as it would have, and nothing degrades.
+        var stopping = Self.pipeline(in: "accepting, in flight")
+        _ = stopping.storeFailed(mayHaveWritten: mayHaveWritten)
+        stopping.stop()
+        actions = stopping.commitEnded(1, succeeded: true)
+        #expect(actions.succeeded == [1] && !actions.rebuild && stopping.isStopping && !stopping.isDegraded)
     }
 
     /// The store found away beside the loop while nothing had been decided since the last commit: the
@@ -236,6 +276,9 @@ struct CommitPipelineTests {
         /// Whether something decided was dropped since the state was last loaded: the state in memory is
         /// ahead of the store's, and the pipeline may not accept again without a reload.
         var ahead = false
+        /// The store was found away beside the loop while a commit was in flight (`true`: by a write that
+        /// may have been committed): the pipeline may not accept after that commit ends.
+        var failedBesideInFlight: Bool?
         var problems: [String] = []
 
         mutating func perform(_ actions: Pipeline.Actions) {
@@ -284,11 +327,19 @@ struct CommitPipelineTests {
                 guard let number = pipeline.inFlight else { return }
                 commitSucceeded[number] = event == .commitSucceeds
                 perform(pipeline.commitEnded(number, succeeded: event == .commitSucceeds))
+                if let mayHaveWritten = failedBesideInFlight {
+                    if pipeline.isAccepting { problems.append("accepting after a commit during which the store was found away") }
+                    if mayHaveWritten { ahead = true }
+                }
+                failedBesideInFlight = nil
             case .storeFails:
+                if pipeline.isAccepting, pipeline.inFlight != nil { failedBesideInFlight = failedBesideInFlight ?? false }
                 perform(pipeline.storeFailed())
             case .storeFailsUnknown:
-                // The write's outcome unknown: the state may be behind the store's, as after a drop.
+                // The write's outcome unknown: the state may be behind the store's, as after a drop (with a
+                // commit in flight, from its end on).
                 if pipeline.isAccepting, pipeline.inFlight == nil { ahead = true }
+                if pipeline.isAccepting, pipeline.inFlight != nil { failedBesideInFlight = true }
                 perform(pipeline.storeFailed(mayHaveWritten: true))
             case .rebuildSucceeds:
                 perform(pipeline.rebuilt(succeeded: true))
@@ -305,7 +356,9 @@ struct CommitPipelineTests {
                 guard pipeline.isDegraded || pipeline.hasEnded else { return }
                 perform(pipeline.refuseOpen())
             case .stop:
+                // A stopping pipeline's commits end as they would have.
                 pipeline.stop()
+                failedBesideInFlight = nil
             }
             if pipeline.isAccepting, ahead { problems.append("accepting on a state ahead of the store's (something decided was dropped)") }
         }

@@ -69,6 +69,11 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
     /// nothing had been decided since the last commit leaves the state as the store has it: a probe that
     /// commits is enough, and a million instances are not read again for it.
     private(set) var reloadNeeded = false
+    /// The store was found away beside the loop (``storeFailed(mayHaveWritten:)``) while a commit was in
+    /// flight: the engine degrades when that commit ends, whatever its outcome (it may succeed: a
+    /// registration's write waited for a locked table the ledger's commit does not touch). `true`: that
+    /// write may have been committed. `nil`: none.
+    private(set) var failedBesideInFlight: Bool?
     /// What is decided until the next commit starts. The executor adds to it; the events below seal it
     /// (``turn(sealing:)``) or drop it, and open a new one.
     var open = Batch()
@@ -150,15 +155,26 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
     mutating func commitEnded(_ number: Int, succeeded: Bool) -> Actions {
         switch state {
         case .accepting(let commit?) where commit.number == number:
+            let failedBeside = failedBesideInFlight
+            failedBesideInFlight = nil
             guard succeeded else {
                 state = .degraded
                 var actions = dropOpen(refusal: .commitFailed, with: commit)
                 actions.rebuild = true
                 return actions
             }
-            state = .accepting(inFlight: nil)
-            return Actions(committed: commit.batch, succeeded: commit.waiters)
+            guard let mayHaveWritten = failedBeside else {
+                state = .accepting(inFlight: nil)
+                return Actions(committed: commit.batch, succeeded: commit.waiters)
+            }
+            // Committed, and the store was found away beside it meanwhile: its callers are answered, and
+            // the engine degrades as ``storeFailed(mayHaveWritten:)`` does with nothing in flight.
+            var actions = degradeBeside(mayHaveWritten: mayHaveWritten)
+            actions.committed = commit.batch
+            actions.succeeded = commit.waiters
+            return actions
         case .stopping(let commit?) where commit.number == number:
+            failedBesideInFlight = nil
             guard succeeded else {
                 state = .ended
                 return dropOpen(refusal: .commitFailed, with: commit)
@@ -176,9 +192,23 @@ struct CommitPipeline<Waiter, Batch: PipelineBatch> {
     /// rebuilt (a probe passes); with nothing decided and no one waiting, and a write known not to have
     /// been committed, the state needs no reload. A write that `mayHaveWritten` (the connection broke
     /// under its commit, the outcome unknown) may have changed the registry behind the state: it is
-    /// reloaded. With a commit in flight, that commit's end decides.
+    /// reloaded. With a commit in flight, the engine degrades when that commit ends: a failure degrades
+    /// it anyway, and a success (a commit that touches no table of the write's) answers its own callers
+    /// first (``commitEnded(_:succeeded:)``). Stopping or degraded, nothing changes.
     mutating func storeFailed(mayHaveWritten: Bool = false) -> Actions {
-        guard case .accepting(nil) = state else { return .none }
+        switch state {
+        case .accepting(nil):
+            return degradeBeside(mayHaveWritten: mayHaveWritten)
+        case .accepting(.some):
+            failedBesideInFlight = (failedBesideInFlight ?? false) || mayHaveWritten
+            return .none
+        case .degraded, .stopping, .ended:
+            return .none
+        }
+    }
+
+    /// Degrades an accepting pipeline with nothing in flight for a store found away beside the loop.
+    private mutating func degradeBeside(mayHaveWritten: Bool) -> Actions {
         state = .degraded
         // (An open batch that holds decisions is dropped below, which needs a reload too.)
         if !openWaiters.isEmpty || mayHaveWritten { reloadNeeded = true }

@@ -187,8 +187,23 @@ extension SchedulerEngine {
     func settle(_ ended: CommitOutcome) async -> [Waiter]? {
         switch ended.result {
         case .success:
-            return complete(pipeline.commitEnded(ended.number, succeeded: true), took: ended.took)
+            let actions = pipeline.commitEnded(ended.number, succeeded: true)
+            let succeeded = complete(actions, took: ended.took)
+            let failure = failureBesideInFlight
+            failureBesideInFlight = nil
+            if actions.rebuild {
+                // The store was found away beside the loop while this commit ran (``storeFailed(_:)``):
+                // its callers are answered, and what was decided since is refused with that failure.
+                let error = failure ?? Self.degraded
+                logger.error("the store cannot write; requests are refused until it can", metadata: ["error": "\(error)"])
+                onDegraded()
+                var refusals = actions
+                refusals.succeeded = []
+                perform(refusals, error: error)
+            }
+            return succeeded
         case .failure(let error):
+            failureBesideInFlight = nil
             await fail(pipeline.commitEnded(ended.number, succeeded: false), error: error)
             return nil
         }

@@ -117,13 +117,14 @@ extension SchedulerEngine {
     }
 
     /// A write beside the commit loop (the registry's group commit) found the store away: degrade as a
-    /// failed commit does, when no commit is in flight (its end decides otherwise); the rebuild is a later
-    /// turn's, and reloads the state unless nothing was decided since the last commit and the write is
-    /// known not to have been committed.
+    /// failed commit does, at once when no commit is in flight, or when the one in flight ends
+    /// (``settle(_:)``); the rebuild is a later turn's, and reloads the state unless nothing was decided
+    /// since the last commit and the write is known not to have been committed.
     func storeFailed(_ error: StoreError) {
         // `unavailable`: nothing was written; `outcomeUnknown`: the write may have been committed.
         let mayHaveWritten = if case .unavailable = error { false } else { true }
         let actions = pipeline.storeFailed(mayHaveWritten: mayHaveWritten)
+        if pipeline.failedBesideInFlight != nil { failureBesideInFlight = error }
         guard actions.rebuild else { return }
         logger.error("the store cannot write; requests are refused until it can", metadata: ["error": "\(error)"])
         onDegraded()

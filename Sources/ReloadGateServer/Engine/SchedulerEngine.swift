@@ -106,6 +106,9 @@ actor SchedulerEngine {
     var rebuildAttempt: Task<Void, Never>?
     /// The failure to rebuild was logged (once per outage).
     var outageReported = false
+    /// What a write beside the loop met while a commit was in flight (``storeFailed(_:)``): the requests
+    /// decided meanwhile are refused with it when that commit ends.
+    var failureBesideInFlight: StoreError?
     /// How often a degraded engine tries to reload its state, and a failed partition load is begun again.
     static let rebuildInterval: Duration = .seconds(1)
     /// How many pushes' apns-ids the index of kept answers holds by default (`ingress.apnsIdsInMemory`):

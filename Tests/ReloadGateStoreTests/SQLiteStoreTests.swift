@@ -91,6 +91,65 @@ struct SQLiteStoreTests {
         #expect(unchangedAfter == 0)
     }
 
+    @Test func aTransactionThatKeepsItsStatementJournalsInMemoryWritesNoneOfThemPastTheThreshold() throws {
+        // About 150 pages (600 KB) journaled in one statement, past SQLite's 128 KiB, and fewer than the
+        // writer's page cache holds (so that nothing reaches the WAL before the commit): in a transaction
+        // that keeps its statement journals in memory (a large group commit's, decision 0106) the thread
+        // writes nothing meanwhile, the statement still undoes itself alone when its last row fails, and
+        // the connection's temporary storage is files again afterwards, whether the transaction committed
+        // or threw.
+        let directory = try TemporaryDirectory("store")
+        defer { directory.remove() }
+        let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+        defer { try? store.close() }
+        let rows = 600
+        try Self.fillScratch(rows: rows, in: store)
+        let (written, unchanged, failed, during) = try store.writer.writeWithoutTransaction { db in
+            var outcome = (written: 0, unchanged: 0, failed: false, during: 0)
+            try db.inTransactionKeepingStatementJournalsInMemory {
+                let before = try Self.bytesWrittenByThisThread()
+                outcome.failed = try Self.rewriteScratch(rows: rows, failingAtTheLast: true, in: db)
+                outcome.written = try Self.bytesWrittenByThisThread() - before
+                outcome.unchanged = try Self.unchangedScratchRows(in: db)
+                outcome.during = try Self.temporaryStorage(db)
+                return .commit
+            }
+            return outcome
+        }
+        #expect(failed)
+        #expect(unchanged == rows)
+        #expect(written < 4096, "the statement journal went to a file: \(written) bytes written")
+        #expect(during == 2)
+        #expect(try store.writer.writeWithoutTransaction { db in try Self.temporaryStorage(db) } == 0)
+
+        struct Thrown: Error {}
+        #expect(throws: Thrown.self) {
+            try store.writer.writeWithoutTransaction { db in
+                try db.inTransactionKeepingStatementJournalsInMemory {
+                    _ = try Self.rewriteScratch(rows: rows, failingAtTheLast: false, in: db)
+                    throw Thrown()
+                }
+            }
+        }
+        let (afterThrow, inTransaction, unchangedAfterThrow) = try store.writer.writeWithoutTransaction { db in
+            (try Self.temporaryStorage(db), db.isInsideTransaction, try Self.unchangedScratchRows(in: db))
+        }
+        #expect(afterThrow == 0 && !inTransaction && unchangedAfterThrow == rows)
+
+        // Without it, the same statement writes its journal to a file: the test can tell the two apart.
+        let withoutIt = try store.writer.write { db in
+            let before = try Self.bytesWrittenByThisThread()
+            _ = try Self.rewriteScratch(rows: rows, failingAtTheLast: true, in: db)
+            return try Self.bytesWrittenByThisThread() - before
+        }
+        #expect(withoutIt > 100_000, "\(withoutIt) bytes written")
+    }
+
+    /// The connection's `temp_store` (0: the default, files; 2: memory).
+    private static func temporaryStorage(_ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "PRAGMA temp_store") ?? -1
+    }
+
     /// A table of `rows` rows of 1,000 zero bytes (four to a page), committed.
     private static func fillScratch(rows: Int, in store: SQLiteStore) throws {
         try store.writer.write { db in

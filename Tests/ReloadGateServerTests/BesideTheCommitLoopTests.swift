@@ -194,12 +194,7 @@ import Testing
             store.releasePartitionReads()
         }
         // The next attempt (at most one a second) probes, finds the store able to commit, and ends.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while await engine.isDegraded, ContinuousClock.now < deadline {
-            await Self.turn(of: engine)
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        await engine.rebuildEnded()
+        try await Self.turnsWhileDegraded(engine, within: .seconds(30))
         #expect(await !engine.isDegraded)
         #expect(await engine.stateGeneration == generation, "the state was loaded again")
         #expect(store.partitionReadsWaiting == 0)
@@ -239,12 +234,7 @@ import Testing
 
         // Nothing decided was dropped and the write stored nothing: a probe that commits ends it.
         let generation = await engine.stateGeneration
-        let deadline = ContinuousClock.now + .seconds(30)
-        while await engine.isDegraded, ContinuousClock.now < deadline {
-            await Self.turn(of: engine)
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        await engine.rebuildEnded()
+        try await Self.turnsWhileDegraded(engine, within: .seconds(30))
         #expect(await !engine.isDegraded)
         #expect(await engine.stateGeneration == generation, "the state was loaded again")
     }
@@ -347,6 +337,17 @@ import Testing
         let turn = await engine.commitTurn()
         if let commit = turn.commit { await engine.perform(commit) }
         turn.answer()
+    }
+
+    /// Turns of the loop while the engine is degraded (its attempts to rebuild, at most one a second), for
+    /// at most `limit`; then waits for the attempt in progress.
+    static func turnsWhileDegraded(_ engine: SchedulerEngine, within limit: Duration) async throws {
+        let deadline = ContinuousClock.now + limit
+        while await engine.isDegraded, ContinuousClock.now < deadline {
+            await turn(of: engine)
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        await engine.rebuildEnded()
     }
 
     static func wait(within limit: Duration, until done: @Sendable () -> Bool) async throws {

@@ -35,8 +35,10 @@ public enum TestPostgres {
 
     /// Creates `name` on the cluster of `url` and returns the URL of the new database.
     static func createDatabase(_ name: String, on url: String) async throws -> String {
-        // One connection, closed before it is released, within 30 s (a pool here once waited forever under
-        // a loaded test run, its `run()` not yet started).
+        // One connection, closed before it is released, within 120 s (a pool here once waited forever under
+        // a loaded test run, its `run()` not yet started). The limit turns a wait without end into an
+        // error; it is not a measure of the database: at the start of a parallel run on two cores the
+        // concurrency pool can be held for tens of seconds, and 30 s failed tests whose database was fine.
         let configuration = try PostgresLocation(url: url).connectionConfiguration()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -50,8 +52,8 @@ public enum TestPostgres {
                 try await connection.close()
             }
             group.addTask {
-                try await Task.sleep(for: .seconds(30))
-                throw Unavailable(description: "creating the database \(name) took more than 30 s")
+                try await Task.sleep(for: .seconds(120))
+                throw Unavailable(description: "creating the database \(name) took more than 120 s")
             }
             try await group.next()
             group.cancelAll()

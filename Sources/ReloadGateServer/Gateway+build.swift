@@ -186,7 +186,8 @@ private func assembleServices(
     let membership = partitioning.map {
         ClusterMembership(
             gateway: $0.gateway, address: "\(configuration.listen.host):\(configuration.listen.port)", store: $0.store,
-            engine: door.engine, logger: logger
+            engine: door.engine, logger: logger, deliveryStatesWritten: { try await door.recordDurably([]) },
+            metrics: metrics
         )
     }
     let upstream: any DeliveryUpstream
@@ -323,10 +324,7 @@ private func assembleServices(
             ? RateLimiter.pacer(perSecond: configuration.upstream.requestsPerSecond) : nil,
         metrics: metrics
     )
-    if let membership {
-        worker.owns = { membership.owns($0) }
-        worker.leftBehind = { membership.leaveBehind($0) }
-    }
+    worker.leases = membership
     // The outbox takes a group of lines with one write and one sync: one group at a time, in release order.
     if configuration.upstream.kind != .apns { worker.groupSize = DeliveryWorker.outboxGroup }
     let heapTrims = HeapTrims(logger: logger)

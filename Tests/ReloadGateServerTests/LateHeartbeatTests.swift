@@ -47,8 +47,7 @@ struct LateHeartbeatTests {
         )
         let upstream = CountingUpstream()
         var worker = DeliveryWorker(store: store, upstream: upstream, states: door, now: { Date() }, logger: logger)
-        worker.owns = { membership.owns($0) }
-        worker.leftBehind = { membership.leaveBehind($0) }
+        worker.leases = membership
         await worker.send(held, isStopping: { false })
         #expect(upstream.count == 0)
 

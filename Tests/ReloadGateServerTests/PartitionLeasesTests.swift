@@ -55,6 +55,34 @@ struct PartitionLeasesTests {
         #expect(!leases.owns(partition: 2, at: Self.start + .seconds(1)))
     }
 
+    @Test func attemptsOutAreCountedPerPartitionUntilTheyEndAndNoneBeginsOnceItIsHandedBack() throws {
+        var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
+        let (first, second) = (Self.delivery(device: 1), Self.delivery(device: 2))
+        let (one, two) = (DevicePartition.of(device: 1), DevicePartition.of(device: 2))
+        try #require(one != two)
+        _ = leases.renewed(Self.answer([one: 1, two: 1]), startedAt: Self.start)
+        let begun = [first, first, second].map { leases.beginAttempt($0, at: Self.start) }
+        #expect(begun == [true, true, true])
+        #expect(leases.attemptsOut(in: [one]) == 2)
+        // Handed back: no attempt begins; the two out are counted until they end.
+        let later = Self.start + .seconds(1)
+        let renewal = leases.renewed(Self.answer([one: 1, two: 1], surplus: [one]), startedAt: later)
+        #expect(renewal.handBack == [one: 1])
+        let afterHandBack = leases.beginAttempt(first, at: later)
+        #expect(!afterHandBack)
+        #expect(leases.attemptsOut(in: [one]) == 2)
+        leases.endAttempt(first)
+        leases.endAttempt(first)
+        #expect(leases.attemptsOut(in: [one]) == 0)
+        #expect(leases.attemptsOut(in: [one, two]) == 1)
+        // An end without a beginning counts nothing.
+        leases.endAttempt(first)
+        #expect(leases.attemptsOut(in: [one, two]) == 1)
+        // Past the local deadline nothing begins either.
+        let pastDeadline = leases.beginAttempt(second, at: Self.start + .seconds(10))
+        #expect(!pastDeadline)
+    }
+
     @Test func failedHeartbeatsLoseEveryLeaseOnceTheLocalDeadlinePasses() {
         var leases = PartitionLeases(leaseTime: Self.lease, now: Self.start)
         _ = leases.renewed(Self.answer([1: 7, 2: 3]), startedAt: Self.start)

@@ -10,11 +10,11 @@ import Synchronization
 /// handed back when newcomers need their share), and the changes other gateways publish.
 ///
 /// The engine schedules exactly the partitions held (``SchedulerEngine/takeOver(_:)``,
-/// ``SchedulerEngine/giveUp(_:handingBack:)``). The delivery worker asks ``owns(device:)`` before each
-/// attempt: a lease counts as held only until its expiry by this process's monotonic clock, less a
-/// margin, so a gateway that was paused (SIGSTOP, a VM freeze) sends nothing for partitions another
-/// gateway may have taken meanwhile.
-final class ClusterMembership: Sendable {
+/// ``SchedulerEngine/giveUp(_:handingBack:)``). The delivery worker asks it before each attempt
+/// (``DeliveryLeases``): a lease counts as held only until its expiry by this process's monotonic clock,
+/// less a margin, so a gateway that was paused (SIGSTOP, a VM freeze) sends nothing for partitions another
+/// gateway may have taken meanwhile; and a partition is handed back once the attempts out for it ended.
+final class ClusterMembership: DeliveryLeases {
     let gateway: String
     let address: String?
     let store: any SharedSchedulingStore
@@ -27,6 +27,11 @@ final class ClusterMembership: Sendable {
     let heartbeatInterval: Duration
     /// The monotonic clock the leases are counted by (the cluster simulation's is virtual).
     let monotonic: @Sendable () -> ContinuousClock.Instant
+    /// Returns once every delivery state change the worker recorded so far is written (the door's
+    /// delivery log): a hand-back writes the outcomes of its partitions' last attempts before the release.
+    let deliveryStatesWritten: @Sendable () async throws -> Void
+    /// Counts the attempts a hand-back left out (``handBack(_:)``).
+    let metrics: GatewayMetrics
 
     /// The leases and what they imply (``PartitionLeases``), read by the delivery worker from any task.
     private let held: Mutex<PartitionLeases>
@@ -39,9 +44,13 @@ final class ClusterMembership: Sendable {
         logger: Logger,
         leaseTime: Duration = .seconds(5),
         heartbeatInterval: Duration = .seconds(1),
-        monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+        monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+        deliveryStatesWritten: @escaping @Sendable () async throws -> Void = {},
+        metrics: GatewayMetrics = GatewayMetrics()
     ) {
+        self.metrics = metrics
         self.monotonic = monotonic
+        self.deliveryStatesWritten = deliveryStatesWritten
         self.gateway = gateway
         self.address = address
         self.store = store
@@ -73,6 +82,18 @@ final class ClusterMembership: Sendable {
     func owns(_ delivery: RecordedDelivery) -> Bool {
         let now = monotonic()
         return held.withLock { $0.owns(delivery, at: now) }
+    }
+
+    /// Whether the worker may send `delivery` now (``owns(_:)``); when it may, its attempt counts as out
+    /// until ``endAttempt(_:)``, and a hand-back of its partition waits for it (``handBack(_:)``).
+    func beginAttempt(_ delivery: RecordedDelivery) -> Bool {
+        let now = monotonic()
+        return held.withLock { $0.beginAttempt(delivery, at: now) }
+    }
+
+    /// The attempt of `delivery` begun by ``beginAttempt(_:)`` ended, and its outcome is recorded.
+    func endAttempt(_ delivery: RecordedDelivery) {
+        held.withLock { $0.endAttempt(delivery) }
     }
 
     /// Takes deliveries the worker did not send because ``owns(device:)`` said no. The next heartbeat
@@ -123,13 +144,47 @@ final class ClusterMembership: Sendable {
         return renewal.handBack
     }
 
-    /// Hands `surplus` back: the engine stops scheduling it, what it decided for it is committed, then
-    /// the leases are released (a free lease is taken without raising this gateway's fence generation:
-    /// only this order keeps the next owner's load after the last write).
+    /// Hands `surplus` back: the engine stops scheduling it, what it decided for it is committed, the
+    /// worker's attempts out for it end and their outcomes are written, then the leases are released (a
+    /// free lease is taken without raising this gateway's fence generation: only this order keeps the next
+    /// owner's load after the last write). The next owner sends again what its load finds unfinished:
+    /// without the wait, a delivery out at Apple at the hand-back, or whose `sent` mark was not written
+    /// yet, reached Apple twice though no gateway stopped.
     func handBack(_ surplus: [Int: Int64]) async throws {
         await engine.giveUp(Array(surplus.keys), handingBack: true)
         try? await engine.waitForCommit()
+        await waitForAttempts(in: surplus.keys)
+        do {
+            try await deliveryStatesWritten()
+        } catch {
+            logger.warning("cannot write the outcomes of deliveries before a hand-back; their new owner may send them again", metadata: ["error": "\(error)"])
+        }
         try await store.release(surplus, gateway: gateway)
+    }
+
+    /// How long a hand-back waits for the worker's attempts out in its partitions: the heartbeat waits
+    /// with it, and the next one (an interval after this one ends) must renew the leases kept before they
+    /// count as lost by the local clock, with an interval to spare. 2 s with the default lease and interval.
+    var handBackWait: Duration { max(.zero, leaseTime - margin - heartbeatInterval * 2) }
+
+    /// Waits until no attempt is out for a delivery of `partitions`, at most ``handBackWait``. No new one
+    /// begins meanwhile: the partitions are no longer held. Past the wait the partitions are released all
+    /// the same (their new owner may send those deliveries again, as after a stop: at least once).
+    private func waitForAttempts(in partitions: some Collection<Int>) async {
+        let deadline = monotonic() + handBackWait
+        var out = held.withLock { $0.attemptsOut(in: partitions) }
+        // (A hand-back is rare: a newcomer, a gateway leaving. Looking every 10 ms costs nothing then.)
+        while out > 0, monotonic() < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+            out = held.withLock { $0.attemptsOut(in: partitions) }
+        }
+        if out > 0 {
+            metrics.handBackAttemptsOut(out)
+            logger.notice(
+                "deliveries still out at the push service when their partitions are handed back; the new owner may send them again",
+                metadata: ["deliveries": "\(out)", "waited": "\(handBackWait)"]
+            )
+        }
     }
 
     /// Beats every ``heartbeatInterval`` until cancelled. While heartbeats fail, the leases run out by

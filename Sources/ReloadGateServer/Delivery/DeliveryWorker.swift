@@ -50,14 +50,11 @@ struct DeliveryWorker: Sendable {
     /// The clock retries wait on (a manual one in tests).
     var clock: any Clock<Duration> = ContinuousClock()
     var metrics = GatewayMetrics()
-    /// Whether this gateway still holds the lease of a device's partition (several gateways on one
-    /// database; always with one). A delivery of a partition handed over is left to the new owner, which
-    /// sends it again with the same apns-id; checked before the `sending` mark and after it.
-    var owns: @Sendable (RecordedDelivery) -> Bool = { _ in true }
-    /// Where deliveries go that were not sent because ``owns`` said no: the lease may only have run out
-    /// by the local clock (a late heartbeat) and be renewed with the same epoch, in which case nobody
-    /// else sends them and they must come back to this worker (``ClusterMembership/leaveBehind(_:)``).
-    var leftBehind: @Sendable ([RecordedDelivery]) -> Void = { _ in }
+    /// This gateway's partition leases when several gateways share one database (``ClusterMembership``);
+    /// `nil` with one gateway, which sends every delivery. A delivery of a partition no longer held is
+    /// left behind (``DeliveryLeases/leaveBehind(_:)``) for the partition's new owner, which sends it again
+    /// with the same apns-id. Asked before the `sending` mark and after it, where the attempt begins.
+    var leases: (any DeliveryLeases)?
     /// What the worker holds now: a delivery handed over again while held is not taken twice.
     let held = HeldDeliveries()
     /// Called when the worker holds nothing any more, and hands no batch out, after at least
@@ -228,7 +225,7 @@ struct DeliveryWorker: Sendable {
             case .retry: retries.append(Retry(delivery: delivery, outcome: nil))   // its content could not be read: tried alone
             }
         }
-        leaveBehindUnowned(&ready)
+        leaveBehind(&ready, unless: owns)
         // Content goes in its device's turn: one waiting for an attempt on its way is tried alone. A turn
         // ends with the content its attempt made reach Apple, if it did or may have.
         var turns: [Int64: Int64?] = [:]
@@ -253,9 +250,11 @@ struct DeliveryWorker: Sendable {
             let outcome = DeliveryOutcome.retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
             return retries + ready.map { Retry(delivery: $0.delivery, outcome: outcome) }
         }
-        // The lease may have run out while the marks committed (a paused process): not sent here.
-        leaveBehindUnowned(&ready)
+        // The lease may have run out while the marks committed (a paused process): not sent here. The
+        // others are out until their outcomes are recorded (a hand-back of their partition waits for them).
+        leaveBehind(&ready, unless: beginAttempt)
         guard !ready.isEmpty else { return retries }
+        defer { for (delivery, _) in ready { leases?.endAttempt(delivery) } }
         let started = ContinuousClock.now
         let outcomes = await upstream.send(batch: ready.map(\.push))
         let latency = started.duration(to: .now)   // the group's: until its last answer
@@ -270,16 +269,28 @@ struct DeliveryWorker: Sendable {
         return retries
     }
 
-    /// Takes out of `ready` the deliveries whose partition this gateway does not hold now, and leaves
-    /// them behind (to come back if the lease is renewed, or to the new owner).
-    private func leaveBehindUnowned(_ ready: inout [(delivery: RecordedDelivery, push: OutgoingPush)]) {
+    /// Takes out of `ready` the deliveries for which `held` says no (their partition is not held now), and
+    /// leaves them behind (to come back if the lease is renewed, or to the new owner).
+    private func leaveBehind(
+        _ ready: inout [(delivery: RecordedDelivery, push: OutgoingPush)], unless held: (RecordedDelivery) -> Bool
+    ) {
         var unowned: [RecordedDelivery] = []
         ready.removeAll { item in
-            if owns(item.delivery) { return false }
+            if held(item.delivery) { return false }
             unowned.append(item.delivery)
             return true
         }
         if !unowned.isEmpty { leave(unowned) }
+    }
+
+    /// Whether this gateway holds the lease of `delivery`'s partition now (always, with one gateway).
+    private func owns(_ delivery: RecordedDelivery) -> Bool {
+        leases?.owns(delivery) ?? true
+    }
+
+    /// ``owns(_:)``, and when it does the attempt counts as out until ``DeliveryLeases/endAttempt(_:)``.
+    private func beginAttempt(_ delivery: RecordedDelivery) -> Bool {
+        leases?.beginAttempt(delivery) ?? true
     }
 
     /// Tries a delivery again, after a backoff, while its last outcome says so and the gateway runs.
@@ -454,10 +465,12 @@ struct DeliveryWorker: Sendable {
         } catch {
             return .retry(reason: "cannot record the attempt: \(error)", retryAfter: nil)
         }
-        guard owns(delivery) else {
+        guard beginAttempt(delivery) else {
             leave([delivery])
             return Self.handedOver
         }
+        // (After `conclude` has recorded the outcome.)
+        defer { leases?.endAttempt(delivery) }
         if let rateLimiter {
             // Paced as close to the wire as possible: after the commit (whose fsync could hold paced
             // requests back and release them together) and with the connections up (requests paced
@@ -522,10 +535,10 @@ struct DeliveryWorker: Sendable {
         return outcome
     }
 
-    /// Leaves `deliveries` to the next heartbeat or the partition's new owner (``leftBehind``).
+    /// Leaves `deliveries` to the next heartbeat or the partition's new owner (``DeliveryLeases/leaveBehind(_:)``).
     private func leave(_ deliveries: [RecordedDelivery]) {
         release(deliveries)
-        leftBehind(deliveries)
+        leases?.leaveBehind(deliveries)
     }
 
     /// No longer holds `deliveries`; tells ``burstEnded`` when that ended a burst.
@@ -573,4 +586,19 @@ struct DeliveryWorker: Sendable {
         let asked = Double(min(max(retryAfter ?? 0, 0), 3600)) * 1000
         return .milliseconds(Int64(max(jittered, asked)))
     }
+}
+
+/// A gateway's partition leases as the delivery worker asks them (``ClusterMembership``).
+protocol DeliveryLeases: Sendable {
+    /// Whether `delivery` may be sent now: its partition's lease is held, with the epoch it was released
+    /// under, and has not run out by the local clock.
+    func owns(_ delivery: RecordedDelivery) -> Bool
+    /// ``owns(_:)``; when it may be sent, its attempt counts as out until ``endAttempt(_:)``: a hand-back
+    /// of its partition waits for it, so that the next owner does not send it again.
+    func beginAttempt(_ delivery: RecordedDelivery) -> Bool
+    /// The attempt begun by ``beginAttempt(_:)`` ended and its outcome is recorded.
+    func endAttempt(_ delivery: RecordedDelivery)
+    /// Takes deliveries not sent because ``owns(_:)`` said no: they come back to the worker if the lease
+    /// is renewed with the same epoch (it had only run out by the local clock); else the new owner sends them.
+    func leaveBehind(_ deliveries: [RecordedDelivery])
 }

@@ -20,6 +20,9 @@ struct PartitionLeases {
     private(set) var validUntil: ContinuousClock.Instant
     /// Deliveries not sent because their lease counted as lost by the local clock (``leaveBehind(_:)``).
     private(set) var leftBehind: [RecordedDelivery] = []
+    /// Partition -> attempts the worker has out now (``beginAttempt(_:at:)``): a partition handed back is
+    /// released once its attempts ended, so that its next owner does not send them again.
+    private(set) var attempts: [Int: Int] = [:]
     /// How long a lease lasts without renewal.
     let leaseTime: Duration
 
@@ -86,6 +89,26 @@ struct PartitionLeases {
     func owns(_ delivery: RecordedDelivery, at now: ContinuousClock.Instant) -> Bool {
         guard now < validUntil, let epoch = held[DevicePartition.of(device: delivery.device)] else { return false }
         return delivery.leaseEpoch.map { $0 == epoch } ?? true
+    }
+
+    /// Counts an attempt of `delivery` as out (until ``endAttempt(_:)``) when it may be sent at `now`
+    /// (``owns(_:at:)``); returns whether it may.
+    mutating func beginAttempt(_ delivery: RecordedDelivery, at now: ContinuousClock.Instant) -> Bool {
+        guard owns(delivery, at: now) else { return false }
+        attempts[DevicePartition.of(device: delivery.device), default: 0] += 1
+        return true
+    }
+
+    /// The attempt of `delivery` counted by ``beginAttempt(_:at:)`` ended, its outcome recorded.
+    mutating func endAttempt(_ delivery: RecordedDelivery) {
+        let partition = DevicePartition.of(device: delivery.device)
+        guard let count = attempts[partition] else { return }
+        attempts[partition] = count > 1 ? count - 1 : nil
+    }
+
+    /// The attempts out now for deliveries of `partitions`.
+    func attemptsOut(in partitions: some Sequence<Int>) -> Int {
+        partitions.reduce(0) { $0 + (attempts[$1] ?? 0) }
     }
 
     /// Keeps deliveries the worker did not send because ``owns(partition:at:)`` said no (see ``Renewal/requeue``).

@@ -84,6 +84,10 @@ public final class GatewayMetrics: Sendable {
         Series(name: "reloadgate_pushes_sent_total", type: .counter, labels: ["push_type"], help: "Pushes the push service accepted (or the outbox took), by push type: widgets, controls or liveactivity."),
         Series(name: "reloadgate_delivery_latency_seconds", type: .histogram, labels: [], help: "Time from a request to the push service until its answer."),
         Series(name: "reloadgate_delivery_queue_depth", type: .gauge, labels: [], help: "Deliveries released and not yet sent or failed."),
+        Series(
+            name: "reloadgate_hand_back_attempts_out_total", type: .counter, labels: [],
+            help: "Delivery attempts still out at the push service when their partition was handed back to another gateway, after the hand-back's wait: the new owner may send them again."
+        ),
         Series(name: "reloadgate_ledger_pruned_total", type: .counter, labels: ["table"], help: "Rows of the ledger deleted past ledger.retention, by table: requests (with their decisions) or deliveries."),
         Series(name: "reloadgate_apns_ids_in_memory", type: .gauge, labels: [], help: "Pushes' apns-ids within their retry window in the index in memory (embedded store)."),
         Series(name: "reloadgate_forecast_next_hour_peak", type: .gauge, labels: ["bundle"], help: "The busiest minute of the next hour's herd forecast, per app: reloads planned in that minute (timelines and pending reloads), looked at once a minute."),
@@ -335,6 +339,11 @@ public final class GatewayMetrics: Sendable {
             increment("reloadgate_deliveries_total", ["outcome": outcome])
         }
         changeDeliveryQueue(by: -1)
+    }
+
+    /// A hand-back released its partitions with `count` attempts still out (``ClusterMembership/handBack(_:)``).
+    func handBackAttemptsOut(_ count: Int) {
+        if count > 0 { increment("reloadgate_hand_back_attempts_out_total", [:], by: count) }
     }
 
     /// Deliveries were released to the worker (or found unfinished on start).

@@ -40,7 +40,7 @@ struct LateHeartbeatTests {
         membership.lapseLocally()
         #expect(!membership.owns(device: device))
 
-        // The worker holds back a delivery of that device: owns(device:) says no.
+        // The worker holds back a delivery of that device: owns(_:) says no.
         let held = RecordedDelivery(
             apnsID: UUID().uuidString.lowercased(), device: device, released: Timestamp(Date()),
             instances: [], requests: [], priority: .high, expiration: nil, state: .pending

@@ -96,7 +96,7 @@ final class ClusterMembership: DeliveryLeases {
         held.withLock { $0.endAttempt(delivery) }
     }
 
-    /// Takes deliveries the worker did not send because ``owns(device:)`` said no. The next heartbeat
+    /// Takes deliveries the worker did not send because ``owns(_:)`` said no. The next heartbeat
     /// gives back to the engine those whose partition it renews with the same epoch: the lease had only
     /// run out by the local clock (a heartbeat late on a loaded machine), nobody else took it, and
     /// without this they would wait for the next start. The others are the new owner's, which loads

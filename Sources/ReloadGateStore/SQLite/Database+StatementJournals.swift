@@ -15,6 +15,9 @@ extension Database {
     func inTransactionKeepingStatementJournalsInMemory(_ operations: () throws -> TransactionCompletion) throws {
         // (SQLite applies `temp_store` when the statement is prepared, so it is never a cached statement.)
         try execute(sql: "PRAGMA temp_store = MEMORY")
+        // Set back whatever the transaction's outcome. A failure to set it back is not the transaction's
+        // (it may have committed, and its callers must hear so): the connection then keeps its temporary
+        // storage in memory, which moves only its sorts and temporary tables there.
         defer { try? execute(sql: "PRAGMA temp_store = DEFAULT") }
         try inTransaction(nil, operations)
     }

@@ -1,0 +1,108 @@
+import Foundation
+import Logging
+import ReloadGateCore
+import ReloadGateStore
+import ReloadGateTesting
+import Synchronization
+import Testing
+
+@testable import ReloadGateServer
+
+/// `ClusterMembership.handBack` on the in-memory shared store: the leases are released once the attempts
+/// out in the partitions handed back have ended and the delivery states are written, or past the wait.
+@Suite(.offThePool) struct HandBackWaitTests {
+    /// A gateway alone on the in-memory shared store, holding every partition; counts the delivery log's
+    /// barriers and when each came. Its lease of 20 s and heartbeat of 7 s make a hand-back wait 2 s, as
+    /// the defaults do, while the leases count as held for 16 s: a loaded test run, whose first seconds can
+    /// hold the concurrency pool for ten, does not make them lapse under the test.
+    struct Gateway {
+        let store = InMemorySharedStore(clock: { Int64(Date().timeIntervalSince1970 * 1000) })
+        let engine: SchedulerEngine
+        let membership: ClusterMembership
+        let metrics = GatewayMetrics()
+        let barriers = Shared<[ContinuousClock.Instant]>([])
+
+        init() async throws {
+            var logger = Logger(label: "test")
+            logger.logLevel = .critical
+            engine = SchedulerEngine(
+                store: store, configuration: SchedulerConfiguration(), now: { Date() }, logger: logger, metrics: metrics,
+                partitioning: SchedulerEngine.Partitioning(gateway: "g", store: store), monotonic: { .now },
+                outlet: SchedulerEngine.DeliveryOutlet(yield: { _ in }, finish: {})
+            )
+            let barriers = barriers
+            membership = ClusterMembership(
+                gateway: "g", address: nil, store: store, engine: engine, logger: logger,
+                leaseTime: .seconds(20), heartbeatInterval: .seconds(7),
+                deliveryStatesWritten: { barriers.withLock { $0.append(.now) } }, metrics: metrics
+            )
+            try await engine.load()
+            _ = try await membership.renew()
+            await engine.partitionLoadEnded()
+        }
+
+        /// A delivery to a device of partition 1023, which a second gateway's arrival makes surplus (the
+        /// highest partitions are handed back first).
+        static let delivery = RecordedDelivery(
+            apnsID: "out-at-apple", device: 1023, released: Timestamp(milliseconds: 0), instances: [1], requests: [1],
+            priority: .high, expiration: nil, state: .sending
+        )
+
+        /// A second gateway beats; this one's heartbeat then names its surplus. Hands it back with the
+        /// commit loop turning, and returns how long the hand-back took.
+        func handBack() async throws -> Duration {
+            _ = try await store.heartbeat(gateway: "h", address: nil, startedAt: 0, leaseMilliseconds: 20_000, now: nil)
+            let surplus = try await membership.renew()
+            try #require(surplus[1023] != nil)
+            let done = Atomic(false)
+            let started = ContinuousClock.now
+            async let turns: Void = BesideTheCommitLoopTests.turns(of: engine, within: .seconds(20)) { done.load(ordering: .relaxed) }
+            try await membership.handBack(surplus)
+            let took = started.duration(to: .now)
+            done.store(true, ordering: .relaxed)
+            try await turns
+            return took
+        }
+
+        /// Whether the second gateway can take partition 1023 now.
+        func released() async throws -> Bool {
+            try await store.heartbeat(gateway: "h", address: nil, startedAt: 0, leaseMilliseconds: 20_000, now: nil).held[1023] != nil
+        }
+
+        var attemptsLeftOut: Double? {
+            PrometheusText(String(decoding: metrics.exposition(), as: UTF8.self))["reloadgate_hand_back_attempts_out_total"]
+        }
+    }
+
+    @Test func theLeasesAreReleasedOnceTheAttemptOutHasEndedAndItsStateIsWritten() async throws {
+        let gateway = try await Gateway()
+        #expect(gateway.membership.beginAttempt(Gateway.delivery))
+        let ended = Shared<ContinuousClock.Instant?>(nil)
+        let answer = Task {
+            try await Task.sleep(for: .milliseconds(300))
+            ended.withLock { $0 = .now }
+            gateway.membership.endAttempt(Gateway.delivery)
+        }
+        let took = try await gateway.handBack()
+        try await answer.value
+        #expect(took < gateway.membership.handBackWait, "\(took)")
+        // The delivery log's barrier, and so the release after it, came after the attempt ended.
+        let end = try #require(ended.withLock { $0 })
+        #expect(gateway.barriers.withLock { $0.count == 1 && $0[0] >= end })
+        #expect(try await gateway.released())
+        #expect(gateway.attemptsLeftOut == nil)
+    }
+
+    @Test func pastTheWaitTheLeasesAreReleasedAndTheAttemptsLeftOutCounted() async throws {
+        let gateway = try await Gateway()
+        #expect(gateway.membership.handBackWait == .seconds(2))   // as with the default lease and heartbeat
+        #expect(gateway.membership.beginAttempt(Gateway.delivery))
+        let took = try await gateway.handBack()
+        #expect(took >= .seconds(2) && took < .seconds(10), "\(took)")
+        #expect(gateway.barriers.withLock { $0.count } == 1)
+        #expect(try await gateway.released())
+        #expect(gateway.attemptsLeftOut == 1)
+        // No attempt begins for a partition handed back.
+        #expect(!gateway.membership.beginAttempt(Gateway.delivery))
+    }
+}

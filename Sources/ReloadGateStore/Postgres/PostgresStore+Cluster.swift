@@ -133,7 +133,7 @@ extension PostgresStore: ClusterStore {
                 var open: PostgresConnection?
                 do {
                     let connection = try await PostgresConnection.connect(
-                        configuration: try location.connectionConfiguration(), id: 0, logger: quiet
+                        on: PostgresStore.connectionLoops.next(), configuration: try location.connectionConfiguration(), id: 0, logger: quiet
                     )
                     open = connection
                     current.withLock { $0 = connection }

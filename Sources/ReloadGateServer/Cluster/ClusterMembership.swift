@@ -35,6 +35,9 @@ final class ClusterMembership: DeliveryLeases {
 
     /// The leases and what they imply (``PartitionLeases``), read by the delivery worker from any task.
     private let held: Mutex<PartitionLeases>
+    /// While a hand-back waits for the attempts out in its partitions (``waitForAttempts(in:)``): told
+    /// each time an attempt ends, so that the wait looks again then rather than on a timer.
+    private let attemptEnded = Mutex<AsyncStream<Void>.Continuation?>(nil)
 
     init(
         gateway: String,
@@ -94,6 +97,7 @@ final class ClusterMembership: DeliveryLeases {
     /// The attempt of `delivery` begun by ``beginAttempt(_:)`` ended, and its outcome is recorded.
     func endAttempt(_ delivery: RecordedDelivery) {
         held.withLock { $0.endAttempt(delivery) }
+        attemptEnded.withLock { $0 }?.yield()
     }
 
     /// Takes deliveries the worker did not send because ``owns(_:)`` said no. The next heartbeat
@@ -171,11 +175,27 @@ final class ClusterMembership: DeliveryLeases {
     /// begins meanwhile: the partitions are no longer held. Past the wait the partitions are released all
     /// the same (their new owner may send those deliveries again, as after a stop: at least once).
     private func waitForAttempts(in partitions: some Collection<Int>) async {
-        let deadline = monotonic() + handBackWait
+        // Woken by each attempt's end (``endAttempt(_:)``) and once at the deadline. The stream keeps the
+        // last wake-up that came before the wait reads it: an attempt that ends between a count and the
+        // wait that follows it is not missed. (One hand-back at a time: the heartbeat runs them.)
+        let (wakeUps, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        attemptEnded.withLock { $0 = wake }
+        let expired = Atomic(false)
+        let wait = handBackWait
+        let deadline = Task {
+            try? await Task.sleep(for: wait)
+            expired.store(true, ordering: .sequentiallyConsistent)
+            wake.yield()
+        }
+        defer {
+            attemptEnded.withLock { $0 = nil }
+            deadline.cancel()
+            wake.finish()
+        }
         var out = held.withLock { $0.attemptsOut(in: partitions) }
-        // (A hand-back is rare: a newcomer, a gateway leaving. Looking every 10 ms costs nothing then.)
-        while out > 0, monotonic() < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
+        var next = wakeUps.makeAsyncIterator()
+        while out > 0, !expired.load(ordering: .sequentiallyConsistent) {
+            guard await next.next() != nil else { break }
             out = held.withLock { $0.attemptsOut(in: partitions) }
         }
         if out > 0 {

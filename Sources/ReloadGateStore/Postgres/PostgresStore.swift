@@ -42,10 +42,10 @@ public final class PostgresStore: Sendable {
     /// The event loop every connection of the store runs on (the pool's, the LISTEN connection's, the
     /// reachability probe's): a thread of its own, not one of the loops that serve the gateway's HTTP/2
     /// connections (postgres-nio's default is NIO's shared group, which the listeners use too). On a busy
-    /// gateway those loops are seldom idle, and a commit's answer waited behind TLS and HTTP/2 work before
-    /// the commit loop learned of it: a PostgreSQL group commit took 4.5-5.1 ms under pushes, and 3.6-4.2 ms
-    /// on a loop of its own (decision 0108). One thread: the store's connections mostly wait for the
-    /// server. Never shut down, like NIO's shared group: it serves every store the process opens.
+    /// gateway those loops are seldom idle, and a group commit's answer would wait behind their TLS and
+    /// HTTP/2 work before the commit loop learns of it (decision 0108 has the figures). One thread: the
+    /// store's connections mostly wait for the server. Never shut down, like NIO's shared group: it serves
+    /// every store the process opens.
     static let connectionLoops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
     /// A postgres-nio client and the task running it.

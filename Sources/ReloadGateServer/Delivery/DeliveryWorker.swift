@@ -527,8 +527,11 @@ struct DeliveryWorker: Sendable {
             finish(delivery, .failed, error: reason, outcome: outcome, attempted: uncounted)
         case .deviceInvalid(let reason, let since):
             logger.info("device unregistered by Apple", metadata: Self.metadata(delivery, ["device": "\(push.deviceToken.shortened)", "reason": "\(reason)"]))
-            finish(delivery, .failed, error: reason, outcome: outcome, attempted: uncounted)
+            // The device is marked before the delivery's failure is recorded: once the failure can be
+            // read, the next push to the token is answered 410, and a crash between the two writes sends
+            // the delivery again (Apple answers 410 again) instead of losing the mark.
             await states.markUnregistered(device: delivery.device, since: since ?? Timestamp(now()))
+            finish(delivery, .failed, error: reason, outcome: outcome, attempted: uncounted)
         case .retry, .unknown:
             if uncounted { states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, attempted: true)) }
         }

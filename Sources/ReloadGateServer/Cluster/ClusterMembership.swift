@@ -183,7 +183,8 @@ final class ClusterMembership: DeliveryLeases {
         let expired = Atomic(false)
         let wait = handBackWait
         let deadline = Task {
-            try? await Task.sleep(for: wait)
+            // Cancelled: the wait ended first.
+            guard (try? await Task.sleep(for: wait)) != nil else { return }
             expired.store(true, ordering: .sequentiallyConsistent)
             wake.yield()
         }

@@ -54,21 +54,8 @@ struct UnregisteredOrderTests {
         defer { directory.remove() }
         let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
         defer { try? store.close() }
-        let app = try await store.createApp(bundle: try BundleID("com.example.adventure"), now: Date()).app
-        let token = try DeviceToken(String(repeating: "c5", count: 32))
-        let activity = try await store.putActivity(
-            app: app, token: token, activity: ActivityRegistration(attributesType: "AdventureAttributes"), previousToken: nil, now: Date()
-        )
         var batch = LedgerBatch()
-        batch.requests.append(RecordedRequest(
-            id: RequestID(1), app: app.id, source: .push, received: Timestamp(Date()), priority: .high, expiration: nil,
-            collapseID: nil, exempt: false,
-            summary: #"{"aps":{"timestamp":1796043349,"event":"update","content-state":{"step":1}}}"#
-        ))
-        batch.deliveries = [RecordedDelivery(
-            apnsID: UUID().uuidString.lowercased(), device: activity.device, released: Timestamp(Date()),
-            instances: [activity.instances[0].id], requests: [RequestID(1)], priority: .high, expiration: nil, state: .pending
-        )]
+        batch.deliveries = try await DeliveryWorkerTests.pendingDeliveries(1, in: store).deliveries
         try await store.commit(batch)
 
         let logger = Logger(label: "test")

@@ -53,7 +53,11 @@ extension PostgresStore {
     /// absent, not upserted: `ON CONFLICT DO UPDATE` locks every conflicting row, changed or not (a lock is
     /// a WAL record), and most rows of a busy batch are unchanged (a merge changes a pending reload's count,
     /// not the instance's budget, nor a list that is full). Only the owner of an instance's partition
-    /// writes it, one commit at a time, so the two halves never race another writer.
+    /// writes it, one commit at a time, so the two halves never race another writer. Each half also names
+    /// the instances by `= ANY(<ids>)`, which the join implies: PostgreSQL plans a prepared statement once
+    /// for all executions (after five), so a plan made while the tables were small (a new database, before
+    /// autovacuum's first `ANALYZE`) would join by reading the whole table on every commit as it grows;
+    /// with the list of ids the primary key is used whatever the plan (decision 0109).
     ///
     /// Fenced (several gateways): every part writes only if the gateway's fence generation is still the
     /// one the batch was decided under (no other gateway has taken a partition from it since). Its fence
@@ -105,30 +109,33 @@ extension PostgresStore {
                         plannedReload = x.plannedReload, activity = x.activity
                     FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[], $64::text[])
                         AS x(instanceId, bucketFullAt, lastReload, plannedReload, activity)
-                    WHERE s.instanceId = x.instanceId AND (SELECT ok FROM fenced)
+                    WHERE s.instanceId = x.instanceId AND s.instanceId = ANY($22::bigint[]) AND (SELECT ok FROM fenced)
                         AND (s.bucketFullAt, s.lastReload, s.plannedReload, s.activity)
                             IS DISTINCT FROM (x.bucketFullAt, x.lastReload, x.plannedReload, x.activity)),
                 statesAdded AS (INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload, activity)
                     SELECT * FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[], $64::text[]) AS x(instanceId, b, l, p, a)
-                    WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM instance_state s WHERE s.instanceId = x.instanceId)),
+                    WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM instance_state s
+                        WHERE s.instanceId = x.instanceId AND s.instanceId = ANY($22::bigint[]))),
                 pendingChanged AS (UPDATE pending_reload p SET due = x.due, priority = x.priority, expiration = x.expiration,
                         requestCount = x.requestCount, collapseId = x.collapseId, team = x.team, exempt = x.exempt
                     FROM unnest($26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[], $30::bigint[], $31::text[],
                         $32::text[], $33::boolean[]) AS x(instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
-                    WHERE p.instanceId = x.instanceId AND (SELECT ok FROM fenced)
+                    WHERE p.instanceId = x.instanceId AND p.instanceId = ANY($26::bigint[]) AND (SELECT ok FROM fenced)
                         AND (p.due, p.priority, p.expiration, p.requestCount, p.collapseId, p.team, p.exempt)
                             IS DISTINCT FROM (x.due, x.priority, x.expiration, x.requestCount, x.collapseId, x.team, x.exempt)),
                 pendingAdded AS (INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
                     SELECT * FROM unnest($26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[], $30::bigint[],
                         $31::text[], $32::text[], $33::boolean[]) AS x(instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
-                    WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM pending_reload p WHERE p.instanceId = x.instanceId)),
+                    WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM pending_reload p
+                        WHERE p.instanceId = x.instanceId AND p.instanceId = ANY($26::bigint[]))),
                 listsChanged AS (UPDATE pending_list l SET firstRequest = x.firstRequest, listed = x.listed, requests = x.requests
                     FROM unnest($34::bigint[], $35::bigint[], $36::bigint[], $37::text[]) AS x(instanceId, firstRequest, listed, requests)
-                    WHERE l.instanceId = x.instanceId AND (SELECT ok FROM fenced)
+                    WHERE l.instanceId = x.instanceId AND l.instanceId = ANY($34::bigint[]) AND (SELECT ok FROM fenced)
                         AND (l.firstRequest <> x.firstRequest OR l.listed <> x.listed)),
                 listsAdded AS (INSERT INTO pending_list (instanceId, firstRequest, listed, requests)
                     SELECT * FROM unnest($34::bigint[], $35::bigint[], $36::bigint[], $37::text[]) AS x(instanceId, f, n, r)
-                    WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM pending_list l WHERE l.instanceId = x.instanceId)),
+                    WHERE (SELECT ok FROM fenced) AND NOT EXISTS (SELECT 1 FROM pending_list l
+                        WHERE l.instanceId = x.instanceId AND l.instanceId = ANY($34::bigint[]))),
                 deliveries AS (INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority,
                         expiration, state)
                     SELECT * FROM unnest($38::text[], $39::bigint[], $40::bigint[], $41::text[], $42::text[], $43::bigint[],

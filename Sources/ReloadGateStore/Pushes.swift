@@ -109,7 +109,7 @@ extension SQLSession {
     /// there already are read one by one.
     /// - Returns: one result per adoption, in order.
     func adopt(_ adoptions: [Adoption], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
-        try await Self.inChunks(adoptions, of: Self.adoptionChunk) { try await adoptChunk($0, now: now) }
+        try await Self.inChunks(adoptions, of: min(Self.adoptionChunk, dialect.registryInsertRows)) { try await adoptChunk($0, now: now) }
     }
 
     /// `body`'s results for `items` taken `size` at a time, in order (a statement's parameters are bounded).

@@ -23,7 +23,7 @@ extension SQLSession {
     /// - Precondition: no token is in `registrations` twice (the caller ends a run at a repeated token).
     /// - Returns: one result per registration, in order.
     func register(_ registrations: [TokenRegistration], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
-        try await Self.inChunks(registrations, of: Self.registrationChunk) { try await registerChunk($0, now: now) }
+        try await Self.inChunks(registrations, of: min(Self.registrationChunk, dialect.registryInsertRows)) { try await registerChunk($0, now: now) }
     }
 
     /// At most this many tokens in one statement (five parameters each in the device insert: SQLite
@@ -64,7 +64,7 @@ extension SQLSession {
             }
         }
 
-        // Their instances, ``insertRows`` rows a statement; each row is paired with its registration by
+        // Their instances, ``insertRows`` rows a statement (fewer on SQLite: ``SQLDialect/registryInsertRows``); each row is paired with its registration by
         // device and widget id, not by the order the engine returns rows in.
         var instanceRows: [(device: Int64, instance: InstanceRegistration)] = []
         for registration in new {
@@ -72,9 +72,10 @@ extension SQLSession {
             for instance in registration.instances { instanceRows.append((device, instance)) }
         }
         var added: [InstanceKey: Int64] = [:]
-        for first in stride(from: 0, to: instanceRows.count, by: Self.insertRows) {
+        let perStatement = min(Self.insertRows, dialect.registryInsertRows)
+        for first in stride(from: 0, to: instanceRows.count, by: perStatement) {
             var values: SQLQuery = ""
-            for (index, (device, instance)) in instanceRows[first..<min(first + Self.insertRows, instanceRows.count)].enumerated() {
+            for (index, (device, instance)) in instanceRows[first..<min(first + perStatement, instanceRows.count)].enumerated() {
                 values += "\(unescaped: index == 0 ? "" : ", ")(\(device), \(instance.id), \(instance.kind), \(instance.family), \(instance.configuration.canonicalJSON), \(instance.pushEnabled))"
             }
             let insert: SQLQuery = "INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled) VALUES \(values) RETURNING id, deviceId, widgetID"

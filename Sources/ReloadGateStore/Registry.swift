@@ -259,9 +259,10 @@ extension SQLSession {
                     """)
             }
         }
-        for first in stride(from: 0, to: added.count, by: Self.insertRows) {
+        let perStatement = min(Self.insertRows, dialect.registryInsertRows)
+        for first in stride(from: 0, to: added.count, by: perStatement) {
             var values: SQLQuery = ""
-            for (index, (widget, configuration)) in added[first..<min(first + Self.insertRows, added.count)].enumerated() {
+            for (index, (widget, configuration)) in added[first..<min(first + perStatement, added.count)].enumerated() {
                 values += "\(unescaped: index == 0 ? "" : ", ")(\(device), \(widget.id), \(widget.kind), \(widget.family), \(configuration), \(widget.pushEnabled))"
             }
             for row in try await rows("INSERT INTO widget (deviceId, widgetID, kind, family, configuration, pushEnabled) VALUES \(values) RETURNING id, widgetID") {

@@ -182,7 +182,7 @@ struct SQLiteStoreTests {
     }
 
     /// Bytes the calling thread has written through system calls (`wchar` of /proc/thread-self/io).
-    private static func bytesWrittenByThisThread() throws -> Int {
+    static func bytesWrittenByThisThread() throws -> Int {
         let text = try String(contentsOfFile: "/proc/thread-self/io", encoding: .utf8)
         let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("wchar:") })
         return try #require(Int(line.dropFirst("wchar:".count).trimmingCharacters(in: .whitespaces)))

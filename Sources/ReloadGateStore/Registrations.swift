@@ -14,7 +14,8 @@ struct TokenRegistration: Sendable {
 extension SQLSession {
     /// Registrations of distinct tokens that retire none, written as one by one would write them: the
     /// tokens' rows are read in one statement an app, new tokens' devices inserted in one, and their
-    /// instances in one per ``insertRows`` rows; a token with a row goes on through
+    /// instances in one per ``insertRows`` rows, for each ``registrationChunk`` tokens (on SQLite each
+    /// ``SQLDialect/registryInsertRows``, and so are the inserts); a token with a row goes on through
     /// ``putInstances(app:token:pushType:instances:previousToken:current:now:)`` with the row read.
     ///
     /// An app's release makes its installs register at once, many of them tokens never seen (a new
@@ -23,7 +24,9 @@ extension SQLSession {
     /// - Precondition: no token is in `registrations` twice (the caller ends a run at a repeated token).
     /// - Returns: one result per registration, in order.
     func register(_ registrations: [TokenRegistration], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {
-        try await Self.inChunks(registrations, of: min(Self.registrationChunk, dialect.registryInsertRows)) { try await registerChunk($0, now: now) }
+        try await Self.inChunks(registrations, of: min(Self.registrationChunk, dialect.registryInsertRows)) {
+            try await registerChunk($0, now: now)
+        }
     }
 
     /// At most this many tokens in one statement (five parameters each in the device insert: SQLite
@@ -64,8 +67,9 @@ extension SQLSession {
             }
         }
 
-        // Their instances, ``insertRows`` rows a statement (fewer on SQLite: ``SQLDialect/registryInsertRows``); each row is paired with its registration by
-        // device and widget id, not by the order the engine returns rows in.
+        // Their instances, ``insertRows`` rows a statement (fewer on SQLite: ``SQLDialect/registryInsertRows``);
+        // each row is paired with its registration by device and widget id, not by the order the engine
+        // returns rows in.
         var instanceRows: [(device: Int64, instance: InstanceRegistration)] = []
         for registration in new {
             guard let device = created[DeviceKey(app: registration.app.id, token: registration.token.hex)] else { continue }

@@ -105,7 +105,8 @@ extension SQLSession {
     ///
     /// A herd of new installs adopts many tokens in one registry batch: the devices are inserted in one
     /// statement and the instances in another, per ``adoptionChunk`` tokens (on PostgreSQL each statement
-    /// is a round trip; one per token was ~550 adoptions a second, docs/decisions/0084). Tokens that were
+    /// is a round trip; one per token was ~550 adoptions a second, docs/decisions/0084), on SQLite per
+    /// ``SQLDialect/registryInsertRows`` (so that each statement's journal stays in memory). Tokens that were
     /// there already are read one by one.
     /// - Returns: one result per adoption, in order.
     func adopt(_ adoptions: [Adoption], now: Date) async throws -> [Result<RegistryWritten, RegistryError>] {

@@ -158,8 +158,8 @@ public enum SQLDialect: Sendable {
     /// whatever else bounds them. SQLite journals each page a multi-row statement changes inside a
     /// transaction, so that the statement alone can be undone: in memory up to 31 pages, and past them in a
     /// temporary file, written for the rest of the transaction at two system calls a page (decision 0105).
-    /// A new device's random token changes a leaf of the token index, and with the leaves' splits 1.7-2.2
-    /// pages a token (16 tokens journaled 35 pages): 8 a statement stay in memory (decision 0110). PostgreSQL
+    /// A new device's random token changes a leaf of the token index, and with the leaves' splits about two
+    /// pages a token: 8 a statement stay in memory (decision 0110 has the measured figures). PostgreSQL
     /// keeps no such journal, and each statement is a round trip there.
     var registryInsertRows: Int {
         switch self {

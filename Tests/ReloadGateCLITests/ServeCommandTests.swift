@@ -199,7 +199,12 @@ struct ServeCommandTests {
         Failure(
             name: "missing certificate file",
             arguments: ["serve"],
-            environment: ["RELOADGATE_TLS_CERTIFICATE": "/missing/server.pem", "RELOADGATE_TLS_KEY": "/missing/key.pem"],
+            // Any free port: the certificate is read after the listeners' addresses are checked, and a gateway
+            // running on the default ports beside the tests must not change the answer.
+            environment: [
+                "RELOADGATE_TLS_CERTIFICATE": "/missing/server.pem", "RELOADGATE_TLS_KEY": "/missing/key.pem",
+                "RELOADGATE_LISTEN_PORT": "0", "RELOADGATE_INGRESS_PORT": "0",
+            ],
             file: nil,
             message: "reloadgate: error: tls.certificate: cannot use /missing/server.pem: no such file"
         ),

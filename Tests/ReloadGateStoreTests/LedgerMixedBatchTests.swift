@@ -36,43 +36,47 @@ struct LedgerMixedBatchTests {
         return instances.map { instance in all.first { $0.instance == instance }?.snapshot }
     }
 
-    @Test(arguments: StoreImplementation.all) func knownAndNewInstancesInOneBatchAreEachWritten(_ implementation: StoreImplementation) async throws {
+    @Test(arguments: StoreImplementation.all)
+    func knownAndNewInstancesInOneBatchAreEachWritten(_ implementation: StoreImplementation) async throws {
         try await StoreFixture.with(
             "ledger-mixed", implementation, widgets: [StoreFixture.scores, StoreFixture.news, Self.third], now: now
         ) { fixture in
             let store = fixture.store
-            let (a, b, c) = (fixture.instances[0], fixture.instances[1], fixture.instances[2])
-            // Only `a` has rows.
-            let first = [(a, Self.snapshot(lastReload: 1_790_000_000, pending: (1_790_000_300, [1], 1)))]
-            try await commit(store, first)
-            #expect(try await stored(store, [a, b, c]) == [first[0].1, nil, nil])
-
-            // `a` changed, `b` new with a pending reload, `c` new without one.
-            let second = [
-                (a, Self.snapshot(lastReload: 1_790_000_001, pending: (1_790_000_200, [1, 2], 2))),
-                (b, Self.snapshot(lastReload: 1_790_000_002, pending: (1_790_000_400, [3], 1))),
-                (c, Self.snapshot(lastReload: 1_790_000_003, pending: nil)),
+            let instances = fixture.instances
+            // Each batch: per instance (by position), its last reload and its pending reload (due, listed
+            // requests, count), or nothing written for it.
+            typealias Pending = (due: Int64, requests: [RequestID], count: Int)
+            let batches: [(what: String, states: [(Int, Int64, Pending?)])] = [
+                ("only the first has rows", [(0, 1_790_000_000, (1_790_000_300, [1], 1))]),
+                (
+                    "the first changed, the second new with a pending reload, the third new without one",
+                    [
+                        (0, 1_790_000_001, (1_790_000_200, [1, 2], 2)), (1, 1_790_000_002, (1_790_000_400, [3], 1)),
+                        (2, 1_790_000_003, nil),
+                    ]
+                ),
+                (
+                    "every state known, the third's pending reload new",
+                    [
+                        (0, 1_790_000_004, (1_790_000_200, [1, 2, 4], 3)), (1, 1_790_000_005, (1_790_000_400, [3, 5], 2)),
+                        (2, 1_790_000_006, (1_790_000_500, [6], 1)),
+                    ]
+                ),
+                (
+                    "every row known, only counts and states change",
+                    [
+                        (0, 1_790_000_007, (1_790_000_200, [1, 2, 4], 9)), (1, 1_790_000_008, (1_790_000_400, [3, 5], 8)),
+                        (2, 1_790_000_009, (1_790_000_500, [6], 7)),
+                    ]
+                ),
             ]
-            try await commit(store, second)
-            #expect(try await stored(store, [a, b, c]) == second.map(\.1))
-
-            // Every state known, `c`'s pending reload new: the pending rows are mixed again.
-            let third = [
-                (a, Self.snapshot(lastReload: 1_790_000_004, pending: (1_790_000_200, [1, 2, 4], 3))),
-                (b, Self.snapshot(lastReload: 1_790_000_005, pending: (1_790_000_400, [3, 5], 2))),
-                (c, Self.snapshot(lastReload: 1_790_000_006, pending: (1_790_000_500, [6], 1))),
-            ]
-            try await commit(store, third)
-            #expect(try await stored(store, [a, b, c]) == third.map(\.1))
-
-            // Every row known: only counts and states change.
-            let fourth = [
-                (a, Self.snapshot(lastReload: 1_790_000_007, pending: (1_790_000_200, [1, 2, 4], 9))),
-                (b, Self.snapshot(lastReload: 1_790_000_008, pending: (1_790_000_400, [3, 5], 8))),
-                (c, Self.snapshot(lastReload: 1_790_000_009, pending: (1_790_000_500, [6], 7))),
-            ]
-            try await commit(store, fourth)
-            #expect(try await stored(store, [a, b, c]) == fourth.map(\.1))
+            var expected: [InstanceSnapshot?] = [nil, nil, nil]
+            for batch in batches {
+                let states = batch.states.map { (instances[$0.0], Self.snapshot(lastReload: $0.1, pending: $0.2)) }
+                try await commit(store, states)
+                for (position, state) in zip(batch.states.map(\.0), states) { expected[position] = state.1 }
+                #expect(try await stored(store, instances) == expected, "\(batch.what)")
+            }
             #expect(try await store.pendingReloads(PendingFilter()).map(\.requestCount).sorted() == [7, 8, 9])
         }
     }

@@ -121,7 +121,8 @@ extension PostgresStore {
                             IS DISTINCT FROM (x.bucketFullAt, x.lastReload, x.plannedReload, x.activity)),
                 statesAdded AS (INSERT INTO instance_state (instanceId, bucketFullAt, lastReload, plannedReload, activity)
                     SELECT * FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[], $64::text[]) AS x(instanceId, b, l, p, a)
-                    WHERE (SELECT ok FROM fenced) AND (SELECT count(*) FROM statesStored) < cardinality($22::bigint[])
+                    WHERE (SELECT ok FROM fenced)
+                        AND (SELECT count(*) FROM statesStored) < cardinality($22::bigint[])
                         AND NOT EXISTS (SELECT 1 FROM statesStored s WHERE s.instanceId = x.instanceId)),
                 pendingChanged AS (UPDATE pending_reload p SET due = x.due, priority = x.priority, expiration = x.expiration,
                         requestCount = x.requestCount, collapseId = x.collapseId, team = x.team, exempt = x.exempt
@@ -133,7 +134,8 @@ extension PostgresStore {
                 pendingAdded AS (INSERT INTO pending_reload (instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
                     SELECT * FROM unnest($26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[], $30::bigint[],
                         $31::text[], $32::text[], $33::boolean[]) AS x(instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
-                    WHERE (SELECT ok FROM fenced) AND (SELECT count(*) FROM pendingStored) < cardinality($26::bigint[])
+                    WHERE (SELECT ok FROM fenced)
+                        AND (SELECT count(*) FROM pendingStored) < cardinality($26::bigint[])
                         AND NOT EXISTS (SELECT 1 FROM pendingStored p WHERE p.instanceId = x.instanceId)),
                 listsChanged AS (UPDATE pending_list l SET firstRequest = x.firstRequest, listed = x.listed, requests = x.requests
                     FROM unnest($34::bigint[], $35::bigint[], $36::bigint[], $37::text[]) AS x(instanceId, firstRequest, listed, requests)
@@ -141,7 +143,8 @@ extension PostgresStore {
                         AND (l.firstRequest <> x.firstRequest OR l.listed <> x.listed)),
                 listsAdded AS (INSERT INTO pending_list (instanceId, firstRequest, listed, requests)
                     SELECT * FROM unnest($34::bigint[], $35::bigint[], $36::bigint[], $37::text[]) AS x(instanceId, f, n, r)
-                    WHERE (SELECT ok FROM fenced) AND (SELECT count(*) FROM listsStored) < cardinality($34::bigint[])
+                    WHERE (SELECT ok FROM fenced)
+                        AND (SELECT count(*) FROM listsStored) < cardinality($34::bigint[])
                         AND NOT EXISTS (SELECT 1 FROM listsStored l WHERE l.instanceId = x.instanceId)),
                 deliveries AS (INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority,
                         expiration, state)

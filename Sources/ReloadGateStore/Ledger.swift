@@ -203,6 +203,13 @@ public struct LedgerBatch: Sendable {
             && forwards.isEmpty && consumedInbox.isEmpty
     }
 
+    /// About how many rows the batch writes: its requests, instance states (each with its pending reload
+    /// and list, when it has one), deliveries, kept answers and forwarded work. What a large batch's time
+    /// in the store grows with.
+    var rowCount: Int {
+        requests.count + instanceStates.count + deliveries.count + idempotentAnswers.count + forwards.count
+    }
+
     /// The states both stores write: each instance's last state in ``instanceStates``, in the order of
     /// those last states. A commit gathers the turns decided while the one before it ran, so an instance can
     /// change more than once in a batch (delivered in one turn, pushed again in the next). Every state

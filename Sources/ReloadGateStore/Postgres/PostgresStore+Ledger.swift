@@ -79,10 +79,10 @@ extension PostgresStore {
     /// for all executions (after five), so a plan made while the tables were small (a new database, before
     /// autovacuum's first `ANALYZE`) would join by reading the whole table on every commit as it grows;
     /// with the list of ids the primary key is used whatever the plan (decision 0109). The rows the
-    /// batch's instances already have are read once a table (`statesStored`, `pendingStored`,
-    /// `listsStored`): the inserting half looks for absent instances in them, and runs only when it found
-    /// fewer rows than the batch has instances. A busy gateway's batches change known instances; the half
-    /// unpacked its arrays and joined them for nothing (decision 0111).
+    /// batch's instances already have are counted once a table (`statesStored`, `pendingStored`,
+    /// `listsStored`), and the inserting half runs only when fewer were found than the batch has instances.
+    /// A busy gateway's batches change known instances; the half unpacked its arrays and joined them for
+    /// nothing (decision 0111).
     ///
     /// Fenced (several gateways): every part writes only if the gateway's fence generation is still the
     /// one the batch was decided under (no other gateway has taken a partition from it since). Its fence
@@ -144,7 +144,8 @@ extension PostgresStore {
                     SELECT * FROM unnest($22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[], $64::text[]) AS x(instanceId, b, l, p, a)
                     WHERE (SELECT ok FROM fenced)
                         AND (SELECT count(*) FROM statesStored) < cardinality($22::bigint[])
-                        AND NOT EXISTS (SELECT 1 FROM statesStored s WHERE s.instanceId = x.instanceId)),
+                        AND NOT EXISTS (SELECT 1 FROM instance_state s
+                            WHERE s.instanceId = x.instanceId AND s.instanceId = ANY($22::bigint[]))),
                 pendingChanged AS (UPDATE pending_reload p SET due = x.due, priority = x.priority, expiration = x.expiration,
                         requestCount = x.requestCount, collapseId = x.collapseId, team = x.team, exempt = x.exempt
                     FROM unnest($26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[], $30::bigint[], $31::text[],
@@ -157,7 +158,8 @@ extension PostgresStore {
                         $31::text[], $32::text[], $33::boolean[]) AS x(instanceId, due, priority, expiration, requestCount, collapseId, team, exempt)
                     WHERE (SELECT ok FROM fenced)
                         AND (SELECT count(*) FROM pendingStored) < cardinality($26::bigint[])
-                        AND NOT EXISTS (SELECT 1 FROM pendingStored p WHERE p.instanceId = x.instanceId)),
+                        AND NOT EXISTS (SELECT 1 FROM pending_reload p
+                            WHERE p.instanceId = x.instanceId AND p.instanceId = ANY($26::bigint[]))),
                 listsChanged AS (UPDATE pending_list l SET firstRequest = x.firstRequest, listed = x.listed, requests = x.requests
                     FROM unnest($34::bigint[], $35::bigint[], $36::bigint[], $37::text[]) AS x(instanceId, firstRequest, listed, requests)
                     WHERE l.instanceId = x.instanceId AND l.instanceId = ANY($34::bigint[]) AND (SELECT ok FROM fenced)
@@ -166,7 +168,8 @@ extension PostgresStore {
                     SELECT * FROM unnest($34::bigint[], $35::bigint[], $36::bigint[], $37::text[]) AS x(instanceId, f, n, r)
                     WHERE (SELECT ok FROM fenced)
                         AND (SELECT count(*) FROM listsStored) < cardinality($34::bigint[])
-                        AND NOT EXISTS (SELECT 1 FROM listsStored l WHERE l.instanceId = x.instanceId)),
+                        AND NOT EXISTS (SELECT 1 FROM pending_list l
+                            WHERE l.instanceId = x.instanceId AND l.instanceId = ANY($34::bigint[]))),
                 deliveries AS (INSERT INTO delivery (apnsId, deviceId, releasedAt, instances, requests, requestCount, priority,
                         expiration, state)
                     SELECT * FROM unnest($38::text[], $39::bigint[], $40::bigint[], $41::text[], $42::text[], $43::bigint[],

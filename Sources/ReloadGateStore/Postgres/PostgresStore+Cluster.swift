@@ -56,6 +56,20 @@ extension PostgresStore: ClusterStore {
         _ = try await rows("SELECT pg_notify(\(Self.clusterChannel), \(change.rawValue))")
     }
 
+    public func analyzeTablesWithoutStatistics(minimumRows: Int) async throws -> [String] {
+        let tables = try await rows("""
+            SELECT relname FROM pg_stat_user_tables
+            WHERE schemaname = ANY(current_schemas(false)) AND last_analyze IS NULL AND last_autoanalyze IS NULL
+                AND n_live_tup >= \(Int64(minimumRows))
+            ORDER BY relname
+            """).map { try $0.value("relname", as: String.self) }
+        for table in tables {
+            // A name from the catalog, quoted as an identifier: `ANALYZE` takes no parameters.
+            _ = try await rows(PostgresQuery(unsafeSQL: "ANALYZE \"\(table.replacingOccurrences(of: "\"", with: "\"\""))\""))
+        }
+        return tables
+    }
+
     /// `widget.deviceId % 1024` in one of `partitions` (the expression ``DevicePartition`` computes).
     private static func inPartitions(_ column: String, _ partitions: [Int]) -> String {
         "(\(column) % \(DevicePartition.partitionCount)) = ANY('{\(partitions.map(String.init).joined(separator: ","))}'::bigint[])"

@@ -297,7 +297,7 @@ struct ClusterService: Service {
     /// Until cancelled, every `interval`: has the database analyze the store's tables that hold rows but
     /// no statistics yet. On a new database, autovacuum's first `ANALYZE` comes up to a minute after the
     /// first writes; until then PostgreSQL took an app's 50,000 devices for a few hundred and read a fan-out
-    /// webhook's targets in 45 s, past the store's deadline (decision 0113). Once every table has been
+    /// webhook's targets in 44 s, past the store's deadline (decision 0113). Once every table has been
     /// analyzed, by anyone, a look finds nothing to do.
     static func gatherStatistics(of store: any ClusterStore, every interval: Duration, logger: Logger) async {
         while !Task.isCancelled {

@@ -57,15 +57,23 @@ extension PostgresStore: ClusterStore {
     }
 
     public func analyzeTablesWithoutStatistics(minimumRows: Int) async throws -> [String] {
+        // Only tables this role may analyze (their owner's): PostgreSQL skips another's with a warning, and
+        // it would be looked at again every time.
         let tables = try await rows("""
-            SELECT relname FROM pg_stat_user_tables
-            WHERE schemaname = ANY(current_schemas(false)) AND last_analyze IS NULL AND last_autoanalyze IS NULL
-                AND n_live_tup >= \(Int64(minimumRows))
-            ORDER BY relname
+            SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+            WHERE s.schemaname = ANY(current_schemas(false)) AND s.last_analyze IS NULL AND s.last_autoanalyze IS NULL
+                AND s.n_live_tup >= \(Int64(minimumRows)) AND pg_has_role(c.relowner, 'USAGE')
+            ORDER BY s.relname
             """).map { try $0.value("relname", as: String.self) }
+        let logger = logger
         for table in tables {
-            // A name from the catalog, quoted as an identifier: `ANALYZE` takes no parameters.
-            _ = try await rows(PostgresQuery(unsafeSQL: "ANALYZE \"\(table.replacingOccurrences(of: "\"", with: "\"\""))\""))
+            // A name from the catalog, quoted as an identifier (`ANALYZE` takes no parameters). It samples at
+            // most 30,000 rows, but a large table restored without statistics may take longer than the store's
+            // deadline: it gets the scanning reads' deadline, and a stopping gateway does not wait for it.
+            let name = "\"" + table.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            try await transaction(deadline: Self.readDeadline, leftWhenCancelled: true) { connection in
+                try await connection.run("ANALYZE \(unescaped: name)", logger: logger)
+            }
         }
         return tables
     }

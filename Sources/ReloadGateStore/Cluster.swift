@@ -104,8 +104,9 @@ public protocol ClusterStore: GatewayStore, SharedSchedulingStore {
     /// Calls `onChange` for every change published by any gateway (this one included) until cancelled;
     /// `onChange(nil)` after (re)connecting: anything may have changed meanwhile.
     func listen(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async
-    /// Has the database gather statistics (`ANALYZE`) for each of the store's tables that has none yet
-    /// though it holds `minimumRows` rows or more; returns their names. A new database's tables have none
+    /// Has the database gather statistics (`ANALYZE`) for each of the store's tables (those of its schema
+    /// the gateway's role owns) that has none yet though it holds `minimumRows` rows or more; returns their
+    /// names. A new database's tables have none
     /// until autovacuum first analyzes them, up to a minute after the first writes, and a plan made without
     /// them can read an app's devices once per device (decision 0113).
     func analyzeTablesWithoutStatistics(minimumRows: Int) async throws -> [String]

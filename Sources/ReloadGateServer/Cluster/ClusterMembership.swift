@@ -281,7 +281,7 @@ struct ClusterService: Service {
                 }
             }
             group.addTask {
-                await Self.gatherStatistics(of: listener, every: statisticsInterval, logger: membership.logger)
+                await Self.gatherStatistics(of: listener, every: Self.statisticsInterval, logger: membership.logger)
             }
             try? await gracefulShutdown()
             group.cancelAll()
@@ -290,7 +290,7 @@ struct ClusterService: Service {
     }
 
     /// How often the gateway looks for tables without statistics (``gatherStatistics(of:every:logger:)``).
-    var statisticsInterval: Duration { .seconds(10) }
+    static let statisticsInterval: Duration = .seconds(10)
     /// Tables this small are planned well enough without statistics.
     static let rowsForStatistics = 1_000
 

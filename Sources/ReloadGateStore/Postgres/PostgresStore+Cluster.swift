@@ -57,11 +57,12 @@ extension PostgresStore: ClusterStore {
     }
 
     public func analyzeTablesWithoutStatistics(minimumRows: Int) async throws -> [String] {
-        // Only tables this role may analyze (their owner's): PostgreSQL skips another's with a warning, and
-        // it would be looked at again every time.
+        // The tables of the schema the store's migrations create them in, and only those this role may
+        // analyze (their owner's): PostgreSQL skips another's with a warning, and it would be looked at again
+        // every time.
         let tables = try await rows("""
             SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-            WHERE s.schemaname = ANY(current_schemas(false)) AND s.last_analyze IS NULL AND s.last_autoanalyze IS NULL
+            WHERE s.schemaname = current_schema() AND s.last_analyze IS NULL AND s.last_autoanalyze IS NULL
                 AND s.n_live_tup >= \(Int64(minimumRows)) AND pg_has_role(c.relowner, 'USAGE')
             ORDER BY s.relname
             """).map { try $0.value("relname", as: String.self) }

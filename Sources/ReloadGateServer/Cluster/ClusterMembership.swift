@@ -290,8 +290,8 @@ struct ClusterService: Service {
     }
 
     /// How often the gateway looks for tables without statistics (``gatherStatistics(of:every:logger:)``):
-    /// a registration herd on a new database adds thousands of rows a second, and every group commit until
-    /// the look reads the tables whole (decision 0113).
+    /// a registration herd on a new database adds thousands of rows a second, and until the look has them
+    /// analyzed a group commit's plan may read those tables whole (decision 0113).
     static let statisticsInterval: Duration = .seconds(2)
     /// Tables this small are planned well enough without statistics.
     static let rowsForStatistics = 1_000

@@ -59,12 +59,15 @@ extension PostgresStore: ClusterStore {
     public func analyzeTablesWithoutStatistics(minimumRows: Int) async throws -> [String] {
         // The tables of the schema the store's migrations create them in, and only those this role may
         // analyze (their owner's): PostgreSQL skips another's with a warning, and it would be looked at again
-        // every time.
+        // every time. Read from `pg_class` and the statistics functions `pg_stat_user_tables` is made of,
+        // for this schema's tables only: the view computes every column for every table of the database
+        // (5-6 ms of the server's time a look during a registration run, against 1.3 ms; decision 0113).
         let tables = try await rows("""
-            SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-            WHERE s.schemaname = current_schema() AND s.last_analyze IS NULL AND s.last_autoanalyze IS NULL
-                AND s.n_live_tup >= \(Int64(minimumRows)) AND pg_has_role(c.relowner, 'USAGE')
-            ORDER BY s.relname
+            SELECT c.relname FROM pg_class c
+            WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+                AND pg_stat_get_last_analyze_time(c.oid) IS NULL AND pg_stat_get_last_autoanalyze_time(c.oid) IS NULL
+                AND pg_stat_get_live_tuples(c.oid) >= \(Int64(minimumRows)) AND pg_has_role(c.relowner, 'USAGE')
+            ORDER BY c.relname
             """).map { try $0.value("relname", as: String.self) }
         let logger = logger
         for table in tables {

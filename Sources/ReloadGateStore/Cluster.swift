@@ -106,9 +106,9 @@ public protocol ClusterStore: GatewayStore, SharedSchedulingStore {
     func listen(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async
     /// Has the database gather statistics (`ANALYZE`) for each of the store's tables (those of its schema
     /// the gateway's role owns) that has none yet though it holds `minimumRows` rows or more; returns their
-    /// names. A new database's tables have none
-    /// until autovacuum first analyzes them, up to a minute after the first writes, and a plan made without
-    /// them can read an app's devices once per device (decision 0113).
+    /// names. A new database's tables have none until autovacuum first analyzes them, up to a minute after
+    /// the first writes, and a plan made without them can read an app's devices once per device, or a whole
+    /// table at every group commit (decision 0113).
     func analyzeTablesWithoutStatistics(minimumRows: Int) async throws -> [String]
 }
 /// One partition's lease, for `reloadgate cluster`.

@@ -38,7 +38,8 @@ struct NewDatabaseStatisticsTests {
         try await TestGateway.withRunning(configure: { configuration in
             configuration.usePostgres(url, dataDirectory: data.path("data"))
         }) { _ in
-            // The gateway looks every 2 s; the server counts the rows a moment after the writes.
+            // The gateway looks every few seconds (`ClusterService.statisticsInterval`); the server counts
+            // the rows a moment after the writes.
             let analyzed = try await eventually(within: .seconds(90), every: .milliseconds(250)) { try await deviceRows() == 1_500 }
             let counted = try await deviceRows()
             #expect(analyzed, "device's rows as PostgreSQL counts them: \(String(describing: counted))")

@@ -281,7 +281,9 @@ struct ClusterService: Service {
                 }
             }
             group.addTask {
-                await Self.gatherStatistics(of: listener, every: Self.statisticsInterval, logger: membership.logger)
+                await Self.gatherStatistics(every: Self.statisticsInterval, logger: membership.logger) {
+                    try await listener.analyzeTablesWithoutStatistics(minimumRows: Self.rowsForStatistics)
+                }
             }
             try? await gracefulShutdown()
             group.cancelAll()
@@ -297,24 +299,47 @@ struct ClusterService: Service {
     static let rowsForStatistics = 1_000
 
     /// Until cancelled, every `interval`: has the database analyze the store's tables that hold rows but
-    /// no statistics yet. On a new database, autovacuum's first `ANALYZE` comes up to a minute after the
-    /// first writes; until then PostgreSQL took an app's 50,000 devices for a few hundred and read a fan-out
-    /// webhook's targets in 44 s, past the store's deadline (decision 0113). Once every table has been
-    /// analyzed, by anyone, a look finds nothing to do.
-    static func gatherStatistics(of store: any ClusterStore, every interval: Duration, logger: Logger) async {
+    /// no statistics yet (`look`, ``ClusterStore/analyzeTablesWithoutStatistics(minimumRows:)``). On a new
+    /// database, autovacuum's first `ANALYZE` comes up to a minute after the first writes; until then
+    /// PostgreSQL took an app's 50,000 devices for a few hundred and read a fan-out webhook's targets in
+    /// 44 s, past the store's deadline (decision 0113). Once every table has been analyzed, by anyone, a
+    /// look finds nothing to do.
+    ///
+    /// A look that fails once (the database away for a moment, another gateway analyzing the same table)
+    /// is tried again at the next; one that keeps failing (``statisticsFailuresToWarn`` in a row: a role
+    /// without the right to analyze, a changed catalog) is told once at warning level, since the gateway
+    /// then works on without statistics on a new database, slower, and says so again when a look succeeds.
+    static func gatherStatistics(every interval: Duration, logger: Logger, look: () async throws -> [String]) async {
+        var failures = 0
         while !Task.isCancelled {
             do {
-                let analyzed = try await store.analyzeTablesWithoutStatistics(minimumRows: rowsForStatistics)
+                let analyzed = try await look()
+                if failures >= statisticsFailuresToWarn {
+                    logger.notice("the look for tables without statistics works again")
+                }
+                failures = 0
                 if !analyzed.isEmpty {
                     logger.info("gathered statistics for tables the database had none for", metadata: ["tables": "\(analyzed.joined(separator: ", "))"])
                 }
             } catch {
-                // The database away, or another gateway analyzing the same table: the next look tries again.
-                logger.debug("could not gather statistics", metadata: ["error": "\(error)"])
+                if Task.isCancelled { break }  // the gateway stops
+                failures += 1
+                if failures == statisticsFailuresToWarn {
+                    logger.warning(
+                        "cannot look for tables without statistics; a new database's tables may be read whole until autovacuum analyzes them",
+                        metadata: ["error": "\(error)", "looks": "\(failures)"]
+                    )
+                } else {
+                    logger.debug("could not gather statistics", metadata: ["error": "\(error)"])
+                }
             }
             try? await Task.sleep(for: interval)
         }
     }
+
+    /// Looks failed in a row before the gateway warns (6 s at ``statisticsInterval``): fewer would warn of
+    /// a database restarting.
+    static let statisticsFailuresToWarn = 3
 }
 
 /// The gateway's place among several on one database (PostgreSQL): its id and the shared store. `nil`

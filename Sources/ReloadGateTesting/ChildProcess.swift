@@ -50,12 +50,6 @@ public final class ChildProcess: Sendable {
         _ = Self.addCloseFrom(&actions, 3)
 
         let variables = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
-        let argv = ([executable.path] + arguments).map { strdup($0) } + [nil]
-        let envp = variables.map { strdup($0) } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
         // The child starts with no signal blocked and every signal's default action, whatever the spawning
         // thread has (a thread of Swift's pool or of NIO blocks signals; the runtime ignores SIGPIPE): a
         // gateway or a database server started by a test must stop on SIGTERM and SIGQUIT like anywhere else.
@@ -69,13 +63,33 @@ public final class ChildProcess: Sendable {
         sigfillset(&allSignals)
         posix_spawnattr_setsigdefault(&attributes, &allSignals)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        // Through `setpriv --pdeathsig KILL` when there is one (util-linux, on every Debian): the child is
+        // killed when the test process dies, however it dies. A `swift test` stopped by hand, or killed by a
+        // watchdog, left the gateways it had started running for hours. The parent whose death counts is the
+        // thread that spawned the child, so every child is spawned from one thread that never ends
+        // (``Spawner``): a thread of Swift's pool ends after a few idle seconds.
+        var argv = ([executable.path] + arguments).map { strdup($0) } + [nil]
+        let program = Self.setpriv ?? executable.path
+        if let setpriv = Self.setpriv {
+            argv = [strdup(setpriv), strdup("--pdeathsig"), strdup("KILL"), strdup("--")] + argv
+        }
+        let envp = variables.map { strdup($0) } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, executable.path, &actions, &attributes, argv, envp)
+        let status = Spawner.shared.run {
+            posix_spawn(&pid, program, &actions, &attributes, argv, envp)
+        }
         guard status == 0 else {
             throw ChildProcessError.cannotStart(executable.path, reason: String(cString: strerror(status)))
         }
         self.pid = pid
     }
+
+    /// util-linux's `setpriv`, when installed.
+    private static let setpriv: String? = ["/usr/bin/setpriv", "/bin/setpriv"].first { access($0, X_OK) == 0 }
 
     /// glibc's `posix_spawn_file_actions_addchdir_np` and `..._addclosefrom_np` (2.29, 2.34), which Swift's
     /// Glibc module does not show: looked up once.
@@ -178,6 +192,46 @@ public final class ChildProcess: Sendable {
         }
         try? FileManager.default.removeItem(at: outputFile)
         try? FileManager.default.removeItem(at: errorFile)
+    }
+}
+
+/// The one thread every child is spawned from: it lives as long as the test process, so that a child's
+/// parent-death signal (``ChildProcess``) comes when the process dies, not when the pool thread that
+/// happened to spawn it ends.
+private final class Spawner: @unchecked Sendable {
+    static let shared = Spawner()
+
+    private let condition = NSCondition()
+    /// Guarded by `condition`.
+    private var work: [() -> Void] = []
+
+    private init() {
+        let thread = Thread { [unowned self] in
+            while true {
+                condition.lock()
+                while work.isEmpty { condition.wait() }
+                let next = work.removeFirst()
+                condition.unlock()
+                next()
+            }
+        }
+        thread.name = "reloadgate-test-spawner"
+        thread.start()
+    }
+
+    /// Runs `body` on the spawner's thread and returns its result (a spawn takes a millisecond or so).
+    func run(_ body: @escaping () -> Int32) -> Int32 {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Int32>(0)
+        condition.lock()
+        work.append {
+            result.withLock { $0 = body() }
+            done.signal()
+        }
+        condition.signal()
+        condition.unlock()
+        done.wait()
+        return result.withLock { $0 }
     }
 }
 

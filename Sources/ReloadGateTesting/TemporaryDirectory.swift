@@ -31,13 +31,18 @@ public struct TemporaryDirectory: Sendable {
     /// test run's end.
     static let exitDeadline: DispatchTimeInterval = .seconds(30)
 
+    /// Waits until every removal asked for so far has ended, at most `timeout`; `false` when it had not.
+    /// The process's exit runs this with ``exitDeadline``.
+    @discardableResult
+    public static func finishRemovals(within timeout: DispatchTimeInterval) -> Bool {
+        let drained = DispatchGroup()
+        removals.async(group: drained) {}
+        return drained.wait(timeout: .now() + timeout) == .success
+    }
+
     private static let removals: DispatchQueue = {
         let queue = DispatchQueue(label: "reloadgate.temporary-directory-removals")
-        atexit {
-            let drained = DispatchGroup()
-            TemporaryDirectory.removals.async(group: drained) {}
-            _ = drained.wait(timeout: .now() + TemporaryDirectory.exitDeadline)
-        }
+        atexit { TemporaryDirectory.finishRemovals(within: TemporaryDirectory.exitDeadline) }
         return queue
     }()
 }

@@ -11,4 +11,19 @@ struct TemporaryDirectoryTests {
         directory.remove()
         #expect(try await eventually { !FileManager.default.fileExists(atPath: directory.url.path) })
     }
+
+    /// What the process's exit waits for (`atexit`): the removals asked for so far, all of them, so that a
+    /// test run leaves no directory behind however soon it ends after its last `remove()`.
+    @Test func theRemovalsAskedForAreFinishedWhenWaitedFor() throws {
+        let directories = try (0..<4).map { _ in try TemporaryDirectory("drain") }
+        for directory in directories {
+            for index in 0..<1_000 {
+                try Data(repeating: 1, count: 64).write(to: URL(fileURLWithPath: directory.path("file-\(index)")))
+            }
+        }
+        for directory in directories { directory.remove() }
+        // Right after the drain, not eventually: 4,000 files are not removed in the time a check takes.
+        #expect(TemporaryDirectory.finishRemovals(within: .seconds(30)))
+        for directory in directories { #expect(!FileManager.default.fileExists(atPath: directory.url.path)) }
+    }
 }

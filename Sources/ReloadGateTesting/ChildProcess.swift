@@ -63,11 +63,16 @@ public final class ChildProcess: Sendable {
         sigfillset(&allSignals)
         posix_spawnattr_setsigdefault(&attributes, &allSignals)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        // A program that cannot be run is refused here, as `posix_spawn` refuses it: through `setpriv` it
+        // would start, fail to run it and exit, and the caller would get a status instead of the reason.
+        guard access(executable.path, X_OK) == 0 else {
+            throw ChildProcessError.cannotStart(executable.path, reason: String(cString: strerror(errno)))
+        }
         // Through `setpriv --pdeathsig KILL` when there is one (util-linux, on every Debian): the child is
-        // killed when the test process dies, however it dies. A `swift test` stopped by hand, or killed by a
-        // watchdog, left the gateways it had started running for hours. The parent whose death counts is the
-        // thread that spawned the child, so every child is spawned from one thread that never ends
-        // (``Spawner``): a thread of Swift's pool ends after a few idle seconds.
+        // killed when the test process dies, however it dies (stopped by hand, killed by a watchdog), so no
+        // gateway a test started runs on without it. The parent whose death counts is the thread that
+        // spawned the child, so every child is spawned from one thread that never ends (``Spawner``): a
+        // thread of Swift's pool ends after a few idle seconds.
         var argv = ([executable.path] + arguments).map { strdup($0) } + [nil]
         let program = Self.setpriv ?? executable.path
         if let setpriv = Self.setpriv {

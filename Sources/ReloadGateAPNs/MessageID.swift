@@ -10,8 +10,6 @@ import Darwin
 /// `UUID().uuidString.lowercased()` made an uppercase string and then a lowercase copy, and read the
 /// system's random source twice; this reads 16 bytes once and writes the 36 characters once.
 public enum MessageID {
-    private static let digits = Array("0123456789abcdef".utf8)
-
     /// A new random UUID, for example `0f8e4a2c-9b1d-4c3e-8a7f-2d6b5e4c3a21`.
     public static func random() -> String {
         var bits: (high: UInt64, low: UInt64) = (0, 0)
@@ -89,27 +87,24 @@ public enum MessageID {
         let high = (high & ~0xF000) | (version << 12)  // the version: the 13th hex digit
         let low = (low & ~(0xC << 60)) | (0x8 << 60)  // variant 10xx: the 17th hex digit
         return String(unsafeUninitializedCapacity: 36) { buffer in
-            var position = 0
-            func put(_ value: UInt64, digits count: Int) {
-                for shift in stride(from: (count - 1) * 4, through: 0, by: -4) {
-                    buffer[position] = digits[Int((value >> UInt64(shift)) & 0xF)]
-                    position += 1
+            // Each digit is computed, not read from a table: a table in a `static let` is a lazy global,
+            // and every read of it asked whether it was made yet (`swift_once`, 32 times an id).
+            @inline(__always) func put(_ value: UInt64, digits count: Int, at start: Int) {
+                for index in 0..<count {
+                    let nibble = UInt8(truncatingIfNeeded: value >> UInt64(4 * (count - 1 - index))) & 0xF
+                    buffer[start + index] = nibble < 10 ? nibble &+ UInt8(ascii: "0") : nibble &+ (UInt8(ascii: "a") - 10)
                 }
             }
-            func dash() {
-                buffer[position] = UInt8(ascii: "-")
-                position += 1
-            }
-            put(high >> 32, digits: 8)
-            dash()
-            put((high >> 16) & 0xFFFF, digits: 4)
-            dash()
-            put(high & 0xFFFF, digits: 4)
-            dash()
-            put(low >> 48, digits: 4)
-            dash()
-            put(low & 0xFFFF_FFFF_FFFF, digits: 12)
-            return position
+            put(high >> 32, digits: 8, at: 0)
+            buffer[8] = UInt8(ascii: "-")
+            put(high >> 16, digits: 4, at: 9)
+            buffer[13] = UInt8(ascii: "-")
+            put(high, digits: 4, at: 14)
+            buffer[18] = UInt8(ascii: "-")
+            put(low >> 48, digits: 4, at: 19)
+            buffer[23] = UInt8(ascii: "-")
+            put(low, digits: 12, at: 24)
+            return 36
         }
     }
 }

@@ -10,6 +10,23 @@ import Testing
         #expect(MessageID.format(high: .max, low: .max) == "ffffffff-ffff-4fff-bfff-ffffffffffff")
     }
 
+    /// Every digit at every position: the same 128 bits (with the version and variant set) as Foundation
+    /// writes them.
+    @Test func formatsBitsAsFoundationWritesThem() {
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<10_000 {
+            let (high, low) = (random.next() as UInt64, random.next() as UInt64)
+            let versioned = (high & ~0xF000) | (4 << 12)
+            let variant = (low & ~(0xC << 60)) | (0x8 << 60)
+            var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &bytes) { raw in
+                raw.storeBytes(of: versioned.bigEndian, toByteOffset: 0, as: UInt64.self)
+                raw.storeBytes(of: variant.bigEndian, toByteOffset: 8, as: UInt64.self)
+            }
+            #expect(MessageID.format(high: high, low: low) == UUID(uuid: bytes).uuidString.lowercased())
+        }
+    }
+
     @Test func randomIDsAreCanonicalUniqueAndReadByFoundation() {
         var seen = Set<String>()
         for _ in 0..<10_000 {

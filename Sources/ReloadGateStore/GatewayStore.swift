@@ -40,9 +40,9 @@ public protocol GatewayStoreReading: Sendable {
     func targetInstances(app: App, target: ReloadTarget) async throws -> [(instance: Int64, device: Int64)]
     /// Where a delivery goes: the device's bundle, token and push type, and the widget ids of those of
     /// `instances` that still exist (`nil`: the device is gone).
-    func pushAddress(device: Int64, instances: [Int64]) async throws -> PushAddress?
+    func pushAddress(device: Int64, instances: CompactList<Int64>) async throws -> PushAddress?
     /// ``pushAddress(device:instances:)`` for many deliveries in one read, in their order.
-    func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?]
+    func pushAddresses(_ deliveries: [(device: Int64, instances: CompactList<Int64>)]) async throws -> [PushAddress?]
     /// The recorded bodies of `requests` (those still in the ledger), for a delivery that carries content
     /// (a Live Activity's merged update).
     func requestBodies(_ requests: [RequestID]) async throws -> [(request: RequestID, body: String)]

@@ -59,9 +59,10 @@ public struct RecordedDelivery: Hashable, Sendable {
     public var apnsID: String
     public var device: Int64
     public var released: Timestamp
-    public var instances: [Int64]
-    /// The listed requests (the first 100 of each instance).
-    public var requests: [RequestID]
+    /// The instances it reloads: one, almost always, kept inline (``CompactList``).
+    public var instances: CompactList<Int64>
+    /// The listed requests (the first 100 of each instance): one, almost always, kept inline.
+    public var requests: CompactList<RequestID>
     /// How many requests the delivery serves in all.
     public var requestCount: Int
     public var priority: Priority
@@ -94,8 +95,8 @@ public struct RecordedDelivery: Hashable, Sendable {
         apnsID: String,
         device: Int64,
         released: Timestamp,
-        instances: [Int64],
-        requests: [RequestID],
+        instances: CompactList<Int64>,
+        requests: CompactList<RequestID>,
         requestCount: Int? = nil,
         priority: Priority,
         expiration: Timestamp?,

@@ -321,8 +321,8 @@ extension RecordedDelivery {
         guard let priority = Priority(rawValue: try row.int("priority")), let state = State(rawValue: try row.string("state")) else { return nil }
         self.init(
             apnsID: try row.string("apnsId"), device: try row.int64("deviceId"), released: Timestamp(milliseconds: try row.int64("releasedAt")),
-            instances: IntegerList.parse(try row.string("instances")),
-            requests: IntegerList.parse(try row.string("requests")).map { RequestID(bitPattern: $0) },
+            instances: CompactList(IntegerList.parse(try row.string("instances"))),
+            requests: CompactList(IntegerList.parse(try row.string("requests")).lazy.map { RequestID(bitPattern: $0) }),
             requestCount: try row.optionalInt64("requestCount").map(Int.init), priority: priority,
             expiration: try row.optionalInt64("expiration").map(Timestamp.init(milliseconds:)), state: state,
             history: .init(attempts: try row.int("attempts"), lastError: try row.optionalString("lastError"), unknownOutcomes: try row.int("unknownOutcomes"))

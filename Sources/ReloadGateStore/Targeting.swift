@@ -73,7 +73,7 @@ extension SQLStore {
     }
 
     /// The address of a delivery to `device`: `nil` when the device is gone or unregistered.
-    public func pushAddress(device: Int64, instances: [Int64]) async throws -> PushAddress? {
+    public func pushAddress(device: Int64, instances: CompactList<Int64>) async throws -> PushAddress? {
         try await pushAddresses([(device, instances)])[0]
     }
 
@@ -82,7 +82,7 @@ extension SQLStore {
     /// delivery benchmark felt): the active devices with their app's bundle, and every
     /// widget of those devices (a handful each, read from the (deviceId, widgetID) index alone), from
     /// which each delivery's own are picked here.
-    public func pushAddresses(_ deliveries: [(device: Int64, instances: [Int64])]) async throws -> [PushAddress?] {
+    public func pushAddresses(_ deliveries: [(device: Int64, instances: CompactList<Int64>)]) async throws -> [PushAddress?] {
         let ids = Array(Set(deliveries.map(\.device)))
         let wantsWidgets = deliveries.contains { !$0.instances.isEmpty }
         let (addresses, widgets) = try await reading { session in

@@ -172,7 +172,7 @@ struct CrashRecoveryTests {
         var batch = LedgerBatch()
         batch.deliveries = apnsIDs.map { apnsID in
             RecordedDelivery(
-                apnsID: apnsID, device: registration.device, released: released, instances: registration.instances.map(\.id),
+                apnsID: apnsID, device: registration.device, released: released, instances: CompactList(registration.instances.map(\.id)),
                 requests: [], priority: .high, expiration: nil, state: state
             )
         }

@@ -177,7 +177,7 @@ struct DeliveryWorkerTests {
                 apnsID: UUID().uuidString.lowercased(),
                 device: registered.device,
                 released: Timestamp(Date()),
-                instances: registered.instances.map(\.id),
+                instances: CompactList(registered.instances.map(\.id)),
                 requests: [],
                 priority: .high,
                 expiration: nil,

@@ -173,7 +173,7 @@ struct FreshnessWatchTests {
     @Test func aFullQueueCountsWhatItLoses() async throws {
         let monitor = FreshnessMonitor(scheduling: try Self.scheduling())
         let many = [Int64](repeating: 5, count: FreshnessMonitor.queueLimit - 1)
-        monitor.delivered(instances: many, at: Self.at(0))
+        monitor.delivered(instances: CompactList(many), at: Self.at(0))
         monitor.delivered(instances: [5], at: Self.at(1))
         monitor.delivered(instances: [5], at: Self.at(2))
         #expect(monitor.takeLost() == 2)

@@ -54,7 +54,7 @@ struct ControlRegistryStoreTests {
             let loaded = try await store.registeredInstances()
             #expect(loaded.filter { $0.pushType == .controls }.count == 2)
             #expect(loaded.first { $0.instance == first.instances[0].id }?.kind == "garage")
-            let address = try await store.pushAddress(device: first.device, instances: first.instances.map(\.id))
+            let address = try await store.pushAddress(device: first.device, instances: CompactList(first.instances.map(\.id)))
             #expect(address?.pushType == .controls)
             let usages = try await store.configurations(app: app, kind: "garage")
             #expect(usages.map(\.family) == ["control", "control", "systemSmall"])

@@ -229,7 +229,7 @@ struct SharedStoreTests {
             batch.deliveries = [
                 RecordedDelivery(
                     apnsID: "00000000-0000-7000-8000-000000000001", device: two.device, released: Timestamp(milliseconds: 2_000),
-                    instances: two.instances, requests: [1], priority: .high, expiration: nil, state: .pending
+                    instances: CompactList(two.instances), requests: [1], priority: .high, expiration: nil, state: .pending
                 )
             ]
             try await store.commit(batch)

@@ -11,7 +11,7 @@ public struct OutgoingPush: Hashable, Sendable {
     /// The widget ids the push reloads (WidgetKit reloads all push-enabled widgets of the app).
     public var widgetIDs: [String]
     /// The requests the push serves (the first 100 of each widget's pending reload).
-    public var requests: [RequestID]
+    public var requests: CompactList<RequestID>
     /// How many requests the push serves in all.
     public var requestCount: Int
     public var priority: Priority
@@ -28,7 +28,7 @@ public struct OutgoingPush: Hashable, Sendable {
         deviceToken: DeviceToken,
         pushType: PushType = .widgets,
         widgetIDs: [String],
-        requests: [RequestID],
+        requests: CompactList<RequestID>,
         requestCount: Int? = nil,
         priority: Priority,
         expiration: Timestamp?,

@@ -269,7 +269,7 @@ struct AdminRoutes {
     /// A delivery as `explain` shows it: for a push type that merges content, which request it took it from.
     private func explained(_ record: DeliveryRecord) async throws -> AdminAPI.Delivery {
         var delivery = Self.delivery(record)
-        if let winners = ActivityPayload.winners(try await store.requestBodies(record.delivery.requests)) {
+        if let winners = ActivityPayload.winners(try await store.requestBodies(Array(record.delivery.requests))) {
             delivery.content = AdminAPI.DeliveredContent(
                 request: Int64(bitPattern: winners.content.stamp.request), timestamp: winners.content.stamp.timestamp,
                 alertRequest: winners.alert.map { Int64(bitPattern: $0.stamp.request) }, end: winners.end != nil, merged: winners.merged
@@ -501,7 +501,7 @@ struct AdminRoutes {
             bundle: record.bundle,
             device: record.deviceToken,
             releasedAt: delivery.released.rfc3339,
-            instances: delivery.instances,
+            instances: Array(delivery.instances),
             requests: delivery.requests.map { Int64(bitPattern: $0) },
             requestCount: delivery.requestCount,
             priority: delivery.priority.rawValue,

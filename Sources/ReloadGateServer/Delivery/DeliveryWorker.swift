@@ -159,7 +159,7 @@ struct DeliveryWorker: Sendable {
 
     /// The instances whose widget ids are read with a delivery's address: none when the upstream does
     /// not use them (Apple's request carries none), which spares the store a read of the device's widgets.
-    private func instancesToName(_ delivery: RecordedDelivery) -> [Int64] {
+    private func instancesToName(_ delivery: RecordedDelivery) -> CompactList<Int64> {
         upstream.namesWidgets ? delivery.instances : []
     }
 
@@ -379,7 +379,7 @@ struct DeliveryWorker: Sendable {
         if case .newestContent = type.mergeRule {
             let winners: ActivityPayload.Winners?
             do {
-                winners = ActivityPayload.winners(try await store.requestBodies(delivery.requests))
+                winners = ActivityPayload.winners(try await store.requestBodies(Array(delivery.requests)))
             } catch {
                 return .retry(.retry(reason: "store: \(error)", retryAfter: nil))
             }

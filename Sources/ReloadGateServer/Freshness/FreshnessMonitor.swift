@@ -25,7 +25,7 @@ final class FreshnessMonitor: Sendable {
             timelineReloads: [TimelineReload], at: Timestamp
         )
         /// A delivery to `instances` was taken by the upstream at `at` (`failed`: refused for good).
-        case delivered(instances: [Int64], released: Timestamp?, at: Timestamp, failed: Bool)
+        case delivered(instances: CompactList<Int64>, released: Timestamp?, at: Timestamp, failed: Bool)
 
         var weight: Int {
             switch self {
@@ -70,7 +70,7 @@ final class FreshnessMonitor: Sendable {
     }
 
     /// A delivery was taken by the push service or the outbox, or (`failed`) refused for good.
-    func delivered(instances: [Int64], released: Timestamp? = nil, at: Timestamp, failed: Bool = false) {
+    func delivered(instances: CompactList<Int64>, released: Timestamp? = nil, at: Timestamp, failed: Bool = false) {
         guard !instances.isEmpty else { return }
         add(.delivered(instances: instances, released: released, at: at, failed: failed))
     }

@@ -133,11 +133,12 @@ extension String: PostgresPackedElement {
 }
 
 /// An integer list bound as its stored text (``IntegerList/text(_:)``, `[1,2,3]`), written straight into
-/// the array's bytes: no `String` made for it.
-struct PackedIntegerList: PostgresPackedElement, PostgresNonThrowingEncodable {
-    let values: [Int64]
+/// the array's bytes: no `String` made for it. Of any collection, so that a delivery's ``CompactList`` is
+/// written as it is, not copied into an array first.
+struct PackedIntegerList<Values: Collection<Int64> & Sendable>: PostgresPackedElement, PostgresNonThrowingEncodable {
+    let values: Values
 
-    init(_ values: [Int64]) {
+    init(_ values: Values) {
         self.values = values
     }
 

@@ -63,7 +63,7 @@ struct BoundStatement: SQLBinder {
 
     /// Binds request ids as a stored integer list, each id as the `Int64` of its bits (as every store
     /// keeps them).
-    mutating func bindList(requests: [RequestID]) {
+    mutating func bindList(requests: some Collection<RequestID>) {
         bindList(requests.lazy.map { Int64(bitPattern: $0) })
     }
 

@@ -87,8 +87,8 @@ public enum MessageID {
         let high = (high & ~0xF000) | (version << 12)  // the version: the 13th hex digit
         let low = (low & ~(0xC << 60)) | (0x8 << 60)  // variant 10xx: the 17th hex digit
         return String(unsafeUninitializedCapacity: 36) { buffer in
-            // Each digit is computed, not read from a table: a table in a `static let` is a lazy global,
-            // and every read of it asked whether it was made yet (`swift_once`, 32 times an id).
+            // Each digit is computed, not read from a table: a table in a `static let` would be a lazy
+            // global, whose every read asks whether it is made yet (`swift_once`, 32 times an id).
             @inline(__always) func put(_ value: UInt64, digits count: Int, at start: Int) {
                 for index in 0..<count {
                     let nibble = UInt8(truncatingIfNeeded: value >> UInt64(4 * (count - 1 - index))) & 0xF

@@ -28,9 +28,8 @@ extension ReloadScheduler {
             released = TickOutput()
             released.deliveries.reserveCapacity(room)
         }
-        // Stable: at one time and priority they keep the order they fell due in. (Most ticks release
-        // them in order already: checked first, sorted only when not.)
-        if !Self.isInReleaseOrder(released.deliveries) { released.deliveries = Self.inReleaseOrder(released.deliveries) }
+        // Stable: at one time and priority they keep the order they fell due in.
+        Self.putInReleaseOrder(&released.deliveries)
         guard withStates else {
             for i in changed { instances[Int(i)].isChanged = false }
             changed.removeAll(keepingCapacity: true)
@@ -44,14 +43,37 @@ extension ReloadScheduler {
     /// stays small (a few hundred kilobytes); a larger tick grows its array as it goes.
     static let deliveryRoom = 4096
 
-    /// Whether the deliveries are by due time, and at one time the highest priority first: read by
-    /// position, since taking them in pairs would copy each delivery with its lists.
-    static func isInReleaseOrder(_ deliveries: [Delivery]) -> Bool {
-        for k in deliveries.indices.dropFirst() {
-            let (before, after) = (deliveries[k - 1].at, deliveries[k].at)
-            if before > after || before == after && deliveries[k - 1].priority.rawValue < deliveries[k].priority.rawValue { return false }
+    /// Puts the deliveries in release order in place: by due time, at one time the highest priority first,
+    /// otherwise in the order they fell due.
+    ///
+    /// The timers fall due in time order, so a tick's deliveries are by due time already, and out of order
+    /// only where several of one millisecond differ in priority (in the scheduler benchmark, 7 of 10 ticks
+    /// of about 900 deliveries, each with 3-23 such pairs). Each delivery out of place is moved back past
+    /// the ones it precedes (a stable insertion sort by moves, nothing retained or copied): about one
+    /// comparison a delivery. A herd of one time with its priorities interleaved would make that quadratic,
+    /// so past a bound of moves the rest is sorted by ``inReleaseOrder(_:)``.
+    static func putInReleaseOrder(_ deliveries: inout [Delivery]) {
+        let inOrder = deliveries.withUnsafeMutableBufferPointer { buffer -> Bool in
+            guard let base = buffer.baseAddress else { return true }
+            func precedes(_ a: Int, _ b: Int) -> Bool {
+                base[a].at < base[b].at || base[a].at == base[b].at && base[a].priority.rawValue > base[b].priority.rawValue
+            }
+            var moves = 4 * buffer.count + 64
+            for k in buffer.indices.dropFirst() where precedes(k, k - 1) {
+                var place = k - 1
+                while place > 0, precedes(k, place - 1) { place -= 1 }
+                // Each insertion is whole before the bound is checked again: the buffer always holds every
+                // delivery once.
+                guard k - place <= moves else { return false }
+                moves -= k - place
+                let moving = (base + k).move()
+                (base + place + 1).moveInitialize(from: base + place, count: k - place)
+                (base + place).initialize(to: moving)
+            }
+            return true
         }
-        return true
+        // A stable sort of the partly ordered deliveries is the stable sort of the deliveries as released.
+        if !inOrder { deliveries = inReleaseOrder(deliveries) }
     }
 
     /// The deliveries by due time, at one time the highest priority first, otherwise in the order they fell

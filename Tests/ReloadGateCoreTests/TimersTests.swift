@@ -43,4 +43,30 @@ struct TimersTests {
         #expect(zip(popped, popped.dropFirst()).allSatisfy { $0 <= $1 } || popped.count < 2)
         #expect(timers.count == 0)
     }
+
+    /// The queue in front of the heaps, which takes a timer due no later than every other: a long run of
+    /// timers of one millisecond (pushes due now) popped past the point where the queue moves its remainder
+    /// to the front, then filled again from the start of its slots once empty: every timer out once, in the
+    /// order it came, the count right at every step.
+    @Test func aLongQueueIsCompactedAndReusedWithoutLosingATimer() {
+        var timers = Timers()
+        let now: Int64 = 1_790_172_000_000
+        for k in 0..<10_000 { timers.insert(.init(time: now, instance: Int32(k), kind: .pendingReload)) }
+        for k in 0..<6_000 {
+            #expect(timers.popTop()?.instance == Int32(k))
+            #expect(timers.count == 10_000 - k - 1)
+        }
+        // Behind the 4,000 left, and then alone once they are gone.
+        for k in 10_000..<10_500 { timers.insert(.init(time: now, instance: Int32(k), kind: .pendingReload)) }
+        for k in 6_000..<10_500 {
+            #expect(timers.popTop()?.instance == Int32(k))
+            #expect(timers.count == 10_500 - k - 1)
+        }
+        for round in Int64(1)...3 {
+            for k in 0..<3 { timers.insert(.init(time: now + round, instance: Int32(k), kind: .pendingReload)) }
+            #expect(timers.count == 3)
+            for k in 0..<3 { #expect(timers.popTop()?.instance == Int32(k)) }
+            #expect(timers.popTop() == nil)
+        }
+    }
 }

@@ -305,16 +305,23 @@ public struct ReloadScheduler: Sendable {
     }
 
     // MARK: Budget and interval (rules 1, 2, 4)
+    //
+    // The reads below are inlined where the scheduler's mutating steps call them (a decision, a delivery and
+    // each rider): called, a non-mutating method is handed a copy of the scheduler (168 bytes, `memcpy`), one
+    // for each call, 2.7% of the benchmark's instructions.
 
+    @inline(__always)
     func policy(of i: Int32) -> SchedulingPolicy { policies[Int(instances[Int(i)].policy)] }
 
     /// Whether the bucket of `i` holds a token at `time`.
+    @inline(__always)
     func hasToken(_ i: Int32, at time: Int64) -> Bool {
         let policy = policy(of: i)
         return instances[Int(i)].bucketFullAt - time <= Int64(policy.burst - 1) * policy.emissionInterval
     }
 
     /// When the bucket of `i` next holds a token (at or after `time`).
+    @inline(__always)
     func tokenTime(_ i: Int32, at time: Int64) -> Int64 {
         let policy = policy(of: i)
         return max(time, instances[Int(i)].bucketFullAt - Int64(policy.burst - 1) * policy.emissionInterval)
@@ -330,6 +337,7 @@ public struct ReloadScheduler: Sendable {
 
     /// The earliest time `i` may reload: max(now, last reload + minimum interval, time of the next token).
     /// Exempt reloads skip the budget, not the interval.
+    @inline(__always)
     func earliest(_ i: Int32, at now: Int64, exempt: Bool) -> (time: Int64, bound: Bound) {
         var time = now
         var bound = Bound.now
@@ -350,6 +358,7 @@ public struct ReloadScheduler: Sendable {
     }
 
     /// Whether `i` may reload at `time`.
+    @inline(__always)
     func isAllowed(_ i: Int32, at time: Int64, exempt: Bool) -> Bool {
         earliest(i, at: time, exempt: exempt).time <= time
     }

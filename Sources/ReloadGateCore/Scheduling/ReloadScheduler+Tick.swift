@@ -55,9 +55,7 @@ extension ReloadScheduler {
     static func putInReleaseOrder(_ deliveries: inout [Delivery]) {
         let inOrder = deliveries.withUnsafeMutableBufferPointer { buffer -> Bool in
             guard let base = buffer.baseAddress else { return true }
-            func precedes(_ a: Int, _ b: Int) -> Bool {
-                base[a].at < base[b].at || base[a].at == base[b].at && base[a].priority.rawValue > base[b].priority.rawValue
-            }
+            func precedes(_ a: Int, _ b: Int) -> Bool { leavesBefore(base[a].at, base[a].priority, base[b].at, base[b].priority) }
             var moves = 4 * buffer.count + 64
             for k in buffer.indices.dropFirst() where precedes(k, k - 1) {
                 var place = k - 1
@@ -80,11 +78,18 @@ extension ReloadScheduler {
     /// due: their positions are sorted, so that each delivery moves once rather than at every step.
     static func inReleaseOrder(_ deliveries: [Delivery]) -> [Delivery] {
         let order = deliveries.indices.sorted { a, b in
-            if deliveries[a].at != deliveries[b].at { return deliveries[a].at < deliveries[b].at }
-            if deliveries[a].priority != deliveries[b].priority { return deliveries[a].priority.rawValue > deliveries[b].priority.rawValue }
-            return a < b
+            let (x, y) = ((deliveries[a].at, deliveries[a].priority), (deliveries[b].at, deliveries[b].priority))
+            return leavesBefore(x.0, x.1, y.0, y.1) || !leavesBefore(y.0, y.1, x.0, x.1) && a < b
         }
         return order.map { deliveries[$0] }
+    }
+
+    /// The release order of two deliveries, by their due times and priorities: the earlier first, and at
+    /// one time the higher priority. Deliveries neither of which leaves before the other keep the order
+    /// they fell due in.
+    @inline(__always)
+    static func leavesBefore(_ at: Timestamp, _ priority: Priority, _ otherAt: Timestamp, _ otherPriority: Priority) -> Bool {
+        at < otherAt || at == otherAt && priority.rawValue > otherPriority.rawValue
     }
 
     /// Processes the timers up to `time` (never backwards) and returns the time to decide at.

@@ -322,14 +322,34 @@ import Testing
         #expect(await engine.scheduler.isRegistered(kept))
     }
 
-    /// Runs the commit loop's turns (each commit in turn) until `done` or the deadline.
-    static func turns(of engine: SchedulerEngine, within limit: Duration, until done: @Sendable () -> Bool) async throws {
+    /// What turns of the commit loop do at their deadline.
+    enum PastDeadline {
+        /// Throw ``TimedOut`` at once: nothing waits for the turns.
+        case fail
+        /// Stop the engine, which answers whoever waits for a commit, go on turning until `done`, then
+        /// throw ``TimedOut``. For turns beside a caller that waits for a commit only a turn makes (a
+        /// hand-back, the worker's mark): turns that stopped first would leave it waiting for ever, and the
+        /// test run with it (a CI run hung so, docs/TESTING.md).
+        case stopTheEngine
+    }
+
+    /// Runs the commit loop's turns (each commit in turn, as ``DoorService``'s loop does) until `done`, or
+    /// until the deadline as `pastDeadline` says.
+    static func turns(
+        of engine: SchedulerEngine, within limit: Duration, pastDeadline: PastDeadline = .fail, until done: @Sendable () -> Bool
+    ) async throws {
         let deadline = ContinuousClock.now + limit
+        var timedOut = false
         while !done() {
-            guard ContinuousClock.now < deadline else { throw TimedOut() }
+            if !timedOut, ContinuousClock.now >= deadline {
+                guard pastDeadline == .stopTheEngine else { throw TimedOut() }
+                timedOut = true
+                await engine.stop()
+            }
             await turn(of: engine)
             try await Task.sleep(for: .milliseconds(10))
         }
+        if timedOut { throw TimedOut() }
     }
 
     /// One turn of the commit loop, with the commit it starts (as ``DoorService``'s loop runs it).

@@ -56,7 +56,10 @@ import Testing
             try #require(surplus[1023] != nil)
             let done = Atomic(false)
             let started = ContinuousClock.now
-            async let turns: Void = HandBackWaitTests.turns(of: engine, within: .seconds(20)) { done.load(ordering: .relaxed) }
+            // The hand-back waits for a commit that only a turn makes.
+            async let turns: Void = BesideTheCommitLoopTests.turns(of: engine, within: .seconds(20), pastDeadline: .stopTheEngine) {
+                done.load(ordering: .relaxed)
+            }
             try await membership.handBack(surplus)
             let took = started.duration(to: .now)
             done.store(true, ordering: .relaxed)
@@ -72,26 +75,6 @@ import Testing
         var attemptsLeftOut: Double? {
             PrometheusText(String(decoding: metrics.exposition(), as: UTF8.self))["reloadgate_hand_back_attempts_out_total"]
         }
-    }
-
-    /// Turns the commit loop, as the gateway's own loop does, until `done` (the hand-back has returned).
-    /// The hand-back waits for a commit that only a turn makes: turns that stopped at their deadline
-    /// first would leave it waiting for ever (a CI run hung so: its turns were held back past 20 s on the
-    /// loop the suite shares with the CPU-bound tests). Past `limit` the engine is stopped, so that whoever
-    /// waits for a commit is answered; the turns go on until the hand-back has returned, and then
-    /// ``BesideTheCommitLoopTests/TimedOut`` is thrown.
-    static func turns(of engine: SchedulerEngine, within limit: Duration, until done: @Sendable () -> Bool) async throws {
-        let deadline = ContinuousClock.now + limit
-        var timedOut = false
-        while !done() {
-            if !timedOut, ContinuousClock.now >= deadline {
-                timedOut = true
-                await engine.stop()
-            }
-            await BesideTheCommitLoopTests.turn(of: engine)
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        if timedOut { throw BesideTheCommitLoopTests.TimedOut() }
     }
 
     @Test func theLeasesAreReleasedOnceTheAttemptOutHasEndedAndItsStateIsWritten() async throws {

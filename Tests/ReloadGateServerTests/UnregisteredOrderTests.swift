@@ -64,9 +64,12 @@ struct UnregisteredOrderTests {
         let reports = Reports(door: door)
         let worker = DeliveryWorker(store: store, upstream: Gone(), states: reports, now: { Date() }, logger: logger)
         try await door.engine.load()
-        // The commit loop, turned beside the worker: the mark is a command the engine commits.
+        // The commit loop, turned beside the worker: the mark is a command the engine commits, which the
+        // worker waits for.
         let done = Atomic(false)
-        async let turns: Void = BesideTheCommitLoopTests.turns(of: door.engine, within: .seconds(30)) { done.load(ordering: .relaxed) }
+        async let turns: Void = BesideTheCommitLoopTests.turns(of: door.engine, within: .seconds(30), pastDeadline: .stopTheEngine) {
+            done.load(ordering: .relaxed)
+        }
         let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
         let statesTask = Task { await states.run() }
         let running = Task { [worker] in await worker.run(batches, isStopping: { false }) }

@@ -329,7 +329,7 @@ import Testing
         /// Stop the engine, which answers whoever waits for a commit, go on turning until `done`, then
         /// throw ``TimedOut``. For turns beside a caller that waits for a commit only a turn makes (a
         /// hand-back, the worker's mark): turns that stopped first would leave it waiting for ever, and the
-        /// test run with it (a CI run hung so, docs/TESTING.md).
+        /// test run with it (docs/TESTING.md).
         case stopTheEngine
     }
 

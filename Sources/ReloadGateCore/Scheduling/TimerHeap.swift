@@ -84,7 +84,7 @@ struct Timers: Sendable {
     private var pending = TimerHeap()
     /// The queue is `first[firstHead..<firstEnd]`; the slots after it are spare, kept from before (the
     /// entries are plain values). Emptied, the queue starts again at the first slot: emptying the array
-    /// itself (`removeAll(keepingCapacity:)`) cost 146 instructions, and the queue empties at most pops.
+    /// itself (`removeAll(keepingCapacity:)`) costs 146 instructions, and the queue empties at most pops.
     private var first: [TimerHeap.Entry] = []
     private var firstHead = 0
     private var firstEnd = 0

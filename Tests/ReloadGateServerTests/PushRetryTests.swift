@@ -245,6 +245,8 @@ struct PushRetryTests {
             final class Phase: Sendable {
                 let sending = Atomic<Bool>(true)
                 let partitioned = Atomic<Bool>(false)
+                /// Pushes answered 200 so far.
+                let accepted = Atomic<Int>(0)
             }
             let phase = Phase()
             let partitionBegan = Mutex(ContinuousClock.now)
@@ -256,6 +258,7 @@ struct PushRetryTests {
                             let apnsID = UUID().uuidString.lowercased()
                             let answer = try? await gateway.push(token, bundle: Self.bundle, sender: sender, apnsID: apnsID)
                             let status = answer?.status
+                            if status == 200 { phase.accepted.add(1, ordering: .relaxed) }
                             sent.append(Sent(token: token, apnsID: apnsID, status: status, outcome: answer?.answer.header("reloadgate-outcome")))
                             // Once refused, a sender waits for the partition to end before it retries.
                             if phase.partitioned.load(ordering: .relaxed), status != 200 { break }
@@ -263,7 +266,12 @@ struct PushRetryTests {
                         return sent
                     }
                 }
-                try await Task.sleep(for: .seconds(1))
+                // The partition begins once the pushes are being committed (a push for each sender
+                // answered): on a crowded machine a fixed second was at times not enough for the first
+                // answer, and every push then met the partition.
+                let flowing = try await eventually { phase.accepted.load(ordering: .relaxed) >= tokens.count }
+                if !flowing { phase.sending.store(false, ordering: .relaxed) }
+                try #require(flowing, "no push was answered 200 before the partition")
                 // The next group commit reaches the database, which commits it; its answer is lost.
                 proxy.swallowReplies(onceClientBinds: "ReloadGateStore.PostgresStore.LedgerStatement")
                 partitionBegan.withLock { $0 = .now }

@@ -51,8 +51,11 @@ let package = Package(
         // Domain values and (later) the scheduling state machine. Pure: no I/O, time injected.
         .target(
             name: "ReloadGateCore",
+            dependencies: ["CReloadGatePrefetch"],
             swiftSettings: swiftSettings
         ),
+        // A prefetch hint for the scheduler's instance table (Swift has no spelling for it).
+        .target(name: "CReloadGatePrefetch"),
         // SQLite's process-wide settings (sqlite3_config, variadic) for the SQLite store.
         .target(name: "CReloadGateSQLite", linkerSettings: [.linkedLibrary("sqlite3")]),
         // Durable state: the SQLite store (GRDB, WAL, named migrations) and the PostgreSQL store (postgres-nio).

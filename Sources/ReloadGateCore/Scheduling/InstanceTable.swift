@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CReloadGatePrefetch
 
 /// The instances' scheduling states: an array of value semantics (copied on write, for the scheduler's
 /// value type) that grows but never shrinks (handles are dense and reused). Unlike `Array` it asks for
@@ -62,6 +63,16 @@ struct InstanceTable: @unchecked Sendable {
             if !isKnownUniquelyReferenced(&storage) { storage = storage.copy(capacity: storage.capacity) }
             yield &storage.base[index]
         }
+    }
+
+    /// Asks for the cache lines of the state at `index` (both, where it straddles two), so that a read
+    /// soon after finds them; nothing for an index out of range.
+    @inline(__always)
+    func prefetch(_ index: Int) {
+        guard index >= 0 && index < storage.count else { return }
+        let state = UnsafeRawPointer(storage.base + index)
+        reloadgate_prefetch(state)
+        reloadgate_prefetch(state + (MemoryLayout<State>.size - 1))
     }
 
     /// Adds fresh states (unregistered) up to `count`.

@@ -1,4 +1,16 @@
 extension ReloadScheduler {
+    /// Asks the memory system for the states of `targets` (the first ``prefetchLimit``) before requests
+    /// for them are decided: with a million instances nearly every decision's first read of its state
+    /// misses the caches, and misses asked for together overlap where, one decision after the other, each
+    /// waits for the last (docs/BENCHMARKS.md). Changes no state; a handle out of range is passed over.
+    public func prefetch(_ targets: [InstanceHandle]) {
+        for target in targets.prefix(Self.prefetchLimit) { instances.prefetch(Int(target.rawValue)) }
+    }
+
+    /// At most this many states asked for at once: two lines each fill about half of a core's 1 MiB
+    /// second-level cache, where asking for more would push out the first before they are read.
+    public static var prefetchLimit: Int { 4_096 }
+
     /// Decides a reload request: one decision per distinct registered target, or one `no-match`.
     ///
     /// Whatever fell due before the request's time is processed first (and handed out by the next tick).

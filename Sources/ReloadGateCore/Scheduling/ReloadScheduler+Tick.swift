@@ -97,6 +97,7 @@ extension ReloadScheduler {
     mutating func advance(to time: Int64) -> Int64 {
         let now = max(time, clock)
         while let top = timers.popTop(atOrBefore: now) {
+            if let next = timers.top { instances.prefetch(Int(next.instance)) }
             clock = max(clock, top.time)
             switch top.kind {
             case .plannedReload:
@@ -109,6 +110,7 @@ extension ReloadScheduler {
             }
         }
         clock = now
+        if let next = timers.top { instances.prefetch(Int(next.instance)) }
         return now
     }
 

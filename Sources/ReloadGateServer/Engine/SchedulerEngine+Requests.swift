@@ -38,10 +38,24 @@ extension SchedulerEngine {
     /// earlier batch committed, and no other request with the key is accepted meanwhile.
     func drainInbox() async {
         let queued = inbox.takeAll()
+        prefetchTargets(of: queued)
         let stored = await storedAnswers(of: queued)
         for item in queued {
             await accept(item.submission, render: item.render, stored: stored, reply: item.reply)
         }
+    }
+
+    /// Asks for the instance states that deciding `queued` reads first, all together (at most
+    /// ``ReloadScheduler/prefetchLimit``): their cache misses overlap instead of following one another.
+    private func prefetchTargets(of queued: [Queued]) {
+        var targets: [InstanceHandle] = []
+        for item in queued {
+            for target in item.submission.targets {
+                guard targets.count < ReloadScheduler.prefetchLimit else { return scheduler.prefetch(targets) }
+                if let handle = Self.handle(target) { targets.append(handle) }
+            }
+        }
+        scheduler.prefetch(targets)
     }
 
     /// Registers a device's implicit instance that the store has just adopted (written by the registry's

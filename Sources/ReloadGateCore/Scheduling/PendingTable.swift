@@ -1,3 +1,5 @@
+import CReloadGatePrefetch
+
 /// The pending reloads (at most one per instance) in slots; each instance's state names its slot, so
 /// finding an instance's pending reload costs no read beyond the state the scheduler reads anyway (a
 /// dictionary, then a separate per-instance index, each cost a cache miss per decision with a million
@@ -17,6 +19,18 @@ struct PendingTable: Sendable {
     subscript(slot: Int32) -> ReloadScheduler.PendingReload {
         get { slots[Int(slot)] }
         _modify { yield &slots[Int(slot)] }
+    }
+
+    /// Asks for the cache lines of the reload in `slot` (a record spans two), so that a read soon after
+    /// finds them; nothing for a slot out of range.
+    @inline(__always)
+    func prefetch(_ slot: Int32) {
+        guard slot >= 0 && Int(slot) < slots.count else { return }
+        slots.withUnsafeBufferPointer { buffer in
+            let record = UnsafeRawPointer(buffer.baseAddress! + Int(slot))
+            reloadgate_prefetch(record)
+            reloadgate_prefetch(record + (MemoryLayout<ReloadScheduler.PendingReload>.size - 1))
+        }
     }
 
     /// Stores `reload` in a free slot and returns the slot.

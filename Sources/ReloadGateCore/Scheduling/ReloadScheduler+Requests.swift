@@ -47,6 +47,13 @@ extension ReloadScheduler {
             decisions.append(
                 Decision(request: request.id, instance: nil, kind: .noMatch, due: nil, reason: .noMatchingWidget)
             )
+        }        // The next timer's pending reload and the state of its device's next instance (the first that may
+        // ride along), for the next request's `advance`: its own state, asked for when the last `advance`
+        // ended, has come meanwhile (decision 0115).
+        if let next = timers.top, next.kind == .pendingReload, next.instance >= 0, Int(next.instance) < instances.count {
+            let state = instances[Int(next.instance)]
+            pending.prefetch(state.pendingSlot)
+            instances.prefetch(Int(state.nextInDevice))
         }
     }
 

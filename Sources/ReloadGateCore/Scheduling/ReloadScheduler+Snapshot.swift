@@ -171,7 +171,11 @@ extension ReloadScheduler {
     /// more pass a tick).
     mutating func releaseChangedStates() {
         released.instanceStates.reserveCapacity(changed.count)
-        for i in changed where instances[Int(i)].isChanged {
+        for k in changed.indices {
+            // The state eight places on, asked for while this one is written (decision 0115).
+            if k + 8 < changed.count { instances.prefetch(Int(changed[k + 8])) }
+            let i = changed[k]
+            guard instances[Int(i)].isChanged else { continue }
             instances[Int(i)].isChanged = false
             released.instanceStates.append(InstanceWrite(instance: InstanceHandle(i), snapshot: snapshot(of: i)))
         }

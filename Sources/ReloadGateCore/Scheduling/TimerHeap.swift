@@ -1,3 +1,5 @@
+import CReloadGatePrefetch
+
 /// A 4-ary min-heap of (time, instance, kind): what falls due next, in O(log n) per change, with no scan
 /// per tick. Entries are never removed in place; an entry whose instance no longer has that due time is
 /// skipped when it reaches the top (lazy deletion).
@@ -47,6 +49,19 @@ struct TimerHeap: Sendable {
             while true {
                 let firstChild = 4 * hole + 1
                 guard firstChild < count else { break }
+                // The sixteen grandchildren (256 contiguous bytes) asked for while the children are
+                // compared: whichever child wins, its children are among them (decision 0115).
+                let firstGrandchild = 4 * firstChild + 1
+                if firstGrandchild < count {
+                    let block = UnsafeRawPointer(heap.baseAddress! + firstGrandchild)
+                    let end = UnsafeRawPointer(heap.baseAddress! + min(firstGrandchild + 16, count))
+                    var line = block
+                    while line < end {
+                        reloadgate_prefetch(line)
+                        line += 64
+                    }
+                    reloadgate_prefetch(end - 1)
+                }
                 var smallest = firstChild
                 if firstChild + 3 < count {
                     // Four children (all but the last node): two pairs, then their winners, each comparison

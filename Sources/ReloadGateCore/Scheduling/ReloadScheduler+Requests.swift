@@ -2,7 +2,7 @@ extension ReloadScheduler {
     /// Asks the memory system for the states of `targets` (the first ``prefetchLimit``) before requests
     /// for them are decided: with a million instances nearly every decision's first read of its state
     /// misses the caches, and misses asked for together overlap where, one decision after the other, each
-    /// waits for the last (docs/BENCHMARKS.md). Changes no state; a handle out of range is passed over.
+    /// waits for the last (decision 0115). Changes no state; a handle out of range is passed over.
     public func prefetch(_ targets: [InstanceHandle]) {
         for target in targets.prefix(Self.prefetchLimit) { instances.prefetch(Int(target.rawValue)) }
     }
@@ -47,7 +47,8 @@ extension ReloadScheduler {
             decisions.append(
                 Decision(request: request.id, instance: nil, kind: .noMatch, due: nil, reason: .noMatchingWidget)
             )
-        }        // The next timer's pending reload and the state of its device's next instance (the first that may
+        }
+        // The next timer's pending reload and the state of its device's next instance (the first that may
         // ride along), for the next request's `advance`: its own state, asked for when the last `advance`
         // ended, has come meanwhile (decision 0115).
         if let next = timers.top, next.kind == .pendingReload, next.instance >= 0, Int(next.instance) < instances.count {

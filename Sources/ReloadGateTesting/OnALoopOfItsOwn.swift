@@ -6,8 +6,7 @@ public import Testing
 /// A test that is light but races one of the gateway's waits beside a loop it turns itself
 /// (`HandBackWaitTests` turns the engine's commit loop while a hand-back waits for a commit): each test
 /// case runs on an event loop made for it and shut down after it. On the ``OffThePool`` loop such a test's
-/// jobs wait behind other tests' seconds of CPU-bound work (its turns were held past the 20 s they allow
-/// themselves there, in a CI run and in a local full run); on the concurrency pool they wait behind the
+/// jobs would wait behind other tests' seconds of CPU-bound work, and on the concurrency pool behind the
 /// run's crowd (docs/TESTING.md, "Heavy tests, and what a test may time").
 ///
 /// As with ``OffThePool``, the loop is the test task's preferred executor: what it awaits that is not an

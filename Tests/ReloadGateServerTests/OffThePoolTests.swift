@@ -1,3 +1,4 @@
+import NIOPosix
 import ReloadGateTesting
 import Testing
 
@@ -22,5 +23,22 @@ struct OffThePoolTests {
         @Test(arguments: [1, 2]) func eachTestCaseRunsOnTheLoop(_ number: Int) {
             #expect(OffThePool.isCurrent)
         }
+    }
+}
+
+/// `.onALoopOfItsOwn` runs each test case on an event loop made for it: neither the pool nor the
+/// `.offThePool` loop, before and after the test awaits, and its child tasks there too.
+struct OnALoopOfItsOwnTests {
+    @Test(.onALoopOfItsOwn) func aTestWithTheTraitRunsOnALoopThatIsNotTheSharedOne() async throws {
+        #expect(MultiThreadedEventLoopGroup.currentEventLoop != nil)
+        #expect(!OffThePool.isCurrent)
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(MultiThreadedEventLoopGroup.currentEventLoop != nil)
+        async let inChild = MultiThreadedEventLoopGroup.currentEventLoop != nil
+        #expect(await inChild, "a child task prefers the loop too")
+    }
+
+    @Test func aTestWithoutItRunsOnNoLoop() async {
+        #expect(MultiThreadedEventLoopGroup.currentEventLoop == nil)
     }
 }

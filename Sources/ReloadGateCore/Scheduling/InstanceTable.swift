@@ -65,14 +65,12 @@ struct InstanceTable: @unchecked Sendable {
         }
     }
 
-    /// Asks for the cache lines of the state at `index` (both, where it straddles two), so that a read
+    /// Asks for the cache lines of the state at `index` (every one it spans), so that a read
     /// soon after finds them; nothing for an index out of range.
     @inline(__always)
     func prefetch(_ index: Int) {
         guard index >= 0 && index < storage.count else { return }
-        let state = UnsafeRawPointer(storage.base + index)
-        reloadgate_prefetch(state)
-        reloadgate_prefetch(state + (MemoryLayout<State>.size - 1))
+        reloadgate_prefetch(storage.base + index, MemoryLayout<State>.size)
     }
 
     /// Adds fresh states (unregistered) up to `count`.

@@ -21,15 +21,13 @@ struct PendingTable: Sendable {
         _modify { yield &slots[Int(slot)] }
     }
 
-    /// Asks for the cache lines of the reload in `slot` (a record spans two), so that a read soon after
+    /// Asks for the cache lines of the reload in `slot` (every one it spans), so that a read soon after
     /// finds them; nothing for a slot out of range.
     @inline(__always)
     func prefetch(_ slot: Int32) {
         guard slot >= 0 && Int(slot) < slots.count else { return }
         slots.withUnsafeBufferPointer { buffer in
-            let record = UnsafeRawPointer(buffer.baseAddress! + Int(slot))
-            reloadgate_prefetch(record)
-            reloadgate_prefetch(record + (MemoryLayout<ReloadScheduler.PendingReload>.size - 1))
+            reloadgate_prefetch(buffer.baseAddress! + Int(slot), MemoryLayout<ReloadScheduler.PendingReload>.size)
         }
     }
 

@@ -53,14 +53,8 @@ struct TimerHeap: Sendable {
                 // compared: whichever child wins, its children are among them (decision 0115).
                 let firstGrandchild = 4 * firstChild + 1
                 if firstGrandchild < count {
-                    let block = UnsafeRawPointer(heap.baseAddress! + firstGrandchild)
-                    let end = UnsafeRawPointer(heap.baseAddress! + min(firstGrandchild + 16, count))
-                    var line = block
-                    while line < end {
-                        reloadgate_prefetch(line)
-                        line += 64
-                    }
-                    reloadgate_prefetch(end - 1)
+                    let grandchildren = min(16, count - firstGrandchild)
+                    reloadgate_prefetch(heap.baseAddress! + firstGrandchild, grandchildren * MemoryLayout<Entry>.stride)
                 }
                 var smallest = firstChild
                 if firstChild + 3 < count {

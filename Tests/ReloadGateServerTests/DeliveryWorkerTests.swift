@@ -80,11 +80,11 @@ struct DeliveryWorkerTests {
         worker.concurrency = 8
         worker.firstBackoff = .seconds(60)
         #expect(worker.batchSize == 2)
-        let stopping = Atomic<Bool>(false)
+        let stop = StopSignal()
         let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
         let statesTask = Task { await states.run() }
         let running = Task { [worker] in
-            await worker.run(batches, isStopping: { stopping.load(ordering: .relaxed) })
+            await worker.run(batches, stop: stop)
         }
         feed.yield(deliveries)
 
@@ -92,9 +92,12 @@ struct DeliveryWorkerTests {
         #expect(upstream.sent.withLock { Set($0) } == Set(tokens).subtracting(slow))
         #expect(upstream.refused.withLock { Set($0) } == slow)
 
-        stopping.store(true, ordering: .relaxed)
+        // The four wait a minute for their retry: the stop ends their waits.
+        let stopped = ContinuousClock.now
+        stop.raise()
         feed.finish()
         await running.value
+        #expect(stopped.duration(to: .now) < .seconds(20))
         states.finish()
         await statesTask.value
     }
@@ -119,7 +122,7 @@ struct DeliveryWorkerTests {
         worker.burstEnded = { told.withLock { $0.append(upstream.sent.withLock { $0.count }) } }
         let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
         let statesTask = Task { await states.run() }
-        let running = Task { [worker] in await worker.run(batches, isStopping: { false }) }
+        let running = Task { [worker] in await worker.run(batches, stop: StopSignal()) }
 
         feed.yield(Array(deliveries.prefix(40)))
         _ = try await eventually { told.withLock { !$0.isEmpty } }
@@ -187,7 +190,7 @@ struct DeliveryWorkerTests {
             let statesTask = Task { await states.run() }
             feed.yield([delivery])
             feed.finish()
-            await worker.run(batches, isStopping: { false })
+            await worker.run(batches, stop: StopSignal())
             states.finish()
             await statesTask.value
             let expected: [[String]] = namesWidgets ? [["scores-large", "scores-small"].sorted()] : [[]]
@@ -277,7 +280,7 @@ struct DeliveryWorkerTests {
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await door.deliveryStates.run() }
-            group.addTask { [worker] in await worker.send(delivery, isStopping: { false }) }
+            group.addTask { [worker] in await worker.send(delivery, stop: StopSignal()) }
             /// Moves the clock in 100 ms steps until `count` attempts were made, at most `limit` steps. A
             /// step is taken only once the worker sleeps on the clock (or the attempts are made): however
             /// slow the machine, the clock never runs ahead of the worker.
@@ -344,7 +347,7 @@ struct DeliveryWorkerTests {
             group.addTask { await door.deliveryStates.run() }
             let finished = Order()
             let sending = Task { [worker] in
-                await worker.send(delivery, isStopping: { false })
+                await worker.send(delivery, stop: StopSignal())
                 finished.add("sent")
             }
             // The clock moves only while the worker sleeps on it, until the worker is done.

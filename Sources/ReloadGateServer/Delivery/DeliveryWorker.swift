@@ -66,12 +66,12 @@ struct DeliveryWorker: Sendable {
     var burstSize = 50_000
 
     /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most
-    /// ``concurrency`` at once, until the stream ends or `isStopping` says so. The addresses of a batch
-    /// are read from the store together.
+    /// ``concurrency`` at once, until the stream ends or `stop` is raised. The addresses of a batch are
+    /// read from the store together.
     func run(
         unfinished: [RecordedDelivery] = [],
         _ batches: AsyncStream<[RecordedDelivery]>,
-        isStopping: @escaping @Sendable () async -> Bool
+        stop: StopSignal
     ) async {
         // A delivery holds a slot from before its first attempt until it ends. A group gives back the
         // slots of the deliveries its first attempts ended, and each delivery it tries again keeps one
@@ -107,7 +107,7 @@ struct DeliveryWorker: Sendable {
                     }
                 }
                 for chunk in deliveries.chunks(of: 256) {
-                    if await isStopping() { return false }
+                    if stop.isRaised { return false }
                     let addresses = try? await store.pushAddresses(chunk.map { ($0.device, instancesToName($0)) })
                     let lookups = chunk.indices.map { index in addresses.map { Lookup.found($0[index - chunk.startIndex]) } ?? .unknown }
                     if rateLimiter == nil {
@@ -122,7 +122,7 @@ struct DeliveryWorker: Sendable {
                                 await withDiscardingTaskGroup { group in
                                     for retry in retries {
                                         group.addTask {
-                                            await self.retry(retry, isStopping: isStopping)
+                                            await self.retry(retry, stop: stop)
                                             slots.release(1)
                                         }
                                     }
@@ -134,7 +134,7 @@ struct DeliveryWorker: Sendable {
                         for (delivery, lookup) in zip(chunk, lookups) {
                             await slots.acquire(1)
                             group.addTask {
-                                await send(delivery, address: lookup, isStopping: isStopping)
+                                await send(delivery, address: lookup, stop: stop)
                                 slots.release(1)
                             }
                         }
@@ -184,11 +184,11 @@ struct DeliveryWorker: Sendable {
         var outcome: DeliveryOutcome?
     }
 
-    private func retry(_ retry: Retry, isStopping: @Sendable () async -> Bool) async {
+    private func retry(_ retry: Retry, stop: StopSignal) async {
         if let outcome = retry.outcome {
-            await self.retry(retry.delivery, after: outcome, isStopping: isStopping)
+            await self.retry(retry.delivery, after: outcome, stop: stop)
         } else {
-            await send(retry.delivery, isStopping: isStopping)
+            await send(retry.delivery, stop: stop)
         }
     }
 
@@ -199,10 +199,10 @@ struct DeliveryWorker: Sendable {
         case unknown
     }
 
-    /// Sends one delivery, retrying while the upstream says so and the gateway runs.
-    func send(_ delivery: RecordedDelivery, address: Lookup = .unknown, isStopping: @Sendable () async -> Bool) async {
+    /// Sends one delivery, retrying while the upstream says so and the gateway runs (until `stop`).
+    func send(_ delivery: RecordedDelivery, address: Lookup = .unknown, stop: StopSignal) async {
         let outcome = await attemptOnce(delivery, address: address)
-        await retry(delivery, after: outcome, isStopping: isStopping)
+        await retry(delivery, after: outcome, stop: stop)
     }
 
     /// Sends the first attempts of several deliveries together: their `sending` marks in one commit,
@@ -294,7 +294,7 @@ struct DeliveryWorker: Sendable {
     }
 
     /// Tries a delivery again, after a backoff, while its last outcome says so and the gateway runs.
-    private func retry(_ delivery: RecordedDelivery, after first: DeliveryOutcome, isStopping: @Sendable () async -> Bool) async {
+    private func retry(_ delivery: RecordedDelivery, after first: DeliveryOutcome, stop: StopSignal) async {
         var outcome = first
         var attempt = 0
         while true {
@@ -320,19 +320,9 @@ struct DeliveryWorker: Sendable {
                 metadata: Self.metadata(delivery, ["reason": "\(reason)", "in": "\(backoff)"])
             )
             states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, error: reason, unknownOutcome: outcome.isUnknown))
-            // Sleeps in short steps so that a graceful shutdown does not wait for a long backoff; a
+            // The stop ends the wait: a graceful shutdown does not wait for a long backoff, and a
             // delivery left pending is sent on the next start.
-            var remaining = backoff
-            while remaining > .zero {
-                if await isStopping() { return }
-                let step = min(.milliseconds(100), remaining)
-                do {
-                    try await clock.sleep(for: step)
-                } catch {
-                    return
-                }
-                remaining -= step
-            }
+            guard await stop.sleep(for: backoff, on: clock) else { return }
             if let late = retriesEnded(delivery, at: Timestamp(now())) {
                 let error = "\(reason); \(late)"
                 logger.warning("delivery dropped", metadata: Self.metadata(delivery, ["reason": "\(error)"]))

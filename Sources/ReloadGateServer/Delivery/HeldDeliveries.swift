@@ -74,10 +74,16 @@ final class HeldDeliveries: Sendable {
     @discardableResult
     func release(_ deliveries: some Sequence<RecordedDelivery>) -> Int? {
         state.withLock { state in
-            for delivery in deliveries where state.held[delivery.apnsID] == .some(delivery.leaseEpoch) {
-                state.held[delivery.apnsID] = nil
-                state.devices[delivery.device]?.held -= 1
-                if state.devices[delivery.device]?.isIdle == true { state.devices[delivery.device] = nil }
+            // Each key is hashed once: found by index, then changed or removed at it.
+            for delivery in deliveries {
+                guard let held = state.held.index(forKey: delivery.apnsID), state.held.values[held] == .some(delivery.leaseEpoch) else {
+                    continue
+                }
+                state.held.remove(at: held)
+                if let device = state.devices.index(forKey: delivery.device) {
+                    state.devices.values[device].held -= 1
+                    if state.devices.values[device].isIdle { state.devices.remove(at: device) }
+                }
                 state.releasedInBurst += 1
             }
             state.held.giveBackSpareRoom(keeping: HeldDeliveries.keptRoom)

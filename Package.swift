@@ -405,6 +405,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // Graceful shutdown triggered by a test (DeliveryWorkerTests).
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ReloadGateKit", package: "ReloadGateKit"),

@@ -107,7 +107,7 @@ struct ActivityDeliveryOrderTests {
         worker.firstBackoff = .milliseconds(300)
         let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
         let statesTask = Task { await states.run() }
-        let running = Task { [worker] in await worker.run(batches, stop: StopSignal()) }
+        let running = Task { [worker] in await worker.run(batches) }
         feed.yield(batch.deliveries)
         let ended = try await eventually(within: .seconds(30)) {
             try await store.deliveries(in: [.sent, .failed]).count == 2

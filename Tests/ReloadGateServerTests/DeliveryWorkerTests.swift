@@ -3,6 +3,7 @@ import Logging
 import ReloadGateCore
 import ReloadGateStore
 import ReloadGateTesting
+import ServiceLifecycleTestKit
 import Synchronization
 import Testing
 
@@ -80,24 +81,24 @@ struct DeliveryWorkerTests {
         worker.concurrency = 8
         worker.firstBackoff = .seconds(60)
         #expect(worker.batchSize == 2)
-        let stop = StopSignal()
         let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
         let statesTask = Task { await states.run() }
-        let running = Task { [worker] in
-            await worker.run(batches, stop: stop)
+        // The worker runs under a graceful shutdown of its own, as under the gateway's service group.
+        try await testGracefulShutdown { shutdown in
+            let running = Task { [worker] in await worker.run(batches) }
+            feed.yield(deliveries)
+
+            _ = try await eventually { upstream.sent.withLock({ $0.count }) >= 36 }
+            #expect(upstream.sent.withLock { Set($0) } == Set(tokens).subtracting(slow))
+            #expect(upstream.refused.withLock { Set($0) } == slow)
+
+            // The four wait a minute for their retry: the graceful shutdown ends their waits.
+            let stopped = ContinuousClock.now
+            shutdown.triggerGracefulShutdown()
+            feed.finish()
+            await running.value
+            #expect(stopped.duration(to: .now) < .seconds(20), "the worker waited for its retries' backoffs")
         }
-        feed.yield(deliveries)
-
-        _ = try await eventually { upstream.sent.withLock({ $0.count }) >= 36 }
-        #expect(upstream.sent.withLock { Set($0) } == Set(tokens).subtracting(slow))
-        #expect(upstream.refused.withLock { Set($0) } == slow)
-
-        // The four wait a minute for their retry: the stop ends their waits.
-        let stopped = ContinuousClock.now
-        stop.raise()
-        feed.finish()
-        await running.value
-        #expect(stopped.duration(to: .now) < .seconds(20))
         states.finish()
         await statesTask.value
     }
@@ -122,7 +123,7 @@ struct DeliveryWorkerTests {
         worker.burstEnded = { told.withLock { $0.append(upstream.sent.withLock { $0.count }) } }
         let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
         let statesTask = Task { await states.run() }
-        let running = Task { [worker] in await worker.run(batches, stop: StopSignal()) }
+        let running = Task { [worker] in await worker.run(batches) }
 
         feed.yield(Array(deliveries.prefix(40)))
         _ = try await eventually { told.withLock { !$0.isEmpty } }
@@ -190,7 +191,7 @@ struct DeliveryWorkerTests {
             let statesTask = Task { await states.run() }
             feed.yield([delivery])
             feed.finish()
-            await worker.run(batches, stop: StopSignal())
+            await worker.run(batches)
             states.finish()
             await statesTask.value
             let expected: [[String]] = namesWidgets ? [["scores-large", "scores-small"].sorted()] : [[]]
@@ -280,7 +281,7 @@ struct DeliveryWorkerTests {
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await door.deliveryStates.run() }
-            group.addTask { [worker] in await worker.send(delivery, stop: StopSignal()) }
+            group.addTask { [worker] in await worker.send(delivery) }
             /// Moves the clock in 100 ms steps until `count` attempts were made, at most `limit` steps. A
             /// step is taken only once the worker sleeps on the clock (or the attempts are made): however
             /// slow the machine, the clock never runs ahead of the worker.
@@ -347,7 +348,7 @@ struct DeliveryWorkerTests {
             group.addTask { await door.deliveryStates.run() }
             let finished = Order()
             let sending = Task { [worker] in
-                await worker.send(delivery, stop: StopSignal())
+                await worker.send(delivery)
                 finished.add("sent")
             }
             // The clock moves only while the worker sleeps on it, until the worker is done.

@@ -48,7 +48,7 @@ struct LateHeartbeatTests {
         let upstream = CountingUpstream()
         var worker = DeliveryWorker(store: store, upstream: upstream, states: door, now: { Date() }, logger: logger)
         worker.leases = membership
-        await worker.send(held, stop: StopSignal())
+        await worker.send(held)
         #expect(upstream.count == 0)
 
         // The late heartbeat renews the same epochs: the delivery goes back to the worker's stream.

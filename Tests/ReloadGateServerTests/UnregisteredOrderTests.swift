@@ -72,7 +72,7 @@ struct UnregisteredOrderTests {
         }
         let (batches, feed) = AsyncStream.makeStream(of: [RecordedDelivery].self)
         let statesTask = Task { await states.run() }
-        let running = Task { [worker] in await worker.run(batches, stop: StopSignal()) }
+        let running = Task { [worker] in await worker.run(batches) }
         feed.yield(batch.deliveries)
         let failed = try await eventually(within: .seconds(30)) { try await store.deliveries(in: [.failed]).count == 1 }
         #expect(failed)

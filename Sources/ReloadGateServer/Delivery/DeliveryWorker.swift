@@ -3,6 +3,7 @@ import Logging
 import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateStore
+import ServiceLifecycle
 
 /// Sends released deliveries through the upstream and reports each one's way to the door (which writes
 /// it): pending -> sending -> sent | failed (docs/DESIGN.md, Durability); with an upstream whose own record
@@ -66,12 +67,12 @@ struct DeliveryWorker: Sendable {
     var burstSize = 50_000
 
     /// Sends `unfinished` (deliveries left by the last run), then the deliveries of `batches`, at most
-    /// ``concurrency`` at once, until the stream ends or `stop` is raised. The addresses of a batch are
-    /// read from the store together.
+    /// ``concurrency`` at once, until the stream ends or the gateway shuts down gracefully (ServiceLifecycle's
+    /// shutdown, which the worker's tasks inherit from the service that runs it). The addresses of a batch
+    /// are read from the store together.
     func run(
         unfinished: [RecordedDelivery] = [],
-        _ batches: AsyncStream<[RecordedDelivery]>,
-        stop: StopSignal
+        _ batches: AsyncStream<[RecordedDelivery]>
     ) async {
         // A delivery holds a slot from before its first attempt until it ends. A group gives back the
         // slots of the deliveries its first attempts ended, and each delivery it tries again keeps one
@@ -107,7 +108,7 @@ struct DeliveryWorker: Sendable {
                     }
                 }
                 for chunk in deliveries.chunks(of: 256) {
-                    if stop.isRaised { return false }
+                    if Task.isShuttingDownGracefully { return false }
                     let addresses = try? await store.pushAddresses(chunk.map { ($0.device, instancesToName($0)) })
                     let lookups = chunk.indices.map { index in addresses.map { Lookup.found($0[index - chunk.startIndex]) } ?? .unknown }
                     if rateLimiter == nil {
@@ -122,7 +123,7 @@ struct DeliveryWorker: Sendable {
                                 await withDiscardingTaskGroup { group in
                                     for retry in retries {
                                         group.addTask {
-                                            await self.retry(retry, stop: stop)
+                                            await self.retry(retry)
                                             slots.release(1)
                                         }
                                     }
@@ -134,7 +135,7 @@ struct DeliveryWorker: Sendable {
                         for (delivery, lookup) in zip(chunk, lookups) {
                             await slots.acquire(1)
                             group.addTask {
-                                await send(delivery, address: lookup, stop: stop)
+                                await send(delivery, address: lookup)
                                 slots.release(1)
                             }
                         }
@@ -184,11 +185,11 @@ struct DeliveryWorker: Sendable {
         var outcome: DeliveryOutcome?
     }
 
-    private func retry(_ retry: Retry, stop: StopSignal) async {
+    private func retry(_ retry: Retry) async {
         if let outcome = retry.outcome {
-            await self.retry(retry.delivery, after: outcome, stop: stop)
+            await self.retry(retry.delivery, after: outcome)
         } else {
-            await send(retry.delivery, stop: stop)
+            await send(retry.delivery)
         }
     }
 
@@ -199,10 +200,10 @@ struct DeliveryWorker: Sendable {
         case unknown
     }
 
-    /// Sends one delivery, retrying while the upstream says so and the gateway runs (until `stop`).
-    func send(_ delivery: RecordedDelivery, address: Lookup = .unknown, stop: StopSignal) async {
+    /// Sends one delivery, retrying while the upstream says so and the gateway runs.
+    func send(_ delivery: RecordedDelivery, address: Lookup = .unknown) async {
         let outcome = await attemptOnce(delivery, address: address)
-        await retry(delivery, after: outcome, stop: stop)
+        await retry(delivery, after: outcome)
     }
 
     /// Sends the first attempts of several deliveries together: their `sending` marks in one commit,
@@ -294,7 +295,7 @@ struct DeliveryWorker: Sendable {
     }
 
     /// Tries a delivery again, after a backoff, while its last outcome says so and the gateway runs.
-    private func retry(_ delivery: RecordedDelivery, after first: DeliveryOutcome, stop: StopSignal) async {
+    private func retry(_ delivery: RecordedDelivery, after first: DeliveryOutcome) async {
         var outcome = first
         var attempt = 0
         while true {
@@ -320,9 +321,9 @@ struct DeliveryWorker: Sendable {
                 metadata: Self.metadata(delivery, ["reason": "\(reason)", "in": "\(backoff)"])
             )
             states.record(DeliveryStateChange(apnsID: delivery.apnsID, state: .pending, error: reason, unknownOutcome: outcome.isUnknown))
-            // The stop ends the wait: a graceful shutdown does not wait for a long backoff, and a
-            // delivery left pending is sent on the next start.
-            guard await stop.sleep(for: backoff, on: clock) else { return }
+            // A graceful shutdown (or the task's cancellation) ends the wait: the stop does not wait for
+            // a long backoff, and a delivery left pending is sent on the next start.
+            guard (try? await cancelWhenGracefulShutdown({ [clock] in try await clock.sleep(for: backoff) })) != nil else { return }
             if let late = retriesEnded(delivery, at: Timestamp(now())) {
                 let error = "\(reason); \(late)"
                 logger.warning("delivery dropped", metadata: Self.metadata(delivery, ["reason": "\(error)"]))

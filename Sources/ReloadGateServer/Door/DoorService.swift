@@ -43,7 +43,7 @@ struct DoorService: Service {
                 group.addTask { await Self.commitLoop(engine: engine, readiness: readiness) }
                 group.addTask { await registry.run() }
                 group.addTask { [worker] in
-                    await worker.run(unfinished: unfinished, engine.releasedDeliveries, stop: engine.stopped)
+                    await worker.run(unfinished: unfinished, engine.releasedDeliveries)
                 }
                 // The timer loop ends by cancellation when the gateway shuts down.
                 await withDiscardingTaskGroup { timers in

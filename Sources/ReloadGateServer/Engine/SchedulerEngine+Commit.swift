@@ -384,11 +384,9 @@ extension SchedulerEngine {
 
     // MARK: Stopping
 
-    /// Refuses new work; the commit loop commits what is gathered and ends, the delivery stream ends, and
-    /// the delivery worker stops waiting to retry (``stopped``).
+    /// Refuses new work; the commit loop commits what is gathered and ends, and the delivery stream ends.
     func stop() {
         pipeline.stop()
-        stopped.raise()
         // Requests already queued are still decided and committed; later ones are refused.
         inbox.close()
     }

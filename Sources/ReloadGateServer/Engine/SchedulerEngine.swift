@@ -97,8 +97,6 @@ actor SchedulerEngine {
     var tableMayHoldKeptKeysUntil = Timestamp(milliseconds: 0)
     /// The gateway stops: nothing new is decided (what is queued still is, and committed).
     var isStopping: Bool { pipeline.isStopping }
-    /// Raised by ``stop()``: the delivery worker's waits end at it.
-    nonisolated let stopped = StopSignal()
     /// A commit failed and the state could not be reloaded: the in-memory scheduler may hold decisions
     /// that were never committed, so nothing is decided until ``load()`` succeeds again.
     var isDegraded: Bool { pipeline.isDegraded }

@@ -11,18 +11,27 @@ public enum JSONText {
     public static func encoderQuoted(_ text: String) -> String { quoted(text, shortEscapes: true) }
 
     private static func quoted(_ text: String, shortEscapes: Bool) -> String {
+        var result = ""
+        result.reserveCapacity(text.utf8.count + 2)
+        append(quoted: text, shortEscapes: shortEscapes, to: &result)
+        return result
+    }
+
+    /// Appends `text` as a JSON string literal (``quoted(_:)``'s bytes) to `result`, for a writer that
+    /// builds one text from many strings without a string for each.
+    public static func append(quoted text: String, to result: inout String) {
+        append(quoted: text, shortEscapes: false, to: &result)
+    }
+
+    private static func append(quoted text: String, shortEscapes: Bool, to result: inout String) {
         // Most text (tokens in hex, ids, kinds) has nothing to escape: one pass over its bytes, and the
         // quotes put around it whole, instead of appending it scalar by scalar.
         if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            var result = ""
-            result.reserveCapacity(text.utf8.count + 2)
             result += "\""
             result += text
             result += "\""
-            return result
+            return
         }
-        var result = ""
-        result.reserveCapacity(text.utf8.count + 8)
         result += "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -39,6 +48,6 @@ public enum JSONText {
             default: result.unicodeScalars.append(scalar)
             }
         }
-        return result + "\""
+        result += "\""
     }
 }

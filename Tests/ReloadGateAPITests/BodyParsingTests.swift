@@ -13,6 +13,37 @@ struct BodyParsingTests {
         }
     }
 
+    /// A device body's optional fields: missing and `null` read as their default, a value of another type
+    /// is refused naming the field; a widget id given twice is refused, once is not.
+    @Test func aDeviceBodysOptionalFieldsAreMissingNullOrOfTheirType() throws {
+        func parse(_ widget: String, environment: String = "") throws -> DeviceRegistrationBody {
+            try DeviceRegistrationBody(json: Data(#"{\#(environment)"widgets":[{"id":"w","kind":"k","family":"systemSmall"\#(widget)}]}"#.utf8), limits: RegistryLimits())
+        }
+        let plain = try parse("")
+        #expect(plain.environment == nil)
+        #expect(plain.widgets[0].pushEnabled)
+        #expect(plain.widgets[0].configuration == WidgetConfiguration())
+        let nulls = try parse(#","pushEnabled":null,"configuration":null"#, environment: #""environment":null,"#)
+        #expect(nulls.environment == nil)
+        #expect(nulls.widgets == plain.widgets)
+        let given = try parse(#","pushEnabled":false,"configuration":{"team":"42","n":1}"#, environment: #""environment":"sandbox","#)
+        #expect(given.environment == "sandbox")
+        #expect(!given.widgets[0].pushEnabled)
+        #expect(given.widgets[0].configuration.canonicalJSON == #"{"n":1,"team":"42"}"#)
+        for (widget, environment, message) in [
+            ("", #""environment":5,"#, "environment must be a string"),
+            (#","pushEnabled":"yes""#, "", "widgets[0].pushEnabled must be true or false"),
+            (#","configuration":5"#, "", "widgets[0].configuration must be an object"),
+            (#","configuration":["a"]"#, "", "widgets[0].configuration must be an object"),
+        ] {
+            #expect(throws: APIError.invalidField(message)) { try parse(widget, environment: environment) }
+        }
+        let twice = #"{"widgets":[{"id":"w","kind":"k","family":"systemSmall"},{"id":"w","kind":"k","family":"systemLarge"}]}"#
+        #expect(throws: APIError.invalidField("widgets[1].id 'w' appears twice")) {
+            try DeviceRegistrationBody(json: Data(twice.utf8), limits: RegistryLimits())
+        }
+    }
+
     @Test func deeplyNestedJSONIsRefusedAsInvalidJSON() {
         let body = "{\"widgets\":" + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "}"
         #expect(throws: APIError.invalidJSON("the body is not JSON: more than 512 arrays and objects inside each other at byte 522")) {

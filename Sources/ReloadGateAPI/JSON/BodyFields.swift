@@ -27,21 +27,23 @@ extension KeyedDecodingContainer {
         return value
     }
 
-    /// A string field that may be missing or `null`. (The value is tried first and `null` only when it is
-    /// not a string: each look-up in the decoder costs, and a webhook call is mostly present strings.)
+    /// A string field that may be missing or `null`. One look-up: `decodeIfPresent` is `nil` for a missing
+    /// field and for `null`, and throws for any other value (each look-up in the decoder costs).
     public func optionalString(_ key: Key) throws(APIError) -> String? {
-        guard contains(key) else { return nil }
-        if let value = try? decode(String.self, forKey: key) { return value }
-        if (try? decodeNil(forKey: key)) == true { return nil }
-        throw .invalidField("\(name(key)) must be a string")
+        do {
+            return try decodeIfPresent(String.self, forKey: key)
+        } catch {
+            throw .invalidField("\(name(key)) must be a string")
+        }
     }
 
     /// `true` or `false`, `defaultValue` when missing or `null`.
     public func bool(_ key: Key, default defaultValue: Bool) throws(APIError) -> Bool {
-        guard contains(key) else { return defaultValue }
-        if let value = try? decode(Bool.self, forKey: key) { return value }
-        if (try? decodeNil(forKey: key)) == true { return defaultValue }
-        throw .invalidField("\(name(key)) must be true or false")
+        do {
+            return try decodeIfPresent(Bool.self, forKey: key) ?? defaultValue
+        } catch {
+            throw .invalidField("\(name(key)) must be true or false")
+        }
     }
 
     /// An array of strings, empty when missing or `null`.
@@ -88,16 +90,27 @@ extension KeyedDecodingContainer {
         }
     }
 
-    /// A flat object of strings, numbers and booleans; empty when missing or `null`.
+    /// A flat object of strings, numbers and booleans; empty when missing or `null` (one look-up).
     public func configuration(_ key: Key) throws(APIError) -> WidgetConfiguration {
-        guard !isAbsent(key) else { return WidgetConfiguration() }
-        return WidgetConfiguration(try flatObject(key))
+        let value: JSONValue?
+        do {
+            value = try decodeIfPresent(JSONValue.self, forKey: key)
+        } catch {
+            throw .invalidField("\(name(key)) must be an object")
+        }
+        guard let value else { return WidgetConfiguration() }
+        return WidgetConfiguration(try flatObject(value, key))
     }
 
     /// A flat object's values, read from the object as parsed (a keyed container's `allKeys` casts its
     /// array of keys element by element, the largest cost of a webhook call's body).
     public func flatObject(_ key: Key) throws(APIError) -> [String: WidgetConfiguration.Value] {
-        guard case .object(let fields) = (try? decode(JSONValue.self, forKey: key)) else { throw .invalidField("\(name(key)) must be an object") }
+        try flatObject((try? decode(JSONValue.self, forKey: key)) ?? .null, key)
+    }
+
+    /// `value`, the field `key`'s, as a flat object's values.
+    private func flatObject(_ value: JSONValue, _ key: Key) throws(APIError) -> [String: WidgetConfiguration.Value] {
+        guard case .object(let fields) = value else { throw .invalidField("\(name(key)) must be an object") }
         var values: [String: WidgetConfiguration.Value] = [:]
         values.reserveCapacity(fields.count)
         for (field, value) in fields {

@@ -16,6 +16,14 @@ public struct WidgetConfiguration: Hashable, Sendable {
             case .bool(let flag): flag ? "true" : "false"
             }
         }
+
+        /// Appends the value as JSON (``description``'s bytes) to `text`.
+        func append(to text: inout String) {
+            switch self {
+            case .string(let string): JSONText.append(quoted: string, to: &text)
+            case .number, .bool: text += description
+            }
+        }
     }
 
     public var values: [String: Value]
@@ -26,8 +34,20 @@ public struct WidgetConfiguration: Hashable, Sendable {
 
     /// JSON with sorted keys and no spaces: the same configuration always has the same text, so the store
     /// can group and compare by it (`GET .../configurations`).
+    ///
+    /// Written into one string, without one for each parameter: a registration reads it for its size
+    /// check and again for its row.
     public var canonicalJSON: String {
-        "{" + values.sorted { $0.key < $1.key }.map { "\(JSONText.quoted($0.key)):\($0.value)" }.joined(separator: ",") + "}"
+        guard !values.isEmpty else { return "{}" }
+        var text = "{"
+        for (index, parameter) in values.sorted(by: { $0.key < $1.key }).enumerated() {
+            if index > 0 { text += "," }
+            JSONText.append(quoted: parameter.key, to: &text)
+            text += ":"
+            parameter.value.append(to: &text)
+        }
+        text += "}"
+        return text
     }
 
     /// Whether every parameter of `match` has the same value here (the webhook's `match`).

@@ -39,13 +39,16 @@ public struct RegistryLimits: Sendable, Hashable {
         if widgets.count > widgetsPerDevice {
             return "a device has at most \(widgetsPerDevice) widgets, not \(widgets.count)"
         }
+        // The ids seen, for two widgets or more (one widget's id has nothing to repeat, and the set
+        // would be an allocation and a hash for each registration).
         var ids = Set<String>()
+        if widgets.count > 1 { ids.reserveCapacity(widgets.count) }
         for (index, widget) in widgets.enumerated() {
             // Characters as JSON Schema counts them (Unicode scalars): the OpenAPI document's maxLength.
             if widget.id.isEmpty || widget.id.unicodeScalars.count > identifierLength {
                 return "widgets[\(index)].id must have 1 to \(identifierLength) characters"
             }
-            if !ids.insert(widget.id).inserted {
+            if widgets.count > 1, !ids.insert(widget.id).inserted {
                 return "widgets[\(index)].id '\(widget.id)' appears twice"
             }
             if let problem = problem(kind: widget.kind, configuration: widget.configuration, at: "widgets[\(index)].") {

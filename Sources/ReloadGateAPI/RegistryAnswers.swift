@@ -26,10 +26,24 @@ public enum RegistryAPI {
         }
 
         /// ``BodyJSON/encode(_:)``'s bytes, written without the encoder.
+        /// One string appended to, not a string for each widget and their join: every registration is
+        /// answered with it.
         public var jsonText: String {
-            let widgets = widgets.map { #"{"id":\#(JSONText.encoderQuoted($0.id)),"instance":\#($0.instance)}"# }
-            return #"{"device":\#(JSONText.encoderQuoted(device)),"removedWidgets":\#(removedWidgets),"#
-                + #""retiredPreviousToken":\#(retiredPreviousToken),"widgets":[\#(widgets.joined(separator: ","))]}"#
+            var text = #"{"device":"#
+            text.reserveCapacity(device.utf8.count + 80 + widgets.count * 40)
+            JSONText.append(encoderQuoted: device, to: &text)
+            text += #","removedWidgets":"#
+            text += String(removedWidgets)
+            text += retiredPreviousToken ? #","retiredPreviousToken":true,"widgets":["# : #","retiredPreviousToken":false,"widgets":["#
+            for (index, widget) in widgets.enumerated() {
+                text += index == 0 ? #"{"id":"# : #",{"id":"#
+                JSONText.append(encoderQuoted: widget.id, to: &text)
+                text += #","instance":"#
+                text += String(widget.instance)
+                text += "}"
+            }
+            text += "]}"
+            return text
         }
     }
 

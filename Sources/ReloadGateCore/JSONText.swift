@@ -23,6 +23,11 @@ public enum JSONText {
         append(quoted: text, shortEscapes: false, to: &result)
     }
 
+    /// Appends `text` as ``encoderQuoted(_:)`` writes it to `result`.
+    public static func append(encoderQuoted text: String, to result: inout String) {
+        append(quoted: text, shortEscapes: true, to: &result)
+    }
+
     private static func append(quoted text: String, shortEscapes: Bool, to result: inout String) {
         // Most text (tokens in hex, ids, kinds) has nothing to escape: one pass over its bytes, and the
         // quotes put around it whole, instead of appending it scalar by scalar.

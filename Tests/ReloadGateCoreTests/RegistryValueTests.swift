@@ -5,6 +5,9 @@ import Testing
 struct RegistryValueTests {
     @Test func deviceTokensAreHexOf64To200DigitsKeptInLowerCase() throws {
         #expect(try DeviceToken(String(repeating: "AB", count: 32)).hex == String(repeating: "ab", count: 32))
+        #expect(try DeviceToken(String(repeating: "0f", count: 31) + "aF").hex == String(repeating: "0f", count: 31) + "af")
+        #expect(try DeviceToken(String(repeating: "9c", count: 32)).hex == String(repeating: "9c", count: 32))
+        #expect(throws: DeviceToken.ParseError.notHex) { try DeviceToken(String(repeating: "a", count: 63) + "é") }
         #expect(throws: DeviceToken.ParseError.length(62)) { try DeviceToken(String(repeating: "a", count: 62)) }
         #expect(throws: DeviceToken.ParseError.length(202)) { try DeviceToken(String(repeating: "a", count: 202)) }
         #expect(throws: DeviceToken.ParseError.notHex) { try DeviceToken(String(repeating: "g", count: 64)) }

@@ -7,12 +7,23 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: ``ParseError`` when it is not 64 to 200 hex digits.
     public init(_ text: String) throws(ParseError) {
         guard (64...200).contains(text.utf8.count) else { throw .length(text.utf8.count) }
-        let isHex = text.utf8.allSatisfy { byte in
-            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-                || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+        // One pass over the bytes that checks the digits and notes an upper-case one: a token in lower
+        // case (as apps send them, and as every stored one is) is kept as it is, with no copy.
+        var text = text
+        // 0: lower-case hex only; 1: an upper-case digit too; 2: not hex.
+        let found = text.withUTF8 { bytes in
+            var found = 0
+            for byte in bytes {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): continue
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): found = 1
+                default: return 2
+                }
+            }
+            return found
         }
-        guard isHex else { throw .notHex }
-        hex = text.lowercased()
+        guard found < 2 else { throw .notHex }
+        hex = found == 1 ? text.lowercased() : text
     }
 
     /// The first 8 digits and an ellipsis: what logs show (docs/DESIGN.md, Security).

@@ -3,6 +3,13 @@ import Foundation
 import Testing
 
 struct RegistryValueTests {
+    /// `lowercasedIfNeeded` is `lowercased()` for any text; lower-case ASCII comes back as it is.
+    @Test func lowercasedIfNeededIsLowercased() {
+        for text in ["", "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "3F2504E0-4f89-11D3-9A0C-0305E82C3301", "aBc", "ÉTÉ", "été", "Z", "@[`{"] {
+            #expect(text.lowercasedIfNeeded == text.lowercased(), "\(text)")
+        }
+    }
+
     @Test func deviceTokensAreHexOf64To200DigitsKeptInLowerCase() throws {
         #expect(try DeviceToken(String(repeating: "AB", count: 32)).hex == String(repeating: "ab", count: 32))
         #expect(try DeviceToken(String(repeating: "0f", count: 31) + "aF").hex == String(repeating: "0f", count: 31) + "af")

@@ -341,7 +341,7 @@ final class PushIngress: Sendable {
                 team: head.team,
                 exempt: false,
                 summary: summary,
-                apnsID: head.apnsID.lowercased(),
+                apnsID: head.apnsID.lowercasedIfNeeded,
                 received: Timestamp(received),
                 activity: payload.activity,
                 // A sender's own apns-id names the push: its retry is answered, not decided again.

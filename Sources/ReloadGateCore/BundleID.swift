@@ -15,24 +15,30 @@ public struct BundleID: Hashable, Sendable, Comparable, CustomStringConvertible 
     public init(_ text: String) throws(ParseError) {
         guard !text.isEmpty else { throw .empty }
         guard text.utf8.count <= Self.maximumLength else { throw .tooLong(text.utf8.count) }
-        // One pass over the bytes (every push's topic is parsed): a character error wins over an empty
-        // part wherever they are.
+        // One pass over the bytes in place (every push's topic is parsed): a character error wins over an
+        // empty part wherever they are.
         let dot = UInt8(ascii: ".")
-        var previous = dot  // a leading dot makes an empty first part
-        var emptyComponent = false
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"):
-                break
-            case dot:
-                if previous == dot { emptyComponent = true }
-            default:
-                throw .invalidCharacter(Character(Unicode.Scalar(byte)))
+        var text = text
+        // The first byte that is not a letter, a digit, `-` or `.`; then whether a part is empty.
+        let (invalid, emptyComponent) = text.withUTF8 { bytes -> (UInt8?, Bool) in
+            var previous = dot  // a leading dot makes an empty first part
+            var emptyComponent = false
+            for byte in bytes {
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"):
+                    break
+                case dot:
+                    if previous == dot { emptyComponent = true }
+                default:
+                    return (byte, emptyComponent)
+                }
+                previous = byte
             }
-            previous = byte
+            return (nil, emptyComponent || previous == dot)
         }
-        guard !emptyComponent, previous != dot else { throw .emptyComponent }
+        if let invalid { throw .invalidCharacter(Character(Unicode.Scalar(invalid))) }
+        guard !emptyComponent else { throw .emptyComponent }
         self.rawValue = text
     }
 

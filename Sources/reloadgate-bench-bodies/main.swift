@@ -91,6 +91,11 @@ let t1 = try measure("") { try DeviceToken(tokenText).hex.utf8.count }
 let t2 = measure("") { tokenText.utf8.count &+ Int(tokenText.utf8.first ?? 0) }
 print(String(format: "a device token from its text: %.0f ns (its byte count %.0f ns)", t1, t2))
 
+// A bundle id read from its text (every push's topic, every registry and webhook path).
+let bundleText = "com.example.scores.widgets"
+let b1 = try measure("") { try BundleID(bundleText).rawValue.utf8.count }
+print(String(format: "a bundle id from its text: %.0f ns", b1))
+
 // The webhook's signature: its header parsed and the HMAC checked with the app's keyed secret (as the route
 // does), beside a bare HMAC-SHA256 of the same message with a key made for it (what any check must do).
 let secret = "rgs_" + String(repeating: "k", count: 40)

@@ -163,13 +163,7 @@ final class APIHTTP1Handler: ChannelInboundHandler {
     private func write(_ response: HTTPResponse, _ body: ByteBuffer, isHead: Bool, context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
         headers.reserveCapacity(response.headerFields.count + 3)
-        for field in response.headerFields where field.name != .connection && field.name != .transferEncoding {
-            headers.add(name: field.name.canonicalName, value: field.value)
-        }
-        if response.headerFields[.contentLength] == nil, RouteAnswer.hasContentLength(response.status) {
-            headers.add(name: "content-length", value: String(body.readableBytes))
-        }
-        if response.headerFields[.date] == nil { headers.add(name: "date", value: HTTPDateField.now) }
+        RouteAnswer.fields(of: response, bodyBytes: body.readableBytes) { headers.add(name: $0, value: $1) }
         let close = !keepAlive
         if close {
             headers.add(name: "connection", value: "close")

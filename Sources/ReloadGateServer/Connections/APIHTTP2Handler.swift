@@ -235,22 +235,7 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
         var headers = HPACKHeaders()
         headers.reserveCapacity(head.headerFields.count + 2)
         headers.add(name: ":status", value: String(head.status.code))
-        // One pass over the route's fields, noting the two the answer adds when missing (a look-up by name
-        // is a scan of its own).
-        var hasLength = false, hasDate = false
-        for field in head.headerFields {
-            switch field.name {
-            case .connection, .transferEncoding: continue
-            case .contentLength: hasLength = true
-            case .date: hasDate = true
-            default: break
-            }
-            headers.add(name: field.name.canonicalName, value: field.value)
-        }
-        if !hasLength, RouteAnswer.hasContentLength(head.status) {
-            headers.add(name: "content-length", value: String(body.readableBytes))
-        }
-        if !hasDate { headers.add(name: "date", value: HTTPDateField.now) }
+        RouteAnswer.fields(of: head, bodyBytes: body.readableBytes) { headers.add(name: $0, value: $1) }
         // A HEAD request's answer has the headers of the GET and no body (RFC 9110 9.3.2).
         let hasBody = body.readableBytes > 0 && stream.head.method != .head
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)

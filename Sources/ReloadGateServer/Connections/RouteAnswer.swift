@@ -37,8 +37,27 @@ enum RouteAnswer {
     }
 
     /// Whether an answer with this status carries a `content-length` (RFC 9110 8.6: not a 204 or a 304).
-    static func hasContentLength(_ status: HTTPResponse.Status) -> Bool {
+    private static func hasContentLength(_ status: HTTPResponse.Status) -> Bool {
         status.code != 204 && status.code != 304
+    }
+
+    /// The fields an answer is written with, each handed to `add`: the route's own but `connection` and
+    /// `transfer-encoding` (the listener's to set, and not HTTP/2's at all), then `content-length` (of
+    /// `bodyBytes`) and `date` where the route gave none. One pass over the route's fields, noting those two
+    /// as it goes (a look-up by name is a scan of its own).
+    static func fields(of head: HTTPResponse, bodyBytes: Int, _ add: (_ name: String, _ value: String) -> Void) {
+        var hasLength = false, hasDate = false
+        for field in head.headerFields {
+            switch field.name {
+            case .connection, .transferEncoding: continue
+            case .contentLength: hasLength = true
+            case .date: hasDate = true
+            default: break
+            }
+            add(field.name.canonicalName, field.value)
+        }
+        if !hasLength, hasContentLength(head.status) { add("content-length", String(bodyBytes)) }
+        if !hasDate { add("date", HTTPDateField.now) }
     }
 }
 

@@ -7,23 +7,20 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: ``ParseError`` when it is not 64 to 200 hex digits.
     public init(_ text: String) throws(ParseError) {
         guard (64...200).contains(text.utf8.count) else { throw .length(text.utf8.count) }
-        // One pass over the bytes that checks the digits and notes an upper-case one: a token in lower
-        // case (as apps send them, and as every stored one is) is kept as it is, with no copy.
+        // Over the bytes in place, not through the UTF-8 view: every push, registration and delivery
+        // reads a token. A token in lower case (as apps send them, and as every stored one is) is kept as
+        // given, without a copy.
         var text = text
-        // 0: lower-case hex only; 1: an upper-case digit too; 2: not hex.
-        let found = text.withUTF8 { bytes in
-            var found = 0
-            for byte in bytes {
+        let isHex = text.withUTF8 { bytes in
+            bytes.allSatisfy { byte in
                 switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): continue
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): found = 1
-                default: return 2
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
+                default: false
                 }
             }
-            return found
         }
-        guard found < 2 else { throw .notHex }
-        hex = found == 1 ? text.lowercased() : text
+        guard isHex else { throw .notHex }
+        hex = text.lowercasedIfNeeded
     }
 
     /// The first 8 digits and an ellipsis: what logs show (docs/DESIGN.md, Security).

@@ -19,7 +19,7 @@ public enum JSONText {
 
     /// Appends `text` as a JSON string literal (``quoted(_:)``'s bytes) to `result`, for a writer that
     /// builds one text from many strings without a string for each.
-    public static func append(quoted text: String, to result: inout String) {
+    static func append(quoted text: String, to result: inout String) {
         append(quoted: text, shortEscapes: false, to: &result)
     }
 

@@ -6,7 +6,9 @@
 //   swift build -c release --product reloadgate-bench-bodies && .build/release/reloadgate-bench-bodies [CALLS]
 //
 // Prints nanoseconds per parse (the best of five rounds) and each one's ratio to its reference (a trace
-// line is read as `reloadgate simulate` reads a file of them), then the webhook's 202 text both ways.
+// line is read as `reloadgate simulate` reads a file of them), then the webhook's 202 text both ways, a
+// registration's 200 by hand and through the encoder, a device token's and a bundle id's parse, and the
+// webhook's signature check beside a bare HMAC.
 import Crypto
 import Foundation
 import ReloadGateAPI

@@ -237,7 +237,7 @@ let package = Package(
         // JSONSerialization parsing the same bytes (what the bodies were read from before).
         .executableTarget(
             name: "reloadgate-bench-bodies",
-            dependencies: ["ReloadGateAPI", "ReloadGateCore", "ReloadGateSimulation", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["ReloadGateAPI", "ReloadGateAPNs", "ReloadGateCore", "ReloadGateSimulation", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -7,11 +7,12 @@
 //
 // Prints nanoseconds per parse (the best of five rounds) and each one's ratio to its reference (a trace
 // line is read as `reloadgate simulate` reads a file of them), then the webhook's 202 text both ways, a
-// registration's 200 by hand and through the encoder, a device token's and a bundle id's parse, and the
-// webhook's signature check beside a bare HMAC.
+// registration's 200 by hand and through the encoder, a device token's parse, a push's head (its path and
+// headers), a bundle id's parse, and the webhook's signature check beside a bare HMAC.
 import Crypto
 import Foundation
 import ReloadGateAPI
+import ReloadGateAPNs
 import ReloadGateCore
 import ReloadGateSimulation
 
@@ -92,6 +93,18 @@ let tokenText = String(repeating: "0123456789abcdef", count: 4)
 let t1 = try measure("") { try DeviceToken(tokenText).hex.utf8.count }
 let t2 = measure("") { tokenText.utf8.count &+ Int(tokenText.utf8.first ?? 0) }
 print(String(format: "a device token from its text: %.0f ns (its byte count %.0f ns)", t1, t2))
+
+// A push's head checked as the APNs listener checks it: the device token's text from the path, then the
+// headers a provider library sends (a provider token, topic, push type, apns-id, priority, expiration).
+let pushPath = "/3/device/" + tokenText
+let pushFields: [(name: String, value: String)] = [
+    ("authorization", "bearer " + String(repeating: "e", count: 36) + "." + String(repeating: "p", count: 80) + "." + String(repeating: "s", count: 86)),
+    ("apns-topic", "com.example.scores.push-type.widgets"), ("apns-push-type", "widgets"),
+    ("apns-id", "0f8e4a2c-9b1d-4c3e-8a7f-2d6b5e4c3a21"), ("apns-priority", "10"), ("apns-expiration", "0"),
+]
+let h1 = try measure("") { try PushHeaders.deviceTokenText(method: "POST", path: pushPath).utf8.count }
+let h2 = try measure("") { try PushHeaders(pushFields, certificateTopics: nil).bundle.rawValue.utf8.count }
+print(String(format: "a push's head: the token's text from the path %.0f ns, the headers %.0f ns", h1, h2))
 
 // A bundle id read from its text (every push's topic, every registry and webhook path).
 let bundleText = "com.example.scores.widgets"

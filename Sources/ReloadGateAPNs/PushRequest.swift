@@ -44,14 +44,21 @@ public struct PushHeaders: Sendable {
     /// `MethodNotAllowed`.
     /// - Returns: the device token text from the path (possibly empty; checked last, as docs/APNS.md orders).
     public static func deviceTokenText(method: String, path: String) throws(APNsFailure) -> Substring {
-        // Byte-level: this runs for every push.
-        var bytes = Substring(path).utf8
-        if let query = bytes.firstIndex(of: UInt8(ascii: "?")) { bytes = bytes[..<query] }
-        guard bytes.starts(with: pathPrefix.utf8) else { throw APNsFailure(.badPath) }
+        // Over the path's bytes in place: this runs for every push, and stepping through a substring's UTF-8
+        // view index by index cost several times as much (docs/BENCHMARKS.md).
+        var text = path
+        let scanned: (token: Range<Int>, hasSlash: Bool)? = text.withUTF8 { bytes in
+            let path = UnsafeBufferPointer(rebasing: bytes[..<(bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.count)])
+            guard path.starts(with: pathPrefix.utf8) else { return nil }
+            let token = pathPrefix.utf8.count..<path.count
+            return (token, path[token].contains(UInt8(ascii: "/")))
+        }
+        guard let scanned else { throw APNsFailure(.badPath) }
         guard method == "POST" else { throw APNsFailure(.methodNotAllowed) }
-        let token = bytes.dropFirst(pathPrefix.utf8.count)
-        guard !token.contains(UInt8(ascii: "/")) else { throw APNsFailure(.badPath) }
-        return Substring(token)
+        guard !scanned.hasSlash else { throw APNsFailure(.badPath) }
+        let utf8 = text.utf8
+        let start = utf8.index(utf8.startIndex, offsetBy: scanned.token.lowerBound)
+        return Substring(utf8[start..<utf8.index(start, offsetBy: scanned.token.count)])
     }
 
     /// Checks the headers.
@@ -137,23 +144,26 @@ public struct PushHeaders: Sendable {
         self.bearerToken = authorization.map { HeaderValue.bearerCredential($0) ?? "" }
     }
 
-    /// 8-4-4-4-12 hexadecimal digits.
+    /// 8-4-4-4-12 hexadecimal digits, read over the text's bytes in place: every push with an apns-id is
+    /// checked.
     public static func isCanonicalUUID(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 36 else { return false }
-        for (index, byte) in bytes.enumerated() {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                guard byte == UInt8(ascii: "-") else { return false }
-            } else {
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
-                    continue
-                default:
-                    return false
+        guard text.utf8.count == 36 else { return false }
+        var text = text
+        return text.withUTF8 { bytes in
+            for (index, byte) in bytes.enumerated() {
+                if index == 8 || index == 13 || index == 18 || index == 23 {
+                    guard byte == UInt8(ascii: "-") else { return false }
+                } else {
+                    switch byte {
+                    case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
+                        continue
+                    default:
+                        return false
+                    }
                 }
             }
+            return true
         }
-        return true
     }
 }
 

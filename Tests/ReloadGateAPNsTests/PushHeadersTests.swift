@@ -115,3 +115,36 @@ struct PushAuthorizationTests {
         #expect(try PushHeaders(PushHeadersTests.headers([]), certificateTopics: nil).bearerToken == nil)
     }
 }
+
+/// The device token's text from a push's path: `BadPath` for any path but `/3/device/<token>` (a query is
+/// not part of the token), `MethodNotAllowed` for any method but POST on it, the token as sent otherwise
+/// (possibly empty: the token's own check comes later).
+struct PushPathTests {
+    @Test(arguments: [
+        ("/3/device/abc", "abc"), ("/3/device/", ""), ("/3/device/abc?x=1", "abc"), ("/3/device/?", ""),
+        ("/3/device/ab%2Fc", "ab%2Fc"), ("/3/device/é", "é"), ("/3/device/abc?a/b", "abc"),
+    ])
+    func aPushPathGivesItsTokenAsSent(_ path: String, _ token: String) throws {
+        #expect(try PushHeaders.deviceTokenText(method: "POST", path: path) == token)
+    }
+
+    @Test(arguments: ["", "/", "/3/device", "/3/devices/abc", "/3/DEVICE/abc", "3/device/abc", "?/3/device/abc", "/4/device/abc"])
+    func anyOtherPathIsBadPathWhateverTheMethod(_ path: String) {
+        for method in ["POST", "GET"] {
+            #expect(throws: APNsFailure(.badPath)) { try PushHeaders.deviceTokenText(method: method, path: path) }
+        }
+    }
+
+    @Test(arguments: ["/3/device/ab/c", "/3/device//", "/3/device/abc/"])
+    func aTokenWithASlashIsBadPath(_ path: String) {
+        #expect(throws: APNsFailure(.badPath)) { try PushHeaders.deviceTokenText(method: "POST", path: path) }
+    }
+
+    @Test func aMethodOtherThanPostOnThePushPathIsMethodNotAllowed() {
+        for method in ["GET", "PUT", "post", ""] {
+            #expect(throws: APNsFailure(.methodNotAllowed)) { try PushHeaders.deviceTokenText(method: method, path: "/3/device/abc") }
+        }
+        // Under `/3/device/` the method is checked before the token's slashes.
+        #expect(throws: APNsFailure(.methodNotAllowed)) { try PushHeaders.deviceTokenText(method: "GET", path: "/3/device/a/b") }
+    }
+}

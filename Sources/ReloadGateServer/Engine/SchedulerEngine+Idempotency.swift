@@ -26,10 +26,9 @@ extension SchedulerEngine {
         var tableNames: [KeyName] = []
         var rows: [RequestID] = []
         var seen = Set<KeyName>()
-        for item in queued {
-            guard let idempotency = item.submission.idempotency else { continue }
-            let submission = item.submission
-            let name = KeyName(app: submission.app.id, key: idempotency.key)
+        for index in queued.indices {
+            guard let idempotency = queued[index].submission.idempotency else { continue }
+            let name = KeyName(app: queued[index].submission.app.id, key: idempotency.key)
             guard inFlightKeys[name] == nil, seen.insert(name).inserted else { continue }
             // A push's apns-id: in a request's row when the index names one; in the table as well only
             // while the table may hold such keys (recorded there while the index was full, or before

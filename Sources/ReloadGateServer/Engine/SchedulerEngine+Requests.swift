@@ -40,8 +40,10 @@ extension SchedulerEngine {
         let queued = inbox.takeAll()
         prefetchTargets(of: queued)
         let stored = await storedAnswers(of: queued)
-        for item in queued {
-            await accept(item.submission, render: item.render, stored: stored, reply: item.reply)
+        // Read in place by index: a `for item in` loop would copy each request (a dozen references
+        // retained, then released).
+        for index in queued.indices {
+            await accept(queued[index].submission, render: queued[index].render, stored: stored, reply: queued[index].reply)
         }
     }
 
@@ -49,8 +51,8 @@ extension SchedulerEngine {
     /// ``ReloadScheduler/prefetchLimit``): their cache misses overlap instead of following one another.
     private func prefetchTargets(of queued: [Queued]) {
         var targets: [InstanceHandle] = []
-        for item in queued {
-            for target in item.submission.targets {
+        for index in queued.indices {
+            for target in queued[index].submission.targets {
                 guard targets.count < ReloadScheduler.prefetchLimit else { return scheduler.prefetch(targets) }
                 if let handle = Self.handle(target) { targets.append(handle) }
             }

@@ -44,14 +44,14 @@ public struct PushHeaders: Sendable {
     /// `MethodNotAllowed`.
     /// - Returns: the device token text from the path (possibly empty; checked last, as docs/APNS.md orders).
     public static func deviceTokenText(method: String, path: String) throws(APNsFailure) -> Substring {
-        // Over the path's bytes in place: this runs for every push, and stepping through a substring's UTF-8
-        // view index by index cost several times as much (docs/BENCHMARKS.md).
+        // Over the path's bytes in place: this runs for every push, and a substring's UTF-8 view, stepped
+        // index by index, costs several times as much (docs/BENCHMARKS.md).
         var text = path
         let scanned: (token: Range<Int>, hasSlash: Bool)? = text.withUTF8 { bytes in
-            let path = UnsafeBufferPointer(rebasing: bytes[..<(bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.count)])
-            guard path.starts(with: pathPrefix.utf8) else { return nil }
-            let token = pathPrefix.utf8.count..<path.count
-            return (token, path[token].contains(UInt8(ascii: "/")))
+            let beforeQuery = UnsafeBufferPointer(rebasing: bytes[..<(bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.count)])
+            guard beforeQuery.starts(with: pathPrefix.utf8) else { return nil }
+            let token = pathPrefix.utf8.count..<beforeQuery.count
+            return (token, beforeQuery[token].contains(UInt8(ascii: "/")))
         }
         guard let scanned else { throw APNsFailure(.badPath) }
         guard method == "POST" else { throw APNsFailure(.methodNotAllowed) }

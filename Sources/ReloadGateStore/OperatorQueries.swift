@@ -63,8 +63,8 @@ extension SQLStore {
             let bounds = try await session.row("SELECT MIN(id) AS first, MAX(id) AS last FROM request")
             guard let first = try bounds?.optionalInt64("first"), let last = try bounds?.optionalInt64("last") else { return [] }
             return try await session.rows(LedgerLayout.requests(
-                apnsID: apnsID.lowercased(), blocks: (first >> LedgerLayout.apnsIDBlockBits)...(last >> LedgerLayout.apnsIDBlockBits)
-            )            ).map { try $0.int64("id") }
+                apnsID: StoredAPNsID.of(apnsID), blocks: (first >> LedgerLayout.apnsIDBlockBits)...(last >> LedgerLayout.apnsIDBlockBits)
+            )).map { try $0.int64("id") }
         }
     }
 
@@ -104,7 +104,7 @@ extension SQLStore {
 
     /// The delivery with this apns-id, or nil.
     public func delivery(apnsID: String) async throws -> DeliveryRecord? {
-        try await deliveryRecords("WHERE dl.apnsId = \(apnsID.lowercased())").first
+        try await deliveryRecords("WHERE dl.apnsId = \(StoredAPNsID.of(apnsID))").first
     }
 
     /// The last `limit` deliveries to the device `token` of `bundle`, newest first.

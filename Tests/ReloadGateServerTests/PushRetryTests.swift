@@ -77,6 +77,8 @@ struct PushRetryTests {
             let store = try SQLiteStore(directory: data, environment: .sandbox, now: Date())
             defer { try? store.close() }
             #expect(try await store.requests(apnsID: apnsID).count == 2)
+            // An operator's look-up in capitals finds them too: the stored form is one rule (StoredAPNsID).
+            #expect(try await store.requests(apnsID: apnsID.uppercased()).count == 2)
             // Their answers are kept in their request rows, not in the idempotency table.
             #expect(try await store.ledgerCounts().idempotencyKeys == 0)
             _ = try await eventually { Self.deliveries(to: Self.other, in: data) == 1 }

@@ -341,7 +341,7 @@ final class PushIngress: Sendable {
                 team: head.team,
                 exempt: false,
                 summary: summary,
-                apnsID: head.apnsID.lowercasedIfNeeded,
+                apnsID: StoredAPNsID.of(head.apnsID),
                 received: Timestamp(received),
                 activity: payload.activity,
                 // A sender's own apns-id names the push: its retry is answered, not decided again.

@@ -47,7 +47,7 @@ struct ReloadCommand: Sendable {
         /// apns-id"). A device is one token of one app.
         static func push(apnsID: String, device: Int64) -> Idempotency {
             Idempotency(
-                key: "\(pushKeyPrefix)\(device) \(apnsID.lowercasedIfNeeded)", bodyHash: [], window: IdempotentAnswer.pushRetryWindow, keptWithRequest: true
+                key: "\(pushKeyPrefix)\(device) \(StoredAPNsID.of(apnsID))", bodyHash: [], window: IdempotentAnswer.pushRetryWindow, keptWithRequest: true
             )
         }
     }

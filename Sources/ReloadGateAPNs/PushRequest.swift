@@ -150,19 +150,9 @@ public struct PushHeaders: Sendable {
         guard text.utf8.count == 36 else { return false }
         var text = text
         return text.withUTF8 { bytes in
-            for (index, byte) in bytes.enumerated() {
-                if index == 8 || index == 13 || index == 18 || index == 23 {
-                    guard byte == UInt8(ascii: "-") else { return false }
-                } else {
-                    switch byte {
-                    case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
-                        continue
-                    default:
-                        return false
-                    }
-                }
+            bytes.enumerated().allSatisfy { index, byte in
+                index == 8 || index == 13 || index == 18 || index == 23 ? byte == UInt8(ascii: "-") : byte.isASCIIHexDigit
             }
-            return true
         }
     }
 }

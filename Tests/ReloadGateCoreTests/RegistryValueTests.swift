@@ -3,6 +3,13 @@ import Foundation
 import Testing
 
 struct RegistryValueTests {
+    /// A device token's and a UUID's digits: every byte is one exactly when it is an ASCII hex digit.
+    @Test func aHexDigitIsOneOf0To9AndAToFInEitherCase() {
+        for byte in UInt8.min...UInt8.max {
+            #expect(byte.isASCIIHexDigit == (byte < 0x80 && Character(Unicode.Scalar(byte)).isHexDigit), "\(byte)")
+        }
+    }
+
     /// `lowercasedIfNeeded` is `lowercased()` for any text; lower-case ASCII comes back as it is.
     @Test func lowercasedIfNeededIsLowercased() {
         for text in ["", "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "3F2504E0-4f89-11D3-9A0C-0305E82C3301", "aBc", "ÉTÉ", "été", "Z", "@[`{"] {

@@ -7,19 +7,10 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: ``ParseError`` when it is not 64 to 200 hex digits.
     public init(_ text: String) throws(ParseError) {
         guard (64...200).contains(text.utf8.count) else { throw .length(text.utf8.count) }
-        // Over the bytes in place, not through the UTF-8 view: every push, registration and delivery
-        // reads a token. A token in lower case (as apps send them, and as every stored one is) is kept as
-        // given, without a copy.
+        // Over the bytes in place: every push, registration and delivery reads a token. A token in lower
+        // case (as apps send them, and as every stored one is) is kept as given, without a copy.
         var text = text
-        let isHex = text.withUTF8 { bytes in
-            bytes.allSatisfy { byte in
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
-                default: false
-                }
-            }
-        }
-        guard isHex else { throw .notHex }
+        guard text.withUTF8({ $0.allSatisfy(\.isASCIIHexDigit) }) else { throw .notHex }
         hex = text.lowercasedIfNeeded
     }
 

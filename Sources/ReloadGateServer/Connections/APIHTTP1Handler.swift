@@ -163,7 +163,7 @@ final class APIHTTP1Handler: ChannelInboundHandler {
     private func write(_ response: HTTPResponse, _ body: ByteBuffer, isHead: Bool, context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
         headers.reserveCapacity(response.headerFields.count + 3)
-        RouteAnswer.fields(of: response, bodyBytes: body.readableBytes) { headers.add(name: $0, value: $1) }
+        RouteAnswer.fields(of: response, bodyBytes: body.readableBytes, date: HTTPDateField.now) { headers.add(name: $0, value: $1) }
         let close = !keepAlive
         if close {
             headers.add(name: "connection", value: "close")

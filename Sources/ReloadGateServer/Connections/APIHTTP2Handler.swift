@@ -235,7 +235,7 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
         var headers = HPACKHeaders()
         headers.reserveCapacity(head.headerFields.count + 2)
         headers.add(name: ":status", value: String(head.status.code))
-        RouteAnswer.fields(of: head, bodyBytes: body.readableBytes) { headers.add(name: $0, value: $1) }
+        RouteAnswer.fields(of: head, bodyBytes: body.readableBytes, date: HTTPDateField.now) { headers.add(name: $0, value: $1) }
         // A HEAD request's answer has the headers of the GET and no body (RFC 9110 9.3.2).
         let hasBody = body.readableBytes > 0 && stream.head.method != .head
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)

@@ -43,9 +43,11 @@ enum RouteAnswer {
 
     /// The fields an answer is written with, each handed to `add`: the route's own but `connection` and
     /// `transfer-encoding` (the listener's to set, and not HTTP/2's at all), then `content-length` (of
-    /// `bodyBytes`) and `date` where the route gave none. One pass over the route's fields, noting those two
-    /// as it goes (a look-up by name is a scan of its own).
-    static func fields(of head: HTTPResponse, bodyBytes: Int, _ add: (_ name: String, _ value: String) -> Void) {
+    /// `bodyBytes`) and `date` (read only then) where the route gave none. One pass over the route's fields,
+    /// noting those two as it goes (a look-up by name is a scan of its own).
+    static func fields(
+        of head: HTTPResponse, bodyBytes: Int, date: @autoclosure () -> String, _ add: (_ name: String, _ value: String) -> Void
+    ) {
         var hasLength = false, hasDate = false
         for field in head.headerFields {
             switch field.name {
@@ -57,7 +59,7 @@ enum RouteAnswer {
             add(field.name.canonicalName, field.value)
         }
         if !hasLength, hasContentLength(head.status) { add("content-length", String(bodyBytes)) }
-        if !hasDate { add("date", HTTPDateField.now) }
+        if !hasDate { add("date", date()) }
     }
 }
 

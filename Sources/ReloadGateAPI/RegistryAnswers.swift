@@ -25,8 +25,8 @@ public enum RegistryAPI {
             self.retiredPreviousToken = retiredPreviousToken
         }
 
-        /// ``BodyJSON/encode(_:)``'s bytes, written without the encoder into one string (not a string for
-        /// each widget and their join): every registration is answered with it.
+        /// ``BodyJSON/encode(_:)``'s bytes, written without the encoder into one string: every registration
+        /// is answered with it.
         public var jsonText: String {
             var text = #"{"device":"#
             text.reserveCapacity(device.utf8.count + 80 + widgets.count * 40)

@@ -10,44 +10,53 @@ public struct DeviceRegistrationBody: RegistryBody, Sendable {
     /// The token this one replaces (retired: 410 from then on).
     public var previousToken: DeviceToken?
 
-    private enum Field: String, CodingKey { case environment, widgets, previousToken }
-    private enum WidgetField: String, CodingKey { case id, kind, family, configuration, pushEnabled }
-
+    /// Reads the body through a `Decoder` (the tests' `JSONDecoder` too), with the registry's limits from
+    /// its `userInfo`: the same checks as ``init(json:limits:)``.
     public init(from decoder: any Decoder) throws {
         let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
-        let fields = try decoder.container(keyedBy: Field.self)
-        environment = try fields.optionalString(.environment)
-        var list = try fields.array(.widgets)
-        let count = list.count ?? 0
-        guard count <= limits.widgetsPerDevice else {
-            throw APIError.invalidField("a device has at most \(limits.widgetsPerDevice) widgets, not \(count)")
+        try self.init(BodyObject(body: decoder.singleValueContainer().decode(JSONValue.self)), limits: limits)
+    }
+
+    /// Parses and checks the body against `limits` (what the route calls).
+    public init(json data: Data, limits: RegistryLimits) throws(APIError) {
+        try self.init(BodyObject(body: BodyJSON.parse(data)), limits: limits)
+    }
+
+    /// The body's checks, over its object as parsed.
+    init(_ body: BodyObject, limits: RegistryLimits) throws(APIError) {
+        environment = try body.optionalString("environment")
+        let items = try body.array("widgets")
+        guard items.count <= limits.widgetsPerDevice else {
+            throw APIError.invalidField("a device has at most \(limits.widgetsPerDevice) widgets, not \(items.count)")
         }
         widgets = []
-        widgets.reserveCapacity(count)
-        while !list.isAtEnd {
-            let index = list.currentIndex
-            guard let item = try? list.nestedContainer(keyedBy: WidgetField.self) else { throw APIError.invalidField("widgets[\(index)] must be an object") }
-            let familyText = try item.string(.family)
+        widgets.reserveCapacity(items.count)
+        for (index, value) in items.enumerated() {
+            let item = try BodyObject(value, item: index, of: body.name("widgets"))
+            let familyText = try item.string("family")
             guard let family = WidgetFamily(rawValue: familyText) else {
-                throw APIError.invalidField("widgets[\(index)].family must be one of \(WidgetFamily.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw APIError.invalidField("\(item.name("family")) must be one of \(WidgetFamily.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             widgets.append(
                 WidgetRegistration(
-                    id: try item.string(.id),
-                    kind: try item.string(.kind),
+                    id: try item.string("id"),
+                    kind: try item.string("kind"),
                     family: family,
-                    configuration: try item.configuration(.configuration),
-                    pushEnabled: try item.bool(.pushEnabled, default: true)
+                    configuration: try item.configuration("configuration"),
+                    pushEnabled: try item.bool("pushEnabled", default: true)
                 )
             )
         }
         if let problem = limits.problem(with: widgets) { throw APIError.invalidField(problem) }
-        previousToken = try fields.optionalDeviceToken(.previousToken)
+        previousToken = try body.optionalDeviceToken("previousToken")
     }
 }
 
 /// A registry API body: decoded with the registry's limits, which its decoder checks as it reads.
-public protocol RegistryBody: Decodable {}
+public protocol RegistryBody: Decodable {
+    /// Parses and checks the body against `limits`.
+    init(json data: Data, limits: RegistryLimits) throws(APIError)
+}
 
 extension RegistryBody {
     /// Parses and checks the body against `limits`.

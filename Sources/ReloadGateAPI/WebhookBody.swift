@@ -30,7 +30,7 @@ public struct WebhookBody: Decodable, Sendable {
 
     /// Parses and checks the body of a call received at `received`.
     public init(json data: Data, received: Timestamp) throws(APIError) {
-        self = try BodyJSON.decode(Self.self, from: data)
+        try self.init(BodyObject(body: BodyJSON.parse(data)))
         expiration = Timestamp.expiration(expiration, receivedAt: received)
         // The payload as sent (a push type's own rule checks it): taken from the body again, since a
         // decoder hands out values, not their JSON.
@@ -44,11 +44,18 @@ public struct WebhookBody: Decodable, Sendable {
         }
     }
 
+    /// Reads the body through a `Decoder` (the tests' `JSONDecoder` too): the same checks as
+    /// ``init(json:received:)`` before the expiration is taken against the call's time and the payload
+    /// is read.
     public init(from decoder: any Decoder) throws {
-        let fields = try decoder.container(keyedBy: AnyKey.self)
-        try decoder.refuseUnknownFields(Self.fieldNames)
+        try self.init(BodyObject(body: decoder.singleValueContainer().decode(JSONValue.self)))
+    }
+
+    /// The body's checks, over its object as parsed.
+    init(_ fields: BodyObject) throws(APIError) {
+        try fields.refuseUnknownFields(Self.fieldNames)
         target = ReloadTarget()
-        if let text = try fields.optionalString(AnyKey("pushType")) {
+        if let text = try fields.optionalString("pushType") {
             // `widgets` (the default): reloadTimelines(ofKind:) / reloadAllTimelines(); `controls`:
             // reloadControls(ofKind:) / reloadAllControls().
             guard let pushType = PushType(rawValue: text) else {
@@ -56,25 +63,23 @@ public struct WebhookBody: Decodable, Sendable {
             }
             target.pushType = pushType
         }
-        if let kind = try fields.optionalString(AnyKey("kind")) {
+        if let kind = try fields.optionalString("kind") {
             let limit = RegistryLimits().identifierLength
             // Characters as JSON Schema counts them (Unicode scalars), so the OpenAPI document's maxLength is this rule.
             guard !kind.isEmpty, kind.unicodeScalars.count <= limit else { throw APIError.invalidField("kind must be 1 to \(limit) characters") }
             target.kind = kind
         }
-        if !fields.isAbsent(AnyKey("match")) { target.match = try fields.flatObject(AnyKey("match")) }
-        payloadSent = !fields.isAbsent(AnyKey("payload"))
-        if !fields.isAbsent(AnyKey("devices")) {
-            var list = try fields.array(AnyKey("devices"))
-            let count = list.count ?? 0
-            guard count <= Self.deviceLimit else {
-                throw APIError.invalidField("devices names at most \(Self.deviceLimit) tokens, not \(count)")
+        if !fields.isAbsent("match") { target.match = try fields.flatObject("match") }
+        payloadSent = !fields.isAbsent("payload")
+        if !fields.isAbsent("devices") {
+            let items = try fields.array("devices")
+            guard items.count <= Self.deviceLimit else {
+                throw APIError.invalidField("devices names at most \(Self.deviceLimit) tokens, not \(items.count)")
             }
             var tokens: [DeviceToken] = []
-            tokens.reserveCapacity(count)
-            while !list.isAtEnd {
-                let index = list.currentIndex
-                guard let text = try? list.decode(String.self) else { throw APIError.invalidField("devices[\(index)] must be a string") }
+            tokens.reserveCapacity(items.count)
+            for (index, item) in items.enumerated() {
+                guard case .string(let text) = item else { throw APIError.invalidField("devices[\(index)] must be a string") }
                 do {
                     tokens.append(try DeviceToken(text))
                 } catch {
@@ -85,31 +90,30 @@ public struct WebhookBody: Decodable, Sendable {
         }
 
         priority = .high
-        if !fields.isAbsent(AnyKey("priority")) {
-            guard let number = fields.number(AnyKey("priority")), let level = Priority.allCases.first(where: { Double($0.rawValue) == number })
+        if !fields.isAbsent("priority") {
+            guard let number = fields.number("priority"), let level = Priority.allCases.first(where: { Double($0.rawValue) == number })
             else { throw APIError.invalidField("priority must be 10, 5 or 1") }
             priority = level
         }
 
-        if !fields.isAbsent(AnyKey("expiration")) {
-            if fields.number(AnyKey("expiration")) == 0 {
+        if !fields.isAbsent("expiration") {
+            if fields.number("expiration") == 0 {
                 expiration = .nowOrNever  // 0: only if it can go now (rule 7)
             } else {
-                expiration = try fields.date(AnyKey("expiration"))
+                expiration = try fields.date("expiration")
             }
         }
 
-        collapseID = try fields.optionalString(AnyKey("collapseId"))
+        collapseID = try fields.optionalString("collapseId")
         if let collapseID, collapseID.isEmpty || collapseID.unicodeScalars.count > Self.collapseIDLength {
             throw APIError.invalidField("collapseId must be 1 to \(Self.collapseIDLength) characters")
         }
 
-        if let text = try fields.optionalString(AnyKey("exempt")) {
+        if let text = try fields.optionalString("exempt") {
             guard let exemption = Exemption(rawValue: text) else {
                 throw APIError.invalidField("exempt must be one of \(Exemption.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             self.exemption = exemption
         }
     }
-
 }

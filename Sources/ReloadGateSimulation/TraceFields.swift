@@ -5,9 +5,9 @@ public import ReloadGateCore
 /// Typed access to a trace line parsed by ``JSONParser`` (as the request bodies are, decision 0097), with
 /// errors that name the field (`widgets[2].kind must be a string`). A trace file holds millions of lines;
 /// walking the parsed value reads them faster than a `Decodable` type would (docs/DECISIONS.md, "Every
-/// body is a type"). Every number is checked before it is used: a time outside 1970 to 9999, a fraction
-/// where a whole number is expected, `1e300`, `1e400` or a 20-digit integer is a
-/// ``APIError/invalidField(_:)``, never a trap in a conversion.
+/// body is a type"). The checks are the request bodies' (``FieldRule``): every number is checked before it
+/// is used: a time outside 1970 to 9999, a fraction where a whole number is expected, `1e300`, `1e400` or a
+/// 20-digit integer is a ``APIError/invalidField(_:)``, never a trap in a conversion.
 public enum TraceFields {
     /// Parses a line already read, refused as a request body would be.
     public static func object(_ data: Data) throws(APIError) -> [String: JSONValue] {
@@ -17,39 +17,32 @@ public enum TraceFields {
 
     /// `value`, or nil when it is missing or `null`.
     public static func present(_ value: JSONValue?) -> JSONValue? {
-        if case .null = value { return nil }
-        return value
+        FieldRule.present(value)
     }
 
     public static func string(_ value: JSONValue?, _ path: String) throws(APIError) -> String {
-        guard case .string(let text) = value else { throw .invalidField("\(path) must be a string") }
-        return text
+        try FieldRule.string(value, path)
     }
 
     public static func optionalString(_ value: JSONValue?, _ path: String) throws(APIError) -> String? {
-        guard let value = present(value) else { return nil }
-        return try string(value, path)
+        try FieldRule.optionalString(value, path)
     }
 
     public static func bool(_ value: JSONValue?, _ path: String, default defaultValue: Bool) throws(APIError) -> Bool {
-        guard let value = present(value) else { return defaultValue }
-        guard case .bool(let flag) = value else { throw .invalidField("\(path) must be true or false") }
-        return flag
+        try FieldRule.bool(value, path, default: defaultValue)
     }
 
     public static func array(_ value: JSONValue?, _ path: String) throws(APIError) -> [JSONValue] {
-        guard case .array(let items) = value else { throw .invalidField("\(path) must be an array") }
-        return items
+        try FieldRule.array(value, path)
     }
 
     public static func object(_ value: JSONValue?, _ path: String) throws(APIError) -> [String: JSONValue] {
-        guard case .object(let fields) = value else { throw .invalidField("\(path) must be an object") }
-        return fields
+        try FieldRule.object(value, path)
     }
 
     /// A finite JSON number that is not a boolean, as a `Double` (``JSONValue/finiteNumber``).
     public static func number(_ value: JSONValue?) -> Double? {
-        value?.finiteNumber
+        FieldRule.number(value)
     }
 
     /// A whole number within `range`; fractions, booleans and anything outside the range are refused.
@@ -63,7 +56,6 @@ public enum TraceFields {
     /// A time: RFC 3339 text (`2026-11-22T14:00:00Z`, fractions allowed) or UNIX seconds (a fraction is
     /// floored to the millisecond), from 1970-01-01 to 9999-12-31 (``Timestamp/acceptedRange``).
     public static func date(_ value: JSONValue?, _ path: String) throws(APIError) -> Timestamp {
-        if case .string(let text) = value { return try JSONFields.date(seconds: nil, text: text, path) }
-        return try JSONFields.date(seconds: number(value), text: nil, path)
+        try FieldRule.date(value, path)
     }
 }

@@ -12,144 +12,247 @@ public struct AnyKey: CodingKey, Hashable, Sendable {
     public init?(intValue: Int) { nil }
 }
 
-/// The checks of a body's fields inside its `init(from:)`, each refusal an ``APIError/invalidField(_:)``
-/// that names the field by its path (`widgets[2].family`), with the words the bodies used before they were
-/// types (`... must be a string`, `... must be true or false`). Every number is checked before it is used:
-/// a time outside 1970 to 9999, a fraction where a whole number is expected, `1e300` or a 20-digit integer
-/// is refused, never a trap in a conversion.
-extension KeyedDecodingContainer {
-    /// The field's name in a refusal: its path from the body's top.
-    func name(_ key: Key) -> String { BodyJSON.path(codingPath + [key]) }
+/// The checks of a body's fields, each over a field's value as parsed (`nil` when the field is missing) and
+/// its name in a refusal, its path from the body's top (`widgets[2].family`). Each refusal is an
+/// ``APIError/invalidField(_:)`` with the words the bodies used before they were types (`... must be a
+/// string`, `... must be true or false`). Every number is checked before it is used: a time outside 1970
+/// to 9999, a fraction where a whole number is expected, `1e300` or a 20-digit integer is refused, never a
+/// trap in a conversion. The bodies read their fields through ``BodyObject`` or, inside an `init(from:)`,
+/// through ``KeyedDecodingContainer``'s helpers below; the simulator's trace lines through `TraceFields`:
+/// all three apply these.
+public enum FieldRule {
+    /// The refusal `<name> must be <what>`.
+    public static func mustBe(_ what: String, _ name: String) -> APIError {
+        .invalidField("\(name) must be \(what)")
+    }
 
-    /// A string field that must be there.
-    public func string(_ key: Key) throws(APIError) -> String {
-        guard let value = (try? decodeIfPresent(String.self, forKey: key)) ?? nil else { throw .invalidField("\(name(key)) must be a string") }
+    /// `value`, or nil when it is missing or `null`.
+    public static func present(_ value: JSONValue?) -> JSONValue? {
+        if case .null = value { return nil }
         return value
     }
 
-    /// A string field that may be missing or `null`. One look-up: `decodeIfPresent` is `nil` for a missing
-    /// field and for `null`, and throws for any other value (each look-up in the decoder costs).
-    public func optionalString(_ key: Key) throws(APIError) -> String? {
-        do {
-            return try decodeIfPresent(String.self, forKey: key)
-        } catch {
-            throw .invalidField("\(name(key)) must be a string")
-        }
+    /// A string that must be there.
+    public static func string(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> String {
+        guard case .string(let text)? = value else { throw mustBe("a string", name()) }
+        return text
+    }
+
+    /// A string that may be missing or `null`.
+    public static func optionalString(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> String? {
+        guard let value = present(value) else { return nil }
+        return try string(value, name())
     }
 
     /// `true` or `false`, `defaultValue` when missing or `null`.
-    public func bool(_ key: Key, default defaultValue: Bool) throws(APIError) -> Bool {
-        do {
-            return try decodeIfPresent(Bool.self, forKey: key) ?? defaultValue
-        } catch {
-            throw .invalidField("\(name(key)) must be true or false")
-        }
+    public static func bool(_ value: JSONValue?, _ name: @autoclosure () -> String, default defaultValue: Bool) throws(APIError) -> Bool {
+        guard let value = present(value) else { return defaultValue }
+        guard case .bool(let flag) = value else { throw mustBe("true or false", name()) }
+        return flag
+    }
+
+    /// An array that must be there.
+    public static func array(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> [JSONValue] {
+        guard case .array(let items)? = value else { throw mustBe("an array", name()) }
+        return items
+    }
+
+    /// An object that must be there.
+    public static func object(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> [String: JSONValue] {
+        guard case .object(let fields)? = value else { throw mustBe("an object", name()) }
+        return fields
     }
 
     /// An array of strings, empty when missing or `null`.
-    public func strings(_ key: Key) throws(APIError) -> [String] {
-        guard contains(key), (try? decodeNil(forKey: key)) == false else { return [] }
-        guard let value = try? decode([JSONValue].self, forKey: key) else { throw .invalidField("\(name(key)) must be an array") }
-        return try value.enumerated().map { index, item throws(APIError) in
-            guard case .string(let text) = item else { throw .invalidField("\(name(key))[\(index)] must be a string") }
+    public static func strings(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> [String] {
+        guard let value = present(value) else { return [] }
+        return try array(value, name()).enumerated().map { index, item throws(APIError) in
+            guard case .string(let text) = item else { throw mustBe("a string", "\(name())[\(index)]") }
             return text
         }
     }
 
-    /// No such field, or `null`.
-    public func isAbsent(_ key: Key) -> Bool {
-        !contains(key) || (try? decodeNil(forKey: key)) != false
-    }
-
-    /// An array field that must be there, to be read item by item.
-    public func array(_ key: Key) throws(APIError) -> any UnkeyedDecodingContainer {
-        guard let list = try? nestedUnkeyedContainer(forKey: key) else { throw .invalidField("\(name(key)) must be an array") }
-        return list
-    }
-
-    /// A JSON number that is not a boolean (the decoder keeps them apart), if the field is one.
-    public func number(_ key: Key) -> Double? {
-        (try? decode(Double.self, forKey: key)).flatMap { $0.isFinite ? $0 : nil }
+    /// A finite JSON number that is not a boolean (``JSONValue/finiteNumber``), if the value is one.
+    public static func number(_ value: JSONValue?) -> Double? {
+        value?.finiteNumber
     }
 
     /// A string, a number or a boolean: a value of a flat configuration.
-    public func configurationValue(_ key: Key) throws(APIError) -> WidgetConfiguration.Value {
-        try Self.configurationValue((try? decode(JSONValue.self, forKey: key)) ?? .null, name(key))
-    }
-
-    /// `value` as a configuration's value, or the refusal naming it `name`.
-    static func configurationValue(_ value: JSONValue, _ name: @autoclosure () -> String) throws(APIError) -> WidgetConfiguration.Value {
+    public static func configurationValue(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> WidgetConfiguration.Value {
         switch value {
-        case .string(let text): return .string(text)
-        case .bool(let flag): return .bool(flag)
+        case .string(let text)?: return .string(text)
+        case .bool(let flag)?: return .bool(flag)
         default:
-            guard let number = value.finiteNumber else {
+            guard let number = value?.finiteNumber else {
                 throw .invalidField("\(name()) must be a string, a number or a boolean (configurations are flat)")
             }
             return .number(number)
         }
     }
 
-    /// A flat object of strings, numbers and booleans; empty when missing or `null` (one look-up).
-    public func configuration(_ key: Key) throws(APIError) -> WidgetConfiguration {
-        let value: JSONValue?
-        do {
-            value = try decodeIfPresent(JSONValue.self, forKey: key)
-        } catch {
-            throw .invalidField("\(name(key)) must be an object")
-        }
-        guard let value else { return WidgetConfiguration() }
-        return WidgetConfiguration(try flatObject(value, key))
-    }
-
-    /// A flat object's values, read from the object as parsed (a keyed container's `allKeys` casts its
-    /// array of keys element by element, the largest cost of a webhook call's body).
-    public func flatObject(_ key: Key) throws(APIError) -> [String: WidgetConfiguration.Value] {
-        try flatObject((try? decode(JSONValue.self, forKey: key)) ?? .null, key)
-    }
-
-    /// `value`, the field `key`'s, as a flat object's values.
-    private func flatObject(_ value: JSONValue, _ key: Key) throws(APIError) -> [String: WidgetConfiguration.Value] {
-        guard case .object(let fields) = value else { throw .invalidField("\(name(key)) must be an object") }
+    /// A flat object's values (strings, numbers and booleans), each refused by its own name.
+    public static func flatObject(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> [String: WidgetConfiguration.Value] {
+        let fields = try object(value, name())
         var values: [String: WidgetConfiguration.Value] = [:]
         values.reserveCapacity(fields.count)
         for (field, value) in fields {
-            values[field] = try Self.configurationValue(value, BodyJSON.path(codingPath + [key, AnyKey(field)]))
+            values[field] = try configurationValue(value, "\(name()).\(field)")
         }
         return values
     }
 
+    /// A flat object of strings, numbers and booleans; empty when missing or `null`.
+    public static func configuration(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> WidgetConfiguration {
+        guard let value = present(value) else { return WidgetConfiguration() }
+        return WidgetConfiguration(try flatObject(value, name()))
+    }
+
     /// A time: RFC 3339 text or UNIX seconds, from 1970 to 9999 (``JSONFields/date(seconds:text:_:)``).
-    public func date(_ key: Key) throws(APIError) -> Timestamp {
-        // Text first: most times are written as text, and a failed decode (an error made and dropped)
-        // costs more than the decode.
-        if let text = try? decode(String.self, forKey: key) { return try JSONFields.date(seconds: nil, text: text, name(key)) }
-        return try JSONFields.date(seconds: number(key), text: nil, name(key))
+    public static func date(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> Timestamp {
+        if case .string(let text)? = value { return try JSONFields.date(seconds: nil, text: text, name()) }
+        return try JSONFields.date(seconds: number(value), text: nil, name())
     }
 
     /// A device token (64 hex digits) that may be missing or `null`.
-    public func optionalDeviceToken(_ key: Key) throws(APIError) -> DeviceToken? {
-        guard let text = try optionalString(key) else { return nil }
+    public static func optionalDeviceToken(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> DeviceToken? {
+        guard let text = try optionalString(value, name()) else { return nil }
         do {
             return try DeviceToken(text)
         } catch {
-            throw .invalidField("\(name(key)): \(error)")
+            throw .invalidField("\(name()): \(error)")
         }
     }
-}
 
-extension Decoder {
-    /// Refuses a field of the body's object not in `names`, naming it (the first in sorted order) and the
-    /// fields there are. Reads the object as parsed, not a keyed container's `allKeys` (see `flatObject`).
-    public func refuseUnknownFields(_ names: Set<String>) throws {
-        guard case .object(let fields) = try singleValueContainer().decode(JSONValue.self) else { return }
+    /// Refuses a field of `fields` not in `names`, naming it (the first in sorted order) and the fields
+    /// there are.
+    public static func refuseUnknownFields(_ fields: [String: JSONValue], _ names: Set<String>) throws(APIError) {
         var unknown: String?
         for key in fields.keys where !names.contains(key) {
             if unknown == nil || key < unknown! { unknown = key }
         }
         if let unknown {
-            throw APIError.invalidField("unknown field '\(unknown)'; the fields are \(names.sorted().joined(separator: ", "))")
+            throw .invalidField("unknown field '\(unknown)'; the fields are \(names.sorted().joined(separator: ", "))")
         }
+    }
+}
+
+/// A JSON object of a request body, read as parsed: one dictionary look-up a field, where a `Decoder`'s
+/// keyed container costs a boxed container, its coding path and a look-up of the field's type for each
+/// (decision 0059, amended). The checks are ``FieldRule``'s.
+public struct BodyObject: Sendable {
+    /// The object's fields.
+    public let fields: [String: JSONValue]
+    /// Where the object is in the body, for the names in refusals: empty for the body itself.
+    private let path: String
+    /// The object's index in the array `path` names, when it is an item of one.
+    private let index: Int?
+
+    /// The body itself: a body that is not a JSON object is `400 invalid-json`.
+    public init(body value: JSONValue) throws(APIError) {
+        guard case .object(let fields) = value else { throw .invalidJSON("the body must be a JSON object") }
+        self.fields = fields
+        path = ""
+        index = nil
+    }
+
+    /// Item `index` of the array named `array` (its path, `widgets`): refused when it is not an object
+    /// (`widgets[2] must be an object`).
+    public init(_ value: JSONValue, item index: Int, of array: String) throws(APIError) {
+        guard case .object(let fields) = value else { throw FieldRule.mustBe("an object", "\(array)[\(index)]") }
+        self.fields = fields
+        path = array
+        self.index = index
+    }
+
+    /// A field's name in a refusal: its path from the body's top (`widgets[2].family`).
+    public func name(_ key: String) -> String {
+        if let index { return "\(path)[\(index)].\(key)" }
+        return path.isEmpty ? key : "\(path).\(key)"
+    }
+
+    public func string(_ key: String) throws(APIError) -> String { try FieldRule.string(fields[key], name(key)) }
+    public func optionalString(_ key: String) throws(APIError) -> String? { try FieldRule.optionalString(fields[key], name(key)) }
+    public func bool(_ key: String, default defaultValue: Bool) throws(APIError) -> Bool {
+        try FieldRule.bool(fields[key], name(key), default: defaultValue)
+    }
+    public func array(_ key: String) throws(APIError) -> [JSONValue] { try FieldRule.array(fields[key], name(key)) }
+    public func number(_ key: String) -> Double? { FieldRule.number(fields[key]) }
+    public func flatObject(_ key: String) throws(APIError) -> [String: WidgetConfiguration.Value] { try FieldRule.flatObject(fields[key], name(key)) }
+    public func configuration(_ key: String) throws(APIError) -> WidgetConfiguration { try FieldRule.configuration(fields[key], name(key)) }
+    public func date(_ key: String) throws(APIError) -> Timestamp { try FieldRule.date(fields[key], name(key)) }
+    public func optionalDeviceToken(_ key: String) throws(APIError) -> DeviceToken? { try FieldRule.optionalDeviceToken(fields[key], name(key)) }
+    /// No such field, or `null`.
+    public func isAbsent(_ key: String) -> Bool { FieldRule.present(fields[key]) == nil }
+    public func refuseUnknownFields(_ names: Set<String>) throws(APIError) { try FieldRule.refuseUnknownFields(fields, names) }
+}
+
+/// ``FieldRule``'s checks inside an `init(from:)`: each reads its field's value as parsed and applies the
+/// rule of the same name, so a body read through a `Decoder` (Foundation's too, in the tests) is refused
+/// with the same words.
+extension KeyedDecodingContainer {
+    /// The field's name in a refusal: its path from the body's top.
+    func name(_ key: Key) -> String { BodyJSON.path(codingPath + [key]) }
+
+    /// The field's value as parsed; `nil` when it is missing or `null`.
+    func value(_ key: Key) -> JSONValue? {
+        (try? decodeIfPresent(JSONValue.self, forKey: key)) ?? nil
+    }
+
+    /// A string field that must be there.
+    public func string(_ key: Key) throws(APIError) -> String { try FieldRule.string(value(key), name(key)) }
+
+    /// A string field that may be missing or `null`.
+    public func optionalString(_ key: Key) throws(APIError) -> String? { try FieldRule.optionalString(value(key), name(key)) }
+
+    /// `true` or `false`, `defaultValue` when missing or `null`.
+    public func bool(_ key: Key, default defaultValue: Bool) throws(APIError) -> Bool {
+        try FieldRule.bool(value(key), name(key), default: defaultValue)
+    }
+
+    /// An array of strings, empty when missing or `null`.
+    public func strings(_ key: Key) throws(APIError) -> [String] { try FieldRule.strings(value(key), name(key)) }
+
+    /// No such field, or `null`.
+    public func isAbsent(_ key: Key) -> Bool { value(key) == nil }
+
+    /// An array field that must be there, to be read item by item.
+    public func array(_ key: Key) throws(APIError) -> any UnkeyedDecodingContainer {
+        guard let list = try? nestedUnkeyedContainer(forKey: key) else { throw FieldRule.mustBe("an array", name(key)) }
+        return list
+    }
+
+    /// A JSON number that is not a boolean, if the field is one.
+    public func number(_ key: Key) -> Double? { FieldRule.number(value(key)) }
+
+    /// A string, a number or a boolean: a value of a flat configuration.
+    public func configurationValue(_ key: Key) throws(APIError) -> WidgetConfiguration.Value {
+        try FieldRule.configurationValue(value(key), name(key))
+    }
+
+    /// A flat object of strings, numbers and booleans; empty when missing or `null`.
+    public func configuration(_ key: Key) throws(APIError) -> WidgetConfiguration { try FieldRule.configuration(value(key), name(key)) }
+
+    /// A flat object's values, read from the object as parsed (a keyed container's `allKeys` casts its
+    /// array of keys element by element).
+    public func flatObject(_ key: Key) throws(APIError) -> [String: WidgetConfiguration.Value] {
+        try FieldRule.flatObject(value(key), name(key))
+    }
+
+    /// A time: RFC 3339 text or UNIX seconds, from 1970 to 9999 (``JSONFields/date(seconds:text:_:)``).
+    public func date(_ key: Key) throws(APIError) -> Timestamp { try FieldRule.date(value(key), name(key)) }
+
+    /// A device token (64 hex digits) that may be missing or `null`.
+    public func optionalDeviceToken(_ key: Key) throws(APIError) -> DeviceToken? {
+        try FieldRule.optionalDeviceToken(value(key), name(key))
+    }
+}
+
+extension Decoder {
+    /// Refuses a field of the body's object not in `names`, naming it (the first in sorted order) and the
+    /// fields there are. Reads the object as parsed, not a keyed container's `allKeys`.
+    public func refuseUnknownFields(_ names: Set<String>) throws {
+        guard case .object(let fields) = try singleValueContainer().decode(JSONValue.self) else { return }
+        try FieldRule.refuseUnknownFields(fields, names)
     }
 }
 

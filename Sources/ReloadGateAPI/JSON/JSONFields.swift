@@ -1,9 +1,8 @@
 import Foundation
 public import ReloadGateCore
 
-/// The checks of a JSON value that the bodies' decoders (``KeyedDecodingContainer``'s helpers) and the
-/// simulator's trace lines share: a time is RFC 3339 text or UNIX seconds from 1970 to 9999, refused by
-/// the field's name otherwise, never a trap in a conversion.
+/// A time's check, which ``FieldRule/date(_:_:)`` applies to a field's value: RFC 3339 text or UNIX
+/// seconds from 1970 to 9999, refused by the field's name otherwise, never a trap in a conversion.
 public enum JSONFields {
     /// A time given as a number of UNIX seconds (a fraction floored to the millisecond) or as RFC 3339 text
     /// (`2026-11-22T14:00:00Z`, fractions allowed), whichever the field was, from 1970-01-01 to 9999-12-31

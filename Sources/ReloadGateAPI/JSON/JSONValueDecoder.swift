@@ -173,6 +173,8 @@ extension JSONValueDecoder {
         func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
             switch fields[key.stringValue] {
             case nil, .null?: return nil
+            // A value as parsed (how ``FieldRule``'s checks read every field) needs no path.
+            case let value? where T.self == JSONValue.self: return unsafeBitCast(value, to: T.self)
             case let value?: return try JSONValueDecoder.decode(type, value, codingPath + [key], userInfo)
             }
         }
@@ -189,7 +191,9 @@ extension JSONValueDecoder {
         func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try JSONValueDecoder.integer(type, try field(key), codingPath + [key]) }
         func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try JSONValueDecoder.integer(type, try field(key), codingPath + [key]) }
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-            try JSONValueDecoder.decode(type, try field(key), codingPath + [key], userInfo)
+            let value = try field(key)
+            if T.self == JSONValue.self { return unsafeBitCast(value, to: T.self) }
+            return try JSONValueDecoder.decode(type, value, codingPath + [key], userInfo)
         }
 
         func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {

@@ -53,6 +53,7 @@ let logger: Logger = {
 let table: [String: @Sendable (HTTPRequest) -> (HTTPResponse.Status, ByteBuffer)] = [
     "GET /health": { _ in (.ok, alive) },
     "POST /v1/apps/com.example.bench/reloads": { _ in (.accepted, accepted) },
+    "PUT /v1/apps/com.example.bench/devices/" + String(repeating: "ab", count: 32): { _ in (.ok, accepted) },
 ]
 
 func measure(_ name: String, _ round: () async throws -> Int) async rethrows -> Double {
@@ -76,7 +77,10 @@ func head(_ method: HTTPRequest.Method, _ path: String) -> HTTPRequest {
 /// Runs off the main actor (top-level code is on it): a call from the main actor to the nonisolated responder
 /// would hop threads twice per call, which is not what a server's connection task pays.
 @Sendable nonisolated func run() async throws {
-for (method, path) in [(HTTPRequest.Method.get, "/health"), (.post, "/v1/apps/com.example.bench/reloads")] {
+for (method, path) in [
+    (HTTPRequest.Method.get, "/health"), (.post, "/v1/apps/com.example.bench/reloads"),
+    (.put, "/v1/apps/com.example.bench/devices/" + String(repeating: "ab", count: 32)),
+] {
     let key = "\(method.rawValue) \(path)"
     let reference = await measure("dictionary") {
         var total = 0

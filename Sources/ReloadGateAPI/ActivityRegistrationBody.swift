@@ -15,17 +15,20 @@ public struct ActivityRegistrationBody: RegistryBody, Sendable {
     public static let fieldNames: Set<String> = ["attributesType", "attributes", "frequentUpdates", "pushToStart", "environment", "previousToken"]
 
     public init(from decoder: any Decoder) throws {
-        let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
-        let fields = try decoder.container(keyedBy: AnyKey.self)
-        try decoder.refuseUnknownFields(Self.fieldNames)
-        environment = try fields.optionalString(AnyKey("environment"))
+        let (body, limits) = try Self.read(decoder)
+        try self.init(body, limits: limits)
+    }
+
+    public init(_ fields: BodyObject, limits: RegistryLimits) throws(APIError) {
+        try fields.refuseUnknownFields(Self.fieldNames)
+        environment = try fields.optionalString("environment")
         activity = ActivityRegistration(
-            attributesType: try fields.string(AnyKey("attributesType")),
-            attributes: try fields.configuration(AnyKey("attributes")),
-            frequentUpdates: try fields.bool(AnyKey("frequentUpdates"), default: false),
-            pushToStart: try fields.bool(AnyKey("pushToStart"), default: false)
+            attributesType: try fields.string("attributesType"),
+            attributes: try fields.configuration("attributes"),
+            frequentUpdates: try fields.bool("frequentUpdates", default: false),
+            pushToStart: try fields.bool("pushToStart", default: false)
         )
         if let problem = limits.problem(with: activity) { throw APIError.invalidField(problem) }
-        previousToken = try fields.optionalDeviceToken(AnyKey("previousToken"))
+        previousToken = try fields.optionalDeviceToken("previousToken")
     }
 }

@@ -15,15 +15,18 @@ public struct ControlRegistrationBody: RegistryBody, Sendable {
     public static let fieldNames: Set<String> = ["kind", "configuration", "environment", "previousToken"]
 
     public init(from decoder: any Decoder) throws {
-        let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
-        let fields = try decoder.container(keyedBy: AnyKey.self)
-        try decoder.refuseUnknownFields(Self.fieldNames)
-        environment = try fields.optionalString(AnyKey("environment"))
+        let (body, limits) = try Self.read(decoder)
+        try self.init(body, limits: limits)
+    }
+
+    public init(_ fields: BodyObject, limits: RegistryLimits) throws(APIError) {
+        try fields.refuseUnknownFields(Self.fieldNames)
+        environment = try fields.optionalString("environment")
         control = ControlRegistration(
-            kind: try fields.string(AnyKey("kind")),
-            configuration: try fields.configuration(AnyKey("configuration"))
+            kind: try fields.string("kind"),
+            configuration: try fields.configuration("configuration")
         )
         if let problem = limits.problem(with: control) { throw APIError.invalidField(problem) }
-        previousToken = try fields.optionalDeviceToken(AnyKey("previousToken"))
+        previousToken = try fields.optionalDeviceToken("previousToken")
     }
 }

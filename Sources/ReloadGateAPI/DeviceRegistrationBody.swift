@@ -10,20 +10,12 @@ public struct DeviceRegistrationBody: RegistryBody, Sendable {
     /// The token this one replaces (retired: 410 from then on).
     public var previousToken: DeviceToken?
 
-    /// Reads the body through a `Decoder` (the tests' `JSONDecoder` too), with the registry's limits from
-    /// its `userInfo`: the same checks as ``init(json:limits:)``.
     public init(from decoder: any Decoder) throws {
-        let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
-        try self.init(BodyObject(body: decoder.singleValueContainer().decode(JSONValue.self)), limits: limits)
+        let (body, limits) = try Self.read(decoder)
+        try self.init(body, limits: limits)
     }
 
-    /// Parses and checks the body against `limits` (what the route calls).
-    public init(json data: Data, limits: RegistryLimits) throws(APIError) {
-        try self.init(BodyObject(body: BodyJSON.parse(data)), limits: limits)
-    }
-
-    /// The body's checks, over its object as parsed.
-    init(_ body: BodyObject, limits: RegistryLimits) throws(APIError) {
+    public init(_ body: BodyObject, limits: RegistryLimits) throws(APIError) {
         environment = try body.optionalString("environment")
         let items = try body.array("widgets")
         guard items.count <= limits.widgetsPerDevice else {
@@ -52,15 +44,24 @@ public struct DeviceRegistrationBody: RegistryBody, Sendable {
     }
 }
 
-/// A registry API body: decoded with the registry's limits, which its decoder checks as it reads.
+/// A registry API body: its checks, against the registry's limits, over its object as parsed
+/// (``BodyObject``). The routes read it straight from the parser (``init(json:limits:)``); its
+/// `init(from:)` decodes the body's `JSONValue` and applies the same checks, with the limits from the
+/// decoder's `userInfo` (the tests read the bodies with Foundation's `JSONDecoder` too).
 public protocol RegistryBody: Decodable {
-    /// Parses and checks the body against `limits`.
-    init(json data: Data, limits: RegistryLimits) throws(APIError)
+    /// Checks the body's object against `limits`.
+    init(_ body: BodyObject, limits: RegistryLimits) throws(APIError)
 }
 
 extension RegistryBody {
     /// Parses and checks the body against `limits`.
     public init(json data: Data, limits: RegistryLimits) throws(APIError) {
-        self = try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits])
+        try self.init(BodyObject(body: BodyJSON.parse(data)), limits: limits)
+    }
+
+    /// What an `init(from:)` reads: the body's object and the registry's limits.
+    static func read(_ decoder: any Decoder) throws -> (BodyObject, RegistryLimits) {
+        let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
+        return (try BodyObject(body: decoder.singleValueContainer().decode(JSONValue.self)), limits)
     }
 }

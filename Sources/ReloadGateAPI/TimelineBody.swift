@@ -9,42 +9,40 @@ public struct TimelineBody: Decodable, Sendable {
 
     /// Parses and checks the body: at most `limits.timelineEntries` entries, every date from 1970 to 9999.
     public static func timeline(json data: Data, limits: RegistryLimits) throws(APIError) -> Timeline {
-        try BodyJSON.decode(Self.self, from: data, userInfo: [.registryLimits: limits]).timeline
+        try TimelineBody(BodyObject(body: BodyJSON.parse(data)), limits: limits).timeline
     }
 
-    private enum Field: String, CodingKey { case entries, policy }
-    private enum EntryField: String, CodingKey { case date, relevance }
-
+    /// Reads the body through a `Decoder` (the tests' `JSONDecoder` too), with the registry's limits from
+    /// its `userInfo`: the same checks as ``timeline(json:limits:)``.
     public init(from decoder: any Decoder) throws {
         let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
-        let fields = try decoder.container(keyedBy: Field.self)
-        var entries = try fields.array(.entries)
-        let count = entries.count ?? 0
-        guard count <= limits.timelineEntries else {
-            throw APIError.invalidField("a timeline has at most \(limits.timelineEntries) entries, not \(count)")
+        try self.init(BodyObject(body: decoder.singleValueContainer().decode(JSONValue.self)), limits: limits)
+    }
+
+    /// The body's checks, over its object as parsed.
+    init(_ fields: BodyObject, limits: RegistryLimits) throws(APIError) {
+        let items = try fields.array("entries")
+        guard items.count <= limits.timelineEntries else {
+            throw APIError.invalidField("a timeline has at most \(limits.timelineEntries) entries, not \(items.count)")
         }
         var dates: [Timestamp] = []
-        dates.reserveCapacity(count)
-        while !entries.isAtEnd {
-            let path = "entries[\(entries.currentIndex)]"
-            guard let entry = try? entries.nestedContainer(keyedBy: EntryField.self) else { throw APIError.invalidField("\(path) must be an object") }
-            dates.append(try entry.date(.date))
+        dates.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            let entry = try BodyObject(item, item: index, of: fields.name("entries"))
+            dates.append(try entry.date("date"))
             // WidgetKit's relevance score is a number; the gateway does not use it, but refuses what it is not.
-            if !entry.isAbsent(.relevance), entry.number(.relevance) == nil {
-                throw APIError.invalidField("\(path).relevance must be a number")
+            if !entry.isAbsent("relevance"), entry.number("relevance") == nil {
+                throw FieldRule.mustBe("a number", entry.name("relevance"))
             }
         }
         let policy: Timeline.Policy
-        switch try? fields.decode(String.self, forKey: .policy) {
-        case "atEnd": policy = .atEnd
-        case "never": policy = .never
+        switch fields.fields["policy"] {
+        case .string("atEnd")?: policy = .atEnd
+        case .string("never")?: policy = .never
+        case .object(let after)? where after.count == 1 && after["after"] != nil:
+            policy = .after(try FieldRule.date(after["after"], "\(fields.name("policy")).after"))
         default:
-            guard let after = try? fields.nestedContainer(keyedBy: AnyKey.self, forKey: .policy), after.allKeys.count == 1,
-                after.contains(AnyKey("after"))
-            else {
-                throw APIError.invalidField(#"policy must be "atEnd", "never" or {"after": date}"#)
-            }
-            policy = .after(try after.date(AnyKey("after")))
+            throw APIError.invalidField(#"policy must be "atEnd", "never" or {"after": date}"#)
         }
         timeline = Timeline(entries: dates, policy: policy)
     }

@@ -17,9 +17,9 @@ public struct AnyKey: CodingKey, Hashable, Sendable {
 /// ``APIError/invalidField(_:)`` with the words the bodies used before they were types (`... must be a
 /// string`, `... must be true or false`). Every number is checked before it is used: a time outside 1970
 /// to 9999, a fraction where a whole number is expected, `1e300` or a 20-digit integer is refused, never a
-/// trap in a conversion. The bodies read their fields through ``BodyObject`` or, inside an `init(from:)`,
-/// through ``KeyedDecodingContainer``'s helpers below; the simulator's trace lines through `TraceFields`:
-/// all three apply these.
+/// trap in a conversion. The request bodies read their fields through ``BodyObject``, the admin API's
+/// bodies through ``KeyedDecodingContainer``'s helpers below, the simulator's trace lines through
+/// `TraceFields`: all three apply these.
 public enum FieldRule {
     /// The refusal `<name> must be <what>`.
     public static func mustBe(_ what: String, _ name: String) -> APIError {
@@ -186,9 +186,9 @@ public struct BodyObject: Sendable {
     public func refuseUnknownFields(_ names: Set<String>) throws(APIError) { try FieldRule.refuseUnknownFields(fields, names) }
 }
 
-/// ``FieldRule``'s checks inside an `init(from:)`: each reads its field's value as parsed and applies the
-/// rule of the same name, so a body read through a `Decoder` (Foundation's too, in the tests) is refused
-/// with the same words.
+/// ``FieldRule``'s checks inside an `init(from:)` (the admin API's bodies): each reads its field's value as
+/// parsed and applies the rule of the same name, so a body read through a `Decoder` (Foundation's too, in
+/// the tests) is refused with the same words.
 extension KeyedDecodingContainer {
     /// The field's name in a refusal: its path from the body's top.
     func name(_ key: Key) -> String { BodyJSON.path(codingPath + [key]) }
@@ -211,49 +211,6 @@ extension KeyedDecodingContainer {
 
     /// An array of strings, empty when missing or `null`.
     public func strings(_ key: Key) throws(APIError) -> [String] { try FieldRule.strings(value(key), name(key)) }
-
-    /// No such field, or `null`.
-    public func isAbsent(_ key: Key) -> Bool { value(key) == nil }
-
-    /// An array field that must be there, to be read item by item.
-    public func array(_ key: Key) throws(APIError) -> any UnkeyedDecodingContainer {
-        guard let list = try? nestedUnkeyedContainer(forKey: key) else { throw FieldRule.mustBe("an array", name(key)) }
-        return list
-    }
-
-    /// A JSON number that is not a boolean, if the field is one.
-    public func number(_ key: Key) -> Double? { FieldRule.number(value(key)) }
-
-    /// A string, a number or a boolean: a value of a flat configuration.
-    public func configurationValue(_ key: Key) throws(APIError) -> WidgetConfiguration.Value {
-        try FieldRule.configurationValue(value(key), name(key))
-    }
-
-    /// A flat object of strings, numbers and booleans; empty when missing or `null`.
-    public func configuration(_ key: Key) throws(APIError) -> WidgetConfiguration { try FieldRule.configuration(value(key), name(key)) }
-
-    /// A flat object's values, read from the object as parsed (a keyed container's `allKeys` casts its
-    /// array of keys element by element).
-    public func flatObject(_ key: Key) throws(APIError) -> [String: WidgetConfiguration.Value] {
-        try FieldRule.flatObject(value(key), name(key))
-    }
-
-    /// A time: RFC 3339 text or UNIX seconds, from 1970 to 9999 (``JSONFields/date(seconds:text:_:)``).
-    public func date(_ key: Key) throws(APIError) -> Timestamp { try FieldRule.date(value(key), name(key)) }
-
-    /// A device token (64 hex digits) that may be missing or `null`.
-    public func optionalDeviceToken(_ key: Key) throws(APIError) -> DeviceToken? {
-        try FieldRule.optionalDeviceToken(value(key), name(key))
-    }
-}
-
-extension Decoder {
-    /// Refuses a field of the body's object not in `names`, naming it (the first in sorted order) and the
-    /// fields there are. Reads the object as parsed, not a keyed container's `allKeys`.
-    public func refuseUnknownFields(_ names: Set<String>) throws {
-        guard case .object(let fields) = try singleValueContainer().decode(JSONValue.self) else { return }
-        try FieldRule.refuseUnknownFields(fields, names)
-    }
 }
 
 extension CodingUserInfoKey {

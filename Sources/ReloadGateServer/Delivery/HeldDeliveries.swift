@@ -2,8 +2,8 @@ import ReloadGateCore
 import ReloadGateStore
 import Synchronization
 
-/// The deliveries a delivery worker holds, by apns-id and lease epoch: from the moment it takes one until
-/// it ends or is left behind. A delivery handed to the worker again meanwhile under the same epoch is not
+/// The deliveries a delivery worker holds, by device, apns-id and lease epoch: from the moment it takes one
+/// until it ends or is left behind. A delivery handed to the worker again meanwhile under the same epoch is not
 /// taken twice: a partition lost and taken again loads its unfinished deliveries from the store while the
 /// worker may still hold them. One handed over under another epoch is taken (the copy held before belongs
 /// to an earlier tenure and is left behind when its turn comes: ``RecordedDelivery/leaseEpoch``). Without
@@ -19,8 +19,11 @@ import Synchronization
 /// later is the scheduler's to drop (`outdated`), since it records the content released.
 final class HeldDeliveries: Sendable {
     private struct State {
-        var held: [String: Int64?] = [:]
+        /// The devices with a delivery held or a turn taken, each with its deliveries held: one look-up a
+        /// delivery taken or released, by its device (a delivery's device never changes).
         var devices: [Int64: Device] = [:]
+        /// Deliveries held (distinct apns-ids).
+        var heldCount = 0
         /// Deliveries released in the current burst.
         var releasedInBurst = 0
         /// The worker is handing a batch out (``beginHandingOut()``).
@@ -29,8 +32,8 @@ final class HeldDeliveries: Sendable {
 
     /// A device with a delivery held or a turn taken.
     private struct Device {
-        /// Its deliveries held (distinct apns-ids).
-        var held = 0
+        /// Its deliveries held.
+        var held = HeldList()
         /// An attempt of its content is on its way.
         var sending = false
         /// The newest content timestamp whose attempt reached Apple, or may have.
@@ -38,7 +41,57 @@ final class HeldDeliveries: Sendable {
         /// Attempts waiting for the one on its way to end.
         var waiting: [CheckedContinuation<Turn, Never>] = []
 
-        var isIdle: Bool { held == 0 && !sending && waiting.isEmpty }
+        var isIdle: Bool { held.isEmpty && !sending && waiting.isEmpty }
+    }
+
+    /// A device's deliveries held, by apns-id, each with the lease epoch it was taken under: the first
+    /// inline, any more in an array (a device seldom has two deliveries out at once).
+    struct HeldList {
+        private var first: (apnsID: String, epoch: Int64?)?
+        private var more: [(apnsID: String, epoch: Int64?)] = []
+
+        var isEmpty: Bool { first == nil }
+
+        /// What taking a delivery did.
+        enum Taken: Equatable {
+            /// Held already under this epoch: not taken again.
+            case heldAlready
+            /// Held under another epoch: taken under this one, in its place.
+            case replaced
+            /// Taken.
+            case added
+        }
+
+        mutating func take(_ apnsID: String, epoch: Int64?) -> Taken {
+            guard let held = first else {
+                first = (apnsID, epoch)
+                return .added
+            }
+            if held.apnsID == apnsID {
+                if held.epoch == epoch { return .heldAlready }
+                first = (apnsID, epoch)
+                return .replaced
+            }
+            if let index = more.firstIndex(where: { $0.apnsID == apnsID }) {
+                if more[index].epoch == epoch { return .heldAlready }
+                more[index].epoch = epoch
+                return .replaced
+            }
+            more.append((apnsID, epoch))
+            return .added
+        }
+
+        /// Releases `apnsID` if it is held under `epoch`; whether it was.
+        mutating func release(_ apnsID: String, epoch: Int64?) -> Bool {
+            if let held = first, held.apnsID == apnsID {
+                guard held.epoch == epoch else { return false }
+                first = more.popLast()
+                return true
+            }
+            guard let index = more.firstIndex(where: { $0.apnsID == apnsID }), more[index].epoch == epoch else { return false }
+            more.remove(at: index)
+            return true
+        }
     }
 
     /// Whether an attempt of content may go now.
@@ -59,11 +112,13 @@ final class HeldDeliveries: Sendable {
     func take(_ deliveries: [RecordedDelivery]) -> [RecordedDelivery] {
         state.withLock { state in
             deliveries.filter { delivery in
-                let before = state.held.updateValue(delivery.leaseEpoch, forKey: delivery.apnsID)
-                if let before, before == delivery.leaseEpoch { return false }
-                // A copy of an earlier epoch was counted for its device already.
-                if before == nil { state.devices[delivery.device, default: Device()].held += 1 }
-                return true
+                switch state.devices[delivery.device, default: Device()].held.take(delivery.apnsID, epoch: delivery.leaseEpoch) {
+                case .heldAlready: return false
+                case .replaced: return true  // a copy of an earlier epoch was counted already
+                case .added:
+                    state.heldCount += 1
+                    return true
+                }
             }
         }
     }
@@ -74,19 +129,15 @@ final class HeldDeliveries: Sendable {
     @discardableResult
     func release(_ deliveries: some Sequence<RecordedDelivery>) -> Int? {
         state.withLock { state in
-            // Each key is hashed once: found by index, then changed or removed at it.
+            // Each device is hashed once: found by index, then changed or removed at it.
             for delivery in deliveries {
-                guard let held = state.held.index(forKey: delivery.apnsID), state.held.values[held] == .some(delivery.leaseEpoch) else {
-                    continue
-                }
-                state.held.remove(at: held)
-                if let device = state.devices.index(forKey: delivery.device) {
-                    state.devices.values[device].held -= 1
-                    if state.devices.values[device].isIdle { state.devices.remove(at: device) }
-                }
+                guard let device = state.devices.index(forKey: delivery.device),
+                    state.devices.values[device].held.release(delivery.apnsID, epoch: delivery.leaseEpoch)
+                else { continue }
+                if state.devices.values[device].isIdle { state.devices.remove(at: device) }
+                state.heldCount -= 1
                 state.releasedInBurst += 1
             }
-            state.held.giveBackSpareRoom(keeping: HeldDeliveries.keptRoom)
             state.devices.giveBackSpareRoom(keeping: HeldDeliveries.keptRoom)
             return Self.endOfBurst(&state)
         }
@@ -111,19 +162,19 @@ final class HeldDeliveries: Sendable {
     }
 
     private static func endOfBurst(_ state: inout State) -> Int? {
-        guard state.held.isEmpty, !state.handingOut, state.releasedInBurst > 0 else { return nil }
+        guard state.heldCount == 0, !state.handingOut, state.releasedInBurst > 0 else { return nil }
         defer { state.releasedInBurst = 0 }
         return state.releasedInBurst
     }
 
-    var count: Int { state.withLock { $0.held.count } }
+    var count: Int { state.withLock { $0.heldCount } }
 
     /// The room each of its dictionaries keeps whatever it holds: a few hundred kilobytes at most.
     static let keptRoom = 16_384
 
-    /// How many deliveries and devices the storage held now has room for (tests: it follows what is
-    /// held, not the most ever held).
-    var capacities: (held: Int, devices: Int) { state.withLock { ($0.held.capacity, $0.devices.capacity) } }
+    /// How many devices the storage held now has room for (tests: it follows what is held, not the most
+    /// ever held).
+    var capacity: Int { state.withLock { $0.devices.capacity } }
 
     /// Devices known (a delivery held or a turn taken).
     var deviceCount: Int { state.withLock { $0.devices.count } }

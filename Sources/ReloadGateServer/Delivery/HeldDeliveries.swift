@@ -2,12 +2,13 @@ import ReloadGateCore
 import ReloadGateStore
 import Synchronization
 
-/// The deliveries a delivery worker holds, by device, apns-id and lease epoch: from the moment it takes one
-/// until it ends or is left behind. A delivery handed to the worker again meanwhile under the same epoch is not
-/// taken twice: a partition lost and taken again loads its unfinished deliveries from the store while the
-/// worker may still hold them. One handed over under another epoch is taken (the copy held before belongs
-/// to an earlier tenure and is left behind when its turn comes: ``RecordedDelivery/leaseEpoch``). Without
-/// the first rule one gateway could send a delivery twice; with a check blind to epochs, never.
+/// The deliveries a delivery worker holds, by device, apns-id and lease epoch: from the moment it takes
+/// one until it ends or is left behind. A delivery handed to the worker again meanwhile under the same
+/// epoch is not taken twice: a partition lost and taken again loads its unfinished deliveries from the
+/// store while the worker may still hold them. One handed over under another epoch is taken (the copy held
+/// before belongs to an earlier tenure and is left behind when its turn comes:
+/// ``RecordedDelivery/leaseEpoch``). Without the first rule one gateway could send a delivery twice; with a
+/// check blind to epochs, never.
 ///
 /// It also gives the deliveries that carry content (a Live Activity's updates) their turns: one attempt of
 /// a device's content at a time, and never content older than content already attempted for the device,
@@ -62,6 +63,7 @@ final class HeldDeliveries: Sendable {
             case added
         }
 
+        /// Holds `apnsID` under `epoch` unless it is held under it already.
         mutating func take(_ apnsID: String, epoch: Int64?) -> Taken {
             guard let held = first else {
                 first = (apnsID, epoch)

@@ -14,11 +14,6 @@ public struct ActivityRegistrationBody: RegistryBody, Sendable {
     /// The fields a body may have.
     public static let fieldNames: Set<String> = ["attributesType", "attributes", "frequentUpdates", "pushToStart", "environment", "previousToken"]
 
-    public init(from decoder: any Decoder) throws {
-        let (body, limits) = try Self.read(decoder)
-        try self.init(body, limits: limits)
-    }
-
     public init(_ fields: BodyObject, limits: RegistryLimits) throws(APIError) {
         try fields.refuseUnknownFields(Self.fieldNames)
         environment = try fields.optionalString("environment")

@@ -10,11 +10,6 @@ public struct DeviceRegistrationBody: RegistryBody, Sendable {
     /// The token this one replaces (retired: 410 from then on).
     public var previousToken: DeviceToken?
 
-    public init(from decoder: any Decoder) throws {
-        let (body, limits) = try Self.read(decoder)
-        try self.init(body, limits: limits)
-    }
-
     public init(_ body: BodyObject, limits: RegistryLimits) throws(APIError) {
         environment = try body.optionalString("environment")
         let items = try body.array("widgets")
@@ -59,9 +54,11 @@ extension RegistryBody {
         try self.init(BodyObject(body: BodyJSON.parse(data)), limits: limits)
     }
 
-    /// What an `init(from:)` reads: the body's object and the registry's limits.
-    static func read(_ decoder: any Decoder) throws -> (BodyObject, RegistryLimits) {
+    /// Reads the body through a `Decoder` (the tests' `JSONDecoder` too): its `JSONValue`, checked against
+    /// the limits in the decoder's `userInfo`. (No registry body's fields are `Decodable`, so this is the
+    /// conformance, never a synthesized one.)
+    public init(from decoder: any Decoder) throws {
         let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
-        return (try BodyObject(body: decoder.singleValueContainer().decode(JSONValue.self)), limits)
+        try self.init(BodyObject(body: decoder.singleValueContainer().decode(JSONValue.self)), limits: limits)
     }
 }

@@ -4,23 +4,15 @@ public import ReloadGateCore
 /// The body of `PUT /v1/apps/<bundle>/devices/<token>/widgets/<id>/timeline`: the entry dates and the
 /// reload policy the widget's timeline provider returned (`{"entries": [{"date", "relevance"?}],
 /// "policy": "atEnd" | "never" | {"after": date}}`).
-public struct TimelineBody: Decodable, Sendable {
+public struct TimelineBody: RegistryBody, Sendable {
     public var timeline: Timeline
 
     /// Parses and checks the body: at most `limits.timelineEntries` entries, every date from 1970 to 9999.
     public static func timeline(json data: Data, limits: RegistryLimits) throws(APIError) -> Timeline {
-        try TimelineBody(BodyObject(body: BodyJSON.parse(data)), limits: limits).timeline
+        try TimelineBody(json: data, limits: limits).timeline
     }
 
-    /// Reads the body through a `Decoder` (the tests' `JSONDecoder` too), with the registry's limits from
-    /// its `userInfo`: the same checks as ``timeline(json:limits:)``.
-    public init(from decoder: any Decoder) throws {
-        let limits = decoder.userInfo[.registryLimits] as? RegistryLimits ?? RegistryLimits()
-        try self.init(BodyObject(body: decoder.singleValueContainer().decode(JSONValue.self)), limits: limits)
-    }
-
-    /// The body's checks, over its object as parsed.
-    init(_ fields: BodyObject, limits: RegistryLimits) throws(APIError) {
+    public init(_ fields: BodyObject, limits: RegistryLimits) throws(APIError) {
         let items = try fields.array("entries")
         guard items.count <= limits.timelineEntries else {
             throw APIError.invalidField("a timeline has at most \(limits.timelineEntries) entries, not \(items.count)")
@@ -36,7 +28,7 @@ public struct TimelineBody: Decodable, Sendable {
             }
         }
         let policy: Timeline.Policy
-        switch fields.fields["policy"] {
+        switch fields.value("policy") {
         case .string("atEnd")?: policy = .atEnd
         case .string("never")?: policy = .never
         case .object(let after)? where after.count == 1 && after["after"] != nil:

@@ -79,12 +79,7 @@ public struct WebhookBody: Decodable, Sendable {
             var tokens: [DeviceToken] = []
             tokens.reserveCapacity(items.count)
             for (index, item) in items.enumerated() {
-                guard case .string(let text) = item else { throw APIError.invalidField("devices[\(index)] must be a string") }
-                do {
-                    tokens.append(try DeviceToken(text))
-                } catch {
-                    throw APIError.invalidField("devices[\(index)]: \(error)")
-                }
+                tokens.append(try FieldRule.deviceToken(item, "\(fields.name("devices"))[\(index)]"))
             }
             target.devices = tokens
         }

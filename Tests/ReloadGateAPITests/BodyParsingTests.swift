@@ -44,6 +44,47 @@ struct BodyParsingTests {
         }
     }
 
+    /// A refusal inside an array's item names the item by its index and the field by its path from the
+    /// body's top, in every body that has items (the routes' reading and the decoder's share these names,
+    /// so the comparison with Foundation does not check them).
+    @Test func refusalsInsideItemsNameTheirPath() {
+        let token = String(repeating: "ab", count: 32)
+        let widget = #"{"id":"w","kind":"k","family":"systemSmall"}"#
+        for (body, message) in [
+            (#"{"widgets":[\#(widget),5]}"#, "widgets[1] must be an object"),
+            (#"{"widgets":[\#(widget),{"id":"v","kind":"k","family":"huge"}]}"#, "widgets[1].family must be one of systemSmall"),
+            (#"{"widgets":[{"id":"w","kind":"k","family":"systemSmall","configuration":{"team":[1]}}]}"#,
+             "widgets[0].configuration.team must be a string, a number or a boolean (configurations are flat)"),
+            (#"{"widgets":[\#(widget)],"previousToken":"xyz"}"#, "previousToken: "),
+        ] {
+            #expect(Self.refusal { () throws(APIError) in try DeviceRegistrationBody(json: Data(body.utf8), limits: RegistryLimits()) }?.hasPrefix(message) == true, "\(body)")
+        }
+        for (body, message) in [
+            (#"{"devices":["\#(token)",7]}"#, "devices[1] must be a string"),
+            (#"{"devices":["\#(token)","zz"]}"#, "devices[1]: "),
+            (#"{"match":{"team":{}}}"#, "match.team must be a string, a number or a boolean"),
+        ] {
+            #expect(Self.refusal { () throws(APIError) in try WebhookBody(json: Data(body.utf8), received: Timestamp(seconds: 0)) }?.hasPrefix(message) == true, "\(body)")
+        }
+        for (body, message) in [
+            (#"{"entries":[{"date":0},[]],"policy":"atEnd"}"#, "entries[1] must be an object"),
+            (#"{"entries":[{"date":true}],"policy":"atEnd"}"#, "entries[0].date must be an RFC 3339 date"),
+            (#"{"entries":[],"policy":{"after":"soon"}}"#, "policy.after must be an RFC 3339 date"),
+        ] {
+            #expect(Self.refusal { () throws(APIError) in try TimelineBody.timeline(json: Data(body.utf8), limits: RegistryLimits()) }?.hasPrefix(message) == true, "\(body)")
+        }
+    }
+
+    /// The message of the `invalidField` refusal `parse` throws; nil when it throws none or another.
+    static func refusal<T>(_ parse: () throws(APIError) -> T) -> String? {
+        do {
+            _ = try parse()
+            return nil
+        } catch {
+            return error.code == "invalid-field" ? error.message : nil
+        }
+    }
+
     @Test func deeplyNestedJSONIsRefusedAsInvalidJSON() {
         let body = "{\"widgets\":" + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "}"
         #expect(throws: APIError.invalidJSON("the body is not JSON: more than 512 arrays and objects inside each other at byte 522")) {

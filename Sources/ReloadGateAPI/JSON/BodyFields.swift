@@ -113,14 +113,20 @@ public enum FieldRule {
         return try JSONFields.date(seconds: number(value), text: nil, name())
     }
 
-    /// A device token (64 hex digits) that may be missing or `null`.
-    public static func optionalDeviceToken(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> DeviceToken? {
-        guard let text = try optionalString(value, name()) else { return nil }
+    /// A device token (64 to 200 hex digits) that must be there.
+    public static func deviceToken(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> DeviceToken {
+        let text = try string(value, name())
         do {
             return try DeviceToken(text)
         } catch {
             throw .invalidField("\(name()): \(error)")
         }
+    }
+
+    /// A device token that may be missing or `null`.
+    public static func optionalDeviceToken(_ value: JSONValue?, _ name: @autoclosure () -> String) throws(APIError) -> DeviceToken? {
+        guard let value = present(value) else { return nil }
+        return try deviceToken(value, name())
     }
 
     /// Refuses a field of `fields` not in `names`, naming it (the first in sorted order) and the fields
@@ -163,6 +169,9 @@ public struct BodyObject: Sendable {
         path = array
         self.index = index
     }
+
+    /// The field's value as parsed; nil when it is missing.
+    public func value(_ key: String) -> JSONValue? { fields[key] }
 
     /// A field's name in a refusal: its path from the body's top (`widgets[2].family`).
     public func name(_ key: String) -> String {

@@ -1,5 +1,5 @@
 public import Foundation
-public import Hummingbird
+import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
 public import Logging
@@ -84,7 +84,7 @@ public func buildGateway(
     logger: Logger,
     now: @escaping @Sendable () -> Date = { Date() },
     onListening: @escaping @Sendable (ListenerInfo) async -> Void = { _ in },
-    customizeRouter: @escaping @Sendable (Router<GatewayRequestContext>) -> Void = { _ in }
+    customizeRouter: @escaping @Sendable (PathRouter<GatewayRequestContext>) -> Void = { _ in }
 ) async throws -> Gateway {
     try AdminSocket.checkLength(of: configuration.adminSocketPath)
     _ = try GatewayStoreOpener.location(of: configuration)
@@ -168,7 +168,7 @@ private func assembleServices(
     server: HTTPServerBuilder,
     responders: RouterResponderBox,
     onListening: @escaping @Sendable (ListenerInfo) async -> Void,
-    customizeRouter: @Sendable (Router<GatewayRequestContext>) -> Void
+    customizeRouter: @Sendable (PathRouter<GatewayRequestContext>) -> Void
 ) async throws -> [any Service] {
     let store = try await GatewayStoreOpener.open(configuration, now: now(), logger: logger)
     logger.info("store open", metadata: ["path": "\(store.path)", "environment": "\(store.environment)"])
@@ -259,7 +259,7 @@ private func assembleServices(
     )
 
     // Optionally the admin API on its own TLS listener too, behind the bearer token.
-    var adminTLS: Application<RouterResponder<GatewayRequestContext>>?
+    var adminTLS: Application<PathResponder<GatewayRequestContext>>?
     if configuration.admin.tls {
         let tokenPath = configuration.adminTokenPath
         let token: String
@@ -383,8 +383,8 @@ enum GatewayRouters {
     static func api(
         door: GatewayDoor, readiness: Readiness, metrics: GatewayMetrics, drain: RequestDrain,
         registration: GatewayConfiguration.Registration = .init()
-    ) -> Router<GatewayRequestContext> {
-        let router = Router(context: GatewayRequestContext.self)
+    ) -> PathRouter<GatewayRequestContext> {
+        let router = PathRouter(context: GatewayRequestContext.self)
         // Every answer is counted; health and readiness answer while draining (readiness says so);
         // everything else is drained.
         router.add(middleware: HTTPMetricsMiddleware(metrics: metrics))
@@ -400,8 +400,8 @@ enum GatewayRouters {
     /// The admin router; with `token`, every call must carry `authorization: bearer <token>`.
     static func admin(
         door: GatewayDoor, logger: Logger, token: String? = nil, forecast: GatewayConfiguration.Forecast = .init()
-    ) -> Router<GatewayRequestContext> {
-        let router = Router(context: GatewayRequestContext.self)
+    ) -> PathRouter<GatewayRequestContext> {
+        let router = PathRouter(context: GatewayRequestContext.self)
         if let token { router.add(middleware: AdminTokenMiddleware(token: token)) }
         router.add(middleware: APIErrorMiddleware(admin: true))
         OpenAPIDocument.register(on: router)

@@ -1,6 +1,6 @@
 public import AsyncHTTPClient
 import Foundation
-public import Hummingbird
+import Hummingbird
 import Logging
 import ReloadGateCore
 public import NIOCore
@@ -49,7 +49,7 @@ public struct TestGateway: Sendable {
         in directory: TemporaryDirectory? = nil,
         pki given: TestPKI? = nil,
         configure: (inout GatewayConfiguration) -> Void = { _ in },
-        customizeRouter: @escaping @Sendable (Router<GatewayRequestContext>) -> Void = { _ in },
+        customizeRouter: @escaping @Sendable (PathRouter<GatewayRequestContext>) -> Void = { _ in },
         logLevel: Logger.Level? = nil,
         _ body: @Sendable (TestGateway) async throws -> Result
     ) async throws -> Result {

@@ -23,7 +23,7 @@ import Testing
         return "\(method.uppercased()) /" + segments.joined(separator: "/")
     }
 
-    static func routes(_ router: Router<GatewayRequestContext>) -> Set<String> {
+    static func routes(_ router: PathRouter<GatewayRequestContext>) -> Set<String> {
         Set(router.routes.map { signature($0.method.rawValue, "\($0.path)") })
     }
 

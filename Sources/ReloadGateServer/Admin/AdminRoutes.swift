@@ -22,7 +22,7 @@ struct AdminRoutes {
     private var store: any GatewayStoreReading { door.reader }
     private func now() -> Date { door.now() }
 
-    func register(on router: Router<some RequestContext>) {
+    func register(on router: some RouterMethods) {
         router.get("/v1/pending") { request, _ in try await pending(request) }
         router.get("/v1/explain/{id}") { _, context in try await explain(try context.parameters.require("id")) }
         router.get("/v1/budget/{token}") { request, context in try await budget(try context.parameters.require("token"), request) }

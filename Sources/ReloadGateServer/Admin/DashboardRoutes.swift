@@ -18,7 +18,7 @@ struct DashboardRoutes {
     /// Pending reloads listed (soonest due first).
     static let pendingListed = 100
 
-    func register(on router: Router<some RequestContext>) {
+    func register(on router: some RouterMethods) {
         router.get("/dashboard") { _, _ in Self.asset(PackageResources.dashboard_html, type: "text/html; charset=utf-8") }
         router.get("/dashboard/app.js") { _, _ in Self.asset(PackageResources.dashboard_js, type: "text/javascript; charset=utf-8") }
         router.get("/dashboard/app.css") { _, _ in Self.asset(PackageResources.dashboard_css, type: "text/css; charset=utf-8") }

@@ -11,18 +11,18 @@ import Synchronization
 /// The router a listener's frame-level HTTP/2 handler calls: built once the routes are complete (tests
 /// add routes after the gateway's), set before the listener accepts its first connection.
 final class RouterResponderBox: Sendable {
-    private let value = Mutex<RouterResponder<GatewayRequestContext>?>(nil)
+    private let value = Mutex<PathResponder<GatewayRequestContext>?>(nil)
 
     init() {}
 
-    func set(_ responder: RouterResponder<GatewayRequestContext>) { value.withLock { $0 = responder } }
+    func set(_ responder: PathResponder<GatewayRequestContext>) { value.withLock { $0 = responder } }
 
-    var responder: RouterResponder<GatewayRequestContext>? { value.withLock { $0 } }
+    var responder: PathResponder<GatewayRequestContext>? { value.withLock { $0 } }
 }
 
 /// The API listener's HTTP/2 path: the connection's frames handled on its event loop, with no child channel
-/// and no async channel per stream, in front of the same Hummingbird router (called directly, which costs
-/// little: `reloadgate-bench-router`). The APNs listener's handler
+/// and no async channel per stream, in front of the API's router (``PathResponder``, called directly:
+/// `reloadgate-bench-router` measures it). The APNs listener's handler
 /// (``IngressHTTP2Handler``) is the model: one timer a connection for the body deadlines and the idle
 /// timeout, answers flushed together, GOAWAY on drain.
 ///
@@ -206,7 +206,7 @@ final class APIHTTP2Handler: FrameLevelHTTP2Connection {
     private struct Routed: Sendable {
         let id: HTTP2StreamID
         let request: Request
-        let responder: RouterResponder<GatewayRequestContext>
+        let responder: PathResponder<GatewayRequestContext>
         let channel: any Channel
         let logger: Logger
         let handler: NIOLoopBound<(APIHTTP2Handler, ChannelHandlerContext)>

@@ -14,7 +14,7 @@ enum RouteAnswer {
     /// Hummingbird's server answers it.
     static func answer(
         _ request: Request,
-        responder: RouterResponder<GatewayRequestContext>,
+        responder: PathResponder<GatewayRequestContext>,
         channel: any Channel,
         logger: Logger
     ) async -> (head: HTTPResponse, body: ByteBuffer) {

@@ -63,7 +63,7 @@ public enum OpenAPIDocument {
     }
 
     /// Serves the document at `/openapi.json`.
-    static func register(on router: Router<some RequestContext>) {
+    static func register(on router: some RouterMethods) {
         router.get("/openapi.json") { _, _ in
             Response(
                 status: .ok,

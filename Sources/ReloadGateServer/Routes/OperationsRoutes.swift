@@ -6,7 +6,7 @@ struct OperationsRoutes {
     let readiness: Readiness
     let metrics: GatewayMetrics
 
-    func register(on router: Router<some RequestContext>) {
+    func register(on router: some RouterMethods) {
         // Alive: the process answers. Says nothing about the store, on purpose (a liveness probe that
         // fails on a slow disk would restart a healthy process).
         router.get("/health") { _, _ in

@@ -19,7 +19,7 @@ struct RegistryRoutes {
     /// Bodies larger than this are refused while reading (docs/DESIGN.md, Security: 64 KiB).
     static let bodyLimit = 64 * 1024
 
-    func register(on router: Router<some RequestContext>) {
+    func register(on router: some RouterMethods) {
         let apps = router.group("v1/apps/:bundle")
         apps.put("devices/:token") { request, context in
             try await respond(request, context) { try await putDevice(request, context) }

@@ -24,7 +24,7 @@ struct WebhookRoutes {
     /// Longest accepted `idempotency-key`.
     static let idempotencyKeyLength = 255
 
-    func register(on router: Router<some RequestContext>) {
+    func register(on router: some RouterMethods) {
         router.post("v1/apps/:bundle/reloads") { request, context in
             do {
                 return try await reload(request, context)

@@ -243,6 +243,7 @@ let package = Package(
         .executableTarget(
             name: "reloadgate-bench-router",
             dependencies: [
+                "ReloadGateServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

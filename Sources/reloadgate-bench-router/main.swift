@@ -1,11 +1,11 @@
-// What Hummingbird's router costs when called directly, without a listener (it stays the API listener's
-// routing table as long as that costs little): the router's
-// responder with routes and middleware shaped like the API listener's, called in a loop with a request made
-// each time, beside the reference of a dictionary from method and path to a closure doing the same work.
+// What a router costs when called directly, without a listener: Hummingbird's router and the API listener's
+// `PathRouter` (decision 0116), each with routes and middleware shaped like the API listener's, called in a
+// loop with a request made each time, beside the reference of a dictionary from method and path to a
+// closure doing the same work.
 //
 //   swift build -c release --product reloadgate-bench-router && .build/release/reloadgate-bench-router [CALLS]
 //
-// Prints nanoseconds per call (the best of five rounds) and each one's ratio to the dictionary loop.
+// Prints nanoseconds per call (the best of five rounds) and each router's ratio to the dictionary loop.
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -13,6 +13,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOEmbedded
+import ReloadGateServer
 
 /// A middleware that only passes the request on (the API's metrics, drain and error middleware each
 /// wrap the call like this).
@@ -26,22 +27,30 @@ let calls = CommandLine.arguments.dropFirst().first.flatMap { Int($0) }.map { mi
 let alive = ByteBuffer(string: #"{"status":"alive"}"#)
 let accepted = ByteBuffer(string: #"{"decisions":{"scheduled":1},"requestId":1,"targets":1}"#)
 
-let router = Router()
-for _ in 0..<3 { router.add(middleware: PassOn()) }
-router.get("/health") { _, _ in Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: alive)) }
-router.get("/ready") { _, _ in Response(status: .ok) }
-let apps = router.group("v1/apps/:bundle")
-apps.put("devices/:token") { _, _ in Response(status: .ok) }
-apps.delete("devices/:token") { _, _ in Response(status: .noContent) }
-apps.put("controls/:token") { _, _ in Response(status: .ok) }
-apps.put("devices/:token/widgets/:widget/timeline") { _, _ in Response(status: .ok) }
-apps.get("configurations") { _, _ in Response(status: .ok) }
-apps.post("reloads") { _, context in
-    // The webhook route reads its path parameter, as the real one does.
-    _ = context.parameters.get("bundle")
-    return Response(status: .accepted, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: accepted))
+/// Adds the API listener's routes (their shape: the handlers only answer) to `router`.
+func addRoutes(to router: some RouterMethods<BasicRequestContext>) {
+    for _ in 0..<3 { _ = router.add(middleware: PassOn()) }
+    router.get("/health") { _, _ in Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: alive)) }
+    router.get("/ready") { _, _ in Response(status: .ok) }
+    let apps = router.group("v1/apps/:bundle")
+    apps.put("devices/:token") { _, _ in Response(status: .ok) }
+    apps.delete("devices/:token") { _, _ in Response(status: .noContent) }
+    apps.put("controls/:token") { _, _ in Response(status: .ok) }
+    apps.put("devices/:token/widgets/:widget/timeline") { _, _ in Response(status: .ok) }
+    apps.get("configurations") { _, _ in Response(status: .ok) }
+    apps.post("reloads") { _, context in
+        // The webhook route reads its path parameter, as the real one does.
+        _ = context.parameters.get("bundle")
+        return Response(status: .accepted, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: accepted))
+    }
 }
+let router = Router()
+addRoutes(to: router)
+let pathRouter = PathRouter(context: BasicRequestContext.self)
+addRoutes(to: pathRouter)
 let responder = router.buildResponder()
+let pathResponder = pathRouter.buildResponder()
+precondition(pathResponder.routesOnBytes)
 let channel = EmbeddedChannel()
 let logger: Logger = {
     var logger = Logger(label: "bench-router")
@@ -92,17 +101,24 @@ for (method, path) in [
         }
         return total
     }
-    let routed = try await measure("router") {
-        var total = 0
-        for _ in 0..<calls {
-            let request = Request(head: head(method, path), body: RequestBody(buffer: ByteBuffer()))
-            let context = BasicRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
-            let response = try await responder.respond(to: request, context: context)
-            total &+= response.status.code + (response.body.contentLength ?? 0)
+    func routing(_ responder: some HTTPResponder<BasicRequestContext>) async throws -> Double {
+        try await measure("router") {
+            var total = 0
+            for _ in 0..<calls {
+                let request = Request(head: head(method, path), body: RequestBody(buffer: ByteBuffer()))
+                let context = BasicRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
+                let response = try await responder.respond(to: request, context: context)
+                total &+= response.status.code + (response.body.contentLength ?? 0)
+            }
+            return total
         }
-        return total
     }
-    print(String(format: "%@: dictionary loop %.0f ns/call, Hummingbird router %.0f ns/call (%.1fx)", key, reference, routed, routed / reference))
+    let routed = try await routing(responder)
+    let onBytes = try await routing(pathResponder)
+    print(String(
+        format: "%@: dictionary loop %.0f ns/call, Hummingbird router %.0f ns/call (%.1fx), PathRouter %.0f ns/call (%.1fx)",
+        key, reference, routed, routed / reference, onBytes, onBytes / reference
+    ))
 }
 }
 try await Task.detached { try await run() }.value

@@ -2,8 +2,8 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 
-/// The API listener's routing table: Hummingbird's `Router`, which every route is added to, and beside it
-/// the same routes matched on the path's bytes (decision 0116).
+/// The API's and the admin's routing table: Hummingbird's `Router`, which every route is added to, and
+/// beside it the same routes matched on the path's bytes (decision 0116).
 ///
 /// Hummingbird's trie walks a path one `Character` at a time, and a registration's path is about a hundred
 /// of them: the walk was 4.0% of a registration's CPU in the gateway's profile. ``PathResponder`` finds

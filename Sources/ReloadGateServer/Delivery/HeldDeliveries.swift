@@ -171,7 +171,8 @@ final class HeldDeliveries: Sendable {
 
     var count: Int { state.withLock { $0.heldCount } }
 
-    /// The room each of its dictionaries keeps whatever it holds: a few hundred kilobytes at most.
+    /// The room its dictionary of devices keeps whatever it holds: about 2 MB at most (80 bytes a device's
+    /// entry, up to 24,576 entries' room for this many).
     static let keptRoom = 16_384
 
     /// How many devices the storage held now has room for (tests: it follows what is held, not the most

@@ -103,6 +103,31 @@ struct FreshnessWatchTests {
         #expect(monitor.counts.known == 0, "the sweeps forgot the idle instances")
     }
 
+    /// A request the gateway forwarded to a partition it was taking, then decided as that partition's owner
+    /// in the same batch (``SchedulerEngine/catchUp()``): its `forwarded` decision comes first and the
+    /// owner's after another request's. The owner's counts: instance 5 waits 30 s for the interval,
+    /// within the minute (without it, the request would count as decided `forwarded`, which waits for
+    /// nothing, and the delivery would be of nobody's request).
+    @Test func aRequestForwardedAndDecidedInOneBatchCountsTheOwnersDecision() async throws {
+        let scheduling = try Self.scheduling("scheduling:\n  kinds:\n    scores:\n      freshness: {quantile: 0.9, within: 1m}\n")
+        let monitor = FreshnessMonitor(scheduling: scheduling, metrics: GatewayMetrics())
+        monitor.committed(
+            requests: [Self.request(1, at: 0), Self.request(2, at: 5)],
+            forwarded: [(1, Self.at(0))],
+            decisions: [
+                Decision(request: 1, instance: InstanceHandle(5), kind: .forwarded, due: nil, reason: .forwardedToOwner(partition: 5)),
+                Decision(request: 2, instance: InstanceHandle(6), kind: .scheduled, due: Self.at(5), reason: .dueNow),
+                Decision(request: 1, instance: InstanceHandle(5), kind: .deferred, due: Self.at(30), reason: .waitingForInterval(until: Self.at(30), lastReload: Self.at(-270), minimumInterval: 300)),
+            ],
+            timelineReloads: [], at: Self.at(5)
+        )
+        monitor.delivered(instances: [6], at: Self.at(5))
+        monitor.delivered(instances: [5], at: Self.at(30))
+        let entries = try #require(try await monitor.apply { Self.describe($0) })
+        #expect(entries.map { "\($0.key.kind) \($0.wait ?? -1) \($0.miss?.rawValue ?? "-")" }.sorted() == ["scores 0 -", "scores 30000 -"])
+        #expect(monitor.counts.waiting == 0)
+    }
+
     /// A request still waiting after a day (its outcome was somewhere the gateway cannot see: another
     /// gateway took its partition over) is forgotten, not counted; an app and kind with nothing in its day
     /// is forgotten too.

@@ -256,6 +256,7 @@ extension SchedulerEngine {
             let kept = Set(held)
             let lost = owned.keys.filter { !kept.contains($0) }.sorted()
             for partition in lost { owned[partition] = nil }
+            catchingUp.subtract(lost)
             // Those taken and waiting to be loaded too: loaded now, they would be decided twice.
             for partition in awaitingLoad.keys where !kept.contains(partition) { awaitingLoad[partition] = nil }
             fenceGeneration = max(fenceGeneration, generation)

@@ -29,7 +29,11 @@ extension SchedulerEngine {
     static let resyncReadDevices = 1_000
 
     /// Decides the forwarded work of the partitions held into the open batch, which deletes it from the
-    /// inbox when it commits. A read that fails is retried with the next poll.
+    /// inbox when it commits, and then, when the read found all of it, what the open batch forwards to
+    /// partitions catching up (``catchUp()``). A read that fails is retried with the next poll.
+    ///
+    /// Called only between commits: what this gateway forwarded before has committed (and is read) or
+    /// waits in the open batch.
     func readForwardedWork() async {
         guard let partitioning, !owned.isEmpty else { return }
         let due = lastInboxRead.map { $0.duration(to: monotonic()) >= Self.inboxPollInterval } ?? true
@@ -63,7 +67,7 @@ extension SchedulerEngine {
             let run = held[index..<end]
             do {
                 if run.count == 1 {
-                    try await apply(run[run.startIndex].work)
+                    try await apply(run[run.startIndex].work, of: run[run.startIndex].partition)
                 } else {
                     try await resync(devices: run.compactMap { if case .device(let device) = $0.work { device } else { nil } })
                 }
@@ -76,10 +80,50 @@ extension SchedulerEngine {
             pipeline.open.ledger.consumedInbox += run.map(\.id)
             index = end
         }
+        // (A full read may have left older work in the inbox.)
+        if entries.count < Self.inboxReadLimit { await catchUp() }
     }
 
-    /// Applies one piece of forwarded work to the scheduler, into the open batch.
-    private func apply(_ work: ForwardedWork) async throws {
+    /// Ends the catching up of the partitions loaded since the last read (``catchingUp``), once the inbox's
+    /// work for them is decided: the work the open batch forwards to them (requests decided while they
+    /// loaded, or while a commit was in flight after) is decided here now, in its order, and leaves the
+    /// batch's forwards. From then on their new work is decided here.
+    ///
+    /// The request rows and their `forwarded` decisions stay in the batch, and the owner's decisions follow
+    /// them in the same commit, as they would in a later one. A piece that cannot be decided now (a read
+    /// fails, or the partition was given up meanwhile) goes back to the batch's forwards, with those after
+    /// it, and the partition stays catching up: the inbox gets them with the commit.
+    func catchUp() async {
+        while !catchingUp.isEmpty, !pipeline.isDegraded {
+            let waiting = { (entry: InboxEntry) in self.catchingUp.contains(entry.partition) }
+            let own = pipeline.open.ledger.forwards.filter(waiting)
+            guard !own.isEmpty else {
+                catchingUp = []
+                return
+            }
+            pipeline.open.ledger.forwards.removeAll(where: waiting)
+            for (offset, entry) in own.enumerated() {
+                do {
+                    try await apply(entry.work, of: entry.partition)
+                } catch {
+                    // (Degraded meanwhile: the batch they were in is dropped, their requests refused.)
+                    guard !pipeline.isDegraded else { return }
+                    // Older than anything forwarded since: first in the forwards.
+                    pipeline.open.ledger.forwards.insert(contentsOf: own[offset...], at: 0)
+                    logger.warning("cannot decide forwarded work; it goes to the inbox", metadata: ["error": "\(error)"])
+                    inboxMayHaveWork = true
+                    return
+                }
+            }
+            // Operator commands may have been forwarded to them while this awaited: the next round.
+        }
+    }
+
+    /// Applies one piece of forwarded work for `partition` to the scheduler, into the open batch.
+    /// - Throws: a read's error, or ``PartitionGivenUp`` when `partition` stopped being scheduled here
+    ///   before a request could be decided (its next owner decides it).
+    private func apply(_ work: ForwardedWork, of partition: Int) async throws {
+        guard owned[partition] != nil else { throw PartitionGivenUp(partition: partition) }
         switch work {
         case .request(let forwarded):
             // A target this gateway does not know yet (a device adopted or registered through another
@@ -91,6 +135,8 @@ extension SchedulerEngine {
                 else { continue }
                 try await resync(devices: [device])
             }
+            // (Given up while the reads awaited: its targets were forgotten here.)
+            guard owned[partition] != nil else { throw PartitionGivenUp(partition: partition) }
             let request = ReloadRequest(
                 id: forwarded.id,
                 targets: forwarded.targets.compactMap(Self.handle),
@@ -174,4 +220,11 @@ extension SchedulerEngine {
         try await resync(devices: local)
         return true
     }
+}
+
+/// Forwarded work for a partition that stopped being scheduled here before it was decided: it stays in
+/// the inbox (or goes there) for the partition's next owner.
+struct PartitionGivenUp: Error, CustomStringConvertible {
+    var partition: Int
+    var description: String { "partition \(partition) is no longer scheduled here" }
 }

@@ -24,6 +24,9 @@ extension SchedulerEngine {
             if owned != held {
                 instances.removeAll { owned[DevicePartition.of(device: $0.device)] != held[DevicePartition.of(device: $0.device)] }
             }
+            // What was forwarded to them meanwhile is decided before new work (``catchingUp``).
+            catchingUp = Set(owned.keys)
+            inboxMayHaveWork = true
         } else {
             instances = try await store.registeredInstances()
             snapshots = try await store.instanceSnapshots()

@@ -14,6 +14,14 @@ extension SchedulerEngine {
         partitioning == nil || owned[DevicePartition.of(device: device)] != nil
     }
 
+    /// Whether new requests and operator commands for `partition`'s devices are decided here: it is
+    /// scheduled here, and everything forwarded to it before has been decided (``catchingUp``). Otherwise
+    /// they are forwarded to its inbox, to be decided after what waits there (in the order one gateway
+    /// would have decided them).
+    func decidesHere(partition: Int) -> Bool {
+        partitioning == nil || (owned[partition] != nil && !catchingUp.contains(partition))
+    }
+
     /// Those of `instances` that this engine does not schedule (none with one gateway).
     func notScheduledHere(_ instances: [Int64]) -> [Int64] {
         guard partitioning != nil else { return [] }
@@ -29,7 +37,7 @@ extension SchedulerEngine {
         var forwarded: [Int: [Int64]] = [:]
         for (target, device) in zip(submission.targets, submission.targetDevices) {
             let partition = DevicePartition.of(device: device)
-            if owned[partition] != nil {
+            if decidesHere(partition: partition) {
                 local.append(target)
             } else {
                 forwarded[partition, default: []].append(target)
@@ -115,11 +123,16 @@ extension SchedulerEngine {
         var local: [Int64] = []
         var forwarded: [Int: [Int64]] = [:]
         for id in instances {
-            if let handle = Self.handle(id), scheduler.device(of: handle) != nil {
-                local.append(id)
-            } else if let device = try await partitioning.store.device(ofInstance: id) {
-                if isLocal(device: device) { local.append(id) } else { forwarded[DevicePartition.of(device: device), default: []].append(id) }
+            let device: Int64
+            if let handle = Self.handle(id), let known = scheduler.device(of: handle) {
+                device = Int64(known.rawValue)
+            } else if let stored = try await partitioning.store.device(ofInstance: id) {
+                device = stored
+            } else {
+                continue
             }
+            let partition = DevicePartition.of(device: device)
+            if decidesHere(partition: partition) { local.append(id) } else { forwarded[partition, default: []].append(id) }
         }
         return (local, forwarded)
     }
@@ -226,6 +239,8 @@ extension SchedulerEngine {
             owned[partition] = leases[partition]
             awaitingLoad[partition] = nil
         }
+        // Requests forwarded to them while they loaded (or before they were taken) are decided first.
+        catchingUp.formUnion(taken)
         logger.info(
             "partitions taken",
             metadata: [
@@ -268,6 +283,7 @@ extension SchedulerEngine {
             owned[partition] = nil
             awaitingLoad[partition] = nil
         }
+        catchingUp.subtract(given)
         var forgotten = 0
         for device in scheduler.devices(where: { given.contains(DevicePartition.of(device: Int64($0.rawValue))) }) {
             for instance in scheduler.instances(ofDevice: device) {

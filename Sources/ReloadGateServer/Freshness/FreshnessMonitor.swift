@@ -183,16 +183,22 @@ final class FreshnessMonitor: Sendable {
             let arrivals = requests.map { ($0.id, $0.received) } + forwarded.map { ($0.id, $0.received) }
             let received = Dictionary(arrivals, uniquingKeysWith: { first, _ in first })
             // A request's decisions come together; a pending reload's expiry or drop comes later, of a
-            // request decided before (in an earlier batch, or earlier in this one).
+            // request decided before (in an earlier batch, or earlier in this one). One exception: a
+            // request this gateway forwarded to a partition it was taking, and then decided as its owner
+            // in the same batch (``SchedulerEngine/catchUp()``): the owner's decisions follow the
+            // forwarder's, and count as its decision too.
+            let decidedAsOwner = Set(forwarded.map(\.id))
             var decided = Set<RequestID>()
+            var ownerFollows = Set<RequestID>()
             var index = decisions.startIndex
             while index < decisions.endIndex {
                 let request = decisions[index].request
                 var end = index + 1
                 while end < decisions.endIndex, decisions[end].request == request { end += 1 }
                 let group = decisions[index..<end]
-                if let arrival = received[request], decided.insert(request).inserted {
+                if let arrival = received[request], decided.insert(request).inserted || ownerFollows.remove(request) != nil {
                     tracker.decided(group, received: arrival)
+                    if decidedAsOwner.contains(request), group.contains(where: { $0.kind == .forwarded }) { ownerFollows.insert(request) }
                 } else {
                     for decision in group {
                         guard let instance = decision.instance else { continue }

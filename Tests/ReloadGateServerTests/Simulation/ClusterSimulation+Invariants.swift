@@ -11,7 +11,7 @@ extension ClusterSimulation {
     /// Must hold at every moment: nobody is answered twice, and no instance has a pending reload in two
     /// engines that both hold its partition's lease by their own clock.
     func checkNow() async throws {
-        for (number, given) in answers.withLock({ $0 }) where given.count > 1 {
+        for (number, given) in answers.withLock({ $0.given }) where given.count > 1 {
             throw Violation(description: "request \(number) was answered \(given.count) times: \(given)")
         }
         var owners: [Int64: [String]] = [:]
@@ -32,7 +32,8 @@ extension ClusterSimulation {
     /// Must hold once the cluster has settled (every fault healed).
     func checkEnd() throws {
         let ledger = store.ledger
-        let answered = answers.withLock { $0 }
+        let book = answers.withLock { $0 }
+        let answered = book.given
         var bySummary: [String: RecordedRequest] = [:]
         for request in ledger.requests.values { bySummary[request.summary] = request }
         var decisions: [RequestID: [Decision]] = [:]
@@ -66,8 +67,40 @@ extension ClusterSimulation {
             }
         }
         try checkIdempotency(answered)
+        try checkOrder(book, decisions: ledger.decisions)
         try checkSends()
         try checkOwnership()
+    }
+
+    /// Through one gateway, a reload request answered before another was sent is decided first for each
+    /// instance both target (their first decisions in the ledger, which is in commit order): as one
+    /// gateway would, also when one of them went through an inbox and the gateway took the partition in
+    /// between. (Through different gateways the owner decides a forwarded request when it reads its inbox,
+    /// which a request sent to the owner itself may precede: docs/decisions/0032.)
+    private func checkOrder(_ book: AnswerBook, decisions: [Decision]) throws {
+        let initial: Set<DecisionKind> = [.scheduled, .merged, .absorbed, .deferred, .noMatch, .expired]
+        var first: [RequestID: [Int64: Int]] = [:]
+        for (position, decision) in decisions.enumerated() where initial.contains(decision.kind) {
+            guard let instance = decision.instance else { continue }
+            if first[decision.request]?[Int64(instance.rawValue)] == nil { first[decision.request, default: [:]][Int64(instance.rawValue)] = position }
+        }
+        var accepted: [(request: SimulatedRequest, id: RequestID, answeredAt: Int)] = []
+        for request in requests where request.kind == .reload && !request.lostAtKill {
+            guard case .accepted(let id)? = book.given[request.number]?.first, let answeredAt = book.order[request.number] else { continue }
+            accepted.append((request, id, answeredAt))
+        }
+        for earlier in accepted {
+            for later in accepted
+            where later.request.gateway == earlier.request.gateway && earlier.answeredAt < later.request.answeredBeforeSending {
+                for (instance, before) in first[earlier.id] ?? [:] {
+                    guard let after = first[later.id]?[instance], after < before else { continue }
+                    throw Violation(
+                        description: "request \(later.request.number) (id \(later.id)) was decided for instance \(instance) before request "
+                            + "\(earlier.request.number) (id \(earlier.id)), which was answered before it was sent, through the same gateway g\(earlier.request.gateway)"
+                    )
+                }
+            }
+        }
     }
 
     /// An idempotency key is accepted once, whichever gateways its calls reached; a replay answers with an

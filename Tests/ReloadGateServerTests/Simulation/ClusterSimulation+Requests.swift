@@ -10,12 +10,17 @@ import ReloadGateTesting
 extension ClusterSimulation {
     func newRequest(at g: Int, kind: SimulatedRequest.Kind, targets: [Int64]) -> Int {
         let number = requests.count
-        requests.append(SimulatedRequest(number: number, gateway: g, kind: kind, targets: targets, sentAt: clock.milliseconds))
+        requests.append(
+            SimulatedRequest(
+                number: number, gateway: g, kind: kind, targets: targets, sentAt: clock.milliseconds,
+                answeredBeforeSending: answers.withLock { $0.order.count }
+            )
+        )
         return number
     }
 
     func answer(_ number: Int, _ answer: Answer) {
-        answers.withLock { $0[number, default: []].append(answer) }
+        answers.withLock { $0.add(answer, to: number) }
     }
 
     func reply(for number: Int) -> SchedulerEngine.Reply {
@@ -28,7 +33,7 @@ extension ClusterSimulation {
             case .success(.conflict): answer = .conflict
             case .failure(let error): answer = .refused("\(error)")
             }
-            answers.withLock { $0[number, default: []].append(answer) }
+            answers.withLock { $0.add(answer, to: number) }
         }
     }
 
@@ -152,7 +157,7 @@ extension ClusterSimulation {
             case .success: answer = .registryDone
             case .failure(let error): answer = .refused("\(error)")
             }
-            answers.withLock { $0[number, default: []].append(answer) }
+            answers.withLock { $0.add(answer, to: number) }
         }
     }
 }

@@ -21,7 +21,7 @@ final class ClusterSimulation {
     var devices: [Int64] = []
     /// Requests and registry changes sent, by number.
     var requests: [SimulatedRequest] = []
-    let answers = Shared<[Int: [Answer]]>([:])
+    let answers = Shared(AnswerBook())
     /// Instances an operator flushed ignoring the budget (their minimum interval is not checked).
     var flushedIgnoringBudget = Set<Int64>()
     /// Instances removed from the registry (a request for them may be decided `no-match`).
@@ -51,6 +51,8 @@ final class ClusterSimulation {
         /// A webhook call's idempotency key and body.
         var idempotency: ReloadCommand.Idempotency?
         var sentAt: Int64
+        /// How many requests had been answered when it was sent (``AnswerBook/order``).
+        var answeredBeforeSending: Int
         /// Lost with its gateway's process (no answer; it may or may not have been committed).
         var lostAtKill = false
 
@@ -65,6 +67,18 @@ final class ClusterSimulation {
         case conflict
         case registryDone
         case refused(String)
+    }
+
+    /// The answers given, by request number, and the order in which the requests were first answered.
+    struct AnswerBook: Sendable {
+        var given: [Int: [Answer]] = [:]
+        /// Request number -> how many requests had been answered before it.
+        var order: [Int: Int] = [:]
+
+        mutating func add(_ answer: Answer, to number: Int) {
+            if given[number] == nil { order[number] = order.count }
+            given[number, default: []].append(answer)
+        }
     }
 
     struct Send {
@@ -318,7 +332,7 @@ final class ClusterSimulation {
         gateway.inFlight = nil
         gateway.isAlive = false
         inFlightAtKills += gateway.unrecorded.count
-        let answered = answers.withLock { $0 }
+        let answered = answers.withLock { $0.given }
         for index in requests.indices where requests[index].gateway == gateway.index && answered[index] == nil {
             requests[index].lostAtKill = true
         }
@@ -361,7 +375,7 @@ final class ClusterSimulation {
 
     /// What still goes on (`nil`: nothing).
     private func stillBusy() async throws -> String? {
-        let answered = answers.withLock { $0 }
+        let answered = answers.withLock { $0.given }
         for request in requests where !request.lostAtKill && answered[request.number] == nil {
             return "request \(request.number) (\(request.kind), at g\(request.gateway)) is not answered"
         }

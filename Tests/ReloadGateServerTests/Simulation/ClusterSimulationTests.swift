@@ -53,6 +53,35 @@ struct ClusterSimulationTests {
         )
     }
 
+    /// A gateway forwards a push to another's partition, then takes that partition (the other's lease ran
+    /// out) while a webhook call it was sent after the push was answered waits to be decided: the push is
+    /// decided first, as one gateway would (seed 31's shortest list: the call was decided first when a
+    /// partition's new requests were decided here before its inbox had been read).
+    @Test func requestsForwardedBeforeATakeoverAreDecidedFirst() async throws {
+        let events: [SimulatedEvent] = [
+            .push(gateway: 0, device: 4, priority: 10), .advance(milliseconds: 7000), .turn(gateway: 0),
+            .endCommit(gateway: 0, fails: false), .turn(gateway: 0), .webhook(gateway: 0, devices: [1, 2, 4, 7], key: nil),
+            .heartbeat(gateway: 0), .storeFault(down: true), .turn(gateway: 0),
+        ]
+        let outcome = await Self.outcome(of: events)
+        #expect(outcome.violation == nil, "\(outcome.violation ?? "")")
+    }
+
+    /// The same when the push still waits in the open batch, forwarded to the partition just taken, as
+    /// the gateway reads that partition's inbox for the first time: the push is decided there and then,
+    /// before the next (seed 222's shortest list, failing when the batch's forwards went on to the inbox).
+    @Test func requestsForwardedInTheOpenBatchAreDecidedAtTheFirstInboxRead() async throws {
+        let events: [SimulatedEvent] = [
+            .push(gateway: 0, device: 7, priority: 10), .advance(milliseconds: 3000), .turn(gateway: 0),
+            .endCommit(gateway: 0, fails: false), .storeFault(down: false), .turn(gateway: 2), .endCommit(gateway: 2, fails: false),
+            .turn(gateway: 2), .storeFault(down: nil), .advance(milliseconds: 3000), .heartbeat(gateway: 2), .turn(gateway: 2),
+            .turn(gateway: 2), .push(gateway: 2, device: 0, priority: 1), .turn(gateway: 2), .endCommit(gateway: 2, fails: false),
+            .turn(gateway: 2), .endCommit(gateway: 2, fails: false), .turn(gateway: 2), .push(gateway: 2, device: 0, priority: 5),
+        ]
+        let outcome = await Self.outcome(of: events)
+        #expect(outcome.violation == nil, "\(outcome.violation ?? "")")
+    }
+
     /// Runs one list of events on a new cluster: the violation it found, if any, and how many events ran
     /// (settling included).
     static func outcome(of events: [SimulatedEvent], tracing: Bool = false) async -> (violation: String?, events: Int) {

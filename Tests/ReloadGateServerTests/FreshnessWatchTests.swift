@@ -104,7 +104,7 @@ struct FreshnessWatchTests {
     }
 
     /// A request the gateway forwarded to a partition it was taking, then decided as that partition's owner
-    /// in the same batch (``SchedulerEngine/catchUp()``): its `forwarded` decision comes first and the
+    /// in the same batch (``SchedulerEngine/catchUp(_:)``): its `forwarded` decision comes first and the
     /// owner's after another request's. The owner's counts: instance 5 waits 30 s for the interval,
     /// within the minute (without it, the request would count as decided `forwarded`, which waits for
     /// nothing, and the delivery would be of nobody's request).

@@ -255,8 +255,10 @@ extension SchedulerEngine {
             // would within a second) and commit under the new generation from now on.
             let kept = Set(held)
             let lost = owned.keys.filter { !kept.contains($0) }.sorted()
-            for partition in lost { owned[partition] = nil }
-            catchingUp.subtract(lost)
+            for partition in lost {
+                owned[partition] = nil
+                catchingUp[partition] = nil
+            }
             // Those taken and waiting to be loaded too: loaded now, they would be decided twice.
             for partition in awaitingLoad.keys where !kept.contains(partition) { awaitingLoad[partition] = nil }
             fenceGeneration = max(fenceGeneration, generation)

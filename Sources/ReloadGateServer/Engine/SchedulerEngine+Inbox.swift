@@ -42,6 +42,9 @@ extension SchedulerEngine {
         lastInboxRead = monotonic()
         let entries: [InboxEntry]
         let partitions = owned.keys.sorted()
+        // The partitions this read can end the catching up of: loaded before it began (a load applied
+        // while it awaits the store is not covered by it).
+        let covered = catchingUp
         do {
             // At most a second: the commit loop must not wait on a store that is away before it finds
             // out with the commit itself (requests waiting for this batch would wait that much longer).
@@ -81,24 +84,27 @@ extension SchedulerEngine {
             index = end
         }
         // (A full read may have left older work in the inbox.)
-        if entries.count < Self.inboxReadLimit { await catchUp() }
+        if entries.count < Self.inboxReadLimit { await catchUp(covered) }
     }
 
-    /// Ends the catching up of the partitions loaded since the last read (``catchingUp``), once the inbox's
-    /// work for them is decided: the work the open batch forwards to them (requests decided while they
-    /// loaded, or while a commit was in flight after) is decided here now, in its order, and leaves the
-    /// batch's forwards. From then on their new work is decided here.
+    /// Ends the catching up (``catchingUp``) of the `covered` partitions, whose inbox a read that began after
+    /// their load has found whole and decided: the work the open batch forwards to them (requests decided
+    /// while they loaded, or while a commit was in flight after) is decided here now, in its order, and
+    /// leaves the batch's forwards. From then on their new work is decided here. (`covered`: partition ->
+    /// the lease epoch it was loaded under; one lost and taken again meanwhile is not covered.)
     ///
     /// The request rows and their `forwarded` decisions stay in the batch, and the owner's decisions follow
     /// them in the same commit, as they would in a later one. A piece that cannot be decided now (a read
     /// fails, or the partition was given up meanwhile) goes back to the batch's forwards, with those after
     /// it, and the partition stays catching up: the inbox gets them with the commit.
-    func catchUp() async {
-        while !catchingUp.isEmpty, !pipeline.isDegraded {
-            let waiting = { (entry: InboxEntry) in self.catchingUp.contains(entry.partition) }
+    func catchUp(_ covered: [Int: Int64]) async {
+        while !pipeline.isDegraded {
+            let done = covered.filter { catchingUp[$0.key] == $0.value }
+            guard !done.isEmpty else { return }
+            let waiting = { (entry: InboxEntry) in done[entry.partition] != nil }
             let own = pipeline.open.ledger.forwards.filter(waiting)
             guard !own.isEmpty else {
-                catchingUp = []
+                for partition in done.keys { catchingUp[partition] = nil }
                 return
             }
             pipeline.open.ledger.forwards.removeAll(where: waiting)

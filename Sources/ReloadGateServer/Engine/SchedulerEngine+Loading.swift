@@ -25,7 +25,7 @@ extension SchedulerEngine {
                 instances.removeAll { owned[DevicePartition.of(device: $0.device)] != held[DevicePartition.of(device: $0.device)] }
             }
             // What was forwarded to them meanwhile is decided before new work (``catchingUp``).
-            catchingUp = Set(owned.keys)
+            catchingUp = owned
             inboxMayHaveWork = true
         } else {
             instances = try await store.registeredInstances()

@@ -19,7 +19,7 @@ extension SchedulerEngine {
     /// they are forwarded to its inbox, to be decided after what waits there (in the order one gateway
     /// would have decided them).
     func decidesHere(partition: Int) -> Bool {
-        partitioning == nil || (owned[partition] != nil && !catchingUp.contains(partition))
+        partitioning == nil || (owned[partition] != nil && catchingUp[partition] == nil)
     }
 
     /// Those of `instances` that this engine does not schedule (none with one gateway).
@@ -238,9 +238,9 @@ extension SchedulerEngine {
         for partition in taken {
             owned[partition] = leases[partition]
             awaitingLoad[partition] = nil
+            // Requests forwarded to it while it loaded (or before it was taken) are decided first.
+            catchingUp[partition] = leases[partition]
         }
-        // Requests forwarded to them while they loaded (or before they were taken) are decided first.
-        catchingUp.formUnion(taken)
         logger.info(
             "partitions taken",
             metadata: [
@@ -282,8 +282,8 @@ extension SchedulerEngine {
         for partition in given {
             owned[partition] = nil
             awaitingLoad[partition] = nil
+            catchingUp[partition] = nil
         }
-        catchingUp.subtract(given)
         var forgotten = 0
         for device in scheduler.devices(where: { given.contains(DevicePartition.of(device: Int64($0.rawValue))) }) {
             for instance in scheduler.instances(ofDevice: device) {

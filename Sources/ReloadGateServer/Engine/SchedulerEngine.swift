@@ -60,12 +60,12 @@ actor SchedulerEngine {
     let partitioning: Partitioning?
     /// The partitions this engine schedules, with the epoch of the lease (a shared store only).
     var owned: [Int: Int64] = [:]
-    /// Partitions loaded (or reloaded) here whose inbox has not been read since: work forwarded to them
-    /// before may wait there, or in the open batch, and must be decided first. Until the next inbox read
-    /// their new requests and operator commands are forwarded too, as before the load
-    /// (``decidesHere(partition:)``); that read decides the open batch's forwards to them after the inbox's
-    /// (``catchUp()``).
-    var catchingUp: Set<Int> = []
+    /// Partitions loaded (or reloaded) here whose inbox has not been read since, with the epoch of the lease
+    /// they were loaded under: work forwarded to them before may wait there, or in the open batch, and must
+    /// be decided first. Until an inbox read that began after the load, their new requests and operator
+    /// commands are forwarded too, as before the load (``decidesHere(partition:)``); that read decides the
+    /// open batch's forwards to them after the inbox's (``catchUp(_:)``).
+    var catchingUp: [Int: Int64] = [:]
     /// Partitions taken and not loaded yet (``takeOver(_:)``): their load waits for a moment with no
     /// commit in flight, or runs.
     var awaitingLoad: [Int: Int64] = [:]

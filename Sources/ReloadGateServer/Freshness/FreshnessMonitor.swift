@@ -185,7 +185,7 @@ final class FreshnessMonitor: Sendable {
             // A request's decisions come together; a pending reload's expiry or drop comes later, of a
             // request decided before (in an earlier batch, or earlier in this one). One exception: a
             // request this gateway forwarded to a partition it was taking, and then decided as its owner
-            // in the same batch (``SchedulerEngine/catchUp()``): the owner's decisions follow the
+            // in the same batch (``SchedulerEngine/catchUp(_:)``): the owner's decisions follow the
             // forwarder's, and count as its decision too.
             let decidedAsOwner = Set(forwarded.map(\.id))
             var decided = Set<RequestID>()

@@ -322,12 +322,43 @@ public final class InMemorySharedStore: SharedSchedulingStore {
 
     /// Lets the held partition reads go on, and later ones through.
     public func releasePartitionReads() {
-        let waiting = partitionReads.withLock { gate in
+        Self.release(partitionReads)
+    }
+
+    /// Holds the reads of devices' registrations (``registeredInstances(devices:)``) until
+    /// ``releaseRegistrationReads()``: a registry change brought in line while the database is slow, and the
+    /// gateway's heartbeat goes on meanwhile.
+    public func holdRegistrationReads() {
+        registrationReadGate.withLock { $0.held = true }
+    }
+
+    /// Lets the held registration reads go on, and later ones through.
+    public func releaseRegistrationReads() {
+        Self.release(registrationReadGate)
+    }
+
+    /// How many registration reads wait at the hold now.
+    public var registrationReadsWaiting: Int { registrationReadGate.withLock { $0.waiting.count } }
+
+    private static func release(_ gate: borrowing Mutex<ReadGate>) {
+        let waiting = gate.withLock { gate in
             gate.held = false
             defer { gate.waiting = [] }
             return gate.waiting
         }
         for continuation in waiting { continuation.resume() }
+    }
+
+    /// Waits at `gate` while it is held.
+    private static func pass(_ gate: borrowing Mutex<ReadGate>) async {
+        await withCheckedContinuation { continuation in
+            let passes = gate.withLock { gate in
+                gate.begun += 1
+                if gate.held { gate.waiting.append(continuation) }
+                return !gate.held
+            }
+            if passes { continuation.resume() }
+        }
     }
 
     /// How many partition reads wait at the hold now.
@@ -341,16 +372,10 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         var begun = 0
     }
     private let partitionReads = Mutex(ReadGate())
+    private let registrationReadGate = Mutex(ReadGate())
 
     public func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance] {
-        await withCheckedContinuation { continuation in
-            let passes = partitionReads.withLock { gate in
-                gate.begun += 1
-                if gate.held { gate.waiting.append(continuation) }
-                return !gate.held
-            }
-            if passes { continuation.resume() }
-        }
+        await Self.pass(partitionReads)
         let wanted = Set(partitions)
         return try reading { Self.registered($0) { wanted.contains(DevicePartition.of(device: $0)) } }
     }
@@ -380,6 +405,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
 
     public func registeredInstances(devices: [Int64]) async throws -> [RegisteredInstance] {
         registrationReadCount.withLock { $0 += 1 }
+        await Self.pass(registrationReadGate)
         let devices = Set(devices)
         return try reading { Self.registered($0) { devices.contains($0) } }
     }

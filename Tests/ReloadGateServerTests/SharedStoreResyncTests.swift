@@ -8,7 +8,8 @@ import Testing
 
 /// On a shared store, the registry batch's devices are brought in line with one read, not one a device:
 /// on PostgreSQL each read is a round trip in the commit loop's turn, and one a device held registrations
-/// near 520 a second (docs/BENCHMARKS.md). What the scheduler holds after is what a read a device gives.
+/// near 520 a second (docs/BENCHMARKS.md). What the scheduler holds after is what a read a device gives;
+/// a device whose partition is given up while the read waits is left to its next owner.
 @Suite struct SharedStoreResyncTests {
     @Test func aRegistryBatchIsBroughtInLineWithOneRead() async throws {
         let cluster = try await BesideTheCommitLoopTests.Cluster()
@@ -54,5 +55,25 @@ import Testing
         #expect(store.registrationReads - large == 2, "reads for \(registered.count) registrations")
         let last = try #require(registered.last.flatMap { SchedulerEngine.handle($0.instances[0]) })
         #expect(await cluster.engine.scheduler.isRegistered(last))
+    }
+
+    /// A registry change's registrations are read while the heartbeat goes on, and the device's partition
+    /// can be given up meanwhile (a hand-back, or a lease lost): what the read found is not registered
+    /// here. (It was: a scheduler holding widgets of a partition another gateway schedules.)
+    @Test func aDeviceGivenUpWhileItsRegistrationIsReadIsNotRegisteredHere() async throws {
+        let cluster = try await BesideTheCommitLoopTests.Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let added = try store.register(app: cluster.app.id, token: BesideTheCommitLoopTests.Cluster.token(60), kinds: ["scores"], now: Timestamp(Date()))
+        let partition = DevicePartition.of(device: added.device)
+        #expect(await engine.ownedPartitions[partition] != nil)
+        store.holdRegistrationReads()
+        let change = Task { try await engine.devicesChangedWithoutWaiting([added.device]) }
+        try await BesideTheCommitLoopTests.wait(within: .seconds(30)) { store.registrationReadsWaiting == 1 }
+        await engine.giveUp([partition], handingBack: false)
+        store.releaseRegistrationReads()
+        _ = try await change.value
+        let handle = try #require(SchedulerEngine.handle(added.instances[0]))
+        #expect(await !engine.scheduler.isRegistered(handle))
+        #expect(await engine.scheduler.instances(ofDevice: try #require(SchedulerEngine.deviceHandle(added.device))).isEmpty)
     }
 }

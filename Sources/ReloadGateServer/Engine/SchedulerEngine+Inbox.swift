@@ -194,7 +194,10 @@ extension SchedulerEngine {
                 byDevice[instance.device, default: []].append(instance)
             }
         }
-        for (device, deviceHandle) in handles {
+        // (A device whose partition was given up while the reads awaited is the next owner's: its widgets
+        // are not registered here, where nothing would decide for them, and their planned reloads would
+        // be released beside the owner's.)
+        for (device, deviceHandle) in handles where isLocal(device: device) {
             let registered = byDevice[device] ?? []
             let now = Set(registered.map(\.instance))
             let gone = scheduler.instances(ofDevice: deviceHandle).filter { !now.contains(Int64($0.rawValue)) }

@@ -30,7 +30,7 @@ extension SchedulerEngine {
 
     /// Decides the forwarded work of the partitions held into the open batch, which deletes it from the
     /// inbox when it commits, and then, when the read found all of it, what the open batch forwards to
-    /// partitions catching up (``catchUp()``). A read that fails is retried with the next poll.
+    /// partitions catching up (``catchUp(_:)``). A read that fails is retried with the next poll.
     ///
     /// Called only between commits: what this gateway forwarded before has committed (and is read) or
     /// waits in the open batch.

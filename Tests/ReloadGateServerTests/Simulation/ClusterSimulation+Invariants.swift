@@ -72,15 +72,18 @@ extension ClusterSimulation {
         try checkOwnership()
     }
 
+    /// The kinds of a target's first decision by its owner (`forwarded` is the forwarder's, and a pending
+    /// reload's `cancelled` comes later; `expired` is either).
+    static let initialKinds: Set<DecisionKind> = [.scheduled, .merged, .absorbed, .deferred, .noMatch, .expired]
+
     /// Through one gateway, a reload request answered before another was sent is decided first for each
     /// instance both target (their first decisions in the ledger, which is in commit order): as one
     /// gateway would, also when one of them went through an inbox and the gateway took the partition in
     /// between. (Through different gateways the owner decides a forwarded request when it reads its inbox,
-    /// which a request sent to the owner itself may precede: docs/decisions/0032.)
+    /// which a request sent to the owner itself may precede: decisions 0032 and 0117.)
     private func checkOrder(_ book: AnswerBook, decisions: [Decision]) throws {
-        let initial: Set<DecisionKind> = [.scheduled, .merged, .absorbed, .deferred, .noMatch, .expired]
         var first: [RequestID: [Int64: Int]] = [:]
-        for (position, decision) in decisions.enumerated() where initial.contains(decision.kind) {
+        for (position, decision) in decisions.enumerated() where Self.initialKinds.contains(decision.kind) {
             guard let instance = decision.instance else { continue }
             if first[decision.request]?[Int64(instance.rawValue)] == nil { first[decision.request, default: [:]][Int64(instance.rawValue)] = position }
         }
@@ -142,10 +145,9 @@ extension ClusterSimulation {
     /// An accepted request is decided for each target exactly once, by one owner, and what was scheduled
     /// was delivered (or dropped with the widget).
     private func checkDecided(_ request: SimulatedRequest, id: RequestID, _ made: [Decision], all: [RequestID: [Decision]]) throws {
-        let initial: Set<DecisionKind> = [.scheduled, .merged, .absorbed, .deferred, .noMatch, .expired]
         for target in request.targets {
             let handle = SchedulerEngine.handle(target)
-            let first = made.filter { $0.instance == handle && initial.contains($0.kind) }
+            let first = made.filter { $0.instance == handle && Self.initialKinds.contains($0.kind) }
             // A widget removed before its owner decided the request is left out of its decisions (the
             // scheduler decides registered targets only; `no-match` when none is).
             if removed.contains(target), first.count <= 1 { continue }

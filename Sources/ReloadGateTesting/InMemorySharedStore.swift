@@ -310,6 +310,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
     }
 
     public func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry] {
+        await Self.pass(inboxReadGate)
         let wanted = Set(partitions)
         return try reading { state in Array(state.inbox.lazy.filter { wanted.contains($0.partition) }.prefix(limit)) }
     }
@@ -339,6 +340,20 @@ public final class InMemorySharedStore: SharedSchedulingStore {
 
     /// How many registration reads wait at the hold now.
     public var registrationReadsWaiting: Int { registrationReadGate.withLock { $0.waiting.count } }
+
+    /// Holds the inbox's reads (``inbox(partitions:limit:)``) until ``releaseInboxReads()``: the engine
+    /// abandons such a read at its deadline and goes on without the forwarded work.
+    public func holdInboxReads() {
+        inboxReadGate.withLock { $0.held = true }
+    }
+
+    /// Lets the held inbox reads go on, and later ones through.
+    public func releaseInboxReads() {
+        Self.release(inboxReadGate)
+    }
+
+    /// How many inbox reads have begun.
+    public var inboxReadsBegun: Int { inboxReadGate.withLock { $0.begun } }
 
     private static func release(_ gate: borrowing Mutex<ReadGate>) {
         let waiting = gate.withLock { gate in
@@ -373,6 +388,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
     }
     private let partitionReads = Mutex(ReadGate())
     private let registrationReadGate = Mutex(ReadGate())
+    private let inboxReadGate = Mutex(ReadGate())
 
     public func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance] {
         await Self.pass(partitionReads)

@@ -75,6 +75,28 @@ import Testing
             }
         }
 
+        /// A push another gateway took and forwarded to `device`'s partition: its request row, and the work
+        /// in the inbox.
+        func forwardFromAnotherGateway(id: RequestID, to device: (device: Int64, instances: [Int64])) async throws -> (id: RequestID, work: ForwardedWork) {
+            let received = Timestamp(Date())
+            let work = ForwardedWork.request(
+                ForwardedRequest(
+                    id: id, targets: device.instances, priority: Priority.high.rawValue, expiration: nil, collapseID: nil,
+                    team: app.teamID, exempt: false, received: received.milliseconds
+                )
+            )
+            var batch = LedgerBatch()
+            batch.requests = [
+                RecordedRequest(
+                    id: id, app: app.id, source: .push, received: received, priority: .high, expiration: nil, collapseID: nil,
+                    exempt: false, summary: "forwarded"
+                )
+            ]
+            batch.forwards = [InboxEntry(partition: DevicePartition.of(device: device.device), work: work)]
+            try await store.commit(batch)
+            return (id, work)
+        }
+
         /// Makes the engine degraded: a commit fails (a table locked). (A push first, to take a block of
         /// request ids: without one the request is refused before its commit.)
         func degrade(answers: Shared<[String: Answer]>) async throws {
@@ -137,6 +159,36 @@ import Testing
         try await Self.turns(of: engine, within: .seconds(30)) {
             store.ledger.decisions.contains { $0.instance?.rawValue == Int32(cluster.taken.instances[0]) && $0.kind != .forwarded }
         }
+    }
+
+    /// After an outage the partitions are loaded again, and their inbox may hold pushes other gateways
+    /// forwarded and answered meanwhile. A push taken here before an inbox read has found them goes to the
+    /// inbox behind them (it did not: it was decided first when that read failed).
+    @Test func aPartitionReloadedAfterAnOutageDecidesItsInboxBeforeNewPushes() async throws {
+        let cluster = try await Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let answers = Shared<[String: Answer]>([:])
+        try await cluster.degrade(answers: answers)
+        store.fault = nil
+        let decidedBefore = store.ledger.decisions.count
+        let older = try await cluster.forwardFromAnotherGateway(id: 1_000_000_001, to: cluster.scheduled)
+        // The inbox's reads do not answer (each is abandoned at its deadline) until the new push is taken.
+        store.holdInboxReads()
+        try await Self.turnsWhileDegraded(engine, within: .seconds(30))
+        #expect(await !engine.isDegraded)
+        cluster.push(to: cluster.scheduled, "newer", answers: answers)
+        try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["newer"] } != nil }
+        #expect(answers.withLock { $0["newer"]?.isAccepted } == true)
+        #expect(store.inboxReadsBegun > 0)
+        store.releaseInboxReads()
+
+        let instance = Int32(cluster.scheduled.instances[0])
+        try await Self.turns(of: engine, within: .seconds(30)) {
+            store.ledger.decisions.contains { $0.request == older.id && $0.kind != .forwarded }
+        }
+        // (The first decision of each push for the widget, as the simulation's order check reads them.)
+        let first = store.ledger.decisions[decidedBefore...].first { $0.instance?.rawValue == instance && ClusterSimulation.initialKinds.contains($0.kind) }
+        #expect(first?.request == older.id, "the push forwarded before the outage's reload is decided first")
     }
 
     @Test func aRebuildThatDoesNotAnswerHoldsUpNoAnswer() async throws {

@@ -76,4 +76,39 @@ import Testing
         #expect(await !engine.scheduler.isRegistered(handle))
         #expect(await engine.scheduler.instances(ofDevice: try #require(SchedulerEngine.deviceHandle(added.device))).isEmpty)
     }
+
+    /// A request forwarded by another gateway to a device this one has not registered yet is decided after
+    /// that device's registration is read. When the partition is handed back during that read, the request
+    /// stays in the inbox for the next owner. (A hand-back keeps this gateway's fence generation: the
+    /// open batch commits, so a request decided there on forgotten state would leave the inbox with it.)
+    @Test func aRequestForwardedToAPartitionHandedBackWhileItsTargetIsReadStaysInTheInbox() async throws {
+        let cluster = try await BesideTheCommitLoopTests.Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let added = try store.register(app: cluster.app.id, token: BesideTheCommitLoopTests.Cluster.token(70), kinds: ["scores"], now: Timestamp(Date()))
+        let partition = DevicePartition.of(device: added.device)
+        #expect(await engine.ownedPartitions[partition] != nil)
+        #expect(await !engine.scheduler.isRegistered(try #require(SchedulerEngine.handle(added.instances[0]))))
+
+        // The registry's notices of the devices are taken out of the inbox (they would be read first, and
+        // hold the read themselves): the request's own read of its target's registration is the one held.
+        var notices = LedgerBatch()
+        notices.consumedInbox = try await store.inbox(partitions: Array(0..<DevicePartition.partitionCount), limit: 100).map(\.id)
+        try await store.commit(notices)
+        // Another gateway took the push and forwarded it.
+        let forwarded = try await cluster.forwardFromAnotherGateway(id: 1_000_000_001, to: added)
+        store.holdRegistrationReads()
+        await engine.inboxChanged()
+        let turn = Task { await BesideTheCommitLoopTests.turn(of: engine) }
+        try await BesideTheCommitLoopTests.wait(within: .seconds(30)) { store.registrationReadsWaiting == 1 }
+        await engine.giveUp([partition], handingBack: true)
+        store.releaseRegistrationReads()
+        await turn.value
+        // What the turn decided commits with the next turns (as the hand-back's own wait commits it).
+        await BesideTheCommitLoopTests.turn(of: engine)
+        await BesideTheCommitLoopTests.turn(of: engine)
+
+        #expect(await !engine.isDegraded)
+        #expect(try await store.inbox(partitions: [partition], limit: 10).map(\.work) == [forwarded.work])
+        #expect(!store.ledger.decisions.contains { $0.request == forwarded.id }, "decided on a partition no longer scheduled here")
+    }
 }

@@ -163,7 +163,8 @@ import Testing
 
     /// After an outage the partitions are loaded again, and their inbox may hold pushes other gateways
     /// forwarded and answered meanwhile. A push taken here before an inbox read has found them goes to the
-    /// inbox behind them (it did not: it was decided first when that read failed).
+    /// inbox behind them, also when the first read after the reload fails (the reload marks the partitions
+    /// as catching up; without the mark the new push would be decided first).
     @Test func aPartitionReloadedAfterAnOutageDecidesItsInboxBeforeNewPushes() async throws {
         let cluster = try await Cluster()
         let (store, engine) = (cluster.store, cluster.engine)

@@ -310,88 +310,23 @@ public final class InMemorySharedStore: SharedSchedulingStore {
     }
 
     public func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry] {
-        await Self.pass(inboxReadGate)
+        await inboxReadHold.pass()
         let wanted = Set(partitions)
         return try reading { state in Array(state.inbox.lazy.filter { wanted.contains($0.partition) }.prefix(limit)) }
     }
 
-    /// Holds the reads of a partition load (``registeredInstances(partitions:)``) until
-    /// ``releasePartitionReads()``: a read on a connection that died under it, or a database slow to scan.
-    public func holdPartitionReads() {
-        partitionReads.withLock { $0.held = true }
-    }
-
-    /// Lets the held partition reads go on, and later ones through.
-    public func releasePartitionReads() {
-        Self.release(partitionReads)
-    }
-
-    /// Holds the reads of devices' registrations (``registeredInstances(devices:)``) until
-    /// ``releaseRegistrationReads()``: a registry change brought in line while the database is slow, and the
-    /// gateway's heartbeat goes on meanwhile.
-    public func holdRegistrationReads() {
-        registrationReadGate.withLock { $0.held = true }
-    }
-
-    /// Lets the held registration reads go on, and later ones through.
-    public func releaseRegistrationReads() {
-        Self.release(registrationReadGate)
-    }
-
-    /// How many registration reads wait at the hold now.
-    public var registrationReadsWaiting: Int { registrationReadGate.withLock { $0.waiting.count } }
-
-    /// Holds the inbox's reads (``inbox(partitions:limit:)``) until ``releaseInboxReads()``: the engine
-    /// abandons such a read at its deadline and goes on without the forwarded work.
-    public func holdInboxReads() {
-        inboxReadGate.withLock { $0.held = true }
-    }
-
-    /// Lets the held inbox reads go on, and later ones through.
-    public func releaseInboxReads() {
-        Self.release(inboxReadGate)
-    }
-
-    /// How many inbox reads have begun.
-    public var inboxReadsBegun: Int { inboxReadGate.withLock { $0.begun } }
-
-    private static func release(_ gate: borrowing Mutex<ReadGate>) {
-        let waiting = gate.withLock { gate in
-            gate.held = false
-            defer { gate.waiting = [] }
-            return gate.waiting
-        }
-        for continuation in waiting { continuation.resume() }
-    }
-
-    /// Waits at `gate` while it is held.
-    private static func pass(_ gate: borrowing Mutex<ReadGate>) async {
-        await withCheckedContinuation { continuation in
-            let passes = gate.withLock { gate in
-                gate.begun += 1
-                if gate.held { gate.waiting.append(continuation) }
-                return !gate.held
-            }
-            if passes { continuation.resume() }
-        }
-    }
-
-    /// How many partition reads wait at the hold now.
-    public var partitionReadsWaiting: Int { partitionReads.withLock { $0.waiting.count } }
-    /// How many partition loads have begun (reads of ``registeredInstances(partitions:)``).
-    public var partitionReadsBegun: Int { partitionReads.withLock { $0.begun } }
-
-    private struct ReadGate {
-        var held = false
-        var waiting: [CheckedContinuation<Void, Never>] = []
-        var begun = 0
-    }
-    private let partitionReads = Mutex(ReadGate())
-    private let registrationReadGate = Mutex(ReadGate())
-    private let inboxReadGate = Mutex(ReadGate())
+    /// Holds the reads of a partition load (``registeredInstances(partitions:)``): a read on a connection
+    /// that died under it, or a database slow to scan.
+    public let partitionReadHold = ReadHold()
+    /// Holds the reads of devices' registrations (``registeredInstances(devices:)``): a registry change
+    /// brought in line while the database is slow, and the gateway's heartbeat goes on meanwhile.
+    public let registrationReadHold = ReadHold()
+    /// Holds the inbox's reads (``inbox(partitions:limit:)``): the engine abandons such a read at its
+    /// deadline and goes on without the forwarded work.
+    public let inboxReadHold = ReadHold()
 
     public func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance] {
-        await Self.pass(partitionReads)
+        await partitionReadHold.pass()
         let wanted = Set(partitions)
         return try reading { Self.registered($0) { wanted.contains(DevicePartition.of(device: $0)) } }
     }
@@ -421,7 +356,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
 
     public func registeredInstances(devices: [Int64]) async throws -> [RegisteredInstance] {
         registrationReadCount.withLock { $0 += 1 }
-        await Self.pass(registrationReadGate)
+        await registrationReadHold.pass()
         let devices = Set(devices)
         return try reading { Self.registered($0) { devices.contains($0) } }
     }

@@ -113,13 +113,13 @@ import Testing
         /// Holds the store's partition reads; after 20 s lets them go and notes it (a turn that waited for
         /// them; 20 s, since beside the whole suite a turn can wait seconds for a thread).
         func holdReads() -> (waited: Shared<Bool>, watchdog: Task<Void, any Error>) {
-            store.holdPartitionReads()
+            store.partitionReadHold.hold()
             let waited = Shared(false)
             let store = store
             let watchdog = Task {
                 try await Task.sleep(for: .seconds(20))
                 waited.withLock { $0 = true }
-                store.releasePartitionReads()
+                store.partitionReadHold.release()
             }
             return (waited, watchdog)
         }
@@ -137,7 +137,7 @@ import Testing
         await engine.giveUp([takenPartition], handingBack: false)
         let (waitedForTheLoad, watchdog) = cluster.holdReads()
         await engine.takeOver([takenPartition: epoch])
-        try await Self.wait(within: .seconds(30)) { store.partitionReadsWaiting == 1 || waitedForTheLoad.withLock { $0 } }
+        try await Self.wait(within: .seconds(30)) { store.partitionReadHold.waiting == 1 || waitedForTheLoad.withLock { $0 } }
 
         // A push to each device: both answered while the load waits.
         let answers = Shared<[String: Answer]>([:])
@@ -146,14 +146,14 @@ import Testing
         try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0.count } == 2 }
         watchdog.cancel()
         #expect(!waitedForTheLoad.withLock { $0 })
-        #expect(store.partitionReadsWaiting == 1)
+        #expect(store.partitionReadHold.waiting == 1)
         #expect(answers.withLock { $0.values.allSatisfy(\.isAccepted) })
         let decided = store.ledger.decisions
         #expect(decided.contains { $0.instance?.rawValue == Int32(cluster.scheduled.instances[0]) && $0.kind != .forwarded })
         #expect(decided.filter { $0.instance?.rawValue == Int32(cluster.taken.instances[0]) }.map(\.kind) == [.forwarded])
 
         // Once the reads answer, the partition is scheduled here and the forwarded push decided from its inbox.
-        store.releasePartitionReads()
+        store.partitionReadHold.release()
         await engine.partitionLoadEnded()
         #expect(await engine.ownedPartitions[takenPartition] == epoch)
         try await Self.turns(of: engine, within: .seconds(30)) {
@@ -174,14 +174,14 @@ import Testing
         let decidedBefore = store.ledger.decisions.count
         let older = try await cluster.forwardFromAnotherGateway(id: 1_000_000_001, to: cluster.scheduled)
         // The inbox's reads do not answer (each is abandoned at its deadline) until the new push is taken.
-        store.holdInboxReads()
+        store.inboxReadHold.hold()
         try await Self.turnsWhileDegraded(engine, within: .seconds(30))
         #expect(await !engine.isDegraded)
         cluster.push(to: cluster.scheduled, "newer", answers: answers)
         try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["newer"] } != nil }
         #expect(answers.withLock { $0["newer"]?.isAccepted } == true)
-        #expect(store.inboxReadsBegun > 0)
-        store.releaseInboxReads()
+        #expect(store.inboxReadHold.begun > 0)
+        store.inboxReadHold.release()
 
         let instance = Int32(cluster.scheduled.instances[0])
         try await Self.turns(of: engine, within: .seconds(30)) {
@@ -202,7 +202,7 @@ import Testing
         store.fault = nil
         let (waitedForTheRebuild, watchdog) = cluster.holdReads()
         try await Self.turns(of: engine, within: .seconds(30)) {
-            store.partitionReadsWaiting == 1 || waitedForTheRebuild.withLock { $0 }
+            store.partitionReadHold.waiting == 1 || waitedForTheRebuild.withLock { $0 }
         }
         // A push meanwhile is refused at once (503), not held for the rebuild.
         cluster.push(to: cluster.scheduled, "refused", answers: answers)
@@ -212,7 +212,7 @@ import Testing
         #expect(answers.withLock { $0["refused"]?.isAccepted } == false)
 
         // Once the reads answer, the rebuild ends and requests are accepted again.
-        store.releasePartitionReads()
+        store.partitionReadHold.release()
         await engine.rebuildEnded()
         #expect(await !engine.isDegraded)
         cluster.push(to: cluster.scheduled, "accepted", answers: answers)
@@ -244,13 +244,13 @@ import Testing
         let (waitedForAReload, watchdog) = cluster.holdReads()
         defer {
             watchdog.cancel()
-            store.releasePartitionReads()
+            store.partitionReadHold.release()
         }
         // The next attempt (at most one a second) probes, finds the store able to commit, and ends.
         try await Self.turnsWhileDegraded(engine, within: .seconds(30))
         #expect(await !engine.isDegraded)
         #expect(await engine.stateGeneration == generation, "the state was loaded again")
-        #expect(store.partitionReadsWaiting == 0)
+        #expect(store.partitionReadHold.waiting == 0)
         #expect(!waitedForAReload.withLock { $0 })
         cluster.push(to: cluster.scheduled, "accepted", answers: answers)
         try await Self.turns(of: engine, within: .seconds(30)) { answers.withLock { $0["accepted"] } != nil }
@@ -304,7 +304,7 @@ import Testing
         let (waitedForTheRebuild, watchdog) = cluster.holdReads()
         defer { watchdog.cancel() }
         try await Self.turns(of: engine, within: .seconds(30)) {
-            store.partitionReadsWaiting == 1 || waitedForTheRebuild.withLock { $0 }
+            store.partitionReadHold.waiting == 1 || waitedForTheRebuild.withLock { $0 }
         }
 
         await engine.stop()
@@ -315,10 +315,10 @@ import Testing
         }
         try await Task.sleep(for: .seconds(1))
         #expect(!ended.withLock { $0 }, "the commit loop ended while the rebuild still read the store")
-        store.releasePartitionReads()
+        store.partitionReadHold.release()
         await loop.value
         #expect(!waitedForTheRebuild.withLock { $0 })
-        #expect(store.partitionReadsWaiting == 0)
+        #expect(store.partitionReadHold.waiting == 0)
     }
 
     /// A partition load that fails (the database away) is begun again a second later at the earliest,
@@ -330,7 +330,7 @@ import Testing
         let epoch = try #require(cluster.membership.leases[partition])
         await engine.giveUp([partition], handingBack: false)
         store.fault = .down
-        let before = store.partitionReadsBegun
+        let before = store.partitionReadHold.begun
         await engine.takeOver([partition: epoch])
         await engine.partitionLoadEnded()
         #expect(await engine.ownedPartitions[partition] == nil)
@@ -341,7 +341,7 @@ import Testing
             await Self.turn(of: engine)
             try await Task.sleep(for: .milliseconds(10))
         }
-        #expect(store.partitionReadsBegun - before <= 2, "\(store.partitionReadsBegun - before) loads begun")
+        #expect(store.partitionReadHold.begun - before <= 2, "\(store.partitionReadHold.begun - before) loads begun")
         store.fault = nil
         // (A bound, not a figure: beside the whole suite the turns wait seconds for a thread.)
         let deadline = ContinuousClock.now + .seconds(30)
@@ -362,10 +362,10 @@ import Testing
 
         store.fault = nil
         let (_, watchdog) = cluster.holdReads()
-        try await Self.turns(of: engine, within: .seconds(30)) { store.partitionReadsWaiting == 1 }
+        try await Self.turns(of: engine, within: .seconds(30)) { store.partitionReadHold.waiting == 1 }
         let lost = DevicePartition.of(device: cluster.taken.device)
         await engine.giveUp([lost], handingBack: false)
-        store.releasePartitionReads()
+        store.partitionReadHold.release()
         watchdog.cancel()
         await engine.rebuildEnded()
         #expect(await !engine.isDegraded)

@@ -66,11 +66,11 @@ import Testing
         let added = try store.register(app: cluster.app.id, token: BesideTheCommitLoopTests.Cluster.token(60), kinds: ["scores"], now: Timestamp(Date()))
         let partition = DevicePartition.of(device: added.device)
         #expect(await engine.ownedPartitions[partition] != nil)
-        store.holdRegistrationReads()
+        store.registrationReadHold.hold()
         let change = Task { try await engine.devicesChangedWithoutWaiting([added.device]) }
-        try await BesideTheCommitLoopTests.wait(within: .seconds(30)) { store.registrationReadsWaiting == 1 }
+        try await BesideTheCommitLoopTests.wait(within: .seconds(30)) { store.registrationReadHold.waiting == 1 }
         await engine.giveUp([partition], handingBack: false)
-        store.releaseRegistrationReads()
+        store.registrationReadHold.release()
         _ = try await change.value
         let handle = try #require(SchedulerEngine.handle(added.instances[0]))
         #expect(await !engine.scheduler.isRegistered(handle))
@@ -96,12 +96,12 @@ import Testing
         try await store.commit(notices)
         // Another gateway took the push and forwarded it.
         let forwarded = try await cluster.forwardFromAnotherGateway(id: 1_000_000_001, to: added)
-        store.holdRegistrationReads()
+        store.registrationReadHold.hold()
         await engine.inboxChanged()
         let turn = Task { await BesideTheCommitLoopTests.turn(of: engine) }
-        try await BesideTheCommitLoopTests.wait(within: .seconds(30)) { store.registrationReadsWaiting == 1 }
+        try await BesideTheCommitLoopTests.wait(within: .seconds(30)) { store.registrationReadHold.waiting == 1 }
         await engine.giveUp([partition], handingBack: true)
-        store.releaseRegistrationReads()
+        store.registrationReadHold.release()
         await turn.value
         // What the turn decided commits with the next turns (as the hand-back's own wait commits it).
         await BesideTheCommitLoopTests.turn(of: engine)

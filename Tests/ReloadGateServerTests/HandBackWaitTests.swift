@@ -14,9 +14,9 @@ import Testing
 @Suite(.onALoopOfItsOwn) struct HandBackWaitTests {
     /// A gateway alone on the in-memory shared store, holding every partition; counts the delivery log's
     /// barriers and when each came. Its lease of 20 s and heartbeat of 7 s make a hand-back wait 2 s, as
-    /// the defaults do, while the leases count as held for 16 s: a loaded test run, whose first seconds can
-    /// hold the concurrency pool for ten, does not make them lapse under the test. A lease of 120 s makes
-    /// the wait 82 s.
+    /// the defaults do, while the leases count as held for 16 s from each renewal (the hand-back renews
+    /// them first): a loaded test run, whose first seconds can hold the concurrency pool for ten to twenty,
+    /// does not make them lapse before the hand-back begins. A lease of 120 s makes the wait 82 s.
     struct Gateway {
         let store = InMemorySharedStore(clock: { Int64(Date().timeIntervalSince1970 * 1000) })
         let engine: SchedulerEngine
@@ -72,6 +72,7 @@ import Testing
             return took
         }
 
+        /// How long the turns beside a hand-back go on before they stop the engine and fail the test.
         static let turnsLimit = Duration.seconds(60)
 
         /// Whether the second gateway can take partition 1023 now.

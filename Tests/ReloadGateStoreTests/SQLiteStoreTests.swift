@@ -30,6 +30,20 @@ struct SQLiteStoreTests {
         #expect(try store.info() == StoreInfo(environment: .sandbox, createdAt: now))
     }
 
+    @Test func theWriterSyncsEveryCommit() async throws {
+        // GRDB's pool sets `synchronous = NORMAL` on its writer when it turns WAL mode on, after the
+        // connection's own setup: commits would then reach the disk only at checkpoints. Read on the writer
+        // (a reader's setting says nothing of the commits), of a new file and of one opened again.
+        let directory = try TemporaryDirectory("store")
+        defer { directory.remove() }
+        for _ in 1...2 {
+            let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: now)
+            defer { try? store.close() }
+            let level = try await store.writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+            #expect(level == 2, "FULL: the WAL synced at every commit")
+        }
+    }
+
     @Test func sqliteKeepsNoMemoryStatistics() throws {
         // Turned off when the process was loaded (CReloadGateSQLite): with the statistics on, SQLite counts
         // what an open store allocated; off, its count stays 0.

@@ -70,14 +70,11 @@ public final class SQLiteStore: Sendable {
         // Operator commands write while the server runs: wait for the other writer instead of failing,
         // up to the store's deadline.
         configuration.busyMode = .timeout(deadline.seconds)
-        // An answer is sent only after its commit: every commit must reach the disk (SQLite's default in
-        // WAL mode is FULL on Debian too; set here so that a build option cannot weaken it).
         configuration.prepareDatabase { db in
             // A new file gives the pages the ledger's retention frees back to the file system
             // (SQLiteStore+Retention.swift). The mode is chosen before the file's first page is written
             // (WAL mode writes it), on the writer; on an existing file this changes nothing.
             if !db.configuration.readonly { try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL") }
-            try db.execute(sql: "PRAGMA synchronous = FULL")
             // The writer copies the WAL into the database file itself only past this many pages; the
             // server does it in the background (checkpointWAL), off the commit path.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.writerCheckpointPages)")
@@ -85,6 +82,7 @@ public final class SQLiteStore: Sendable {
         let pool: DatabasePool
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.syncEveryCommit(pool)
             try Self.migrator.migrate(pool)
         } catch {
             throw .cannotOpen(path: path, reason: String(describing: error))
@@ -120,6 +118,34 @@ public final class SQLiteStore: Sendable {
         self.writer = pool
         self.sealer = sealer
         self.deadline = deadline
+    }
+
+    /// Makes the pool's writer sync the WAL at every commit (`PRAGMA synchronous = FULL`), and checks that
+    /// it does: an answer is sent only after its commit, so every commit must reach the disk.
+    ///
+    /// GRDB's pool turns WAL mode on for its writer after the connection's own setup
+    /// (`Configuration.prepareDatabase`), and sets `synchronous = NORMAL` with it. In WAL mode NORMAL
+    /// syncs only at checkpoints: a commit survives the process's crash, not the machine's (a power
+    /// failure, a kernel panic, a VM stopped). So the setting is made here, once the pool is open, on the
+    /// writer (the only connection that commits; readers and the checkpoint connection do not), and read
+    /// back (decision 0118).
+    static func syncEveryCommit(_ pool: DatabasePool) throws {
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+            guard level == fullSynchronous else { throw CommitsNotSynced(level: level) }
+        }
+    }
+
+    /// `PRAGMA synchronous`'s value for FULL.
+    static let fullSynchronous = 2
+
+    /// The writer would not sync every commit: the store is not opened.
+    struct CommitsNotSynced: Error, CustomStringConvertible {
+        var level: Int?
+        var description: String {
+            "SQLite's writer reads PRAGMA synchronous = \(level.map(String.init) ?? "nothing") after it was set to FULL (\(SQLiteStore.fullSynchronous)): its commits would not all reach the disk"
+        }
     }
 
     /// The store's metadata.

@@ -108,7 +108,19 @@ public final class PostgresStore: Sendable {
         let sealer = try SecretSealer(directory: secretsDirectory)
         // One connection first, outside the pool: the pool would retry an unreachable server for a minute
         // and then report only that it gave up; this says why (refused, unknown host, bad password).
-        try await Self.checkConnection(location, description: description, logger: logger)
+        let durability = try await Self.checkConnection(location, description: description, logger: logger)
+        // An answer is sent only after its commit, and a commit must survive the server's crash: with
+        // `synchronous_commit = off` (the server's, the database's or the role's default) PostgreSQL answers
+        // a commit before its WAL is flushed. The store's sessions set it `on` then; any other value
+        // (`local`, `remote_write`, `on`, `remote_apply`) flushes the WAL first and is left as the operator
+        // chose it. `fsync = off` no session can change: it is said at start (decision 0119).
+        if let parameter = Self.durabilityParameter(durability) {
+            configuration.options.additionalStartupParameters.append(parameter)
+            logger.notice("the database commits without waiting for its WAL (synchronous_commit = off): the gateway's sessions set it on", metadata: ["store": "\(description)"])
+        }
+        if durability.fsync == "off" {
+            logger.warning("the database server runs with fsync = off: a crash of its machine can lose answered requests and corrupt the database", metadata: ["store": "\(description)"])
+        }
         // postgres-nio warns at `warning` when a query waits for `run()` to start (as the first one here
         // does, harmlessly); its errors still show, and every failed query throws to its caller.
         var clientLogger = logger
@@ -161,6 +173,12 @@ public final class PostgresStore: Sendable {
         self.configuration = configuration
         self.clientLogger = clientLogger
         self.location = location
+    }
+
+    /// The startup parameter the store's sessions add for ``Durability``: `synchronous_commit = on` where
+    /// the server would give them `off`, else none.
+    static func durabilityParameter(_ durability: Durability) -> (String, String)? {
+        durability.synchronousCommit == "off" ? ("synchronous_commit", "on") : nil
     }
 
     /// Whether `sealer`'s key is the one the store's secrets were sealed with (as ``StoreInfo`` checks it
@@ -219,8 +237,18 @@ public final class PostgresStore: Sendable {
         }, body)
     }
 
-    /// Connects once (within ``openTimeout``) and closes again, or throws why it could not.
-    private static func checkConnection(_ location: PostgresLocation, description: String, logger: Logger) async throws(StoreError) {
+    /// What a session of the store gets from the server, read when the store opens, about whether a commit
+    /// reaches the disk before its answer.
+    struct Durability: Sendable, Equatable {
+        /// `synchronous_commit` as the server gives it to a session of this role and database.
+        var synchronousCommit: String
+        /// `fsync` (the server's own: no session can change it).
+        var fsync: String
+    }
+
+    /// Connects once (within ``openTimeout``), reads the sessions' ``Durability`` and closes again, or
+    /// throws why it could not.
+    private static func checkConnection(_ location: PostgresLocation, description: String, logger: Logger) async throws(StoreError) -> Durability {
         let configuration: PostgresConnection.Configuration
         do {
             configuration = try location.connectionConfiguration()
@@ -230,20 +258,32 @@ public final class PostgresStore: Sendable {
         var quiet = logger
         quiet.logLevel = .critical
         let connectLogger = quiet
-        let outcome: Result<Void, any Error>
+        let outcome: Result<Durability, any Error>
         do {
-            try await abandoning(after: openTimeout, timedOut: { StoreError.unavailable(reason: "no answer within \(openTimeout)") }) {
+            outcome = .success(try await abandoning(after: openTimeout, timedOut: { StoreError.unavailable(reason: "no answer within \(openTimeout)") }) {
                 let connection = try await PostgresConnection.connect(
                     on: PostgresStore.connectionLoops.next(), configuration: configuration, id: 0, logger: connectLogger
                 )
-                try? await connection.close()
-            }
-            outcome = .success(())
+                do {
+                    let row = try await connection.rows(
+                        "SELECT current_setting('synchronous_commit') AS commits, current_setting('fsync') AS fsync", logger: connectLogger
+                    ).first
+                    try? await connection.close()
+                    return Durability(
+                        synchronousCommit: try row?.value("commits", as: String.self) ?? "",
+                        fsync: try row?.value("fsync", as: String.self) ?? ""
+                    )
+                } catch {
+                    try? await connection.close()
+                    throw error
+                }
+            })
         } catch {
             outcome = .failure(error)
         }
-        if case .failure(let error) = outcome {
-            throw .cannotOpen(path: description, reason: describe(error))
+        switch outcome {
+        case .success(let durability): return durability
+        case .failure(let error): throw .cannotOpen(path: description, reason: describe(error))
         }
     }
 

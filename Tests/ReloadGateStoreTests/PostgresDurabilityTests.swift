@@ -34,7 +34,10 @@ struct PostgresDurabilityTests {
     @Test func anotherSettingThatFlushesTheWALFirstIsLeftAsTheOperatorChoseIt() async throws {
         #expect(try await sessionsSetting(withDatabaseDefault: "local") == "local")
     }
+}
 
+/// The rule alone, which needs no server: only `off` is raised.
+struct PostgresDurabilityRuleTests {
     @Test func onlyOffIsRaised() {
         for setting in ["on", "local", "remote_write", "remote_apply"] {
             #expect(PostgresStore.durabilityParameter(.init(synchronousCommit: setting, fsync: "on")) == nil, "\(setting)")

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PostgresNIO
 import ReloadGateCore
 import ReloadGateTesting
@@ -44,5 +45,17 @@ struct PostgresDurabilityRuleTests {
         }
         let raised = PostgresStore.durabilityParameter(.init(synchronousCommit: "off", fsync: "on"))
         #expect(raised?.0 == "synchronous_commit" && raised?.1 == "on")
+    }
+
+    /// A server that never syncs is said at start, as a warning; a raised setting as a notice; a durable
+    /// server gets no line.
+    @Test func whatTheStoreSaysAtStart() {
+        #expect(PostgresStore.Durability(synchronousCommit: "on", fsync: "on").said.isEmpty)
+        #expect(PostgresStore.Durability(synchronousCommit: "local", fsync: "on").said.isEmpty)
+        let raised = PostgresStore.Durability(synchronousCommit: "off", fsync: "on").said
+        #expect(raised.map(\.0) == [.notice] && raised.first?.1.description.contains("synchronous_commit = off") == true)
+        let unsynced = PostgresStore.Durability(synchronousCommit: "on", fsync: "off").said
+        #expect(unsynced.map(\.0) == [.warning] && unsynced.first?.1.description.contains("fsync = off") == true)
+        #expect(PostgresStore.Durability(synchronousCommit: "off", fsync: "off").said.map(\.0) == [.notice, .warning])
     }
 }

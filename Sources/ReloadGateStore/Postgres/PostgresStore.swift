@@ -116,10 +116,9 @@ public final class PostgresStore: Sendable {
         // chose it. `fsync = off` no session can change: it is said at start (decision 0119).
         if let parameter = Self.durabilityParameter(durability) {
             configuration.options.additionalStartupParameters.append(parameter)
-            logger.notice("the database commits without waiting for its WAL (synchronous_commit = off): the gateway's sessions set it on", metadata: ["store": "\(description)"])
         }
-        if durability.fsync == "off" {
-            logger.warning("the database server runs with fsync = off: a crash of its machine can lose answered requests and corrupt the database", metadata: ["store": "\(description)"])
+        for (level, message) in durability.said {
+            logger.log(level: level, message, metadata: ["store": "\(description)"])
         }
         // postgres-nio warns at `warning` when a query waits for `run()` to start (as the first one here
         // does, harmlessly); its errors still show, and every failed query throws to its caller.
@@ -239,11 +238,24 @@ public final class PostgresStore: Sendable {
 
     /// What a session of the store gets from the server, read when the store opens, about whether a commit
     /// reaches the disk before its answer.
-    struct Durability: Sendable, Equatable {
+    struct Durability: Sendable {
         /// `synchronous_commit` as the server gives it to a session of this role and database.
         var synchronousCommit: String
         /// `fsync` (the server's own: no session can change it).
         var fsync: String
+
+        /// What the store logs of these settings when it opens: a notice when its sessions raise
+        /// `synchronous_commit` (``PostgresStore/durabilityParameter(_:)``), a warning for `fsync = off`.
+        var said: [(Logger.Level, Logger.Message)] {
+            var lines: [(Logger.Level, Logger.Message)] = []
+            if PostgresStore.durabilityParameter(self) != nil {
+                lines.append((.notice, "the database commits without waiting for its WAL (synchronous_commit = off): the gateway's sessions set it on"))
+            }
+            if fsync == "off" {
+                lines.append((.warning, "the database server runs with fsync = off: a crash of its machine can lose answered requests and corrupt the database"))
+            }
+            return lines
+        }
     }
 
     /// Connects once (within ``openTimeout``), reads the sessions' ``Durability`` and closes again, or

@@ -82,9 +82,14 @@ public final class SQLiteStore: Sendable {
         let pool: DatabasePool
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw .cannotOpen(path: path, reason: String(describing: error))
+        }
+        do {
             try Self.syncEveryCommit(pool)
             try Self.migrator.migrate(pool)
         } catch {
+            try? pool.close()
             throw .cannotOpen(path: path, reason: String(describing: error))
         }
         let sealer: SecretSealer

@@ -72,8 +72,9 @@ public protocol SharedSchedulingStore: SchedulingStore {
     func leave(gateway: String) async throws
     /// A block of request ids no other gateway uses.
     func requestIDBlock() async throws -> ClosedRange<RequestID>
-    /// The oldest forwarded work of `partitions`, at most `limit` entries, in the order it was written.
-    func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry]
+    /// The oldest forwarded work of `partitions` written after the entry `after` (0: all of it), at most
+    /// `limit` entries, in the order it was written.
+    func inbox(partitions: [Int], after: Int64, limit: Int) async throws -> [InboxEntry]
     /// The scheduler's state of the devices of `partitions`.
     func registeredInstances(partitions: [Int]) async throws -> [RegisteredInstance]
     /// The stored scheduling state of the instances of `partitions`' devices.
@@ -132,6 +133,11 @@ extension SharedSchedulingStore {
     public func lastExpiry(ofTableKeysPrefixed prefix: String, after now: Timestamp, notAfter limit: Timestamp) async throws
         -> Timestamp?
     { limit }
+
+    /// The oldest forwarded work of `partitions`, from the first entry the inbox holds.
+    public func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry] {
+        try await inbox(partitions: partitions, after: 0, limit: limit)
+    }
 }
 
 extension LedgerBatch {

@@ -309,10 +309,10 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         }
     }
 
-    public func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry] {
+    public func inbox(partitions: [Int], after: Int64, limit: Int) async throws -> [InboxEntry] {
         await inboxReadHold.pass()
         let wanted = Set(partitions)
-        return try reading { state in Array(state.inbox.lazy.filter { wanted.contains($0.partition) }.prefix(limit)) }
+        return try reading { state in Array(state.inbox.lazy.filter { $0.id > after && wanted.contains($0.partition) }.prefix(limit)) }
     }
 
     /// Holds the reads of a partition load (``registeredInstances(partitions:)``): a read on a connection
@@ -321,7 +321,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
     /// Holds the reads of devices' registrations (``registeredInstances(devices:)``): a registry change
     /// brought in line while the database is slow, and the gateway's heartbeat goes on meanwhile.
     public let registrationReadHold = ReadHold()
-    /// Holds the inbox's reads (``inbox(partitions:limit:)``): the engine abandons such a read at its
+    /// Holds the inbox's reads (``inbox(partitions:after:limit:)``): the engine abandons such a read at its
     /// deadline and goes on without the forwarded work.
     public let inboxReadHold = ReadHold()
 

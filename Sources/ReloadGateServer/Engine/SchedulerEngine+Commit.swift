@@ -140,13 +140,22 @@ extension SchedulerEngine {
                 return Turn(committed: committed)
             }
         }
-        // Partitions begin to load, and the inbox is read, only between commits: a commit in flight may
-        // write their state, and delete inbox rows it consumed.
-        if partitioning != nil, pipeline.inFlight == nil {
-            startAwaitedLoad()
-            await readForwardedWork()
+        if partitioning != nil {
+            // Partitions begin to load, and the inbox is read, only between commits: a commit in flight may
+            // write their state, and delete inbox rows it consumed. The requests queued here are taken
+            // before the inbox is read and decided after what it holds: a request another gateway
+            // answered (and forwarded here) before one of them was sent is decided first, as one gateway
+            // would. So while a commit is in flight they wait in the queue for the turn after it, which
+            // their commit would wait for anyway.
+            if pipeline.inFlight == nil {
+                startAwaitedLoad()
+                let queued = inbox.takeAll()
+                await readForwardedWork(before: queued.isEmpty ? nil : queued.count)
+                await decide(queued)
+            }
+        } else {
+            await decide(inbox.takeAll())
         }
-        await drainInbox()
         if pipeline.isDegraded {
             // The registry's group commit found the store away while the drain awaited a read
             // (``storeFailed(_:)``): nothing is sealed; the rebuild is the next turn's.

@@ -34,10 +34,62 @@ extension SchedulerEngine {
     ///
     /// Called only between commits: what this gateway forwarded before has committed (and is read) or
     /// waits in the open batch.
-    func readForwardedWork() async {
-        guard let partitioning, !owned.isEmpty else { return }
+    /// - Parameter queued: how many requests the turn took from the queue before this read, which it
+    ///   decides after it (`nil`: none). With some, the inbox is read whatever the notifications said (one
+    ///   may not have come yet for work another gateway answered before they were sent), and read again
+    ///   while a read returns a full page, at most ``inboxReadsBeforeRequests`` times. When the inbox
+    ///   cannot be read whole so (a read fails or times out, an entry cannot be decided, or it holds more),
+    ///   every partition held here catches up again (``catchingUp``): the requests taken go to the inbox
+    ///   behind what it holds, and a later read decides them in that order (decision 0120).
+    func readForwardedWork(before queued: Int?) async {
+        guard partitioning != nil, !owned.isEmpty else { return }
+        var after: Int64 = 0
+        for _ in 0..<(queued == nil ? 1 : Self.inboxReadsBeforeRequests) {
+            switch await readInbox(forced: queued != nil, after: after) {
+            case .notDue, .whole:
+                return
+            case .more(let last):
+                // (The entries a read decided leave the inbox with the batch's commit: the next read of the
+                // same turn starts after them.)
+                after = last
+            case .failed:
+                guard let queued else { return }
+                return catchUpAgain(before: queued)
+            }
+        }
+        if let queued { catchUpAgain(before: queued) }
+    }
+
+    /// Every partition held here catches up until an inbox read finds it whole: the `queued` requests
+    /// taken go through the inbox, behind what it holds that this turn could not decide.
+    private func catchUpAgain(before queued: Int) {
+        for (partition, epoch) in owned where catchingUp[partition] == nil { catchingUp[partition] = epoch }
+        logger.notice("the inbox was not read whole; requests go through it until it is", metadata: ["requests": "\(queued)"])
+    }
+
+    /// Reads of the inbox in one turn before the requests it took are decided (``readForwardedWork(before:)``):
+    /// 16,384 forwarded entries at most.
+    static let inboxReadsBeforeRequests = 8
+
+    /// What one read of the inbox did.
+    enum InboxRead {
+        /// No read: no notification came and no poll is due.
+        case notDue
+        /// Everything the inbox held for the partitions here is decided.
+        case whole
+        /// A full page was decided, up to the entry `last`; more may wait.
+        case more(last: Int64)
+        /// The read failed or timed out, or an entry's work could not be decided (both tried again with
+        /// the next read).
+        case failed
+    }
+
+    /// One read of the inbox (``readForwardedWork(before:)``): at most ``inboxReadLimit`` entries, decided
+    /// in their order, from the entry after `after`. `forced`: read even with no notification and no poll due.
+    private func readInbox(forced: Bool, after: Int64) async -> InboxRead {
+        guard let partitioning, !owned.isEmpty else { return .notDue }
         let due = lastInboxRead.map { $0.duration(to: monotonic()) >= Self.inboxPollInterval } ?? true
-        guard inboxMayHaveWork || due else { return }
+        guard inboxMayHaveWork || due || forced else { return .notDue }
         inboxMayHaveWork = false
         lastInboxRead = monotonic()
         let entries: [InboxEntry]
@@ -51,10 +103,10 @@ extension SchedulerEngine {
             // (A read that is under way is abandoned, not awaited: a query postgres-nio has sent runs to its end.)
             entries = try await abandoning(after: Self.inboxReadTimeout, timedOut: {
                 StoreError.unavailable(reason: "the inbox was not read within \(Self.inboxReadTimeout)")
-            }) { try await partitioning.store.inbox(partitions: partitions, limit: Self.inboxReadLimit) }
+            }) { try await partitioning.store.inbox(partitions: partitions, after: after, limit: Self.inboxReadLimit) }
         } catch {
             logger.warning("cannot read the inbox; retrying", metadata: ["error": "\(error)"])
-            return
+            return .failed
         }
         if entries.count == Self.inboxReadLimit { inboxMayHaveWork = true }
         let held = entries.filter { owned[$0.partition] != nil }
@@ -78,13 +130,15 @@ extension SchedulerEngine {
                 // Left in the inbox: tried again with the next read.
                 logger.warning("cannot apply forwarded work; retrying", metadata: ["inbox-id": "\(run[run.startIndex].id)", "error": "\(error)"])
                 inboxMayHaveWork = true
-                return
+                return .failed
             }
             pipeline.open.ledger.consumedInbox += run.map(\.id)
             index = end
         }
         // (A full read may have left older work in the inbox.)
-        if entries.count < Self.inboxReadLimit { await catchUp(covered) }
+        if entries.count == Self.inboxReadLimit, let last = entries.last { return .more(last: last.id) }
+        await catchUp(covered)
+        return .whole
     }
 
     /// Ends the catching up (``catchingUp``) of the `covered` partitions, whose inbox a read that began after

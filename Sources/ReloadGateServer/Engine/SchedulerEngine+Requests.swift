@@ -33,11 +33,11 @@ extension SchedulerEngine {
     /// Requests queued by ``enqueue(_:render:reply:)`` beyond this many are refused (`ServiceUnavailable`).
     static let inboxLimit = 50_000
 
-    /// Decides the queued requests (the commit loop calls this before sealing a batch). Only the commit
-    /// loop drains, one item after the other: an idempotency key's lookup in the store sees every
+    /// Decides requests taken from the queue (the commit loop calls this before sealing a batch). Only the
+    /// commit loop decides them, one after the other: an idempotency key's lookup in the store sees every
     /// earlier batch committed, and no other request with the key is accepted meanwhile.
-    func drainInbox() async {
-        let queued = inbox.takeAll()
+    func decide(_ queued: [Queued]) async {
+        guard !queued.isEmpty else { return }
         prefetchTargets(of: queued)
         let stored = await storedAnswers(of: queued)
         // Read in place by index: a `for item in` loop would copy each request (a dozen references

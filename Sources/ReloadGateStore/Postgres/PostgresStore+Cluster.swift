@@ -21,14 +21,15 @@ extension PostgresStore: ClusterStore {
         return RequestID(first)...RequestID(first + Self.requestBlockSize - 1)
     }
 
-    public func inbox(partitions: [Int], limit: Int) async throws -> [InboxEntry] {
+    public func inbox(partitions: [Int], after: Int64, limit: Int) async throws -> [InboxEntry] {
         guard !partitions.isEmpty else { return [] }
         let decoder = JSONDecoder()
         var entries: [InboxEntry] = []
         var unreadable: [Int64] = []
         for row in try await rows(
             """
-            SELECT id, partition, work FROM inbox WHERE partition = ANY(\(partitions.map(Int64.init))) ORDER BY id LIMIT \(Int64(limit))
+            SELECT id, partition, work FROM inbox WHERE partition = ANY(\(partitions.map(Int64.init))) AND id > \(after)
+                ORDER BY id LIMIT \(Int64(limit))
             """
         ) {
             let id = try row.value("id", as: Int64.self)

@@ -76,11 +76,10 @@ extension ClusterSimulation {
     /// reload's `cancelled` comes later; `expired` is either).
     static let initialKinds: Set<DecisionKind> = [.scheduled, .merged, .absorbed, .deferred, .noMatch, .expired]
 
-    /// Through one gateway, a reload request answered before another was sent is decided first for each
+    /// Through any gateways, a reload request answered before another was sent is decided first for each
     /// instance both target (their first decisions in the ledger, which is in commit order): as one
     /// gateway would, also when one of them went through an inbox and the gateway took the partition in
-    /// between. (Through different gateways the owner decides a forwarded request when it reads its inbox,
-    /// which a request sent to the owner itself may precede: decisions 0032 and 0117.)
+    /// between, and when the later one went to the owner itself (decisions 0117 and 0120).
     private func checkOrder(_ book: AnswerBook, decisions: [Decision]) throws {
         var first: [RequestID: [Int64: Int]] = [:]
         for (position, decision) in decisions.enumerated() where Self.initialKinds.contains(decision.kind) {
@@ -94,12 +93,13 @@ extension ClusterSimulation {
         }
         for earlier in accepted {
             for later in accepted
-            where later.request.gateway == earlier.request.gateway && earlier.answeredAt < later.request.answeredBeforeSending {
+            where earlier.answeredAt < later.request.answeredBeforeSending {
                 for (instance, before) in first[earlier.id] ?? [:] {
                     guard let after = first[later.id]?[instance], after < before else { continue }
                     throw Violation(
                         description: "request \(later.request.number) (id \(later.id)) was decided for instance \(instance) before request "
-                            + "\(earlier.request.number) (id \(earlier.id)), which was answered before it was sent, through the same gateway g\(earlier.request.gateway)"
+                            + "\(earlier.request.number) (id \(earlier.id)), which was answered before it was sent (through g\(earlier.request.gateway), "
+                            + "then g\(later.request.gateway))"
                     )
                 }
             }

@@ -21,6 +21,11 @@ extension PostgresStore: ClusterStore {
         return RequestID(first)...RequestID(first + Self.requestBlockSize - 1)
     }
 
+    /// The partitions are named by a bitmap, one bit each (`get_bit`), and the inbox is walked in the order
+    /// of its key from `after`: the owner reads its inbox at every turn that takes requests (decision
+    /// 0120), and `partition = ANY(<the 1,024 partitions one gateway holds>)` took 2.3 ms to plan and run
+    /// on an empty inbox, against about 0.1 ms so. Entries of partitions held elsewhere are passed over
+    /// (their owners take them within a commit, or a takeover does).
     public func inbox(partitions: [Int], after: Int64, limit: Int) async throws -> [InboxEntry] {
         guard !partitions.isEmpty else { return [] }
         let decoder = JSONDecoder()
@@ -28,7 +33,7 @@ extension PostgresStore: ClusterStore {
         var unreadable: [Int64] = []
         for row in try await rows(
             """
-            SELECT id, partition, work FROM inbox WHERE partition = ANY(\(partitions.map(Int64.init))) AND id > \(after)
+            SELECT id, partition, work FROM inbox WHERE id > \(after) AND get_bit(\(Self.partitionBits(partitions)), partition) = 1
                 ORDER BY id LIMIT \(Int64(limit))
             """
         ) {
@@ -44,6 +49,16 @@ extension PostgresStore: ClusterStore {
         }
         if !unreadable.isEmpty { _ = try await rows("DELETE FROM inbox WHERE id = ANY(\(unreadable))") }
         return entries
+    }
+
+    /// `partitions` as a bitmap of ``DevicePartition/partitionCount`` bits, as `get_bit` reads one: partition
+    /// `p` is bit `p % 8` (the least significant first) of byte `p / 8`.
+    static func partitionBits(_ partitions: [Int]) -> ByteBuffer {
+        var bytes = [UInt8](repeating: 0, count: DevicePartition.partitionCount / 8)
+        for partition in partitions where bytes.indices.contains(partition / 8) && partition >= 0 {
+            bytes[partition / 8] |= 1 << UInt8(partition % 8)
+        }
+        return ByteBuffer(bytes: bytes)
     }
 
     public func forward(_ entries: [InboxEntry]) async throws {

@@ -30,7 +30,8 @@ import Testing
         let engine: SchedulerEngine
         let membership: ClusterMembership
 
-        init() async throws {
+        /// `monotonic`: the engine's clock of its own intervals (the inbox's once-a-second read among them).
+        init(monotonic: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) async throws {
             app = App(
                 id: 1, bundle: try BundleID("com.example.beside"), environment: .production, teamID: "TEAM123456",
                 allowsExemptions: false, createdAt: Date()
@@ -41,7 +42,7 @@ import Testing
             logger.logLevel = .critical
             engine = SchedulerEngine(
                 store: store, configuration: SchedulerConfiguration(), now: { Date() }, logger: logger, metrics: GatewayMetrics(),
-                partitioning: SchedulerEngine.Partitioning(gateway: "g", store: store), monotonic: { .now },
+                partitioning: SchedulerEngine.Partitioning(gateway: "g", store: store), monotonic: monotonic,
                 outlet: SchedulerEngine.DeliveryOutlet(yield: { _ in }, finish: {})
             )
             membership = ClusterMembership(

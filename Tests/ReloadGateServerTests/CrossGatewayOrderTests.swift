@@ -11,11 +11,15 @@ import Testing
 struct CrossGatewayOrderTests {
     typealias Beside = BesideTheCommitLoopTests
 
+    /// The engine's clock of its intervals, stopped: the inbox's once-a-second read never falls due, however
+    /// slowly a loaded machine runs the test.
+    static let stopped: @Sendable () -> ContinuousClock.Instant = { [start = ContinuousClock.now] in start }
+
     /// A push another gateway answered (and forwarded here) before a push to the same widget was sent to
     /// this gateway is decided first here, though no notification of the forwarded one has come and the
     /// inbox's once-a-second read is not due.
     @Test func aPushForwardedBeforeOneSentToTheOwnerIsDecidedFirst() async throws {
-        let cluster = try await Beside.Cluster()
+        let cluster = try await Beside.Cluster(monotonic: Self.stopped)
         let (store, engine) = (cluster.store, cluster.engine)
         let answers = Shared<[String: Beside.Answer]>([:])
         // A first turn reads what the inbox holds (the registrations' notices): the next read is due in a
@@ -68,7 +72,7 @@ struct CrossGatewayOrderTests {
     /// With no request taken, a turn reads the inbox only when told or when its read is due, as before:
     /// an idle gateway does not ask the database at every turn.
     @Test func aTurnWithoutRequestsReadsTheInboxOnlyWhenToldOrDue() async throws {
-        let cluster = try await Beside.Cluster()
+        let cluster = try await Beside.Cluster(monotonic: Self.stopped)
         let (store, engine) = (cluster.store, cluster.engine)
         await Beside.turn(of: engine)
         let forwarded = try await cluster.forwardFromAnotherGateway(id: 1_000_000_002, to: cluster.scheduled)

@@ -42,6 +42,33 @@ struct CrossGatewayOrderTests {
         #expect(try await store.inbox(partitions: [DevicePartition.of(device: cluster.scheduled.device)], limit: 10).isEmpty)
     }
 
+    /// An inbox holding more than a page: the turn reads the next page from the last entry read (the
+    /// first page is still in the inbox until the batch commits), and decides the request it took after
+    /// both pages, each forwarded request once.
+    @Test func anInboxOfMoreThanAPageIsReadWholeBeforeTheRequestsTaken() async throws {
+        let cluster = try await Beside.Cluster(monotonic: Self.stopped)
+        let (store, engine) = (cluster.store, cluster.engine)
+        let answers = Shared<[String: Beside.Answer]>([:])
+        await Beside.turn(of: engine)
+        let decidedBefore = store.ledger.decisions.count
+        let count = SchedulerEngine.inboxReadLimit + 10
+        var forwarded: [RequestID] = []
+        for offset in 0..<count {
+            forwarded.append(try await cluster.forwardFromAnotherGateway(id: RequestID(2_000_000_000 + offset), to: cluster.scheduled).id)
+        }
+        cluster.push(to: cluster.scheduled, "newer", answers: answers)
+        await Beside.turn(of: engine)
+        await Beside.turn(of: engine)
+        #expect(answers.withLock { $0["newer"]?.isAccepted } == true)
+
+        let instance = Int32(cluster.scheduled.instances[0])
+        let firsts = store.ledger.decisions[decidedBefore...].filter { $0.instance?.rawValue == instance && ClusterSimulation.initialKinds.contains($0.kind) }
+        #expect(firsts.count == count + 1, "each forwarded request decided once, and the push")
+        let inOrder = firsts.prefix(count).map(\.request) == forwarded
+        #expect(inOrder, "the forwarded requests first, in their order")
+        #expect(try await store.inbox(partitions: [DevicePartition.of(device: cluster.scheduled.device)], limit: 10).isEmpty)
+    }
+
     /// When the read before them does not answer (abandoned at its second), the requests taken go through
     /// the inbox behind what it holds, answered `forwarded`, and are decided after it once a read passes.
     @Test func requestsTakenWhenTheInboxCannotBeReadGoThroughItInOrder() async throws {

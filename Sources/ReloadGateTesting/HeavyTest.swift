@@ -26,6 +26,10 @@ public struct HeavyTest: TestCaseScoping {
         return max(4, 3 * ProcessInfo.processInfo.activeProcessorCount)
     }()
 
+    /// The shortest time limit a heavy test may have (an issue is recorded for a shorter one): its wait for a
+    /// turn counts toward its limit, and a heavy test may wait most of a run (docs/TESTING.md, "Heavy tests").
+    public static let shortestTimeLimit: Duration = .seconds(600)
+
     /// Set in the task of a test case that holds a turn (and inherited by the tasks it starts).
     @TaskLocal public static var holdsATurn = false
 
@@ -35,6 +39,9 @@ public struct HeavyTest: TestCaseScoping {
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         guard !Self.holdsATurn else { return try await function() }
+        if let limit = test.timeLimit, limit < Self.shortestTimeLimit {
+            Issue.record("a heavy test's time limit counts its wait for a turn: give it at least \(Self.shortestTimeLimit) (it has \(limit))", sourceLocation: test.sourceLocation)
+        }
         try await Self.turns.take()
         do {
             try await Self.$holdsATurn.withValue(true) { try await function() }

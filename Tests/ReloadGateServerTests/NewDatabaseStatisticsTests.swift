@@ -11,7 +11,7 @@ import Testing
 /// without statistics PostgreSQL took an app's 50,000 devices for a few hundred and read a fan-out's
 /// targets past the store's deadline. Autovacuum would analyze them too, up to a minute after the writes;
 /// here it is off for `device`, so only the gateway can.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .heavy)
 struct NewDatabaseStatisticsTests {
     @Test func aRunningGatewayHasItsTablesAnalyzed() async throws {
         let url = try await TestPostgres.newDatabase()

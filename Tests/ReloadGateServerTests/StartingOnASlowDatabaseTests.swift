@@ -10,7 +10,7 @@ import Testing
 /// A gateway's start on a database that is slow for a moment: a store step of the start (here the first
 /// heartbeat) that gets no answer within the store deadline is tried again a second later, and the gateway
 /// comes up instead of ending its start with the step's unknown outcome.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isEnabled), .heavy)
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestPostgres.isEnabled), .heavy)
 struct StartingOnASlowDatabaseTests {
     @Test func aFirstHeartbeatWithoutAnAnswerIsTriedAgain() async throws {
         let (proxy, proxied) = try await TCPProxy.inFront(of: try await TestPostgres.newDatabase())

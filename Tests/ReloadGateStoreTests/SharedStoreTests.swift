@@ -127,7 +127,12 @@ struct SharedStoreTests {
             try await store.commit(batch)
             let three = try await store.inbox(partitions: [3], limit: 10)
             #expect(three.map(\.work) == [.device(id: 3), .flush(instances: [7], ignoringBudget: true)])
-            #expect(try await store.inbox(partitions: [3, 4], limit: 2).count == 2)
+            let firstPage = try await store.inbox(partitions: [3, 4], limit: 2)
+            #expect(firstPage.map(\.work) == [.device(id: 3), .cancel(instances: [9], request: nil)])
+            // The next page starts after the last id read, and keeps to the partitions named.
+            #expect(try await store.inbox(partitions: [3, 4], after: firstPage[1].id, limit: 2).map(\.work) == [.flush(instances: [7], ignoringBudget: true)])
+            #expect(try await store.inbox(partitions: [4], after: three[0].id, limit: 10).map(\.work) == [.cancel(instances: [9], request: nil)])
+            #expect(try await store.inbox(partitions: [3], after: three[1].id, limit: 10).isEmpty)
             var consuming = LedgerBatch()
             consuming.consumedInbox = [three[0].id]
             try await store.commit(consuming)

@@ -15,6 +15,20 @@ struct CrossGatewayOrderTests {
     /// slowly a loaded machine runs the test.
     static let stopped: @Sendable () -> ContinuousClock.Instant = { [start = ContinuousClock.now] in start }
 
+    /// The decisions committed since the `since`-th for the scheduled widget's instance, of `kinds`: by
+    /// default the first decision of each push, as the simulation's order check reads them.
+    static func decisions(
+        in cluster: Beside.Cluster, since: Int, kinds: Set<DecisionKind> = ClusterSimulation.initialKinds
+    ) -> [Decision] {
+        let instance = Int32(cluster.scheduled.instances[0])
+        return cluster.store.ledger.decisions[since...].filter { $0.instance?.rawValue == instance && kinds.contains($0.kind) }
+    }
+
+    /// Whether the scheduled device's partition has nothing left in the inbox.
+    static func inboxIsEmpty(in cluster: Beside.Cluster) async throws -> Bool {
+        try await cluster.store.inbox(partitions: [DevicePartition.of(device: cluster.scheduled.device)], limit: 10).isEmpty
+    }
+
     /// A push another gateway answered (and forwarded here) before a push to the same widget was sent to
     /// this gateway is decided first here, though no notification of the forwarded one has come and the
     /// inbox's once-a-second read is not due.
@@ -35,11 +49,8 @@ struct CrossGatewayOrderTests {
         await Beside.turn(of: engine)
         #expect(answers.withLock { $0["newer"]?.isAccepted } == true)
 
-        // (The first decision of each push for the widget, as the simulation's order check reads them.)
-        let instance = Int32(cluster.scheduled.instances[0])
-        let first = store.ledger.decisions[decidedBefore...].first { $0.instance?.rawValue == instance && ClusterSimulation.initialKinds.contains($0.kind) }
-        #expect(first?.request == older.id, "the push another gateway answered first is decided first")
-        #expect(try await store.inbox(partitions: [DevicePartition.of(device: cluster.scheduled.device)], limit: 10).isEmpty)
+        #expect(Self.decisions(in: cluster, since: decidedBefore).first?.request == older.id, "the push another gateway answered first is decided first")
+        #expect(try await Self.inboxIsEmpty(in: cluster))
     }
 
     /// An inbox holding more than a page: the turn reads the next page from the last entry read (the
@@ -61,12 +72,11 @@ struct CrossGatewayOrderTests {
         await Beside.turn(of: engine)
         #expect(answers.withLock { $0["newer"]?.isAccepted } == true)
 
-        let instance = Int32(cluster.scheduled.instances[0])
-        let firsts = store.ledger.decisions[decidedBefore...].filter { $0.instance?.rawValue == instance && ClusterSimulation.initialKinds.contains($0.kind) }
+        let firsts = Self.decisions(in: cluster, since: decidedBefore)
         #expect(firsts.count == count + 1, "each forwarded request decided once, and the push")
         let inOrder = firsts.prefix(count).map(\.request) == forwarded
         #expect(inOrder, "the forwarded requests first, in their order")
-        #expect(try await store.inbox(partitions: [DevicePartition.of(device: cluster.scheduled.device)], limit: 10).isEmpty)
+        #expect(try await Self.inboxIsEmpty(in: cluster))
     }
 
     /// When the read before them does not answer (abandoned at its second), the requests taken go through
@@ -86,13 +96,9 @@ struct CrossGatewayOrderTests {
         #expect(store.inboxReadHold.begun > 0)
         store.inboxReadHold.release()
 
-        let instance = Int32(cluster.scheduled.instances[0])
-        let decided = { @Sendable (kinds: Set<DecisionKind>) in
-            store.ledger.decisions[decidedBefore...].filter { $0.instance?.rawValue == instance && kinds.contains($0.kind) }
-        }
-        try await Beside.turns(of: engine, within: .seconds(30)) { decided(ClusterSimulation.initialKinds).count == 2 }
-        #expect(decided(ClusterSimulation.initialKinds).first?.request == older.id, "the push another gateway answered first is decided first")
-        #expect(decided([.forwarded]).count == 1, "the newer push went through the inbox")
+        try await Beside.turns(of: engine, within: .seconds(30)) { Self.decisions(in: cluster, since: decidedBefore).count == 2 }
+        #expect(Self.decisions(in: cluster, since: decidedBefore).first?.request == older.id, "the push another gateway answered first is decided first")
+        #expect(Self.decisions(in: cluster, since: decidedBefore, kinds: [.forwarded]).count == 1, "the newer push went through the inbox")
         #expect(await engine.catchingUp.isEmpty)
     }
 

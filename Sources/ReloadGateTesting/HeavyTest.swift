@@ -28,7 +28,7 @@ public struct HeavyTest: TestCaseScoping {
 
     /// The shortest time limit a heavy test may have (an issue is recorded for a shorter one): its wait for a
     /// turn counts toward its limit, and a heavy test may wait most of a run (docs/TESTING.md, "Heavy tests").
-    public static let shortestTimeLimit: Duration = .seconds(600)
+    static let shortestTimeLimit: Duration = .seconds(600)
 
     /// Set in the task of a test case that holds a turn (and inherited by the tasks it starts).
     @TaskLocal public static var holdsATurn = false

@@ -52,6 +52,14 @@ extension RegistryWrite {
         case adopt(app: App, token: DeviceToken, pushType: PushType, pushToStart: Bool)
     }
 
+    /// The tokens whose device this write may change: its own, and the one a registration replaces.
+    public var tokens: [DeviceToken] {
+        switch step {
+        case .instances(_, let token, _, _, let previousToken): [token] + (previousToken.map { [$0] } ?? [])
+        case .timeline(_, let token, _, _), .adopt(_, let token, _, _): [token]
+        }
+    }
+
     public var step: Step {
         switch self {
         case .putDevice(let app, let token, let widgets, let previousToken):

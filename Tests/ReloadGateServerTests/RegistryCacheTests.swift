@@ -1,13 +1,69 @@
 import Foundation
 import ReloadGateCore
+import ReloadGateStore
 import Testing
 
 @testable import ReloadGateServer
 
-/// The webhook's kept targets: a read that a registry change overtook is not kept, and what is kept is
-/// bounded by the instances it lists, not by the calls seen.
+/// The push path's device entries and the webhook's kept targets: a read that a registry change overtook
+/// is not kept, a change of one token leaves the other tokens' entries, and what is kept is bounded by the
+/// instances it lists, not by the calls seen.
 struct RegistryCacheTests {
     let target = ReloadTarget(kind: "scores")
+    let a = String(repeating: "a", count: 64), b = String(repeating: "b", count: 64)
+
+    func device(_ id: Int64) -> RegistryCache.Entry {
+        RegistryCache.Entry(status: .active(device: id, pushType: .widgets), allTargets: [id])
+    }
+
+    @Test func aChangedTokenIsForgottenAndTheOthersKept() {
+        let cache = RegistryCache()
+        cache.store(device(1), app: 1, token: a, generation: cache.generation)
+        cache.store(device(2), app: 1, token: b, generation: cache.generation)
+        cache.storeTargets([(1, 1)], app: 1, target: target, generation: cache.generation)
+        let before = cache.generation
+        cache.forget(tokens: [a])
+        #expect(cache.entry(app: 1, token: a) == nil)
+        #expect(cache.entry(app: 1, token: b)?.allTargets == [2])
+        // Any device change may change what a target selects.
+        #expect(cache.targets(app: 1, target: target) == nil)
+        // A read of the changed token that began before the change is not kept; one of another token is.
+        cache.store(device(3), app: 1, token: a, generation: before)
+        #expect(cache.entry(app: 1, token: a) == nil)
+        cache.store(device(4), app: 1, token: b, generation: before)
+        #expect(cache.entry(app: 1, token: b)?.allTargets == [4])
+        // Nor is a target read from before any change.
+        cache.storeTargets([(1, 1)], app: 1, target: target, generation: before)
+        #expect(cache.targets(app: 1, target: target) == nil)
+        // An entry is the app's it was read for.
+        #expect(cache.entry(app: 2, token: a) == nil)
+    }
+
+    @Test func forgettingEverythingDropsReadsFromBefore() {
+        let cache = RegistryCache()
+        cache.store(device(1), app: 1, token: a, generation: cache.generation)
+        let before = cache.generation
+        cache.invalidate()
+        #expect(cache.entry(app: 1, token: a) == nil)
+        cache.store(device(2), app: 1, token: b, generation: before)
+        #expect(cache.entry(app: 1, token: b) == nil)
+        cache.store(device(2), app: 1, token: b, generation: cache.generation)
+        #expect(cache.entry(app: 1, token: b) != nil)
+    }
+
+    @Test func theRecordOfChangedTokensIsBounded() {
+        let cache = RegistryCache()
+        let before = cache.generation
+        // More changed tokens than are recorded: the record starts over, and a read from before it of
+        // a token never changed is not kept either, since it cannot be told from one whose change was dropped.
+        for token in 0...RegistryCache.changesKept {
+            cache.forget(tokens: [String(format: "%064x", token)])
+        }
+        cache.store(device(1), app: 1, token: a, generation: before)
+        #expect(cache.entry(app: 1, token: a) == nil)
+        cache.store(device(1), app: 1, token: a, generation: cache.generation)
+        #expect(cache.entry(app: 1, token: a) != nil)
+    }
 
     @Test func aReadFromBeforeAChangeIsNotKept() {
         let cache = RegistryCache()

@@ -7,10 +7,12 @@ import Synchronization
 /// two SQLite reads per push); and the instances a webhook call's target selects (saves a store read per
 /// call, a tenth of a call's CPU in a profile of `scripts/bench-webhook`; decision 0087).
 ///
-/// Entries are valid for one generation of the registry: every change to devices or widgets in this
-/// process (registry API, adoption, Apple's 410, an operator's removal) and every word from another
-/// gateway that it changed devices starts a new generation, so nothing stale is used. Timelines do not
-/// change what a target selects and start none.
+/// Nothing stale is used. Every change to devices or widgets starts a new generation and forgets every kept
+/// target. A change this process wrote for known tokens (a registration, an adoption that added an
+/// instance, an operator's removal) forgets those tokens' entries only (``forget(tokens:)``); anything
+/// else (Apple's 410, which names a device id, and every word from another gateway that it changed
+/// devices) forgets every entry (``invalidate()``). A read is kept only if nothing it could have missed
+/// changed since it began. Timelines do not change what a target selects and start none.
 final class RegistryCache: Sendable {
     struct Entry: Sendable {
         var status: PushDeviceStatus
@@ -18,9 +20,11 @@ final class RegistryCache: Sendable {
         var allTargets: [Int64]
     }
 
-    private struct Key: Hashable {
+    /// An entry with the app it was read for: entries are found by token (an app's other tokens are not
+    /// touched when one changes), and a token pushed for two apps keeps the last one read.
+    private struct Kept {
         var app: Int64
-        var token: String
+        var entry: Entry
     }
 
     /// A webhook call's target: the same target of the same app selects the same instances within a generation.
@@ -34,7 +38,14 @@ final class RegistryCache: Sendable {
 
     private struct State {
         var generation = 0
-        var entries: [Key: Entry] = [:]
+        /// The generation of the last change that forgot every entry: a read that began before it is
+        /// not kept.
+        var forgotAllAt = 0
+        /// The generation of each token's last change since ``forgotAllAt`` (at most
+        /// ``RegistryCache/changesKept``; past that, the record starts over as if every entry had
+        /// been forgotten).
+        var changedAt: [String: Int] = [:]
+        var entries: [String: Kept] = [:]
         var targets: [TargetKey: Targets] = [:]
         /// What all kept targets weigh (``RegistryCache/weight(of:_:)``), counted against
         /// ``RegistryCache/targetCapacity``.
@@ -58,15 +69,41 @@ final class RegistryCache: Sendable {
     var generation: Int { state.withLock { $0.generation } }
 
     func entry(app: Int64, token: String) -> Entry? {
-        state.withLock { $0.entries[Key(app: app, token: token)] }
+        state.withLock { state in
+            guard let kept = state.entries[token], kept.app == app else { return nil }
+            return kept.entry
+        }
     }
 
-    /// Keeps an entry read from the store, unless the registry changed since `generation`.
+    /// Keeps an entry read from the store, unless `token` changed (or every entry was forgotten) since
+    /// `generation`, when the read began.
     func store(_ entry: Entry, app: Int64, token: String, generation: Int) {
         state.withLock { state in
-            guard state.generation == generation else { return }
+            guard generation >= state.forgotAllAt, (state.changedAt[token] ?? generation) <= generation else { return }
             if state.entries.count >= capacity { state.entries.removeAll(keepingCapacity: true) }
-            state.entries[Key(app: app, token: token)] = entry
+            state.entries[token] = Kept(app: app, entry: entry)
+        }
+    }
+
+    /// Tokens whose change is recorded at most, for reads still under way (a few milliseconds each): about
+    /// 100 bytes a token.
+    static let changesKept = 4_096
+
+    /// This process changed these tokens' devices (hex, as the push path names them): their entries
+    /// and every kept target are forgotten, and a read of one of them that began before is not kept.
+    func forget(tokens: some Sequence<String>) {
+        state.withLock { state in
+            state.generation += 1
+            for token in tokens {
+                state.entries[token] = nil
+                state.changedAt[token] = state.generation
+            }
+            if state.changedAt.count > Self.changesKept {
+                state.changedAt.removeAll()
+                state.forgotAllAt = state.generation
+            }
+            state.targets.removeAll()
+            state.targetWeight = 0
         }
     }
 
@@ -101,10 +138,12 @@ final class RegistryCache: Sendable {
         1 + targets.count + (target.devices?.count ?? 0) + target.match.count
     }
 
-    /// The registry changed: forget everything.
+    /// The registry changed in a way not known token by token: forget everything.
     func invalidate() {
         state.withLock { state in
             state.generation += 1
+            state.forgotAllAt = state.generation
+            state.changedAt.removeAll()
             state.entries.removeAll(keepingCapacity: true)
             state.targets.removeAll()
             state.targetWeight = 0

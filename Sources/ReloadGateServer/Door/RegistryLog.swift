@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ReloadGateCore
 import ReloadGateStore
 
 /// The registry's group commit: device registrations and timelines gathered while the previous batch
@@ -104,15 +105,17 @@ final class RegistryLog: Sendable {
             for (entry, result) in zip(entries, results) {
                 if case .success(let value) = result { written.append((entry.write, value)) }
             }
-            var devicesChanged = false, adopted = false
-            for (_, value) in written {
+            var devicesChanged = false
+            var changedTokens: [String] = []
+            for (write, value) in written {
                 switch value {
                 case .device: devicesChanged = true
-                case .adopted(let device): if device.instanceAdded { adopted = true }
-                case .timeline: break
+                case .adopted(let device): if !device.instanceAdded { continue }
+                case .timeline: continue
                 }
+                changedTokens += write.tokens.map(\.hex)
             }
-            if devicesChanged || adopted { registryCache.invalidate() }
+            if !changedTokens.isEmpty { registryCache.forget(tokens: changedTokens) }
             // An adopted device needs no word: no gateway keeps an unknown token in its cache.
             if devicesChanged { await publishDevices() }
             // The scheduler takes the batch now, in order; its commit is awaited beside the next batch.

@@ -46,7 +46,7 @@ struct DeleteDevice: GatewayCommand {
 
     func execute(at door: GatewayDoor) async throws -> (device: Int64, instances: [Int64]) {
         let removed = try await door.store.deleteDevice(app: app, token: token, pushType: pushType, now: door.now())
-        door.registryCache.invalidate()
+        door.registryCache.forget(tokens: [token.hex])
         await door.publish(.devices)
         try await door.engine.remove(instances: removed.instances, of: removed.device)
         return removed

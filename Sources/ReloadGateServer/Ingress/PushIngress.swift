@@ -58,7 +58,7 @@ final class PushIngress: Sendable {
     /// docs/APNS.md's abuse guard (`429 TooManyRequests`), per device token.
     private let guardRail: RateLimiter<ContinuousClock>
     private let revokedSerials: Set<String>
-    /// Devices' status and default targets, kept in memory (invalidated on every registry change).
+    /// Devices' status and default targets, kept in memory (a registry change forgets what it may have changed).
     let devices: RegistryCache
     private let now: @Sendable () -> Date
     let logger: Logger

@@ -45,10 +45,7 @@ struct RegistryCacheTests {
         let before = cache.generation
         cache.invalidate()
         #expect(cache.entry(app: 1, token: a) == nil)
-        cache.store(device(2), app: 1, token: b, generation: before)
-        #expect(cache.entry(app: 1, token: b) == nil)
-        cache.store(device(2), app: 1, token: b, generation: cache.generation)
-        #expect(cache.entry(app: 1, token: b) != nil)
+        expectOnlyAFreshRead(of: b, keptIn: cache, since: before)
     }
 
     @Test func theRecordOfChangedTokensIsBounded() {
@@ -59,10 +56,15 @@ struct RegistryCacheTests {
         for token in 0...RegistryCache.changesKept {
             cache.forget(tokens: [String(format: "%064x", token)])
         }
-        cache.store(device(1), app: 1, token: a, generation: before)
-        #expect(cache.entry(app: 1, token: a) == nil)
-        cache.store(device(1), app: 1, token: a, generation: cache.generation)
-        #expect(cache.entry(app: 1, token: a) != nil)
+        expectOnlyAFreshRead(of: a, keptIn: cache, since: before)
+    }
+
+    /// A read of `token` that began at `before` is not kept; one that begins now is.
+    func expectOnlyAFreshRead(of token: String, keptIn cache: RegistryCache, since before: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+        cache.store(device(1), app: 1, token: token, generation: before)
+        #expect(cache.entry(app: 1, token: token) == nil, sourceLocation: sourceLocation)
+        cache.store(device(1), app: 1, token: token, generation: cache.generation)
+        #expect(cache.entry(app: 1, token: token) != nil, sourceLocation: sourceLocation)
     }
 
     @Test func aReadFromBeforeAChangeIsNotKept() {

@@ -33,9 +33,13 @@ public struct GatewayAPIClient: Sendable {
         self.baseURL = baseURL
     }
 
-    /// `PUT /v1/apps/<bundle>/devices/<token>` with widgets given as JSON objects.
-    public func putDevice(bundle: String, token: String, apiKey: String, widgets: [[String: Any]]) async throws -> Answer {
-        let body = try JSONSerialization.data(withJSONObject: ["widgets": widgets])
+    /// `PUT /v1/apps/<bundle>/devices/<token>` with widgets given as JSON objects (and the token it replaces).
+    public func putDevice(
+        bundle: String, token: String, apiKey: String, widgets: [[String: Any]], previousToken: String? = nil
+    ) async throws -> Answer {
+        var object: [String: Any] = ["widgets": widgets]
+        if let previousToken { object["previousToken"] = previousToken }
+        let body = try JSONSerialization.data(withJSONObject: object)
         return try await send(.PUT, "/v1/apps/\(bundle)/devices/\(token)", body: body, headers: ["authorization": "bearer \(apiKey)"])
     }
 

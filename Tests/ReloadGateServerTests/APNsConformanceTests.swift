@@ -27,6 +27,8 @@ struct APNsConformanceTests {
         let restricted: ProviderTokenFactory
         let productionOnly: ProviderTokenFactory
         let unregisteredAt: Date
+        /// The registry API's key of `bundle`.
+        let apiKey: String
 
         func connect(tls: TLSConfiguration? = nil) async throws -> RawHTTP2Client {
             try await RawHTTP2Client.connect(port: gateway.ingressPort, tls: try tls ?? gateway.pki.clientTLSConfiguration())
@@ -66,10 +68,12 @@ struct APNsConformanceTests {
         let restricted = ProviderTokenFactory(keyID: "KEY0000003", teamID: "TEAM000003")
         let productionOnly = ProviderTokenFactory(keyID: "KEY0000004", teamID: "TEAM000004")
         let unregisteredAt = Date(timeIntervalSince1970: 1_790_000_000)
+        let credentials: AppCredentials
         do {
             let store = try SQLiteStore(directory: directory.path("data"), environment: .sandbox, now: Date())
             defer { try? store.close() }
-            let app = try await store.createApp(bundle: try BundleID(bundle), teamID: sender.teamID, now: Date()).app
+            credentials = try await store.createApp(bundle: try BundleID(bundle), teamID: sender.teamID, now: Date())
+            let app = credentials.app
             let other = try await store.createApp(bundle: try BundleID("com.example.other"), teamID: restricted.teamID, now: Date()).app
             for (factory, topics, environments) in [
                 (sender, [String](), "both"), (otherTeam, [], "sandbox"), (restricted, ["com.example.other"], "both"),
@@ -102,7 +106,8 @@ struct APNsConformanceTests {
                     otherTeam: otherTeam,
                     restricted: restricted,
                     productionOnly: productionOnly,
-                    unregisteredAt: unregisteredAt
+                    unregisteredAt: unregisteredAt,
+                    apiKey: credentials.apiKey
                 )
             )
         }
@@ -150,6 +155,43 @@ struct APNsConformanceTests {
             #expect(answer.status == 200)
             let id = try #require(answer.header("apns-id"))
             #expect(id == id.lowercased() && UUID(uuidString: id) != nil)
+        }
+    }
+
+    /// A push finds the registry as it is when the push arrives, though the gateway keeps what its last
+    /// push of the device read (``RegistryCache``): a registration between two pushes, through the
+    /// registry API, changes the widgets the second reloads, and a token replaced in between is
+    /// Unregistered.
+    @Test func aPushFindsTheWidgetsOfTheDevicesLastRegistration() async throws {
+        try await Self.withFixture { fixture in
+            let outboxPath = fixture.gateway.configuration.dataDirectory + "/outbox.jsonl"
+            func outbox() -> String { (try? String(contentsOfFile: outboxPath, encoding: .utf8)) ?? "" }
+            // Twice: the second push finds what the first kept.
+            for _ in 0..<2 {
+                #expect(try await fixture.push(fixture.fields()).status == 200)
+            }
+            _ = try await eventually { outbox().contains(#""widgets":["w-scores","w-news"]"#) }
+            try await fixture.gateway.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: fixture.gateway.baseURL)
+                // The device registers again: its one widget is now `w-weather`.
+                let weather: [[String: Any]] = [["id": "w-weather", "kind": "weather", "family": "systemSmall", "configuration": [String: Any]()]]
+                let changed = try await api.putDevice(bundle: Self.bundle, token: Self.token, apiKey: fixture.apiKey, widgets: weather)
+                try #require(changed.status == 200, "\(changed.body)")
+                let scheduled = try await fixture.push(fixture.fields())
+                #expect(scheduled.status == 200, "\(scheduled.body)")
+                #expect(scheduled.header("reloadgate-decision") == "scheduled")
+                #expect(try await eventually(within: .seconds(20)) { outbox().contains(#""widgets":["w-weather"]"#) })
+
+                // The device's token changes: the one it replaced is Unregistered from then on.
+                let replacement = String(repeating: "a7", count: 32)
+                let replaced = try await api.putDevice(
+                    bundle: Self.bundle, token: replacement, apiKey: fixture.apiKey, widgets: weather, previousToken: Self.token
+                )
+                try #require(replaced.status == 200, "\(replaced.body)")
+                let retired = try await fixture.push(fixture.fields())
+                #expect(retired.status == 410, "\(retired.body)")
+                #expect(retired.reason == "Unregistered")
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 public import ReloadGateCore
 
 /// What a group commit depends on (several gateways on one database): that no other gateway has taken a
@@ -74,7 +75,7 @@ public struct InboxEntry: Sendable, Hashable {
 }
 
 /// What a gateway publishes for every other gateway of the database: a change their caches hold.
-public enum ClusterChange: String, Sendable, CaseIterable {
+public enum ClusterChange: String, Sendable, CaseIterable, Codable {
     /// Apps, their keys and team (the API key and webhook secret caches).
     case apps
     /// Provider keys (the token verifier's keys).
@@ -83,6 +84,72 @@ public enum ClusterChange: String, Sendable, CaseIterable {
     case devices
     /// Forwarded work was written to the inbox.
     case inbox
+}
+
+/// A change as gateways tell it to each other: what changed and, for registrations, which gateway wrote
+/// it and the tokens it touched. A gateway that hears which tokens changed forgets only their entries in
+/// its device cache; one that does not (`tokens` `nil`: Apple's 410 names a device id, not a token)
+/// forgets every entry (decision 0121).
+public struct ClusterNotice: Sendable, Hashable, Codable {
+    public var change: ClusterChange
+    /// The gateway that wrote the change (its ``ClusterGateway`` name); `nil` when not told.
+    public var gateway: String?
+    /// The tokens (lower-case hex) whose registration changed; `nil`: any.
+    public var tokens: [String]?
+
+    public init(_ change: ClusterChange, gateway: String? = nil, tokens: [String]? = nil) {
+        self.change = change
+        self.gateway = gateway
+        self.tokens = tokens
+    }
+
+    /// The notification payloads that tell this notice, each at most `limit` bytes: the change's name
+    /// alone when it names no tokens, else the notice as JSON with as many tokens as fit, in as many
+    /// payloads as needed. PostgreSQL refuses a payload of 8,000 bytes or more; a notice whose gateway
+    /// name alone leaves no room for a token is told as the change's name (every entry forgotten).
+    public func payloads(limit: Int = ClusterNotice.payloadLimit) -> [String] {
+        guard let tokens, !tokens.isEmpty, gateway != nil else { return [change.rawValue] }
+        let encoder = JSONEncoder()
+        func encoded(_ tokens: [String]) -> String? {
+            var part = self
+            part.tokens = tokens
+            return (try? encoder.encode(part)).map { String(decoding: $0, as: UTF8.self) }
+        }
+        guard let empty = encoded([]) else { return [change.rawValue] }
+        var payloads: [String] = []
+        var part: [String] = []
+        var size = empty.utf8.count
+        for token in tokens {
+            // A token adds its quoted text and a comma; JSON escapes nothing in hex.
+            let added = token.utf8.count + 3
+            if size + added > limit {
+                guard !part.isEmpty else { return [change.rawValue] }
+                payloads.append(encoded(part) ?? change.rawValue)
+                part = []
+                size = empty.utf8.count
+                guard size + added <= limit else { return [change.rawValue] }
+            }
+            part.append(token)
+            size += added
+        }
+        if !part.isEmpty { payloads.append(encoded(part) ?? change.rawValue) }
+        return payloads
+    }
+
+    /// Below PostgreSQL's 8,000 bytes for a `NOTIFY` payload.
+    public static let payloadLimit = 7_900
+
+    /// The notice a payload tells (``payloads(limit:)``; a change's name alone is that change with nothing
+    /// more told), or `nil` for one this gateway cannot read (a newer gateway's: anything may have changed).
+    public init?(payload: String) {
+        if let change = ClusterChange(rawValue: payload) {
+            self.init(change)
+        } else if payload.first == "{", let notice = try? JSONDecoder().decode(Self.self, from: Data(payload.utf8)) {
+            self = notice
+        } else {
+            return nil
+        }
+    }
 }
 
 /// A store shared by several gateways (``PostgresStore``): partition leases, the inbox of forwarded work,
@@ -95,15 +162,15 @@ public protocol ClusterStore: GatewayStore, SharedSchedulingStore {
     func partitionLeases() async throws -> [PartitionLease]
     /// Writes forwarded work outside a group commit (registry changes), durable when this returns.
     func forward(_ entries: [InboxEntry]) async throws
-    /// Tells every gateway that `change` happened (delivered after the current transaction commits).
-    func publish(_ change: ClusterChange) async throws
+    /// Tells every gateway of `notice` (delivered after the current transaction commits).
+    func publish(_ notice: ClusterNotice) async throws
     /// The registration and stored scheduling state of `instances` (those of active devices), for the
     /// operator's views of instances another gateway schedules.
     func schedulingState(instances: [Int64]) async throws
         -> (instances: [RegisteredInstance], snapshots: [(instance: Int64, snapshot: InstanceSnapshot)])
-    /// Calls `onChange` for every change published by any gateway (this one included) until cancelled;
-    /// `onChange(nil)` after (re)connecting: anything may have changed meanwhile.
-    func listen(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async
+    /// Calls `onChange` for every notice published by any gateway (this one included) until cancelled;
+    /// `onChange(nil)` after (re)connecting, and for a notice it cannot read: anything may have changed.
+    func listen(onChange: @escaping @Sendable (ClusterNotice?) async -> Void) async
     /// Has the database gather statistics (`ANALYZE`) for each of the store's tables (those of its schema
     /// the gateway's role owns) that has none yet though it holds `minimumRows` rows or more; returns their
     /// names. A new database's tables have none until autovacuum first analyzes them, up to a minute after

@@ -101,6 +101,65 @@ struct NonOwnerRequestTests {
         }
     }
 
+    /// A registration through one gateway reaches the other's push path, which keeps what its last push
+    /// of a device read: the registering gateway's notice names the tokens, and the other forgets those
+    /// (decision 0121). The notice arrives after the registration's answer (decision 0032): each step
+    /// pushes until the other gateway has it, for a few seconds.
+    @Test func aRegistrationThroughOneGatewayChangesWhatTheOthersPushesFind() async throws {
+        try await withTwoGateways { pair in
+            let (first, second, store, credentials, sender) = (pair.first, pair.second, pair.store, pair.credentials, pair.sender)
+            let token = String(repeating: "5c", count: 32)
+            /// The decisions of a push through the first gateway, once decided (by the owner, if it forwarded the push).
+            func decidedPush() async throws -> [String] {
+                let answer = try await Self.retryingRefusals(\.status) { try await first.push(token, bundle: Self.bundle, sender: sender) }
+                try #require(answer.status == 200, "\(answer.body)")
+                var decisions: [String] = []
+                _ = try await eventually(within: .seconds(10), every: .milliseconds(50)) {
+                    decisions = try await Self.decisions(answer.apnsID, in: store)
+                    return decisions.contains { $0 != "forwarded" }
+                }
+                return decisions
+            }
+            try await second.withHTTPClient { client in
+                let api = GatewayAPIClient(client: client, baseURL: second.baseURL)
+                func register(_ token: String, widget: String, previousToken: String? = nil) async throws {
+                    let answer = try await Self.retryingRefusals(\.status) {
+                        try await api.putDevice(
+                            bundle: Self.bundle, token: token, apiKey: credentials.apiKey,
+                            widgets: [["id": widget, "kind": widget, "family": "systemSmall", "configuration": [String: Any]()]],
+                            previousToken: previousToken
+                        )
+                    }
+                    try #require(answer.status == 200, "\(answer.body)")
+                }
+                try await register(token, widget: "scores")
+                // Twice: the second push finds what the first kept.
+                for _ in 0..<2 {
+                    #expect(try await decidedPush().contains { ["scheduled", "merged", "deferred"].contains($0) })
+                }
+
+                // The device's one widget is now `weather`: a push reloads it (decided `scheduled`, as a new
+                // widget's first reload), not the gone `scores` (`no-match`).
+                try await register(token, widget: "weather")
+                var decisions: [String] = []
+                let found = try await eventually(within: .seconds(10), every: .milliseconds(200)) {
+                    decisions = try await decidedPush()
+                    return decisions.contains("scheduled")
+                }
+                #expect(found, "the last push was decided \(decisions)")
+
+                // A new token replaces the device's: the first gateway answers Unregistered for the old one.
+                try await register(String(repeating: "5d", count: 32), widget: "weather", previousToken: token)
+                var status = 0
+                _ = try await eventually(within: .seconds(10), every: .milliseconds(200)) {
+                    status = try await first.push(token, bundle: Self.bundle, sender: sender).status
+                    return status == 410
+                }
+                #expect(status == 410)
+            }
+        }
+    }
+
     /// Controls (issue 29) on two gateways: control tokens registered through one gateway and pushed through
     /// the other, and unknown control tokens adopted through either, are decided by their owner and each
     /// delivered once, as a controls push.

@@ -266,11 +266,17 @@ struct ClusterService: Service {
             }
             group.addTask {
                 defer { membership.logger.debug("listener stopped") }
-                await listener.listen { change in
-                    switch change {
+                await listener.listen { notice in
+                    switch notice?.change {
                     case .apps?: door.apps.forgetAll()
                     case .keys?: await door.keys.refresh()
-                    case .devices?: door.registryCache.invalidate()
+                    case .devices?:
+                        if let tokens = notice?.tokens {
+                            // This gateway's own notice names tokens it forgot when it wrote them.
+                            if notice?.gateway != membership.gateway { door.registryCache.forget(tokens: tokens) }
+                        } else {
+                            door.registryCache.invalidate()
+                        }
                     case .inbox?: await engine.inboxChanged()
                     case nil:
                         door.apps.forgetAll()

@@ -64,7 +64,7 @@ final class GatewayDoor: Sendable {
         let registryCache = self.registryCache
         self.registry = RegistryLog(
             store: store, engine: engine, registryCache: registryCache,
-            publishDevices: { await Self.publish(.devices, partitioning: partitioning, logger: logger) }, now: now, logger: logger
+            publishDevices: { await Self.publish(.devices, tokens: $0, partitioning: partitioning, logger: logger) }, now: now, logger: logger
         )
     }
 
@@ -110,15 +110,17 @@ final class GatewayDoor: Sendable {
     }
 
     /// Tells the other gateways of a shared store that `change` happened (their caches forget it within
-    /// a second); nothing with one gateway. A failure is logged: the others read it again on reconnect.
-    func publish(_ change: ClusterChange) async {
-        await Self.publish(change, partitioning: partitioning, logger: logger)
+    /// a second), naming the device `tokens` it touched if known (the others then forget only those
+    /// tokens' entries); nothing with one gateway. A failure is logged: the others read it again on
+    /// reconnect.
+    func publish(_ change: ClusterChange, tokens: [String]? = nil) async {
+        await Self.publish(change, tokens: tokens, partitioning: partitioning, logger: logger)
     }
 
-    static func publish(_ change: ClusterChange, partitioning: GatewayCluster?, logger: Logger) async {
+    static func publish(_ change: ClusterChange, tokens: [String]? = nil, partitioning: GatewayCluster?, logger: Logger) async {
         guard let partitioning else { return }
         do {
-            try await partitioning.store.publish(change)
+            try await partitioning.store.publish(ClusterNotice(change, gateway: partitioning.gateway, tokens: tokens))
         } catch {
             logger.warning("cannot tell the other gateways of a change", metadata: ["change": "\(change.rawValue)", "error": "\(error)"])
         }

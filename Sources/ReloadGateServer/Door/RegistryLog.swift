@@ -21,8 +21,8 @@ final class RegistryLog: Sendable {
     private let store: any GatewayStore
     private let engine: SchedulerEngine
     private let registryCache: RegistryCache
-    /// Tells other gateways of a shared store that devices changed.
-    private let publishDevices: @Sendable () async -> Void
+    /// Tells other gateways of a shared store that the registrations of these tokens changed.
+    private let publishDevices: @Sendable ([String]) async -> Void
     private let now: @Sendable () -> Date
     private let logger: Logger
 
@@ -30,7 +30,7 @@ final class RegistryLog: Sendable {
         store: any GatewayStore,
         engine: SchedulerEngine,
         registryCache: RegistryCache,
-        publishDevices: @escaping @Sendable () async -> Void,
+        publishDevices: @escaping @Sendable ([String]) async -> Void,
         now: @escaping @Sendable () -> Date,
         logger: Logger
     ) {
@@ -105,19 +105,20 @@ final class RegistryLog: Sendable {
             for (entry, result) in zip(entries, results) {
                 if case .success(let value) = result { written.append((entry.write, value)) }
             }
-            var devicesChanged = false
             var changedTokens: [String] = []
+            var registeredTokens: [String] = []
             for (write, value) in written {
+                let tokens = write.tokens.map(\.hex)
                 switch value {
-                case .device: devicesChanged = true
+                case .device: registeredTokens += tokens
                 case .adopted(let device): if !device.instanceAdded { continue }
                 case .timeline: continue
                 }
-                changedTokens += write.tokens.map(\.hex)
+                changedTokens += tokens
             }
             if !changedTokens.isEmpty { registryCache.forget(tokens: changedTokens) }
             // An adopted device needs no word: no gateway keeps an unknown token in its cache.
-            if devicesChanged { await publishDevices() }
+            if !registeredTokens.isEmpty { await publishDevices(registeredTokens) }
             // The scheduler takes the batch now, in order; its commit is awaited beside the next batch.
             var failure: (any Error)?
             var needsCommit = false

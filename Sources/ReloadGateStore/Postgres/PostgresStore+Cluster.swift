@@ -9,7 +9,7 @@ public import ReloadGateCore
 // (LISTEN/NOTIFY on one channel).
 
 extension PostgresStore: ClusterStore {
-    /// The channel every gateway listens on; a notification's payload is a ``ClusterChange``.
+    /// The channel every gateway listens on; a notification's payload tells a ``ClusterNotice``.
     static let clusterChannel = "reloadgate"
 
     /// Request ids per block (``requestIDBlock()``).
@@ -68,8 +68,9 @@ extension PostgresStore: ClusterStore {
         try await commit(batch)
     }
 
-    public func publish(_ change: ClusterChange) async throws {
-        _ = try await rows("SELECT pg_notify(\(Self.clusterChannel), \(change.rawValue))")
+    /// One statement however many payloads the notice takes (``ClusterNotice/payloads(limit:)``).
+    public func publish(_ notice: ClusterNotice) async throws {
+        _ = try await rows("SELECT pg_notify(\(Self.clusterChannel), payload) FROM unnest(\(notice.payloads())::text[]) AS payload")
     }
 
     public func analyzeTablesWithoutStatistics(minimumRows: Int) async throws -> [String] {
@@ -159,13 +160,13 @@ extension PostgresStore: ClusterStore {
 
     /// Listens on the cluster channel with a connection of its own (outside the pool), reconnecting
     /// after a second when it breaks, until the task is cancelled.
-    public func listen(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async {
+    public func listen(onChange: @escaping @Sendable (ClusterNotice?) async -> Void) async {
         // Returns as soon as the caller is cancelled, without waiting for postgres-nio to end the
         // notification sequence (see ``abandoning(after:timedOut:_:)``).
         _ = try? await abandoning(after: nil, timedOut: { CancellationError() }) { await self.listenUntilCancelled(onChange: onChange) }
     }
 
-    private func listenUntilCancelled(onChange: @escaping @Sendable (ClusterChange?) async -> Void) async {
+    private func listenUntilCancelled(onChange: @escaping @Sendable (ClusterNotice?) async -> Void) async {
         var quiet = logger
         quiet.logLevel = .critical
         // The connection in use, closed on cancellation: that ends the notification sequence (whose
@@ -187,7 +188,7 @@ extension PostgresStore: ClusterStore {
                             reported = false
                             await onChange(nil)
                             for try await notification in notifications {
-                                await onChange(ClusterChange(rawValue: notification.payload))
+                                await onChange(ClusterNotice(payload: notification.payload))
                             }
                         }
                     }

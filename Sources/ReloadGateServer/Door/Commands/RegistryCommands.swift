@@ -47,7 +47,7 @@ struct DeleteDevice: GatewayCommand {
     func execute(at door: GatewayDoor) async throws -> (device: Int64, instances: [Int64]) {
         let removed = try await door.store.deleteDevice(app: app, token: token, pushType: pushType, now: door.now())
         door.registryCache.forget(tokens: [token.hex])
-        await door.publish(.devices)
+        await door.publish(.devices, tokens: [token.hex])
         try await door.engine.remove(instances: removed.instances, of: removed.device)
         return removed
     }

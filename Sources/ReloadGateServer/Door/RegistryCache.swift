@@ -8,10 +8,10 @@ import Synchronization
 /// call, a tenth of a call's CPU in a profile of `scripts/bench-webhook`; decision 0087).
 ///
 /// Nothing stale is used. Every change to devices or widgets starts a new generation and forgets every kept
-/// target. A change this process wrote for known tokens (a registration, an adoption that added an
-/// instance, an operator's removal) forgets those tokens' entries only (``forget(tokens:)``); anything
-/// else (Apple's 410, which names a device id, and every word from another gateway that it changed
-/// devices) forgets every entry (``invalidate()``). A read is kept only if nothing it could have missed
+/// target. A change for known tokens (a registration, an adoption that added an instance, an operator's
+/// removal, written by this process or told by another gateway's notice) forgets those tokens' entries
+/// only (``forget(tokens:)``); anything else (Apple's 410, which names a device id, and a notice that
+/// names no tokens) forgets every entry (``invalidate()``). A read is kept only if nothing it could have missed
 /// changed since it began. Timelines do not change what a target selects and start none.
 final class RegistryCache: Sendable {
     struct Entry: Sendable {
@@ -89,8 +89,9 @@ final class RegistryCache: Sendable {
     /// 100 bytes a token.
     static let changesKept = 4_096
 
-    /// This process changed these tokens' devices (hex, as the push path names them): their entries
-    /// and every kept target are forgotten, and a read of one of them that began before is not kept.
+    /// These tokens' devices changed (hex, as the push path names them; written here or told by another
+    /// gateway): their entries and every kept target are forgotten, and a read of one of them that began
+    /// before is not kept.
     func forget(tokens: some Sequence<String>) {
         state.withLock { state in
             state.generation += 1

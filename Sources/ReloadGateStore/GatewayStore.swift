@@ -131,9 +131,9 @@ public protocol GatewayStore: GatewayStoreReading, SchedulingStore {
     /// it asked: a ``RegistryError``) not at all, without failing the others. Throws when the transaction
     /// itself fails: then none is written.
     func writeRegistry(_ writes: [RegistryWrite], now: Date) async throws -> [Result<RegistryWritten, RegistryError>]
-    /// Marks an active device unregistered since `since` (Apple's 410); `false` when it was not active or
-    /// registered again after `since`.
-    func markDeviceInvalid(device: Int64, since: Date) async throws -> Bool
+    /// Marks an active device unregistered since `since` (Apple's 410) and returns its token (hex); `nil`
+    /// when it was not active or registered again after `since`.
+    func markDeviceInvalid(device: Int64, since: Date) async throws -> String?
 
     // MARK: Apps and keys
     /// Registers an app and returns its credentials, shown only now (the store keeps the key's hash and

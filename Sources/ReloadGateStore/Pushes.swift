@@ -40,17 +40,17 @@ extension SQLStore {
 
     /// Apple said the device's token is no longer valid (`410` with its timestamp, or `BadDeviceToken`):
     /// the device is marked unregistered as of `since`, unless it registered again after that time.
-    /// - Returns: whether the device was marked.
+    /// - Returns: the device's token (hex) when it was marked, `nil` when not.
     @discardableResult
-    public func markDeviceInvalid(device: Int64, since: Date) async throws -> Bool {
+    public func markDeviceInvalid(device: Int64, since: Date) async throws -> String? {
         let time = since.storedMilliseconds
         return try await writing { session in
             let marked = try await session.rows("""
                 UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(device) AND active AND registeredAt <= \(time)
-                RETURNING id
-                """).map { try $0.int64("id") }
-            try await session.registryChanged(devices: marked, at: since)
-            return !marked.isEmpty
+                RETURNING id, token
+                """).map { (id: try $0.int64("id"), token: try $0.string("token")) }
+            try await session.registryChanged(devices: marked.map(\.id), at: since)
+            return marked.first?.token
         }
     }
 }

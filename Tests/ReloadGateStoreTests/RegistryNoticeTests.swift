@@ -38,7 +38,7 @@ struct RegistryNoticeTests {
         #expect(try await notices().sorted() == [put.device, moved.device].sorted())
         let adopted = try await store.adoptDevice(app: app, token: try DeviceToken(String(repeating: "ef", count: 32)), now: Self.now)
         #expect(try await notices() == [adopted.device])
-        #expect(try await store.markDeviceInvalid(device: adopted.device, since: Self.now.addingTimeInterval(1)))
+        #expect(try await store.markDeviceInvalid(device: adopted.device, since: Self.now.addingTimeInterval(1)) == String(repeating: "ef", count: 32))
         #expect(try await notices() == [adopted.device])
         _ = try await store.deleteDevice(app: app, token: next, now: Self.now)
         #expect(try await notices() == [moved.device])

@@ -8,11 +8,11 @@ import Synchronization
 /// call, a tenth of a call's CPU in a profile of `scripts/bench-webhook`; decision 0087).
 ///
 /// Nothing stale is used. Every change to devices or widgets starts a new generation and forgets every kept
-/// target. A change for known tokens (a registration, an adoption that added an instance, an operator's
-/// removal, written by this process or told by another gateway's notice) forgets those tokens' entries
-/// only (``forget(tokens:)``); anything else (Apple's 410, which names a device id, and a notice that
-/// names no tokens) forgets every entry (``invalidate()``). A read is kept only if nothing it could have missed
-/// changed since it began. Timelines do not change what a target selects and start none.
+/// target. A change of known tokens (a registration, an adoption that added an instance, an operator's
+/// removal, Apple's 410; written by this process or told by another gateway's notice) forgets those
+/// tokens' entries only (``forget(tokens:)``); anything else (a notice that names no tokens, the
+/// listener's reconnect) forgets every entry (``invalidate()``). A read is kept only if nothing it could
+/// have missed changed since it began. Timelines do not change what a target selects and start none.
 final class RegistryCache: Sendable {
     struct Entry: Sendable {
         var status: PushDeviceStatus

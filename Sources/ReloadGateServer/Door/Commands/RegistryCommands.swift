@@ -78,9 +78,9 @@ struct MarkUnregistered: GatewayCommand {
     var since: Timestamp
 
     func execute(at door: GatewayDoor) async throws -> [Int64: [RequestID]]? {
-        guard try await door.store.markDeviceInvalid(device: device, since: since.date) else { return nil }
-        door.registryCache.invalidate()
-        await door.publish(.devices)
+        guard let token = try await door.store.markDeviceInvalid(device: device, since: since.date) else { return nil }
+        door.registryCache.forget(tokens: [token])
+        await door.publish(.devices, tokens: [token])
         return try await door.engine.unregister(device: device, since: since)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import ReloadGateCore
 import ReloadGateStore
+import Synchronization
 import Testing
 
 @testable import ReloadGateServer
@@ -65,6 +66,56 @@ struct RegistryCacheTests {
         #expect(cache.entry(app: 1, token: token) == nil, sourceLocation: sourceLocation)
         cache.store(device(1), app: 1, token: token, generation: cache.generation)
         #expect(cache.entry(app: 1, token: token) != nil, sourceLocation: sourceLocation)
+    }
+
+    /// Reads of a device as the push path makes them on a miss: each counted, each held until `released`,
+    /// the `n`th answering `device(n)`.
+    final class HeldReads: Sendable {
+        let begun = Mutex(0)
+        let released = Mutex(false)
+
+        func read() async throws -> (entry: RegistryCache.Entry, keep: Bool) {
+            let number = begun.withLock { $0 += 1; return $0 }
+            while !released.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+            return (RegistryCacheTests().device(Int64(number)), true)
+        }
+
+        /// Waits until `count` reads have begun (at most 10 s).
+        func waitForBegun(_ count: Int) async throws {
+            for _ in 0..<2_000 where begun.withLock({ $0 }) < count { try await Task.sleep(for: .milliseconds(5)) }
+        }
+    }
+
+    @Test func concurrentMissesOfATokenShareOneRead() async throws {
+        let cache = RegistryCache()
+        let reads = HeldReads()
+        let misses = (0..<8).map { _ in Task { try await cache.entry(app: 1, token: a, orRead: reads.read) } }
+        try await reads.waitForBegun(1)
+        // The other misses come while the first read is held.
+        try await Task.sleep(for: .milliseconds(300))
+        reads.released.withLock { $0 = true }
+        for miss in misses { #expect(try await miss.value.allTargets == [1]) }
+        #expect(reads.begun.withLock { $0 } == 1)
+        #expect(cache.entry(app: 1, token: a)?.allTargets == [1])
+        // Another app's miss of the same token is its own read.
+        _ = try await cache.entry(app: 2, token: a, orRead: reads.read)
+        #expect(reads.begun.withLock { $0 } == 2)
+    }
+
+    @Test func aMissAfterAChangeDoesNotShareAReadFromBefore() async throws {
+        let cache = RegistryCache()
+        let reads = HeldReads()
+        let before = Task { try await cache.entry(app: 1, token: a, orRead: reads.read) }
+        try await reads.waitForBegun(1)
+        cache.forget(tokens: [a])
+        let after = Task { try await cache.entry(app: 1, token: a, orRead: reads.read) }
+        try await reads.waitForBegun(2)
+        reads.released.withLock { $0 = true }
+        #expect(try await before.value.allTargets == [1])
+        #expect(try await after.value.allTargets == [2])
+        // The read the change overtook is not kept; the one after it is.
+        #expect(cache.entry(app: 1, token: a)?.allTargets == [2])
+        #expect(reads.begun.withLock { $0 } == 2)
     }
 
     @Test func aReadFromBeforeAChangeIsNotKept() {

@@ -36,8 +36,20 @@ final class RegistryCache: Sendable {
     /// The instances a target selected, with their devices.
     typealias Targets = [(instance: Int64, device: Int64)]
 
+    /// A read of a token's entry under way, shared by the misses of that token that come while it runs.
+    private struct Flight {
+        var id: Int
+        var app: Int64
+        /// The generation when the read began.
+        var generation: Int
+        var read: Task<(entry: Entry, keep: Bool), any Error>
+    }
+
     private struct State {
         var generation = 0
+        /// Reads under way, by token: one at a time for each (removed by the miss that began it).
+        var flights: [String: Flight] = [:]
+        var flightsBegun = 0
         /// The generation of the last change that forgot every entry: a read that began before it is
         /// not kept.
         var forgotAllAt = 0
@@ -79,9 +91,46 @@ final class RegistryCache: Sendable {
     /// `generation`, when the read began.
     func store(_ entry: Entry, app: Int64, token: String, generation: Int) {
         state.withLock { state in
-            guard generation >= state.forgotAllAt, (state.changedAt[token] ?? generation) <= generation else { return }
+            guard Self.unchanged(token, since: generation, in: state) else { return }
             if state.entries.count >= capacity { state.entries.removeAll(keepingCapacity: true) }
             state.entries[token] = Kept(app: app, entry: entry)
+        }
+    }
+
+    /// Whether nothing a read of `token` that began at `generation` could have missed changed since.
+    private static func unchanged(_ token: String, since generation: Int, in state: State) -> Bool {
+        generation >= state.forgotAllAt && (state.changedAt[token] ?? generation) <= generation
+    }
+
+    /// The entry of `token` for `app`: kept, or from a read of it under way that nothing has overtaken,
+    /// or read now by `read` (whose `keep` says whether the entry may be kept: an unknown device's is
+    /// not) and kept unless overtaken. Concurrent pushes of a device the cache does not hold (each of
+    /// a sender's connections walking the same list of devices) make one read, not one each.
+    func entry(
+        app: Int64, token: String, orRead read: @escaping @Sendable () async throws -> (entry: Entry, keep: Bool)
+    ) async throws -> Entry {
+        enum Found { case kept(Entry), joined(Task<(entry: Entry, keep: Bool), any Error>), began(Flight) }
+        let found: Found = state.withLock { state in
+            if let kept = state.entries[token], kept.app == app { return .kept(kept.entry) }
+            if let flight = state.flights[token], flight.app == app, Self.unchanged(token, since: flight.generation, in: state) {
+                return .joined(flight.read)
+            }
+            state.flightsBegun += 1
+            let flight = Flight(id: state.flightsBegun, app: app, generation: state.generation, read: Task { try await read() })
+            state.flights[token] = flight
+            return .began(flight)
+        }
+        switch found {
+        case .kept(let entry): return entry
+        case .joined(let read): return try await read.value.entry
+        case .began(let flight):
+            let result = await flight.read.result
+            state.withLock { state in
+                if state.flights[token]?.id == flight.id { state.flights[token] = nil }
+            }
+            let (entry, keep) = try result.get()
+            if keep { store(entry, app: app, token: token, generation: flight.generation) }
+            return entry
         }
     }
 

@@ -241,17 +241,15 @@ final class PushIngress: Sendable {
                 app = found
             }
             let (payload, token) = try Self.parse(head, body: body)
-            var entry: RegistryCache.Entry
-            if let cached = devices.entry(app: app.id, token: token.hex) {
-                entry = cached
-            } else {
-                let generation = devices.generation
+            let store = store
+            let entry = try await devices.entry(app: app.id, token: token.hex) {
                 let read = try await store.pushDeviceStatus(app: app, token: token)
-                entry = RegistryCache.Entry(status: read, allTargets: [])
+                var entry = RegistryCache.Entry(status: read, allTargets: [])
                 if case .active(let device, _) = read {
                     entry.allTargets = try await store.pushTargets(device: device, kind: nil, match: [:])
                 }
-                if case .unknown = read {} else { devices.store(entry, app: app.id, token: token.hex, generation: generation) }
+                if case .unknown = read { return (entry, keep: false) }
+                return (entry, keep: true)
             }
             let status = try admit(entry.status, token: token, pushType: head.headers.pushType)
             var targets = entry.allTargets

@@ -38,7 +38,6 @@ final class RegistryCache: Sendable {
 
     /// A read of a token's entry under way, shared by the misses of that token that come while it runs.
     private struct Flight {
-        var id: Int
         var app: Int64
         /// The generation when the read began.
         var generation: Int
@@ -49,7 +48,6 @@ final class RegistryCache: Sendable {
         var generation = 0
         /// Reads under way, by token: one at a time for each (removed by the miss that began it).
         var flights: [String: Flight] = [:]
-        var flightsBegun = 0
         /// The generation of the last change that forgot every entry: a read that began before it is
         /// not kept.
         var forgotAllAt = 0
@@ -115,8 +113,7 @@ final class RegistryCache: Sendable {
             if let flight = state.flights[token], flight.app == app, Self.unchanged(token, since: flight.generation, in: state) {
                 return .joined(flight.read)
             }
-            state.flightsBegun += 1
-            let flight = Flight(id: state.flightsBegun, app: app, generation: state.generation, read: Task { try await read() })
+            let flight = Flight(app: app, generation: state.generation, read: Task { try await read() })
             state.flights[token] = flight
             return .began(flight)
         }
@@ -126,7 +123,7 @@ final class RegistryCache: Sendable {
         case .began(let flight):
             let result = await flight.read.result
             state.withLock { state in
-                if state.flights[token]?.id == flight.id { state.flights[token] = nil }
+                if state.flights[token]?.read == flight.read { state.flights[token] = nil }
             }
             let (entry, keep) = try result.get()
             if keep { store(entry, app: app, token: token, generation: flight.generation) }

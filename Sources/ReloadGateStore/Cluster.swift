@@ -88,8 +88,7 @@ public enum ClusterChange: String, Sendable, CaseIterable, Codable {
 
 /// A change as gateways tell it to each other: what changed and, for registrations, which gateway wrote
 /// it and the tokens it touched. A gateway that hears which tokens changed forgets only their entries in
-/// its device cache; one that does not (`tokens` `nil`, as gateways told every change before) forgets
-/// every entry (decision 0121).
+/// its device cache; one that does not (`tokens` `nil`) forgets every entry (decision 0121).
 public struct ClusterNotice: Sendable, Hashable, Codable {
     public var change: ClusterChange
     /// The gateway that wrote the change (its ``ClusterGateway`` name); `nil` when not told.

@@ -36,6 +36,8 @@ public final class InMemorySharedStore: SharedSchedulingStore {
         public var device: Int64
         public var widgetID: String
         public var kind: String
+        /// The reload its timeline plans, if any.
+        public var plannedReload: Timestamp? = nil
     }
 
     /// What a commit wrote, in commit order: the ledger the simulation checks its invariants against.
@@ -138,6 +140,15 @@ public final class InMemorySharedStore: SharedSchedulingStore {
             if let device = state.instances[instance]?.device { Self.noticeOwner(of: device, in: &state) }
             state.instances[instance] = nil
             state.snapshots[instance] = nil
+        }
+    }
+
+    /// Sets the reload an instance's timeline plans (a timeline written), or none.
+    public func setPlannedReload(_ instance: Int64, _ plannedReload: Timestamp?) throws {
+        try writing { state in
+            guard let device = state.instances[instance]?.device else { return }
+            Self.noticeOwner(of: device, in: &state)
+            state.instances[instance]?.plannedReload = plannedReload
         }
     }
 
@@ -369,7 +380,7 @@ public final class InMemorySharedStore: SharedSchedulingStore {
             .map { instance in
                 RegisteredInstance(
                     instance: instance.id, device: instance.device, kind: instance.kind,
-                    pushType: state.devices[instance.device]?.pushType ?? .widgets, plannedReload: nil
+                    pushType: state.devices[instance.device]?.pushType ?? .widgets, plannedReload: instance.plannedReload
                 )
             }
     }

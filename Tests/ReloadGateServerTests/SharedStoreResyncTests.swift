@@ -77,6 +77,49 @@ import Testing
         #expect(await engine.scheduler.instances(ofDevice: try #require(SchedulerEngine.deviceHandle(added.device))).isEmpty)
     }
 
+    /// A registry change brought in line on a shared store is answered without awaiting a commit, unless
+    /// the commit writes something the change made: a dropped pending reload's `cancelled` decision, or a
+    /// planned reload (the rule on a store of one gateway). On PostgreSQL that commit is an inbox read, a
+    /// read of the device and a ledger statement more before a registration's answer.
+    @Test func aRegistryChangeWaitsForACommitOnlyWhenTheCommitWritesWhatItMade() async throws {
+        let cluster = try await BesideTheCommitLoopTests.Cluster()
+        let (store, engine) = (cluster.store, cluster.engine)
+        let added = try store.register(app: cluster.app.id, token: BesideTheCommitLoopTests.Cluster.token(80), kinds: ["scores", "news"], now: Timestamp(Date()))
+        #expect(await engine.ownedPartitions[DevicePartition.of(device: added.device)] != nil)
+        let (first, second) = (try #require(SchedulerEngine.handle(added.instances[0])), try #require(SchedulerEngine.handle(added.instances[1])))
+        // New widgets: registered here, nothing for a commit.
+        #expect(try await !engine.devicesChangedWithoutWaiting([added.device]))
+        #expect(await engine.scheduler.isRegistered(first))
+        // A widget removed with nothing pending: nothing for a commit.
+        try store.removeWidget(added.instances[1])
+        #expect(try await !engine.devicesChangedWithoutWaiting([added.device]))
+        #expect(await !engine.scheduler.isRegistered(second))
+        // A planned reload set, then the same read again.
+        let planned = Timestamp(milliseconds: Timestamp(Date()).milliseconds + 3_600_000)
+        try store.setPlannedReload(added.instances[0], planned)
+        #expect(try await engine.devicesChangedWithoutWaiting([added.device]))
+        #expect(await engine.scheduler.snapshot(of: first)?.plannedReload == planned)
+        #expect(try await !engine.devicesChangedWithoutWaiting([added.device]))
+
+        // A widget removed while a reload of it waits: its `cancelled` decision is written by the commit.
+        let waiting = try store.register(app: cluster.app.id, token: BesideTheCommitLoopTests.Cluster.token(81), kinds: ["scores"], now: Timestamp(Date()))
+        #expect(try await !engine.devicesChangedWithoutWaiting([waiting.device]))
+        let handle = try #require(SchedulerEngine.handle(waiting.instances[0]))
+        let answers = Shared<[String: BesideTheCommitLoopTests.Answer]>([:])
+        var pushes = 0
+        while await engine.scheduler.pendingReload(of: handle) == nil, pushes < 10 {
+            cluster.push(to: waiting, "push \(pushes)", answers: answers)
+            await BesideTheCommitLoopTests.turn(of: engine)
+            pushes += 1
+        }
+        let pending = try #require(await engine.scheduler.pendingReload(of: handle), "no reload waits after \(pushes) pushes")
+        try store.removeWidget(waiting.instances[0])
+        #expect(try await engine.devicesChangedWithoutWaiting([waiting.device]))
+        await BesideTheCommitLoopTests.turn(of: engine)
+        let cancelled = store.ledger.decisions.filter { $0.instance == handle && $0.kind == .cancelled }
+        #expect(Set(cancelled.map(\.request)) == Set(pending.requests))
+    }
+
     /// A request forwarded by another gateway to a device this one has not registered yet is decided after
     /// that device's registration is read. When the partition is handed back during that read, the request
     /// stays in the inbox for the next owner. (A hand-back keeps this gateway's fence generation: the

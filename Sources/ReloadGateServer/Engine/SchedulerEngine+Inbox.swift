@@ -232,14 +232,20 @@ extension SchedulerEngine {
     /// registry batch to a few hundred devices a second): widgets gone (or a whole device) are dropped with
     /// a `cancelled` decision, new ones registered, planned reloads of timelines taken over. The devices
     /// are brought in line in their order, each as it would be alone.
-    func resync(devices: [Int64]) async throws {
-        guard let partitioning else { return }
+    ///
+    /// Returns whether the next commit writes something a registration's answer waits for: a dropped
+    /// pending reload's `cancelled` decision, or a planned reload set or changed (the rule of a registration
+    /// and a timeline on a store of one gateway). A widget registered anew, or removed with nothing pending,
+    /// changes only what a restart reads back from the registry.
+    @discardableResult
+    func resync(devices: [Int64]) async throws -> Bool {
+        guard let partitioning else { return false }
         var handles: [(device: Int64, handle: DeviceHandle)] = []
         var seen = Set<Int64>()
         for device in devices where seen.insert(device).inserted {
             if let handle = Self.deviceHandle(device) { handles.append((device, handle)) }
         }
-        guard !handles.isEmpty else { return }
+        guard !handles.isEmpty else { return false }
         var byDevice: [Int64: [RegisteredInstance]] = [:]
         // At most ``resyncReadDevices`` devices a read: each read is bounded by the store's deadline, and a
         // registry batch may hold tens of thousands.
@@ -251,20 +257,23 @@ extension SchedulerEngine {
         // (A device whose partition was given up while the reads awaited is the next owner's: its widgets
         // are not registered here, where nothing would decide for them, and their planned reloads would
         // be released beside the owner's.)
+        var needsCommit = false
         for (device, deviceHandle) in handles where isLocal(device: device) {
             let registered = byDevice[device] ?? []
             let now = Set(registered.map(\.instance))
             let gone = scheduler.instances(ofDevice: deviceHandle).filter { !now.contains(Int64($0.rawValue)) }
-            _ = drop(gone, reason: .removedFromRegistry)
+            if drop(gone, reason: .removedFromRegistry) > 0 { needsCommit = true }
             for instance in registered {
                 guard let handle = Self.handle(instance.instance) else { continue }
                 let known = scheduler.isRegistered(handle)
                 scheduler.register(handle, device: deviceHandle, instance.scheduling)
                 if !known || scheduler.snapshot(of: handle)?.plannedReload != instance.plannedReload {
+                    if known || instance.plannedReload != nil { needsCommit = true }
                     scheduler.setPlannedReload(handle, instance.plannedReload)
                 }
             }
         }
+        return needsCommit
     }
 
     /// Registry changes of `devices` the store has committed: applied here for the devices scheduled here;
@@ -275,13 +284,12 @@ extension SchedulerEngine {
         if try await devicesChangedWithoutWaiting(devices) { try await waitForCommit() }
     }
 
-    /// The same without waiting: `true` when a device scheduled here was brought in line (its dropped
-    /// reloads and changed state are written by the next commit).
+    /// The same without waiting: `true` when the next commit writes what bringing a device scheduled here
+    /// in line changed and an answer waits for (``resync(devices:)``).
     func devicesChangedWithoutWaiting(_ devices: [Int64]) async throws -> Bool {
         let local = devices.filter { isLocal(device: $0) }
         guard !local.isEmpty else { return false }
-        try await resync(devices: local)
-        return true
+        return try await resync(devices: local)
     }
 }
 

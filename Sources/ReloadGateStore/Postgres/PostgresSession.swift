@@ -98,15 +98,16 @@ extension PostgresStore {
         let encoder = JSONEncoder()
         let works = try unique.map { String(decoding: try encoder.encode(ForwardedWork.device(id: $0)), as: UTF8.self) }
         let partitions = unique.map { Int32(DevicePartition.of(device: $0)) }
+        // One statement, one round trip: a data-modifying WITH runs whole whatever the query reads of it.
         _ = try await connection.rows(
             """
-            INSERT INTO inbox (partition, work, createdAt)
-            SELECT partition, work, \(at.storedMilliseconds) FROM unnest(\(partitions)::integer[], \(works)::text[]) AS notice(partition, work)
+            WITH written AS (
+                INSERT INTO inbox (partition, work, createdAt)
+                SELECT partition, work, \(at.storedMilliseconds) FROM unnest(\(partitions)::integer[], \(works)::text[]) AS notice(partition, work)
+            )
+            SELECT pg_notify(\(PostgresStore.clusterChannel), \(ClusterChange.inbox.rawValue))
             """,
             logger: logger
-        )
-        _ = try await connection.rows(
-            "SELECT pg_notify(\(PostgresStore.clusterChannel), \(ClusterChange.inbox.rawValue))", logger: logger
         )
     }
 }

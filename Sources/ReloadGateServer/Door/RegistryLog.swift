@@ -117,8 +117,10 @@ final class RegistryLog: Sendable {
                 changedTokens += tokens
             }
             if !changedTokens.isEmpty { registryCache.forget(tokens: changedTokens) }
-            // An adopted device needs no word: no gateway keeps an unknown token in its cache.
-            if !registeredTokens.isEmpty { await publishDevices(registeredTokens) }
+            // An adopted device needs no word: no gateway keeps an unknown token in its cache. The word goes
+            // out while the scheduler takes the batch (on a shared store, a round trip each), before the
+            // answers.
+            async let published: Void = publish(registeredTokens)
             // The scheduler takes the batch now, in order; its commit is awaited beside the next batch.
             var failure: (any Error)?
             var needsCommit = false
@@ -127,6 +129,7 @@ final class RegistryLog: Sendable {
             } catch {
                 failure = error
             }
+            await published
             let engine = engine
             group.addTask { [failure] in
                 var failure = failure
@@ -149,6 +152,13 @@ final class RegistryLog: Sendable {
                 }
             }
         }
+    }
+}
+
+extension RegistryLog {
+    /// Tells the other gateways that `tokens`' registrations changed, if any did.
+    private func publish(_ tokens: [String]) async {
+        if !tokens.isEmpty { await publishDevices(tokens) }
     }
 }
 

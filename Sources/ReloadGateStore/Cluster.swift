@@ -91,7 +91,9 @@ public enum ClusterChange: String, Sendable, CaseIterable, Codable {
 /// its device cache; one that does not (`tokens` `nil`) forgets every entry (decision 0121).
 public struct ClusterNotice: Sendable, Hashable, Codable {
     public var change: ClusterChange
-    /// The gateway that wrote the change (its ``ClusterGateway`` name); `nil` when not told.
+    /// The gateway that wrote the change (its ``ClusterGateway`` name); `nil` when not told: the store
+    /// sends a registry transaction's notice (``SQLSession/registryChanged(devices:tokens:at:)``) without
+    /// it, and the writer, hearing its own notice, forgets those tokens a second time.
     public var gateway: String?
     /// The tokens (lower-case hex) whose registration changed; `nil`: any.
     public var tokens: [String]?
@@ -107,7 +109,7 @@ public struct ClusterNotice: Sendable, Hashable, Codable {
     /// payloads as needed. PostgreSQL refuses a payload of 8,000 bytes or more; a notice whose gateway
     /// name alone leaves no room for a token is told as the change's name (every entry forgotten).
     public func payloads(limit: Int = ClusterNotice.payloadLimit) -> [String] {
-        guard let tokens, !tokens.isEmpty, gateway != nil else { return [change.rawValue] }
+        guard let tokens, !tokens.isEmpty else { return [change.rawValue] }
         let encoder = JSONEncoder()
         func encoded(_ tokens: [String]) -> String? {
             var part = self

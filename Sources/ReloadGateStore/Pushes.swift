@@ -49,7 +49,7 @@ extension SQLStore {
                 UPDATE device SET active = false, unregisteredAt = \(time) WHERE id = \(device) AND active AND registeredAt <= \(time)
                 RETURNING id, token
                 """).map { (id: try $0.int64("id"), token: try $0.string("token")) }
-            try await session.registryChanged(devices: marked.map(\.id), at: since)
+            try await session.registryChanged(devices: marked.map(\.id), tokens: marked.map(\.token), at: since)
             return marked.first?.token
         }
     }

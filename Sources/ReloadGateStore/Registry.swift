@@ -39,7 +39,7 @@ extension SQLStore {
     func writeRegistered(_ write: RegistryWrite, now: Date) async throws -> RegistryWritten {
         try await writing { session in
             let written = try await session.write(write, now: now)
-            try await session.registryChanged(devices: session.devices(changedBy: [written]), at: now)
+            try await session.registryChanged(devices: session.devices(changedBy: [written]), tokens: write.announced(written).map(\.hex), at: now)
             return written
         }
     }
@@ -81,8 +81,14 @@ extension SQLStore {
                 results.append(try await Result.of { try await session.write(write, now: now) })
                 index += 1
             }
-            let written = results.compactMap { try? $0.get() }
-            try await session.registryChanged(devices: session.devices(changedBy: written), at: now)
+            var written: [RegistryWritten] = []
+            var announced: [String] = []
+            for (write, result) in zip(writes, results) {
+                guard case .success(let value) = result else { continue }
+                written.append(value)
+                announced += write.announced(value).map(\.hex)
+            }
+            try await session.registryChanged(devices: session.devices(changedBy: written), tokens: announced, at: now)
             return results
         }
     }
@@ -96,7 +102,7 @@ extension SQLStore {
             if let pushType, device.pushType != pushType { throw RegistryError.otherPushType(token, registered: device.pushType) }
             let instances = try await session.rows("SELECT id FROM widget WHERE deviceId = \(device.id) ORDER BY id").map { try $0.int64("id") }
             try await session.run("DELETE FROM device WHERE id = \(device.id)")
-            try await session.registryChanged(devices: [device.id], at: now)
+            try await session.registryChanged(devices: [device.id], tokens: [token.hex], at: now)
             return (device.id, instances)
         }
         return (device, instances)

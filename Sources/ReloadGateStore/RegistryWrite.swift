@@ -60,6 +60,13 @@ extension RegistryWrite {
         }
     }
 
+    /// The tokens the other gateways' device caches forget once this write, which wrote `written`,
+    /// commits: a registration's (``tokens``). An adoption writes a token no gateway keeps an entry of, and
+    /// a timeline changes nothing a push finds.
+    public func announced(_ written: RegistryWritten) -> [DeviceToken] {
+        if case .device = written { tokens } else { [] }
+    }
+
     public var step: Step {
         switch self {
         case .putDevice(let app, let token, let widgets, let previousToken):

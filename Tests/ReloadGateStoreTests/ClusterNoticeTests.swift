@@ -16,8 +16,8 @@ struct ClusterNoticeTests {
         #expect(ClusterNotice(.apps).payloads() == ["apps"])
         #expect(ClusterNotice(.devices, gateway: "g1").payloads() == ["devices"])
         #expect(ClusterNotice(.devices, gateway: "g1", tokens: []).payloads() == ["devices"])
-        // Without the sender, a gateway could not tell its own notice: every entry is forgotten instead.
-        #expect(ClusterNotice(.devices, tokens: [Self.token(1)]).payloads() == ["devices"])
+        // Without the sender (the store's, sent in a registry transaction) the tokens are told all the same.
+        #expect(ClusterNotice(.devices, tokens: [Self.token(1)]).payloads().compactMap(ClusterNotice.init(payload:)) == [ClusterNotice(.devices, tokens: [Self.token(1)])])
         for change in ClusterChange.allCases {
             #expect(ClusterNotice(payload: change.rawValue) == ClusterNotice(change))
         }
@@ -68,5 +68,58 @@ struct ClusterNoticeTests {
         let notices = heard.withLock { $0.compactMap { $0 } }
         #expect(notices.filter { $0.change == .devices }.flatMap { $0.tokens ?? [] } == tokens)
         #expect(notices.filter { $0.change == .devices }.allSatisfy { $0.gateway == "gateway-1" })
+    }
+
+    /// A registry transaction on PostgreSQL tells the other gateways' device caches its tokens at its
+    /// commit (not in a statement after it, which a gateway failing between the two never sends); a
+    /// transaction that fails tells nothing.
+    @Test(.enabled(if: TestPostgres.isEnabled)) func aRegistryTransactionTellsItsTokensAtItsCommit() async throws {
+        let directory = try TemporaryDirectory("cluster-notice")
+        defer { directory.remove() }
+        let store = try await TestPostgres.newStore(secretsDirectory: directory.path("data"), now: Date())
+        defer { try? store.close() }
+        let app = try await store.createApp(bundle: try BundleID("com.example.notice"), teamID: "TEAM123456", now: Date()).app
+        let heard = Heard()
+        let listening = Task { await store.listen { notice in heard.notices.withLock { $0.append(notice) } } }
+        defer { listening.cancel() }
+        #expect(try await eventually { heard.notices.withLock { $0.contains(nil) } })
+        func toldTokens() async throws -> [String] { try await heard.tokens(after: store) }
+        let widget = WidgetRegistration(id: "w", kind: "scores", family: .systemSmall, configuration: WidgetConfiguration())
+        let (first, second, third) = (try DeviceToken(Self.token(1)), try DeviceToken(Self.token(2)), try DeviceToken(Self.token(3)))
+        let results = try await store.writeRegistry([
+            .putDevice(app: app, token: first, widgets: [widget], previousToken: nil),
+            .putDevice(app: app, token: second, widgets: [widget], previousToken: nil),
+            .putTimeline(app: app, token: first, widgetID: "w", timeline: Timeline(entries: [], policy: .never)),
+        ], now: Date())
+        #expect(results.allSatisfy { (try? $0.get()) != nil })
+        #expect(try await toldTokens() == [first.hex, second.hex])
+        // A registration that replaces a token tells both.
+        let replaced = try await store.putDevice(app: app, token: third, widgets: [widget], previousToken: second, now: Date())
+        #expect(try await toldTokens() == [third.hex, second.hex])
+        // A removal refused (no such device) rolls back: nothing told.
+        await #expect(throws: RegistryError.self) { try await store.deleteDevice(app: app, token: try DeviceToken(Self.token(9)), now: Date()) }
+        #expect(try await toldTokens() == [])
+        let removed = try await store.deleteDevice(app: app, token: first, now: Date())
+        #expect(try await toldTokens() == [first.hex])
+        // Apple's 410 for a device.
+        #expect(try await store.markDeviceInvalid(device: replaced.device, since: Date()) == third.hex)
+        #expect(try await toldTokens() == [third.hex])
+        #expect(removed.instances.count == 1)
+    }
+
+    /// What a listener heard.
+    final class Heard: Sendable {
+        let notices = Mutex<[ClusterNotice?]>([])
+
+        /// The device tokens the notices heard so far name, once a `keys` notice sent after them is heard
+        /// (a listener hears notifications in their transactions' commit order); then forgets them.
+        func tokens(after store: PostgresStore) async throws -> [String] {
+            try await store.publish(ClusterNotice(.keys))
+            #expect(try await eventually { self.notices.withLock { $0.last == ClusterNotice(.keys) } })
+            return notices.withLock { notices in
+                defer { notices.removeAll() }
+                return notices.compactMap { $0 }.filter { $0.change == ClusterChange.devices }.flatMap { $0.tokens ?? [] }
+            }
+        }
     }
 }

@@ -61,11 +61,7 @@ final class GatewayDoor: Sendable {
             keptAnswerCapacity: keptAnswerCapacity, onDegraded: onDegraded
         )
         self.deliveryStates = DeliveryStateLog(store: store, now: now, logger: logger)
-        let registryCache = self.registryCache
-        self.registry = RegistryLog(
-            store: store, engine: engine, registryCache: registryCache,
-            publishDevices: { await Self.publish(.devices, tokens: $0, partitioning: partitioning, logger: logger) }, now: now, logger: logger
-        )
+        self.registry = RegistryLog(store: store, engine: engine, registryCache: registryCache, now: now, logger: logger)
     }
 
     /// Carries out a command and returns its outcome once it is committed and applied.
@@ -110,17 +106,12 @@ final class GatewayDoor: Sendable {
     }
 
     /// Tells the other gateways of a shared store that `change` happened (their caches forget it within
-    /// a second), naming the device `tokens` it touched if known (the others then forget only those
-    /// tokens' entries); nothing with one gateway. A failure is logged: the others read it again on
-    /// reconnect.
-    func publish(_ change: ClusterChange, tokens: [String]? = nil) async {
-        await Self.publish(change, tokens: tokens, partitioning: partitioning, logger: logger)
-    }
-
-    static func publish(_ change: ClusterChange, tokens: [String]? = nil, partitioning: GatewayCluster?, logger: Logger) async {
+    /// a second); nothing with one gateway. A failure is logged: the others read it again on reconnect.
+    /// (Registrations are told by the store, in their own transaction: ``SQLSession/registryChanged(devices:tokens:at:)``.)
+    func publish(_ change: ClusterChange) async {
         guard let partitioning else { return }
         do {
-            try await partitioning.store.publish(ClusterNotice(change, gateway: partitioning.gateway, tokens: tokens))
+            try await partitioning.store.publish(ClusterNotice(change, gateway: partitioning.gateway))
         } catch {
             logger.warning("cannot tell the other gateways of a change", metadata: ["change": "\(change.rawValue)", "error": "\(error)"])
         }

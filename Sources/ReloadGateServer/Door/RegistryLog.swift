@@ -21,8 +21,6 @@ final class RegistryLog: Sendable {
     private let store: any GatewayStore
     private let engine: SchedulerEngine
     private let registryCache: RegistryCache
-    /// Tells other gateways of a shared store that the registrations of these tokens changed.
-    private let publishDevices: @Sendable ([String]) async -> Void
     private let now: @Sendable () -> Date
     private let logger: Logger
 
@@ -30,14 +28,12 @@ final class RegistryLog: Sendable {
         store: any GatewayStore,
         engine: SchedulerEngine,
         registryCache: RegistryCache,
-        publishDevices: @escaping @Sendable ([String]) async -> Void,
         now: @escaping @Sendable () -> Date,
         logger: Logger
     ) {
         self.store = store
         self.engine = engine
         self.registryCache = registryCache
-        self.publishDevices = publishDevices
         self.now = now
         self.logger = logger
     }
@@ -105,22 +101,18 @@ final class RegistryLog: Sendable {
             for (entry, result) in zip(entries, results) {
                 if case .success(let value) = result { written.append((entry.write, value)) }
             }
+            // (On a shared store, the other gateways were told the registrations' tokens by the
+            // transaction's commit: ``RegistryWrite/announced(_:)``.)
             var changedTokens: [String] = []
-            var registeredTokens: [String] = []
             for (write, value) in written {
-                let tokens = write.tokens.map(\.hex)
                 switch value {
-                case .device: registeredTokens += tokens
+                case .device: break
                 case .adopted(let device): if !device.instanceAdded { continue }
                 case .timeline: continue
                 }
-                changedTokens += tokens
+                changedTokens += write.tokens.map(\.hex)
             }
             if !changedTokens.isEmpty { registryCache.forget(tokens: changedTokens) }
-            // An adopted device needs no word: no gateway keeps an unknown token in its cache. The word goes
-            // out while the scheduler takes the batch (on a shared store, a round trip each), before the
-            // answers.
-            async let published: Void = publish(registeredTokens)
             // The scheduler takes the batch now, in order; its commit is awaited beside the next batch.
             var failure: (any Error)?
             var needsCommit = false
@@ -129,7 +121,6 @@ final class RegistryLog: Sendable {
             } catch {
                 failure = error
             }
-            await published
             let engine = engine
             group.addTask { [failure] in
                 var failure = failure
@@ -152,13 +143,6 @@ final class RegistryLog: Sendable {
                 }
             }
         }
-    }
-}
-
-extension RegistryLog {
-    /// Tells the other gateways that `tokens`' registrations changed, if any did.
-    private func publish(_ tokens: [String]) async {
-        if !tokens.isEmpty { await publishDevices(tokens) }
     }
 }
 

@@ -27,9 +27,10 @@ public struct PostgresSession: SQLSession {
         _ = try await connection.rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
     }
 
-    /// The owners of the devices read a notice written in this transaction (``PostgresStore/noticeOwners(of:at:on:logger:)``).
-    public func registryChanged(devices: [Int64], at: Date) async throws {
-        try await PostgresStore.noticeOwners(of: devices, at: at, on: connection, logger: logger)
+    /// The owners of the devices read a notice written in this transaction, and the other gateways hear
+    /// the tokens at its commit (``PostgresStore/noticeOwners(of:tokens:at:on:logger:)``).
+    public func registryChanged(devices: [Int64], tokens: [String], at: Date) async throws {
+        try await PostgresStore.noticeOwners(of: devices, tokens: tokens, at: at, on: connection, logger: logger)
     }
 }
 
@@ -89,12 +90,16 @@ extension PostgresStore: SQLStore {
 extension PostgresStore {
     /// Tells the owners of `devices` that their registration changed, in the caller's transaction: an
     /// inbox row per device for its partition's owner (``ForwardedWork/device(id:)``), and a notification
-    /// delivered when the transaction commits. The owner learns of the change even when the gateway that
-    /// made it fails right after.
+    /// delivered when the transaction commits. With it, the notice of `tokens` (hex) for the device caches
+    /// of every gateway (``ClusterNotice``; the writer's own hears it too and forgets them again). Both are
+    /// sent by PostgreSQL at the commit: the owner and the caches learn of the change even when the
+    /// gateway that made it fails right after, and of nothing a failed transaction wrote.
     /// `at`: the inbox row's `createdAt` (the time of the change; read by no gateway).
-    static func noticeOwners(of devices: [Int64], at: Date, on connection: PostgresConnection, logger: Logger) async throws {
+    static func noticeOwners(of devices: [Int64], tokens: [String], at: Date, on connection: PostgresConnection, logger: Logger) async throws {
         let unique = Array(Set(devices)).sorted()
-        guard !unique.isEmpty else { return }
+        var notices = unique.isEmpty ? [] : [ClusterChange.inbox.rawValue]
+        if !tokens.isEmpty { notices += ClusterNotice(.devices, tokens: tokens).payloads() }
+        guard !notices.isEmpty else { return }
         let encoder = JSONEncoder()
         let works = try unique.map { String(decoding: try encoder.encode(ForwardedWork.device(id: $0)), as: UTF8.self) }
         let partitions = unique.map { Int32(DevicePartition.of(device: $0)) }
@@ -105,7 +110,7 @@ extension PostgresStore {
                 INSERT INTO inbox (partition, work, createdAt)
                 SELECT partition, work, \(at.storedMilliseconds) FROM unnest(\(partitions)::integer[], \(works)::text[]) AS notice(partition, work)
             )
-            SELECT pg_notify(\(PostgresStore.clusterChannel), \(ClusterChange.inbox.rawValue))
+            SELECT pg_notify(\(PostgresStore.clusterChannel), payload) FROM unnest(\(notices)::text[]) AS payload
             """,
             logger: logger
         )

@@ -13,10 +13,11 @@ public protocol SQLSession {
     /// Makes this read transaction see one snapshot of the database throughout (SQLite's read
     /// transactions do; PostgreSQL's default isolation does not). Called before the first query.
     func readSnapshot() async throws
-    /// Tells the owners of `devices` that their registration changed, in this transaction. A store one
-    /// gateway owns does nothing; a shared store writes a notice the owner reads even if this gateway
-    /// fails after the commit.
-    func registryChanged(devices: [Int64], at: Date) async throws
+    /// Tells the owners of `devices` that their registration changed, and the other gateways that the
+    /// registrations of `tokens` (hex) did, in this transaction. A store one gateway owns does nothing; a
+    /// shared store writes a notice the owner reads, and sends one the device caches hear, at the commit
+    /// itself: both even if this gateway fails right after it, neither if the transaction fails.
+    func registryChanged(devices: [Int64], tokens: [String], at: Date) async throws
 }
 
 extension SQLSession {

@@ -63,7 +63,7 @@ public struct SQLiteSession: SQLSession {
     public func readSnapshot() async throws {}
 
     /// One gateway owns a SQLite store: the engine learns of its own registry changes directly.
-    public func registryChanged(devices: [Int64], at: Date) async throws {}
+    public func registryChanged(devices: [Int64], tokens: [String], at: Date) async throws {}
 
     /// `rule`'s result on `db`, run to its end on this thread (see the type's description).
     static func run<T>(_ db: Database, _ rule: @escaping (SQLiteSession) async throws -> T) throws -> T {

@@ -47,7 +47,6 @@ struct DeleteDevice: GatewayCommand {
     func execute(at door: GatewayDoor) async throws -> (device: Int64, instances: [Int64]) {
         let removed = try await door.store.deleteDevice(app: app, token: token, pushType: pushType, now: door.now())
         door.registryCache.forget(tokens: [token.hex])
-        await door.publish(.devices, tokens: [token.hex])
         try await door.engine.remove(instances: removed.instances, of: removed.device)
         return removed
     }
@@ -80,7 +79,6 @@ struct MarkUnregistered: GatewayCommand {
     func execute(at door: GatewayDoor) async throws -> [Int64: [RequestID]]? {
         guard let token = try await door.store.markDeviceInvalid(device: device, since: since.date) else { return nil }
         door.registryCache.forget(tokens: [token])
-        await door.publish(.devices, tokens: [token])
         return try await door.engine.unregister(device: device, since: since)
     }
 }

@@ -22,12 +22,13 @@ extension SQLStore {
             if let existing = try await session.row("SELECT bundle FROM app WHERE lower(bundle) = lower(\(bundle.rawValue))") {
                 throw StoreError.appExists((try? BundleID(try existing.string("bundle"))) ?? bundle)
             }
-            return try await session.row("""
+            let app = try await session.row("""
                 INSERT INTO app (bundle, environment, teamId, apiKeyHash, webhookSecret, allowsExemptions, createdAt, registrationKeyHash)
                 VALUES (\(bundle.rawValue), \(environment.rawValue), \(teamID), \(AppCredentials.hash(apiKey)), \(sealed),
                     \(allowsExemptions), \(now.storedMilliseconds), \(AppCredentials.hash(registrationKey)))
                 RETURNING \(unescaped: App.columns)
                 """).flatMap(App.init)
+            return try await session.told(.apps, app)
         }
         guard let app else { throw StoreError.corrupt(reason: "registering an app returned no row") }
         return AppCredentials(app: app, apiKey: apiKey, webhookSecret: webhookSecret, registrationKey: registrationKey)
@@ -56,10 +57,10 @@ extension SQLStore {
     public func rotateRegistrationKey(bundle: BundleID) async throws -> AppCredentials? {
         let key = AppCredentials.registrationKeyPrefix + AppCredentials.randomToken()
         let app = try await writing { session in
-            try await session.row("""
+            try await session.told(.apps, try await session.row("""
                 UPDATE app SET registrationKeyHash = \(AppCredentials.hash(key))
                 WHERE bundle = \(bundle.rawValue) RETURNING \(unescaped: App.columns)
-                """).flatMap(App.init)
+                """).flatMap(App.init))
         }
         return app.map { AppCredentials(app: $0, apiKey: "", webhookSecret: "", registrationKey: key) }
     }
@@ -91,9 +92,9 @@ extension SQLStore {
     /// - Returns: the app as it is now, or `nil` when no app has this bundle.
     public func setTeam(bundle: BundleID, teamID: String) async throws -> App? {
         try await writing { session in
-            try await session.row(
+            try await session.told(.apps, try await session.row(
                 "UPDATE app SET teamId = \(teamID) WHERE bundle = \(bundle.rawValue) RETURNING \(unescaped: App.columns)"
-            ).flatMap(App.init)
+            ).flatMap(App.init))
         }
     }
 
@@ -106,10 +107,10 @@ extension SQLStore {
         let secret = rotateSecret ? "rgs_" + AppCredentials.randomToken() : ""
         let sealed = rotateSecret ? try seal(secret) : nil
         let app = try await writing { session in
-            try await session.row("""
+            try await session.told(.apps, try await session.row("""
                 UPDATE app SET apiKeyHash = \(AppCredentials.hash(apiKey)), webhookSecret = COALESCE(\(sealed), webhookSecret)
                 WHERE bundle = \(bundle.rawValue) RETURNING \(unescaped: App.columns)
-                """).flatMap(App.init)
+                """).flatMap(App.init))
         }
         return app.map { AppCredentials(app: $0, apiKey: apiKey, webhookSecret: secret) }
     }
@@ -118,12 +119,12 @@ extension SQLStore {
     /// - Throws: ``StoreError/keyExists(_:)`` when the key id is registered already.
     public func addProviderKey(_ key: StoredProviderKey) async throws {
         let inserted = try await writing { session in
-            try await session.row("""
+            try await session.told(.keys, try await session.row("""
                 INSERT INTO provider_key (keyId, teamId, publicKey, topics, environments, createdAt)
                 VALUES (\(key.keyID), \(key.teamID), \(key.publicKeyPEM), \(key.topics.map(\.rawValue).joined(separator: " ")),
                     \(key.environments), \(key.createdAt.storedMilliseconds))
                 ON CONFLICT (keyId) DO NOTHING RETURNING keyId
-                """) != nil
+                """)) != nil
         }
         if !inserted { throw StoreError.keyExists(key.keyID) }
     }
@@ -146,7 +147,18 @@ extension SQLStore {
     /// Removes a provider key. - Returns: whether it was registered.
     @discardableResult
     public func removeProviderKey(keyID: String) async throws -> Bool {
-        try await writing { session in try await session.row("DELETE FROM provider_key WHERE keyId = \(keyID) RETURNING keyId") != nil }
+        try await writing { session in
+            try await session.told(.keys, try await session.row("DELETE FROM provider_key WHERE keyId = \(keyID) RETURNING keyId")) != nil
+        }
+    }
+}
+
+extension SQLSession {
+    /// `changed`, once the other gateways are told of `change` at the commit when it is not `nil` (a row
+    /// the write changed; ``catalogChanged(_:)``).
+    func told<T>(_ change: ClusterChange, _ changed: T?) async throws -> T? {
+        if changed != nil { try await catalogChanged(change) }
+        return changed
     }
 }
 

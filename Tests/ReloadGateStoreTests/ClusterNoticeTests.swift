@@ -107,9 +107,52 @@ struct ClusterNoticeTests {
         #expect(removed.instances.count == 1)
     }
 
+    /// An app's or a provider key's change on PostgreSQL tells every gateway's caches at its commit; a
+    /// write that changes nothing, or fails, tells nothing.
+    @Test(.enabled(if: TestPostgres.isEnabled)) func aCatalogChangeIsToldAtItsCommit() async throws {
+        let directory = try TemporaryDirectory("cluster-notice")
+        defer { directory.remove() }
+        let store = try await TestPostgres.newStore(secretsDirectory: directory.path("data"), now: Date())
+        defer { try? store.close() }
+        let heard = Heard()
+        let listening = Task { await store.listen { notice in heard.notices.withLock { $0.append(notice) } } }
+        defer { listening.cancel() }
+        #expect(try await eventually { heard.notices.withLock { $0.contains(nil) } })
+        func toldChanges() async throws -> [ClusterChange] { try await heard.changes(after: store) }
+        let bundle = try BundleID("com.example.catalog")
+        _ = try await store.createApp(bundle: bundle, teamID: "TEAM123456", now: Date())
+        #expect(try await toldChanges() == [.apps])
+        await #expect(throws: StoreError.self) { _ = try await store.createApp(bundle: bundle, teamID: nil, now: Date()) }
+        #expect(try await toldChanges() == [])
+        #expect(try await store.setTeam(bundle: try BundleID("com.example.none"), teamID: "TEAM123456") == nil)
+        #expect(try await toldChanges() == [])
+        #expect(try await store.setTeam(bundle: bundle, teamID: "TEAM654321") != nil)
+        _ = try await store.rotateCredentials(bundle: bundle, webhookSecret: true)
+        _ = try await store.rotateRegistrationKey(bundle: bundle)
+        #expect(try await toldChanges() == [.apps, .apps, .apps])
+        let sender = ProviderTokenFactory(keyID: "CATKEY0001", teamID: "TEAM123456")
+        let key = StoredProviderKey(keyID: sender.keyID, teamID: sender.teamID, publicKeyPEM: sender.publicKeyPEM, topics: [], environments: "both", createdAt: Date())
+        try await store.addProviderKey(key)
+        await #expect(throws: StoreError.self) { try await store.addProviderKey(key) }
+        #expect(try await store.removeProviderKey(keyID: "NOSUCHKEY1") == false)
+        #expect(try await toldChanges() == [.keys])
+        #expect(try await store.removeProviderKey(keyID: sender.keyID))
+        #expect(try await toldChanges() == [.keys])
+    }
+
     /// What a listener heard.
     final class Heard: Sendable {
         let notices = Mutex<[ClusterNotice?]>([])
+
+        /// The changes heard so far, once an `inbox` notice sent after them is heard; then forgets them.
+        func changes(after store: PostgresStore) async throws -> [ClusterChange] {
+            try await store.publish(ClusterNotice(.inbox))
+            #expect(try await eventually { self.notices.withLock { $0.last == ClusterNotice(.inbox) } })
+            return notices.withLock { notices in
+                defer { notices.removeAll() }
+                return notices.dropLast().compactMap { $0?.change }
+            }
+        }
 
         /// The device tokens the notices heard so far name, once a `keys` notice sent after them is heard
         /// (a listener hears notifications in their transactions' commit order); then forgets them.

@@ -105,18 +105,6 @@ final class GatewayDoor: Sendable {
         }
     }
 
-    /// Tells the other gateways of a shared store that `change` happened (their caches forget it within
-    /// a second); nothing with one gateway. A failure is logged: the others read it again on reconnect.
-    /// (Registrations are told by the store, in their own transaction: ``SQLSession/registryChanged(devices:tokens:at:)``.)
-    func publish(_ change: ClusterChange) async {
-        guard let partitioning else { return }
-        do {
-            try await partitioning.store.publish(ClusterNotice(change, gateway: partitioning.gateway))
-        } catch {
-            logger.warning("cannot tell the other gateways of a change", metadata: ["change": "\(change.rawValue)", "error": "\(error)"])
-        }
-    }
-
     /// Loads the scheduler from the store (when the gateway runs, before anything listens).
     func load() async throws {
         try await engine.load()

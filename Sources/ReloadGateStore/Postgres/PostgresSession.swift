@@ -32,6 +32,11 @@ public struct PostgresSession: SQLSession {
     public func registryChanged(devices: [Int64], tokens: [String], at: Date) async throws {
         try await PostgresStore.noticeOwners(of: devices, tokens: tokens, at: at, on: connection, logger: logger)
     }
+
+    /// Every gateway hears `change` at this transaction's commit.
+    public func catalogChanged(_ change: ClusterChange) async throws {
+        _ = try await connection.rows("SELECT pg_notify(\(PostgresStore.clusterChannel), \(change.rawValue))", logger: logger)
+    }
 }
 
 extension PostgresBindings: SQLBinder {

@@ -18,6 +18,10 @@ public protocol SQLSession {
     /// shared store writes a notice the owner reads, and sends one the device caches hear, at the commit
     /// itself: both even if this gateway fails right after it, neither if the transaction fails.
     func registryChanged(devices: [Int64], tokens: [String], at: Date) async throws
+    /// Tells the other gateways that apps or provider keys changed (their caches forget them), in this
+    /// transaction: a shared store sends the notice at the commit, even if this gateway fails right after
+    /// it, and not if the transaction fails. A store one gateway owns does nothing.
+    func catalogChanged(_ change: ClusterChange) async throws
 }
 
 extension SQLSession {

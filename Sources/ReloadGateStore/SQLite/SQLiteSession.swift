@@ -65,6 +65,9 @@ public struct SQLiteSession: SQLSession {
     /// One gateway owns a SQLite store: the engine learns of its own registry changes directly.
     public func registryChanged(devices: [Int64], tokens: [String], at: Date) async throws {}
 
+    /// One gateway owns a SQLite store: its caches are told by the command that made the change.
+    public func catalogChanged(_ change: ClusterChange) async throws {}
+
     /// `rule`'s result on `db`, run to its end on this thread (see the type's description).
     static func run<T>(_ db: Database, _ rule: @escaping (SQLiteSession) async throws -> T) throws -> T {
         let held = Held(session: SQLiteSession(db: db), rule: rule)

@@ -118,11 +118,11 @@ public struct RemoveProviderKey: CatalogCommand {
 }
 
 extension GatewayDoor {
-    /// Carries out a catalog change: written, then the caches holding it brought in line.
+    /// Carries out a catalog change: written (on a shared store, the other gateways are told by the
+    /// write's own commit: ``SQLSession/catalogChanged(_:)``), then the caches holding it brought in line.
     func execute<Command: CatalogCommand>(_ command: Command) async throws -> Command.Outcome {
         let outcome = try await command.write(to: store, now: now())
         await command.apply(outcome, toCachesOf: GatewayDoorCaches(apps: apps, keys: keys))
-        await publish(command is AddProviderKey || command is RemoveProviderKey ? .keys : .apps)
         return outcome
     }
 }

@@ -86,28 +86,24 @@ public enum ClusterChange: String, Sendable, CaseIterable, Codable {
     case inbox
 }
 
-/// A change as gateways tell it to each other: what changed and, for registrations, which gateway wrote
-/// it and the tokens it touched. A gateway that hears which tokens changed forgets only their entries in
-/// its device cache; one that does not (`tokens` `nil`) forgets every entry (decision 0121).
+/// A change as gateways tell it to each other: what changed and, for registrations, the tokens it
+/// touched. A gateway that hears which tokens changed forgets only their entries in its device cache; one
+/// that does not (`tokens` `nil`) forgets every entry (decision 0121). Every gateway hears every notice,
+/// its writer's included, which forgets those tokens a second time (decision 0122).
 public struct ClusterNotice: Sendable, Hashable, Codable {
     public var change: ClusterChange
-    /// The gateway that wrote the change (its ``ClusterGateway`` name); `nil` when not told: the store
-    /// sends a registry transaction's notice (``SQLSession/registryChanged(devices:tokens:at:)``) without
-    /// it, and the writer, hearing its own notice, forgets those tokens a second time.
-    public var gateway: String?
     /// The tokens (lower-case hex) whose registration changed; `nil`: any.
     public var tokens: [String]?
 
-    public init(_ change: ClusterChange, gateway: String? = nil, tokens: [String]? = nil) {
+    public init(_ change: ClusterChange, tokens: [String]? = nil) {
         self.change = change
-        self.gateway = gateway
         self.tokens = tokens
     }
 
     /// The notification payloads that tell this notice, each at most `limit` bytes: the change's name
     /// alone when it names no tokens, else the notice as JSON with as many tokens as fit, in as many
-    /// payloads as needed. PostgreSQL refuses a payload of 8,000 bytes or more; a notice whose gateway
-    /// name alone leaves no room for a token is told as the change's name (every entry forgotten).
+    /// payloads as needed. PostgreSQL refuses a payload of 8,000 bytes or more; a limit that leaves no room
+    /// for a token tells the change's name (every entry forgotten).
     public func payloads(limit: Int = ClusterNotice.payloadLimit) -> [String] {
         guard let tokens, !tokens.isEmpty else { return [change.rawValue] }
         let encoder = JSONEncoder()

@@ -272,9 +272,7 @@ struct ClusterService: Service {
                     case .keys?: await door.keys.refresh()
                     case .devices?:
                         if let tokens = notice?.tokens {
-                            // A notice naming this gateway (as earlier builds sent it after the commit) names
-                            // tokens it forgot when it wrote them; the store's own, sent at the commit, names none.
-                            if notice?.gateway != membership.gateway { door.registryCache.forget(tokens: tokens) }
+                            door.registryCache.forget(tokens: tokens)
                         } else {
                             door.registryCache.invalidate()
                         }
